@@ -1,0 +1,61 @@
+//! `xrunlab check`.
+
+use super::{output, Global};
+use crate::error::Result;
+use crate::report::table;
+use crate::results::{Body, ResultDoc, Status};
+use crate::system::check::{run_checks, CheckConfig};
+use crate::system::{Environment, Root};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Is this system set up for real-time audio? (rtcqs's checks plus VM/container detection)
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  xrunlab check\n  xrunlab check --strict          # exit 1 when any check fails (for CI)\n  xrunlab check --json | python3 -m json.tool"
+)]
+pub struct CheckArgs {
+    /// Exit 1 when any check fails.
+    #[arg(long)]
+    pub strict: bool,
+    /// Read /proc, /sys and /etc under DIR instead of / (for fixtures and offline analysis).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub root: Option<PathBuf>,
+}
+
+pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let root = match &a.root {
+        Some(p) if !p.is_dir() => {
+            return super::usage(format!("--root {}: not a directory", p.display()))
+        }
+        Some(p) => Root::new(p),
+        None => Root::default(),
+    };
+    let env = Environment::capture_at(&root);
+    let report = run_checks(&root, &env);
+    let failed = report.fail > 0;
+    let human = table::checks(&report);
+    let doc = ResultDoc::new(
+        Body::Check {
+            config: CheckConfig {
+                root: a
+                    .root
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "/".into()),
+                strict: a.strict,
+            },
+            results: report,
+        },
+        Status::Complete,
+        started,
+        env,
+    );
+    output::emit(&doc, g, &human)?;
+    Ok(if a.strict && failed {
+        crate::error::EXIT_THRESHOLD
+    } else {
+        0
+    })
+}

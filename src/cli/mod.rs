@@ -1,0 +1,75 @@
+//! Command-line front end: one file per subcommand, parsing and printing only
+//! (DESIGN.md §2). Measurement logic lives in the library modules.
+
+mod check;
+pub mod output;
+mod schema;
+
+use crate::error::Error;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options every subcommand accepts.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// Write the JSON result to FILE (atomically).
+    #[arg(short = 'o', long = "output", global = true, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the JSON result to standard output (the human summary goes to stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print no human summary and no progress.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "xrunlab",
+    version,
+    about = "Measured evidence of whether a Linux machine can run real-time audio, at which buffer size, and why it glitches",
+    after_help = "Exit codes: 0 ok, 1 a --fail-* threshold was crossed, 2 bad usage or input, 3 could not measure.\n\nExamples:\n  xrunlab check\n  xrunlab check --json | python3 -m json.tool"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Check(check::CheckArgs),
+    Schema(schema::SchemaArgs),
+}
+
+/// Parse the process arguments, run the command and map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    crate::rt::interrupt::install();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap exits 2 for usage errors and 0 for --help/--version.
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    let outcome = match cli.command {
+        Command::Check(a) => check::run(a, &cli.global),
+        Command::Schema(a) => schema::run(a, &cli.global),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("xrunlab: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Helper for commands: turn clap-level combinations we cannot express in attributes
+/// into usage errors.
+pub(crate) fn usage<T>(msg: impl Into<String>) -> Result<T, Error> {
+    Err(Error::usage(msg))
+}

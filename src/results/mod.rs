@@ -1,0 +1,116 @@
+//! The one result model (DESIGN.md §6): a versioned envelope around a kind-specific body,
+//! written atomically, with a JSON Schema generated from these types and committed under
+//! `schema/`.
+
+pub mod write;
+
+use crate::system::Environment;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use write::{read_result, write_atomic, write_json_atomic};
+
+/// Bumped whenever a change to the types would break readers of older files.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a run ended. Anything but `complete` still carries every record collected so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Complete,
+    /// Stopped by SIGINT/SIGTERM; the result holds what was measured until then.
+    Interrupted,
+    /// The watchdog found a cycle that never ended and stopped the run.
+    Watchdog,
+    /// The audio server went away during the run.
+    ServerShutdown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for Tool {
+    fn default() -> Self {
+        Tool {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The kind-specific part: `kind` names it, `config` is what was asked, `results` what was
+/// measured. One variant per measuring command.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Body {
+    Check {
+        config: crate::system::check::CheckConfig,
+        results: crate::system::check::CheckReport,
+    },
+}
+
+impl Body {
+    /// The `kind` string as written in the JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::Check { .. } => "check",
+        }
+    }
+}
+
+/// One result document.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ResultDoc {
+    pub schema_version: u32,
+    pub tool: Tool,
+    #[serde(flatten)]
+    pub body: Body,
+    pub status: Status,
+    /// RFC 3339 wall-clock time the run started / ended.
+    pub started_at: String,
+    pub ended_at: String,
+    /// The command line that produced the result.
+    pub command: Vec<String>,
+    pub environment: Environment,
+    /// Conditions that weaken the evidence (VM, governor, RT throttling, no privilege...).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl ResultDoc {
+    /// Wrap a body measured between `started_at` and now, in `environment`.
+    pub fn new(body: Body, status: Status, started_at: String, environment: Environment) -> Self {
+        let mut warnings = environment.warnings();
+        warnings.dedup();
+        ResultDoc {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool::default(),
+            body,
+            status,
+            started_at,
+            ended_at: crate::rt::clock::wall_clock_rfc3339(),
+            command: std::env::args().collect(),
+            environment,
+            warnings,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.body.kind()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("result types always serialise")
+    }
+}
+
+/// The JSON Schema of `ResultDoc`, as committed in `schema/result.schema.json`.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(ResultDoc);
+    let mut s = serde_json::to_string_pretty(&schema).expect("schema serialises");
+    s.push('\n');
+    s
+}

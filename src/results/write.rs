@@ -1,0 +1,112 @@
+//! Atomic writing (temp file in the target directory + fsync + rename), so a reader never
+//! sees a partial file and an interrupted write leaves no debris but the temp file's removal.
+
+use super::ResultDoc;
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// Write `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::usage(format!(
+            "cannot write {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::usage(format!("{} is not a file path", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(format!("writing {}", path.display()), e)
+    })
+}
+
+/// Serialise a result and write it atomically.
+pub fn write_json_atomic(path: &Path, doc: &ResultDoc) -> Result<()> {
+    let mut s = doc.to_json();
+    s.push('\n');
+    write_atomic(path, s.as_bytes())
+}
+
+/// Read a result file, with errors that name the file and say what is wrong (exit 2).
+pub fn read_result(path: &Path) -> Result<ResultDoc> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::input(
+            path,
+            format!("not JSON (line {}, column {}): {e}", e.line(), e.column()),
+        )
+    })?;
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == super::SCHEMA_VERSION as u64 => {}
+        Some(v) => {
+            return Err(Error::input(
+                path,
+                format!(
+                    "schema_version {v} is not supported by this xrunlab (it reads version {})",
+                    super::SCHEMA_VERSION
+                ),
+            ))
+        }
+        None => {
+            return Err(Error::input(
+                path,
+                "not an xrunlab result: no schema_version",
+            ))
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| Error::input(path, format!("not a valid xrunlab result: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        let e = write_atomic(&dir.path().join("nope/r.json"), b"x").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+    }
+
+    #[test]
+    fn reading_garbage_is_an_input_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, "{\"a\":").unwrap();
+        let e = read_result(&p).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("line 1"), "{e}");
+        std::fs::write(&p, "{\"a\":1}").unwrap();
+        assert!(read_result(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("schema_version"));
+    }
+}

@@ -1,0 +1,133 @@
+//! CPU affinity and the set of CPUs a measurement may use.
+
+use crate::error::{Error, Result};
+
+/// Pin thread `tid` (0 = calling thread) to exactly the given CPUs.
+pub fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Err(Error::usage("an affinity needs at least one CPU"));
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds are checked below.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c >= libc::CPU_SETSIZE as usize {
+            return Err(Error::usage(format!("CPU {c} is beyond CPU_SETSIZE")));
+        }
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: set is initialised and its size is passed.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        let err = std::io::Error::last_os_error();
+        Err(match err.raw_os_error() {
+            Some(libc::EINVAL) => Error::cannot_measure(format!(
+                "cannot pin to CPU(s) {cpus:?}: not online or not allowed by this process's cpuset \
+                 (allowed: {:?}); a SCHED_DEADLINE thread also may not be pinned to fewer CPUs than its root domain",
+                allowed_cpus().unwrap_or_default()
+            )),
+            _ => Error::io(format!("sched_setaffinity to {cpus:?}"), err),
+        })
+    }
+}
+
+/// CPUs the calling thread may run on (its cpuset and affinity mask).
+pub fn allowed_cpus() -> Result<Vec<usize>> {
+    // SAFETY: set is writable and sized.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(Error::io(
+            "sched_getaffinity",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Parse the kernel's CPU list format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    let bad = || Error::usage(format!("bad CPU list '{s}': expected e.g. 0-3,8"));
+    for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.parse().map_err(|_| bad())?;
+                let b: usize = b.parse().map_err(|_| bad())?;
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Resolve a user's `--cpus` selection against the CPUs this process may use; None = all.
+pub fn select_cpus(spec: Option<&str>) -> Result<Vec<usize>> {
+    let allowed = allowed_cpus()?;
+    let Some(spec) = spec else { return Ok(allowed) };
+    let wanted = parse_cpu_list(spec)?;
+    if wanted.is_empty() {
+        return Err(Error::usage(format!("--cpus '{spec}' selects no CPU")));
+    }
+    if let Some(c) = wanted.iter().find(|c| !allowed.contains(c)) {
+        return Err(Error::usage(format!(
+            "CPU {c} is not available to this process (allowed: {})",
+            format_cpu_list(&allowed)
+        )));
+    }
+    Ok(wanted)
+}
+
+/// Inverse of `parse_cpu_list`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        let v = parse_cpu_list("0-3,8,10-11\n").unwrap();
+        assert_eq!(v, vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(format_cpu_list(&v), "0-3,8,10-11");
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn pinning_to_an_allowed_cpu_works() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        let first = cpus[0];
+        std::thread::spawn(move || set_affinity(0, &[first]).unwrap())
+            .join()
+            .unwrap();
+        assert!(select_cpus(Some("4095")).is_err());
+    }
+}

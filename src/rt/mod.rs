@@ -1,0 +1,12 @@
+//! The real-time toolbox (DESIGN.md §2): policies, affinity, memory locking, the
+//! `/dev/cpu_dma_latency` guard, RT thread spawning, clocks and stop requests.
+
+pub mod affinity;
+pub mod clock;
+pub mod dma_latency;
+pub mod interrupt;
+pub mod memory;
+pub mod policy;
+pub mod thread;
+
+pub use policy::Policy;

@@ -1,0 +1,424 @@
+//! Scheduling policies through the raw `sched_setattr` system call.
+//!
+//! The raw call is used for every policy (not only DEADLINE) so that one code path sets and
+//! explains them all; libc wrappers and helper crates either lack SCHED_DEADLINE or get its
+//! struct layout and flags wrong.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+const SCHED_OTHER: u32 = 0;
+const SCHED_FIFO: u32 = 1;
+const SCHED_RR: u32 = 2;
+const SCHED_DEADLINE: u32 = 6;
+/// Reclaim unused bandwidth (GRUB), the mainline counterpart of seed 003's SHRUB.
+const SCHED_FLAG_RECLAIM: u64 = 0x02;
+
+/// `struct sched_attr` as of Linux 4.13 (SCHED_ATTR_SIZE_VER0, 48 bytes); the utilisation
+/// clamp fields of VER1 are not needed and the kernel accepts the shorter size.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+/// A scheduling policy with its parameters. Durations are nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "policy", rename_all = "lowercase")]
+pub enum Policy {
+    Other {
+        nice: i32,
+    },
+    Fifo {
+        priority: u32,
+    },
+    Rr {
+        priority: u32,
+    },
+    Deadline {
+        runtime_ns: u64,
+        deadline_ns: u64,
+        period_ns: u64,
+        reclaim: bool,
+    },
+}
+
+impl Policy {
+    pub fn fifo(priority: u32) -> Self {
+        Policy::Fifo { priority }
+    }
+
+    /// True for the policies that preempt SCHED_OTHER (and need RT privileges).
+    pub fn is_realtime(&self) -> bool {
+        !matches!(self, Policy::Other { .. })
+    }
+
+    /// Check the values before any system call, so bad input is a usage error (exit 2)
+    /// rather than an EINVAL from the kernel.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Policy::Other { nice } if !(-20..=19).contains(&nice) => Err(Error::usage(format!(
+                "nice value {nice} is outside -20..19"
+            ))),
+            Policy::Fifo { priority } | Policy::Rr { priority }
+                if !(1..=99).contains(&priority) =>
+            {
+                Err(Error::usage(format!(
+                    "real-time priority {priority} is outside 1..99"
+                )))
+            }
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+                ..
+            } => {
+                if period_ns == 0 {
+                    return Err(Error::usage("SCHED_DEADLINE period must not be zero"));
+                }
+                if runtime_ns == 0 {
+                    return Err(Error::usage("SCHED_DEADLINE runtime must not be zero"));
+                }
+                // The kernel refuses runtimes below 1 µs (its resolution) with EINVAL.
+                if runtime_ns < 1024 {
+                    return Err(Error::usage(format!(
+                        "SCHED_DEADLINE runtime {runtime_ns} ns is below the kernel's minimum of 1024 ns"
+                    )));
+                }
+                if !(runtime_ns <= deadline_ns && deadline_ns <= period_ns) {
+                    return Err(Error::usage(format!(
+                        "SCHED_DEADLINE needs runtime <= deadline <= period, got runtime {} µs, deadline {} µs, period {} µs",
+                        runtime_ns / 1000,
+                        deadline_ns / 1000,
+                        period_ns / 1000
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn attr(&self) -> SchedAttr {
+        let mut a = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            ..Default::default()
+        };
+        match *self {
+            Policy::Other { nice } => {
+                a.sched_policy = SCHED_OTHER;
+                a.sched_nice = nice;
+            }
+            Policy::Fifo { priority } => {
+                a.sched_policy = SCHED_FIFO;
+                a.sched_priority = priority;
+            }
+            Policy::Rr { priority } => {
+                a.sched_policy = SCHED_RR;
+                a.sched_priority = priority;
+            }
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+                reclaim,
+            } => {
+                a.sched_policy = SCHED_DEADLINE;
+                a.sched_runtime = runtime_ns;
+                a.sched_deadline = deadline_ns;
+                a.sched_period = period_ns;
+                if reclaim {
+                    a.sched_flags |= SCHED_FLAG_RECLAIM;
+                }
+            }
+        }
+        a
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Policy::Other { nice: 0 } => write!(f, "other"),
+            Policy::Other { nice } => write!(f, "other:{nice}"),
+            Policy::Fifo { priority } => write!(f, "fifo:{priority}"),
+            Policy::Rr { priority } => write!(f, "rr:{priority}"),
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+                reclaim,
+            } => {
+                write!(f, "deadline:{}us/{}us", runtime_ns / 1000, period_ns / 1000)?;
+                if deadline_ns != period_ns {
+                    write!(f, "/{}us", deadline_ns / 1000)?;
+                }
+                if reclaim {
+                    write!(f, "+reclaim")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Parses `other[:NICE]`, `fifo:PRIO`, `rr:PRIO`,
+/// `deadline:RUNTIME/PERIOD[/DEADLINE][+reclaim]` with durations such as `500us` or `2ms`.
+impl FromStr for Policy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        let prio = |a: Option<&str>, default: u32| -> Result<u32> {
+            match a {
+                None => Ok(default),
+                Some(a) => a
+                    .parse()
+                    .map_err(|_| Error::usage(format!("bad priority '{a}' in policy '{s}'"))),
+            }
+        };
+        let p = match name.to_ascii_lowercase().as_str() {
+            "other" | "normal" | "cfs" => Policy::Other {
+                nice: match arg {
+                    None => 0,
+                    Some(a) => a
+                        .parse()
+                        .map_err(|_| Error::usage(format!("bad nice value '{a}' in '{s}'")))?,
+                },
+            },
+            "fifo" => Policy::Fifo {
+                priority: prio(arg, 80)?,
+            },
+            "rr" => Policy::Rr {
+                priority: prio(arg, 80)?,
+            },
+            "deadline" | "dl" => {
+                let arg = arg.ok_or_else(|| {
+                    Error::usage(format!(
+                        "'{s}': deadline needs RUNTIME/PERIOD, e.g. deadline:500us/2666us"
+                    ))
+                })?;
+                let (arg, reclaim) = match arg.strip_suffix("+reclaim") {
+                    Some(a) => (a, true),
+                    None => (arg, false),
+                };
+                let parts: Vec<&str> = arg.split('/').collect();
+                if !(2..=3).contains(&parts.len()) {
+                    return Err(Error::usage(format!(
+                        "'{s}': deadline needs RUNTIME/PERIOD[/DEADLINE]"
+                    )));
+                }
+                let runtime_ns = crate::units::parse_duration_ns(parts[0])?;
+                let period_ns = crate::units::parse_duration_ns(parts[1])?;
+                let deadline_ns = match parts.get(2) {
+                    Some(d) => crate::units::parse_duration_ns(d)?,
+                    None => period_ns,
+                };
+                Policy::Deadline {
+                    runtime_ns,
+                    deadline_ns,
+                    period_ns,
+                    reclaim,
+                }
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "unknown policy '{s}': use other[:NICE], fifo:PRIO, rr:PRIO or deadline:RUNTIME/PERIOD[/DEADLINE][+reclaim]"
+                )))
+            }
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// Apply `policy` to thread `tid` (0 = the calling thread).
+pub fn set_policy(tid: libc::pid_t, policy: &Policy) -> Result<()> {
+    policy.validate()?;
+    let mut attr = policy.attr();
+    // SAFETY: attr is a properly sized, initialised sched_attr; flags argument must be 0.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            tid,
+            &mut attr as *mut SchedAttr,
+            0u32,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    Err(explain(policy, tid, err))
+}
+
+/// The policy of thread `tid` (0 = calling thread) as the kernel reports it.
+pub fn get_policy(tid: libc::pid_t) -> Result<Policy> {
+    let mut attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        ..Default::default()
+    };
+    // SAFETY: attr is writable and its size is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut attr as *mut SchedAttr,
+            std::mem::size_of::<SchedAttr>() as u32,
+            0u32,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::io(
+            format!("sched_getattr({tid})"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(match attr.sched_policy {
+        SCHED_FIFO => Policy::Fifo {
+            priority: attr.sched_priority,
+        },
+        SCHED_RR => Policy::Rr {
+            priority: attr.sched_priority,
+        },
+        SCHED_DEADLINE => Policy::Deadline {
+            runtime_ns: attr.sched_runtime,
+            deadline_ns: attr.sched_deadline,
+            period_ns: attr.sched_period,
+            reclaim: attr.sched_flags & SCHED_FLAG_RECLAIM != 0,
+        },
+        _ => Policy::Other {
+            nice: attr.sched_nice,
+        },
+    })
+}
+
+/// Turn the kernel's terse errno into advice a user can act on.
+fn explain(policy: &Policy, tid: libc::pid_t, err: std::io::Error) -> Error {
+    let who = if tid == 0 {
+        "this thread".to_string()
+    } else {
+        format!("thread {tid}")
+    };
+    let deadline = matches!(policy, Policy::Deadline { .. });
+    let msg = match err.raw_os_error() {
+        Some(libc::EPERM) if deadline => format!(
+            "not permitted to set {policy} on {who}: SCHED_DEADLINE needs root or CAP_SYS_NICE \
+             (RLIMIT_RTPRIO is not enough), and a DEADLINE thread may not be pinned to fewer CPUs than \
+             its root domain: unpin it, or give it an exclusive cpuset"
+        ),
+        Some(libc::EPERM) => format!(
+            "not permitted to set {policy} on {who}: raise RLIMIT_RTPRIO (ulimit -r) — usually by adding \
+             the user to the 'audio' group with '@audio - rtprio 95' and '@audio - memlock unlimited' in \
+             /etc/security/limits.d/audio.conf, then logging in again — or run as root / with CAP_SYS_NICE"
+        ),
+        Some(libc::EBUSY) if deadline => format!(
+            "SCHED_DEADLINE admission control refused {policy} for {who}: the total DEADLINE bandwidth \
+             would exceed the real-time limit (kernel.sched_rt_runtime_us / sched_rt_period_us, per root \
+             domain). Lower the runtime, stop other DEADLINE tasks, or raise /proc/sys/kernel/sched_rt_runtime_us"
+        ),
+        Some(libc::EINVAL) if deadline => format!(
+            "the kernel rejected {policy} for {who} ({err}): runtime <= deadline <= period must hold, with \
+             runtime >= 1 µs and period <= 4 s (kernel.sched_deadline_period_max_us)"
+        ),
+        Some(libc::EINVAL) => format!("the kernel rejected {policy} for {who}: {err}"),
+        Some(libc::ESRCH) => format!("{who} does not exist (it may have exited)"),
+        _ => format!("setting {policy} on {who} failed: {err}"),
+    };
+    Error::cannot_measure(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sched_attr_has_the_kernel_ver0_size() {
+        assert_eq!(std::mem::size_of::<SchedAttr>(), 48);
+    }
+
+    #[test]
+    fn parses_and_prints_policies() {
+        assert_eq!("fifo:90".parse::<Policy>().unwrap(), Policy::fifo(90));
+        assert_eq!(
+            "rr:5".parse::<Policy>().unwrap(),
+            Policy::Rr { priority: 5 }
+        );
+        assert_eq!(
+            "other".parse::<Policy>().unwrap(),
+            Policy::Other { nice: 0 }
+        );
+        let dl: Policy = "deadline:500us/2666us+reclaim".parse().unwrap();
+        assert_eq!(
+            dl,
+            Policy::Deadline {
+                runtime_ns: 500_000,
+                deadline_ns: 2_666_000,
+                period_ns: 2_666_000,
+                reclaim: true
+            }
+        );
+        assert_eq!(dl.to_string(), "deadline:500us/2666us+reclaim");
+        assert_eq!(dl.to_string().parse::<Policy>().unwrap(), dl);
+    }
+
+    #[test]
+    fn rejects_bad_values_before_any_syscall() {
+        for bad in [
+            "fifo:0",
+            "fifo:100",
+            "rr:x",
+            "deadline:3ms/2ms",
+            "deadline:1ms/2ms/3ms",
+            "deadline:1ms/0ms",
+            "deadline:0us/2ms",
+            "deadline:1ms",
+            "other:40",
+            "batch",
+        ] {
+            let e = bad.parse::<Policy>().unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn eperm_and_ebusy_become_advice() {
+        let e = explain(
+            &Policy::fifo(80),
+            0,
+            std::io::Error::from_raw_os_error(libc::EPERM),
+        );
+        assert!(e.to_string().contains("RLIMIT_RTPRIO"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::EXIT_CANNOT_MEASURE);
+        let dl = Policy::Deadline {
+            runtime_ns: 1_000_000,
+            deadline_ns: 2_000_000,
+            period_ns: 2_000_000,
+            reclaim: false,
+        };
+        let e = explain(&dl, 0, std::io::Error::from_raw_os_error(libc::EBUSY));
+        assert!(e.to_string().contains("sched_rt_runtime_us"), "{e}");
+    }
+
+    #[test]
+    fn other_policy_round_trips_through_the_kernel() {
+        // Setting SCHED_OTHER nice 0 on ourselves needs no privilege.
+        let t = std::thread::spawn(|| {
+            set_policy(0, &Policy::Other { nice: 0 }).unwrap();
+            get_policy(0).unwrap()
+        });
+        assert_eq!(t.join().unwrap(), Policy::Other { nice: 0 });
+    }
+}

@@ -1,0 +1,63 @@
+//! The environment a measurement ran in, and `xrunlab check` (DESIGN.md §2 `system/`).
+//!
+//! Every probe reads through a [`Root`] so tests can point it at fixture trees of /proc and
+//! /sys instead of the live system.
+
+pub mod check;
+mod env;
+
+pub use env::Environment;
+
+use std::path::{Path, PathBuf};
+
+/// Where /proc, /sys, /etc and /dev are read from: `/` on a live system, a fixture
+/// directory in tests.
+#[derive(Debug, Clone)]
+pub struct Root(PathBuf);
+
+impl Default for Root {
+    fn default() -> Self {
+        Root(PathBuf::from("/"))
+    }
+}
+
+impl Root {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Root(path.into())
+    }
+
+    /// True when probing the running system (so live-only probes such as trying a policy
+    /// may run).
+    pub fn is_live(&self) -> bool {
+        self.0 == Path::new("/")
+    }
+
+    /// The path of an absolute system path under this root.
+    pub fn path(&self, abs: &str) -> PathBuf {
+        self.0.join(abs.trim_start_matches('/'))
+    }
+
+    /// File contents, trimmed; None when absent or unreadable.
+    pub fn read(&self, abs: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(abs))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    pub fn exists(&self, abs: &str) -> bool {
+        self.path(abs).exists()
+    }
+
+    /// Entry names of a directory, sorted; empty when absent.
+    pub fn list(&self, abs: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.path(abs))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}

@@ -1,0 +1,177 @@
+//! Parsing of the values users type: durations, percentages, `FRAMES@RATE`, lists and ranges.
+//! Every parser returns a usage error (exit 2) naming the value and the expected form.
+
+use crate::error::{Error, Result};
+
+/// A duration such as `200us`, `1.5ms`, `30s`, `10m`, `5h`, `250ns`. A bare number is
+/// rejected: the unit must be explicit, because a wrong guess is a silent 1000× error.
+pub fn parse_duration_ns(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || {
+        Error::usage(format!(
+            "bad duration '{s}': expected a number with a unit, e.g. 200us, 2ms, 30s, 10m, 5h"
+        ))
+    };
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "sec" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        _ => return Err(bad()),
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns > u64::MAX as f64 / 2.0 {
+        return Err(bad());
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Print nanoseconds with a unit that keeps 3–4 significant digits.
+pub fn format_ns(ns: u64) -> String {
+    if ns < 10_000 {
+        format!("{ns} ns")
+    } else if ns < 10_000_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else if ns < 10_000_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.2} s", ns as f64 / 1e9)
+    }
+}
+
+/// A percentage such as `80%` or `80` (0..=100, fractions allowed).
+pub fn parse_percent(s: &str) -> Result<f64> {
+    let t = s.trim().trim_end_matches('%');
+    let v: f64 = t
+        .parse()
+        .map_err(|_| Error::usage(format!("bad percentage '{s}': expected e.g. 80%")))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(Error::usage(format!("percentage '{s}' is outside 0..100")));
+    }
+    Ok(v)
+}
+
+/// An audio period `FRAMES@RATE`, e.g. `64@48000`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct AudioPeriod {
+    pub frames: u32,
+    pub rate: u32,
+}
+
+impl AudioPeriod {
+    pub fn period_ns(&self) -> u64 {
+        self.frames as u64 * 1_000_000_000 / self.rate as u64
+    }
+}
+
+impl std::str::FromStr for AudioPeriod {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::usage(format!(
+                "bad audio period '{s}': expected FRAMES@RATE, e.g. 64@48000"
+            ))
+        };
+        let (f, r) = s.split_once('@').ok_or_else(bad)?;
+        let frames: u32 = f.trim().parse().map_err(|_| bad())?;
+        let rate: u32 = r.trim().parse().map_err(|_| bad())?;
+        if frames == 0 || !(1000..=768_000).contains(&rate) {
+            return Err(Error::usage(format!(
+                "audio period '{s}': frames must be > 0 and the rate within 1000..768000 Hz"
+            )));
+        }
+        Ok(AudioPeriod { frames, rate })
+    }
+}
+
+/// A list of unsigned integers with ranges: `16,32,64`, `1..4`, `1..4,8`.
+/// `A..B` is inclusive; a power-of-two range such as `16..512` with `pow2` keeps only
+/// powers of two (buffer sizes), otherwise every integer.
+pub fn parse_uint_list(s: &str, pow2_ranges: bool) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    let bad = |p: &str| {
+        Error::usage(format!(
+            "bad list '{s}' at '{p}': expected numbers and ranges such as 16,32,64 or 1..4"
+        ))
+    };
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((a, b)) = part.split_once("..") {
+            let a: u32 = a.trim().parse().map_err(|_| bad(part))?;
+            let b: u32 = b
+                .trim()
+                .trim_start_matches('=')
+                .parse()
+                .map_err(|_| bad(part))?;
+            if a > b {
+                return Err(bad(part));
+            }
+            if pow2_ranges {
+                let mut v = a.max(1).next_power_of_two();
+                while v <= b {
+                    out.push(v);
+                    v *= 2;
+                }
+            } else {
+                out.extend(a..=b);
+            }
+        } else {
+            out.push(part.parse().map_err(|_| bad(part))?);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::usage(format!("empty list '{s}'")));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("200us").unwrap(), 200_000);
+        assert_eq!(parse_duration_ns("1.5ms").unwrap(), 1_500_000);
+        assert_eq!(parse_duration_ns("30s").unwrap(), 30_000_000_000);
+        assert_eq!(parse_duration_ns("10m").unwrap(), 600_000_000_000);
+        assert_eq!(parse_duration_ns("5h").unwrap(), 18_000_000_000_000);
+        for bad in ["", "10", "ms", "1.2.3s", "-1s", "10 parsecs"] {
+            assert!(parse_duration_ns(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn audio_period() {
+        let p: AudioPeriod = "64@48000".parse().unwrap();
+        assert_eq!(p.period_ns(), 1_333_333);
+        assert!("64".parse::<AudioPeriod>().is_err());
+        assert!("0@48000".parse::<AudioPeriod>().is_err());
+    }
+
+    #[test]
+    fn lists() {
+        assert_eq!(
+            parse_uint_list("16..512", true).unwrap(),
+            vec![16, 32, 64, 128, 256, 512]
+        );
+        assert_eq!(parse_uint_list("1..3,8", false).unwrap(), vec![1, 2, 3, 8]);
+        assert!(parse_uint_list("4..1", false).is_err());
+        assert!(parse_uint_list("a", false).is_err());
+        assert_eq!(parse_percent("80%").unwrap(), 80.0);
+        assert!(parse_percent("120").is_err());
+    }
+}

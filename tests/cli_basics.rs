@@ -1,0 +1,64 @@
+//! CLI behaviour common to every command: help, exit codes, bad values.
+
+mod common;
+use common::xrunlab;
+use predicates::prelude::*;
+
+#[test]
+fn help_lists_commands_and_exit_codes() {
+    xrunlab()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("check"))
+        .stdout(predicate::str::contains("Exit codes"));
+}
+
+#[test]
+fn every_subcommand_help_has_examples() {
+    let out = xrunlab().arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let cmds: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(!cmds.is_empty(), "no commands listed in:\n{text}");
+    for c in cmds {
+        xrunlab()
+            .args([c.as_str(), "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Examples:"));
+    }
+}
+
+#[test]
+fn unknown_option_is_usage_error() {
+    xrunlab()
+        .args(["check", "--no-such-flag"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unexpected argument"));
+}
+
+#[test]
+fn unknown_command_is_usage_error() {
+    xrunlab().arg("frobnicate").assert().code(2);
+}
+
+#[test]
+fn output_into_missing_directory_is_usage_error_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let target = d.path().join("missing/dir/check.json");
+    xrunlab()
+        .args(["check", "-o"])
+        .arg(&target)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("does not exist"));
+    assert!(!target.exists());
+}
