@@ -6,6 +6,7 @@
 //! binary (`cli`) only parses, calls and prints.
 
 pub mod cli;
+pub mod dsp;
 pub mod error;
 pub mod progress;
 pub mod report;

@@ -1,0 +1,130 @@
+//! Built-in plugins (DESIGN.md §2 `dsp/`) and the contract the engine runs them through.
+//!
+//! A plugin processes one stereo block in place. `process` runs on a real-time thread:
+//! it must not allocate, lock, block or do I/O (DESIGN.md §5); everything it needs is
+//! allocated in its constructor for the largest block it will see.
+
+use crate::error::{Error, Result};
+
+/// What a plugin needs to know when it is created.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PluginContext {
+    /// Sample rate in Hz.
+    pub rate: u32,
+    /// The largest block `process` will be called with (the driver's buffer size).
+    pub max_frames: usize,
+}
+
+impl PluginContext {
+    /// Duration of one block of `max_frames`, in nanoseconds.
+    pub fn period_ns(&self) -> u64 {
+        self.max_frames as u64 * 1_000_000_000 / self.rate as u64
+    }
+}
+
+pub trait Plugin: Send {
+    /// Process `left.len()` (== `right.len()` <= max_frames) frames in place. Real-time safe.
+    fn process(&mut self, left: &mut [f32], right: &mut [f32]);
+    /// Start a note / tone now (synths); others ignore it. Real-time safe.
+    fn note_on(&mut self) {}
+    /// Stop a note / tone (synths); others ignore it. Real-time safe.
+    fn note_off(&mut self) {}
+}
+
+/// One element of a chain as typed on the CLI: `name[(params)][:count]`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ChainElement {
+    /// Plugin name, e.g. `reverb-heavy`, `burn`.
+    pub plugin: String,
+    /// Plugin parameter text, e.g. `30%` for `burn(30%)`; empty when none.
+    #[serde(default)]
+    pub params: String,
+    /// Number of instances in series.
+    pub count: u32,
+}
+
+/// Parse `--chain reverb-heavy:4,gain,burn(30%)` into elements. Plugin names are checked
+/// when the chain is instantiated.
+pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
+    let mut out = Vec::new();
+    let bad = |p: &str, why: &str| {
+        Error::usage(format!(
+            "bad chain element '{p}' in '{s}': {why} (expected plugin[(params)][:count], e.g. reverb-heavy:4,burn(30%),gain)"
+        ))
+    };
+    // Split on commas outside parentheses.
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    for part in parts.into_iter().map(str::trim) {
+        if part.is_empty() {
+            return Err(bad(part, "empty element"));
+        }
+        let (head, count) = match part.rsplit_once(':') {
+            Some((h, c)) if !c.contains(')') => {
+                let n: u32 = c
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(part, "count is not a number"))?;
+                if n == 0 {
+                    return Err(bad(part, "count must be at least 1"));
+                }
+                (h.trim(), n)
+            }
+            _ => (part, 1),
+        };
+        let (plugin, params) = match head.split_once('(') {
+            Some((n, rest)) => {
+                let p = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| bad(part, "unclosed parenthesis"))?;
+                (n.trim(), p.trim())
+            }
+            None => (head, ""),
+        };
+        if plugin.is_empty()
+            || !plugin
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(bad(part, "plugin names are letters, digits and '-'"));
+        }
+        out.push(ChainElement {
+            plugin: plugin.to_string(),
+            params: params.to_string(),
+            count,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chains_parse() {
+        let c = parse_chain("reverb-heavy:4,gain,burn(30%):2").unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].plugin, "reverb-heavy");
+        assert_eq!(c[0].count, 4);
+        assert_eq!(c[1].count, 1);
+        assert_eq!(c[2].params, "30%");
+        assert_eq!(c[2].count, 2);
+        for bad in ["", "a,,b", "x:0", "x:y", "burn(30%", "re verb"] {
+            assert!(parse_chain(bad).is_err(), "{bad}");
+        }
+    }
+}
