@@ -1137,5 +1137,16 @@ mod tests {
             assert!(!c.observed.is_empty(), "{c:?}");
             assert_eq!(c.advice.is_empty(), c.verdict == Verdict::Ok, "{c:?}");
         }
+        // A guest must never pass for bare metal.
+        let guest = root
+            .read("/proc/cpuinfo")
+            .is_some_and(|t| t.split_whitespace().any(|w| w == "hypervisor"));
+        if guest {
+            assert_eq!(r.get("virtualization").unwrap().verdict, Verdict::Warn);
+        }
+        // Throttling on must be reported, whatever the machine.
+        if env.limits.sched_rt_runtime_us.is_some_and(|v| v >= 0) {
+            assert_eq!(r.get("rt-throttling").unwrap().verdict, Verdict::Warn);
+        }
     }
 }
