@@ -255,21 +255,17 @@ pub fn rt_priority_verdict(l: &super::Limits) -> CheckItem {
     const T: (&str, &str) = ("rt-priority", "RT priority obtainable");
     match &l.rt_probe {
         Some(p) if p.obtained => item(T.0, T.1, Verdict::Ok, p.detail.clone(), ""),
-        Some(p) => {
-            // The kernel's reason is the part before the advice in the probe's message.
-            let reason = p.detail.split(':').next().unwrap_or("refused").trim();
-            item(
-                T.0,
-                T.1,
-                Verdict::Fail,
-                format!("SCHED_FIFO {PROBE_PRIORITY} refused ({reason})"),
-                if l.euid == 0 {
-                    "root was refused: a cgroup with cpu.rt_runtime_us = 0 (RT group scheduling) or a container without CAP_SYS_NICE; run in the root cgroup or grant the capability"
-                } else {
-                    LIMITS_HINT
-                },
-            )
-        }
+        Some(p) => item(
+            T.0,
+            T.1,
+            Verdict::Fail,
+            format!("SCHED_FIFO {PROBE_PRIORITY} refused: {}", p.reason()),
+            if l.euid == 0 {
+                "root was refused: a cgroup with cpu.rt_runtime_us = 0 (RT group scheduling) or a container without CAP_SYS_NICE; run in the root cgroup or grant the capability"
+            } else {
+                LIMITS_HINT
+            },
+        ),
         None => {
             let n = match l.rtprio.as_str() {
                 "unlimited" => Some(99),
@@ -1062,8 +1058,18 @@ mod tests {
             )),
         ));
         assert_eq!(refused.verdict, Verdict::Fail);
-        assert!(refused.observed.contains("not permitted"), "{refused:?}");
+        assert!(refused.observed.contains("EPERM"), "{refused:?}");
         assert!(refused.advice.contains("rtprio 95"));
+        let other = rt_priority_verdict(&limits(
+            1000,
+            "0",
+            Some((
+                false,
+                "the kernel rejected fifo:80 for this thread: Invalid argument",
+            )),
+        ));
+        assert_eq!(other.verdict, Verdict::Fail);
+        assert!(other.observed.contains("Invalid argument"), "{other:?}");
         let root_refused = rt_priority_verdict(&limits(0, "0", Some((false, "x: y"))));
         assert!(root_refused.advice.contains("cgroup"), "{root_refused:?}");
     }

@@ -492,11 +492,12 @@ impl Environment {
         if self.limits.rt_privilege() == Some(false) {
             w.push(match &self.limits.rt_probe {
                 Some(p) => format!(
-                    "no RT privilege: SCHED_FIFO could not be set, so RT threads run as SCHED_OTHER ({})",
-                    p.detail
+                    "no RT privilege: SCHED_FIFO {} was refused ({}); real-time threads cannot be created, so RT measurements fail or describe SCHED_OTHER",
+                    super::probe::PROBE_PRIORITY,
+                    p.reason()
                 ),
                 None => format!(
-                    "no RT privilege: RLIMIT_RTPRIO is {} for uid {}, so RT threads cannot be created",
+                    "no RT privilege: RLIMIT_RTPRIO is {} for uid {}, so real-time threads cannot be created",
                     self.limits.rtprio, self.limits.euid
                 ),
             });
@@ -524,6 +525,45 @@ mod tests {
         assert!(!e.kernel.is_empty());
         assert!(e.cpus.count >= 1);
         assert!(!e.preempt.model.is_empty());
+    }
+
+    #[test]
+    fn warnings_report_missing_rt_privilege() {
+        let mut e = Environment {
+            preempt: Preempt {
+                model: "rt".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        e.limits.euid = 1000;
+        e.limits.rtprio = "0".into();
+        assert!(e.warnings().iter().any(|w| w.contains("no RT privilege")));
+        e.limits.rtprio = "95".into();
+        assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+        // A failed live probe outweighs a generous limit (e.g. an RT cgroup without budget).
+        e.limits.rt_probe = Some(RtProbe {
+            obtained: false,
+            detail: "not permitted to set fifo:80 on this thread".into(),
+        });
+        let w = e.warnings().join("\n");
+        assert!(w.contains("no RT privilege") && w.contains("EPERM"), "{w}");
+        // Root without a probe result: unknown, so no claim either way.
+        e.limits = Limits {
+            euid: 0,
+            rtprio: "0".into(),
+            ..Default::default()
+        };
+        assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+    }
+
+    #[test]
+    fn cmdline_stops_at_init_arguments_and_last_value_wins() {
+        let c = "quiet isolcpus=1 preempt=none isolcpus=2-3 -- threadirqs preempt=full";
+        assert_eq!(cmdline_param(c, "isolcpus").as_deref(), Some("2-3"));
+        assert_eq!(cmdline_param(c, "preempt").as_deref(), Some("none"));
+        assert_eq!(cmdline_param(c, "threadirqs"), None);
+        assert_eq!(cmdline_param(c, "quiet").as_deref(), Some(""));
     }
 
     #[test]

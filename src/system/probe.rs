@@ -18,6 +18,20 @@ pub struct RtProbe {
     pub detail: String,
 }
 
+impl RtProbe {
+    /// The refusal in a few words, for tables and warnings (the full advice is in `detail`).
+    pub fn reason(&self) -> String {
+        let d = self.detail.as_str();
+        if d.contains("not permitted") {
+            "operation not permitted (EPERM)".into()
+        } else if d.chars().count() > 80 {
+            format!("{}…", d.chars().take(79).collect::<String>())
+        } else {
+            d.into()
+        }
+    }
+}
+
 /// Try SCHED_FIFO [`PROBE_PRIORITY`] on a short-lived thread, read it back, and put the
 /// thread back to SCHED_OTHER. A separate thread keeps the caller's own policy untouched
 /// whatever happens.
