@@ -172,7 +172,7 @@ fn user(c: &Ctx) -> CheckItem {
             T.0,
             T.1,
             Verdict::Ok,
-            "root (uid 0): every probe has full rights",
+            "root (uid 0): full rights here; a normal user's groups and limits are not checked",
             "",
         );
     }
