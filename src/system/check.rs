@@ -570,10 +570,9 @@ fn mitigations(c: &Ctx) -> CheckItem {
         );
     }
     let dir = "/sys/devices/system/cpu/vulnerabilities";
-    let active: Vec<String> = c
-        .root
-        .list(dir)
-        .into_iter()
+    let listed = c.root.list(dir);
+    let active: Vec<&String> = listed
+        .iter()
         .filter(|v| {
             c.root
                 .read(&format!("{dir}/{v}"))
@@ -584,7 +583,7 @@ fn mitigations(c: &Ctx) -> CheckItem {
         Some(p) => format!("mitigations={p}"),
         None => "kernel default".to_string(),
     };
-    if c.root.list(dir).is_empty() {
+    if listed.is_empty() {
         return item(
             T.0,
             T.1,
@@ -606,7 +605,15 @@ fn mitigations(c: &Ctx) -> CheckItem {
         T.0,
         T.1,
         Verdict::Warn,
-        format!("{how}; {} active: {}", active.len(), active.join(", ")),
+        format!(
+            "{how}; {} active: {}",
+            active.len(),
+            active
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         "mitigations=off saves time on every kernel entry and context switch; only for offline, dedicated audio machines",
     )
 }
