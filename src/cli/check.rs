@@ -35,7 +35,7 @@ pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
     let env = Environment::capture_at(&root);
     let report = run_checks(&root, &env);
     let failed = report.fail > 0;
-    let human = table::checks(&report);
+    let human = format!("{}\n{}", table::system_line(&env), table::checks(&report));
     let doc = ResultDoc::new(
         Body::Check {
             config: CheckConfig {

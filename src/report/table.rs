@@ -1,6 +1,7 @@
 //! Terminal tables (comfy-table), shared by every command's human summary.
 
 use crate::system::check::{CheckReport, Verdict};
+use crate::system::Environment;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, ContentArrangement, Table};
 
 /// A table with the house style: compact borders, wrapped to the terminal when there is one.
@@ -19,6 +20,32 @@ pub fn new_table(header: &[&str]) -> Table {
 /// A right-aligned cell for numbers.
 pub fn num(s: impl ToString) -> Cell {
     Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+/// One line naming the machine a check or measurement describes.
+pub fn system_line(env: &Environment) -> String {
+    let mut parts = vec![format!(
+        "{}: Linux {} ({})",
+        if env.hostname.is_empty() {
+            "?"
+        } else {
+            &env.hostname
+        },
+        env.kernel,
+        env.kernel_version
+    )];
+    let mut cpus = format!("{} CPUs", env.cpus.count);
+    if !env.cpus.model.is_empty() {
+        cpus.push_str(&format!(" ({})", env.cpus.model));
+    }
+    parts.push(cpus);
+    if let Some(v) = &env.virtualization {
+        parts.push(format!("virtualised: {v}"));
+    }
+    if let Some(c) = &env.container {
+        parts.push(format!("container: {c}"));
+    }
+    parts.join(", ")
 }
 
 pub fn checks(r: &CheckReport) -> String {

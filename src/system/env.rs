@@ -1,5 +1,7 @@
 //! The environment block every result embeds (DESIGN.md §6).
 
+use super::kconfig::KernelConfig;
+use super::probe::RtProbe;
 use super::Root;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -68,17 +70,49 @@ pub struct Limits {
     pub sched_rt_runtime_us: Option<i64>,
     pub sched_rt_period_us: Option<i64>,
     pub euid: u32,
+    /// Whether SCHED_FIFO 80 was really obtainable when the environment was captured;
+    /// None when not probed (fixture trees, offline analysis).
+    #[serde(default)]
+    pub rt_probe: Option<RtProbe>,
 }
 
-/// Parse the kernel command line into (key, optional value) pairs.
+impl Limits {
+    /// False when real-time scheduling is known to be out of reach: the probe failed, or
+    /// (unprobed) a non-root process has RLIMIT_RTPRIO 0. None when it cannot be told.
+    pub fn rt_privilege(&self) -> Option<bool> {
+        if let Some(p) = &self.rt_probe {
+            return Some(p.obtained);
+        }
+        if self.euid == 0 {
+            return None;
+        }
+        match self.rtprio.as_str() {
+            "unlimited" => Some(true),
+            v => v.parse::<u32>().ok().map(|n| n > 0),
+        }
+    }
+}
+
+/// Parse the kernel command line into (key, optional value) pairs. Words after a lone `--`
+/// belong to init, not to the kernel, so they are left out.
 pub(crate) fn cmdline_params(cmdline: &str) -> Vec<(String, Option<String>)> {
     cmdline
         .split_whitespace()
+        .take_while(|w| *w != "--")
         .map(|w| match w.split_once('=') {
             Some((k, v)) => (k.to_string(), Some(v.to_string())),
             None => (w.to_string(), None),
         })
         .collect()
+}
+
+/// The last value given for kernel parameter `key` (the kernel lets later ones win);
+/// `Some("")` for a bare flag.
+pub(crate) fn cmdline_param(cmdline: &str, key: &str) -> Option<String> {
+    cmdline_params(cmdline)
+        .into_iter()
+        .rfind(|(k, _)| k == key)
+        .map(|(_, v)| v.unwrap_or_default())
 }
 
 /// The value of a soft limit from /proc/<pid>/limits, e.g. "Max realtime priority".
@@ -95,16 +129,26 @@ fn limit(root: &Root, name: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-pub(crate) fn preempt_model(root: &Root, kernel_version: &str, cmdline: &str) -> Preempt {
-    let dynamic = kernel_version.contains("PREEMPT_DYNAMIC");
+const PREEMPT_MODES: [&str; 4] = ["none", "voluntary", "full", "lazy"];
+
+pub(crate) fn preempt_model(
+    root: &Root,
+    kernel_version: &str,
+    cmdline: &str,
+    config: Option<&KernelConfig>,
+) -> Preempt {
+    let dynamic = kernel_version.contains("PREEMPT_DYNAMIC")
+        || config.is_some_and(|c| c.is_y("PREEMPT_DYNAMIC"));
+    let found = |model: &str, source: String| Preempt {
+        model: model.into(),
+        source,
+        dynamic,
+    };
     if root.read("/sys/kernel/realtime").as_deref() == Some("1") {
-        return Preempt {
-            model: "rt".into(),
-            source: "/sys/kernel/realtime".into(),
-            dynamic,
-        };
+        return found("rt", "/sys/kernel/realtime".into());
     }
     // PREEMPT_DYNAMIC exposes the active mode with brackets: "none voluntary (full) lazy".
+    // It is the only source that sees a mode changed at run time, so it wins when readable.
     for p in [
         "/sys/kernel/debug/sched/preempt",
         "/sys/kernel/sched/preempt",
@@ -123,55 +167,72 @@ pub(crate) fn preempt_model(root: &Root, kernel_version: &str, cmdline: &str) ->
             }
         }
     }
-    if let Some(v) = cmdline_params(cmdline)
-        .into_iter()
-        .find(|(k, _)| k == "preempt")
-        .and_then(|(_, v)| v)
-    {
-        return Preempt {
-            model: v,
-            source: "preempt= on the kernel command line".into(),
-            dynamic,
-        };
-    }
     let v = kernel_version;
-    let (model, source) = if v.contains("PREEMPT_RT") {
-        ("rt", "uname -v")
-    } else if dynamic {
-        // A dynamic kernel without the debugfs file and without preempt= runs its built-in
-        // default; the build string alone cannot tell which, so say so.
-        (
-            "dynamic (mode not readable: mount debugfs to see it)",
-            "uname -v",
-        )
-    } else if v.contains("PREEMPT_LAZY") {
-        ("lazy", "uname -v")
-    } else if v.contains("PREEMPT ") || v.ends_with("PREEMPT") || v.contains(" PREEMPT") {
-        ("full", "uname -v")
-    } else if v.contains("SMP") {
-        ("none or voluntary", "uname -v")
-    } else {
-        ("unknown", "uname -v")
-    };
-    Preempt {
-        model: model.into(),
-        source: source.into(),
-        dynamic,
+    if v.contains("PREEMPT_RT") {
+        return found("rt", "uname -v".into());
     }
+    if let Some(c) = config.filter(|c| c.is_y("PREEMPT_RT")) {
+        return found("rt", format!("CONFIG_PREEMPT_RT in {}", c.source));
+    }
+    if dynamic {
+        // Without debugfs the running mode is the boot-time one: preempt= if given (the
+        // kernel ignores values it does not know), else the build's default.
+        if let Some(m) = cmdline_param(cmdline, "preempt") {
+            if PREEMPT_MODES.contains(&m.as_str()) {
+                return found(&m, "preempt= on the kernel command line".into());
+            }
+        }
+        if let Some((m, c)) = config.and_then(|c| c.preempt_default().map(|m| (m, c))) {
+            return found(
+                m,
+                format!(
+                    "build default CONFIG_PREEMPT_{} in {}; no preempt=, debugfs not mounted",
+                    m.to_uppercase(),
+                    c.source
+                ),
+            );
+        }
+        return found(
+            "dynamic (mode not readable: mount debugfs to see it)",
+            "uname -v".into(),
+        );
+    }
+    if let Some((m, c)) = config.and_then(|c| c.preempt_default().map(|m| (m, c))) {
+        return found(m, format!("CONFIG_PREEMPT_* in {}", c.source));
+    }
+    let model = if v.contains("PREEMPT_LAZY") {
+        "lazy"
+    } else if v.contains("PREEMPT ") || v.ends_with("PREEMPT") || v.contains(" PREEMPT") {
+        "full"
+    } else if v.contains("SMP") {
+        "none or voluntary"
+    } else {
+        "unknown"
+    };
+    found(model, "uname -v".into())
 }
 
-pub(crate) fn virtualization(root: &Root) -> Option<String> {
-    if let Some(t) = root.read("/sys/hypervisor/type") {
-        if !t.is_empty() {
-            return Some(t);
-        }
+/// Hypervisor name and the evidence for it, or None on bare metal.
+pub(crate) fn detect_virtualization(root: &Root) -> Option<(String, Vec<String>)> {
+    let mut evidence = Vec::new();
+    let mut name: Option<String> = None;
+    if let Some(t) = root.read("/sys/hypervisor/type").filter(|t| !t.is_empty()) {
+        evidence.push(format!("/sys/hypervisor/type = {t}"));
+        name = Some(t);
     }
-    let vendor = root
-        .read("/sys/class/dmi/id/sys_vendor")
-        .unwrap_or_default();
-    let product = root
-        .read("/sys/class/dmi/id/product_name")
-        .unwrap_or_default();
+    if let Some(t) = root.read("/proc/device-tree/hypervisor/compatible") {
+        let t = t.trim_matches('\0').to_string();
+        evidence.push(format!("device tree hypervisor node ({t})"));
+        name = name.or_else(|| t.split(',').next().map(str::to_string));
+    }
+    let dmi: Vec<String> = [
+        "/sys/class/dmi/id/sys_vendor",
+        "/sys/class/dmi/id/product_name",
+        "/sys/class/dmi/id/bios_vendor",
+    ]
+    .iter()
+    .filter_map(|p| root.read(p))
+    .collect();
     let known = [
         ("QEMU", "qemu"),
         ("KVM", "kvm"),
@@ -181,13 +242,21 @@ pub(crate) fn virtualization(root: &Root) -> Option<String> {
         ("Xen", "xen"),
         ("Microsoft Corporation", "hyper-v"),
         ("Amazon EC2", "amazon"),
-        ("Google", "google"),
+        ("Google Compute Engine", "google"),
         ("Firecracker", "firecracker"),
         ("Parallels", "parallels"),
+        ("Bochs", "bochs"),
     ];
-    for (needle, name) in known {
-        if vendor.contains(needle) || product.contains(needle) {
-            return Some(name.into());
+    if let Some((needle, n)) = known
+        .iter()
+        .find(|(needle, _)| dmi.iter().any(|d| d.contains(needle)))
+    {
+        // A physical Microsoft Surface also says "Microsoft Corporation"; only count it
+        // with its virtual product name.
+        let surface = *n == "hyper-v" && !dmi.iter().any(|d| d.contains("Virtual Machine"));
+        if !surface {
+            evidence.push(format!("DMI names {needle}"));
+            name = name.or_else(|| Some((*n).to_string()));
         }
     }
     let cpuinfo = root.read("/proc/cpuinfo").unwrap_or_default();
@@ -195,21 +264,56 @@ pub(crate) fn virtualization(root: &Root) -> Option<String> {
         .lines()
         .filter(|l| l.starts_with("flags"))
         .any(|l| l.split_whitespace().any(|f| f == "hypervisor"));
-    flagged.then(|| {
-        if vendor.is_empty() {
-            "unknown hypervisor (cpu flag)".into()
-        } else {
-            format!("unknown hypervisor (cpu flag; DMI vendor '{vendor}')")
+    if flagged {
+        evidence.push("cpu flag 'hypervisor'".into());
+        if root.is_live() {
+            if let Some(sig) = super::probe::cpuid_hypervisor_signature() {
+                evidence.push(format!("CPUID signature '{sig}'"));
+                name = name.or_else(|| Some(super::probe::hypervisor_from_signature(&sig)));
+            }
         }
-    })
+    }
+    // Paravirtual clocks exist only for guests; they name the hypervisor when nothing
+    // else does (no DMI in Firecracker-like VMs, no CPUID in a fixture).
+    let clocks = root
+        .read("/sys/devices/system/clocksource/clocksource0/available_clocksource")
+        .unwrap_or_default();
+    for (clock, n) in [
+        ("kvm-clock", "kvm"),
+        ("xen", "xen"),
+        ("hyperv_clocksource_tsc_page", "hyper-v"),
+        ("hyperv_clocksource_msr", "hyper-v"),
+        ("vmware-tsc", "vmware"),
+    ] {
+        if clocks.split_whitespace().any(|c| c == clock) {
+            evidence.push(format!("paravirtual clocksource {clock}"));
+            name = name.or_else(|| Some(n.into()));
+            break;
+        }
+    }
+    if evidence.is_empty() {
+        return None;
+    }
+    Some((
+        name.unwrap_or_else(|| "unknown hypervisor".into()),
+        evidence,
+    ))
 }
 
-pub(crate) fn container(root: &Root) -> Option<String> {
-    if root.exists("/.dockerenv") {
-        return Some("docker".into());
-    }
+pub(crate) fn virtualization(root: &Root) -> Option<String> {
+    detect_virtualization(root).map(|(n, _)| n)
+}
+
+/// Container runtime (or None) and a note on evidence that was seen but not believed.
+pub(crate) fn detect_container(root: &Root) -> (Option<String>, Option<String>) {
     if root.exists("/run/.containerenv") {
-        return Some("podman".into());
+        return (Some("podman".into()), None);
+    }
+    if let Some(t) = root
+        .read("/run/systemd/container")
+        .filter(|t| !t.is_empty())
+    {
+        return (Some(t), None);
     }
     if let Some(t) = root.read("/proc/1/environ") {
         if let Some(c) = t
@@ -217,7 +321,7 @@ pub(crate) fn container(root: &Root) -> Option<String> {
             .find_map(|kv| kv.strip_prefix("container="))
             .filter(|c| !c.is_empty())
         {
-            return Some(c.to_string());
+            return (Some(c.to_string()), None);
         }
     }
     let cg = root.read("/proc/1/cgroup").unwrap_or_default();
@@ -226,12 +330,47 @@ pub(crate) fn container(root: &Root) -> Option<String> {
         ("kubepods", "kubernetes"),
         ("lxc", "lxc"),
         ("containerd", "containerd"),
+        ("libpod", "podman"),
     ] {
         if cg.contains(needle) {
-            return Some(name.into());
+            return (Some(name.into()), None);
         }
     }
-    None
+    if root.exists("/.dockerenv") {
+        // Images built with Docker keep /.dockerenv when they become a VM's root disk,
+        // so it proves a container only when / is also a layered filesystem.
+        let (fstype, source) = root_mount(root);
+        if matches!(fstype.as_str(), "overlay" | "aufs" | "fuse-overlayfs")
+            || source.contains("docker")
+            || fstype.is_empty()
+        {
+            return (Some("docker".into()), None);
+        }
+        return (
+            None,
+            Some(format!(
+                "/.dockerenv present but / is {fstype} on {source}: an image built by Docker, not a container"
+            )),
+        );
+    }
+    (None, None)
+}
+
+pub(crate) fn container(root: &Root) -> Option<String> {
+    detect_container(root).0
+}
+
+/// Filesystem type and source of the mount at `/` (the last one wins, as in the kernel).
+fn root_mount(root: &Root) -> (String, String) {
+    root.read("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 3 && f[1] == "/").then(|| (f[2].to_string(), f[0].to_string()))
+        })
+        .next_back()
+        .unwrap_or_default()
 }
 
 impl Environment {
@@ -245,10 +384,11 @@ impl Environment {
         let kernel = root.read("/proc/sys/kernel/osrelease").unwrap_or_default();
         let kernel_version = root.read("/proc/sys/kernel/version").unwrap_or_default();
         let cmdline = root.read("/proc/cmdline").unwrap_or_default();
+        let config = KernelConfig::read(root, &kernel);
         let online = root
             .read("/sys/devices/system/cpu/online")
             .unwrap_or_default();
-        let online_cpus = crate::rt::affinity::parse_cpu_list(&online).unwrap_or_default();
+        let online_cpus = super::cpu_list(&online).unwrap_or_default();
         let model = root
             .read("/proc/cpuinfo")
             .and_then(|t| {
@@ -269,18 +409,11 @@ impl Environment {
         let smt = root
             .read("/sys/devices/system/cpu/smt/active")
             .map(|s| s == "1");
-        let params = cmdline_params(&cmdline);
-        let param = |k: &str| {
-            params
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone().unwrap_or_default())
-        };
         let isolation = Isolation {
-            isolcpus: param("isolcpus"),
-            nohz_full: param("nohz_full"),
-            rcu_nocbs: param("rcu_nocbs"),
-            threadirqs: params.iter().any(|(k, _)| k == "threadirqs"),
+            isolcpus: cmdline_param(&cmdline, "isolcpus"),
+            nohz_full: cmdline_param(&cmdline, "nohz_full"),
+            rcu_nocbs: cmdline_param(&cmdline, "rcu_nocbs"),
+            threadirqs: cmdline_param(&cmdline, "threadirqs").is_some(),
         };
         let read_i64 = |p: &str| root.read(p).and_then(|s| s.parse().ok());
         let limits = Limits {
@@ -300,10 +433,11 @@ impl Environment {
                     })
                     .unwrap_or(0)
             },
+            rt_probe: root.is_live().then(super::probe::try_rt_priority),
         };
         Environment {
             hostname: root.read("/proc/sys/kernel/hostname").unwrap_or_default(),
-            preempt: preempt_model(root, &kernel_version, &cmdline),
+            preempt: preempt_model(root, &kernel_version, &cmdline, config.as_ref()),
             kernel,
             kernel_version,
             cpus: Cpus {
@@ -355,9 +489,22 @@ impl Environment {
                 ));
             }
         }
-        if self.preempt.model != "rt" && self.preempt.model != "full" {
+        if self.limits.rt_privilege() == Some(false) {
+            w.push(match &self.limits.rt_probe {
+                Some(p) => format!(
+                    "no RT privilege: SCHED_FIFO {} was refused ({}); real-time threads cannot be created, so RT measurements fail or describe SCHED_OTHER",
+                    super::probe::PROBE_PRIORITY,
+                    p.reason()
+                ),
+                None => format!(
+                    "no RT privilege: RLIMIT_RTPRIO is {} for uid {}, so real-time threads cannot be created",
+                    self.limits.rtprio, self.limits.euid
+                ),
+            });
+        }
+        if !matches!(self.preempt.model.as_str(), "rt" | "full" | "lazy") {
             w.push(format!(
-                "kernel preemption model is '{}': not PREEMPT_RT or full preemption",
+                "kernel preemption model is '{}': not PREEMPT_RT or full/lazy preemption, so kernel code delays RT wake-ups",
                 self.preempt.model
             ));
         }
@@ -381,6 +528,45 @@ mod tests {
     }
 
     #[test]
+    fn warnings_report_missing_rt_privilege() {
+        let mut e = Environment {
+            preempt: Preempt {
+                model: "rt".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        e.limits.euid = 1000;
+        e.limits.rtprio = "0".into();
+        assert!(e.warnings().iter().any(|w| w.contains("no RT privilege")));
+        e.limits.rtprio = "95".into();
+        assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+        // A failed live probe outweighs a generous limit (e.g. an RT cgroup without budget).
+        e.limits.rt_probe = Some(RtProbe {
+            obtained: false,
+            detail: "not permitted to set fifo:80 on this thread".into(),
+        });
+        let w = e.warnings().join("\n");
+        assert!(w.contains("no RT privilege") && w.contains("EPERM"), "{w}");
+        // Root without a probe result: unknown, so no claim either way.
+        e.limits = Limits {
+            euid: 0,
+            rtprio: "0".into(),
+            ..Default::default()
+        };
+        assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+    }
+
+    #[test]
+    fn cmdline_stops_at_init_arguments_and_last_value_wins() {
+        let c = "quiet isolcpus=1 preempt=none isolcpus=2-3 -- threadirqs preempt=full";
+        assert_eq!(cmdline_param(c, "isolcpus").as_deref(), Some("2-3"));
+        assert_eq!(cmdline_param(c, "preempt").as_deref(), Some("none"));
+        assert_eq!(cmdline_param(c, "threadirqs"), None);
+        assert_eq!(cmdline_param(c, "quiet").as_deref(), Some(""));
+    }
+
+    #[test]
     fn preempt_model_from_debugfs_brackets() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("sys/kernel/debug/sched")).unwrap();
@@ -389,7 +575,7 @@ mod tests {
             "none voluntary (full) lazy\n",
         )
         .unwrap();
-        let p = preempt_model(&Root::new(d.path()), "#1 SMP PREEMPT_DYNAMIC", "");
+        let p = preempt_model(&Root::new(d.path()), "#1 SMP PREEMPT_DYNAMIC", "", None);
         assert_eq!(p.model, "full");
         assert!(p.dynamic);
     }

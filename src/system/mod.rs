@@ -5,8 +5,11 @@
 
 pub mod check;
 mod env;
+pub mod interrupts;
+pub mod kconfig;
+pub mod probe;
 
-pub use env::Environment;
+pub use env::{Cpus, Environment, Isolation, Limits, Preempt};
 
 use std::path::{Path, PathBuf};
 
@@ -60,4 +63,17 @@ impl Root {
         v.sort();
         v
     }
+}
+
+/// A kernel CPU list (`0-3,8`), refusing numbers no machine has so that a corrupt file
+/// cannot make the parser expand a range into billions of entries.
+pub(crate) fn cpu_list(s: &str) -> Option<Vec<usize>> {
+    let too_big = s
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| !n.is_empty())
+        .any(|n| n.len() > 5 || n.parse::<usize>().map_or(true, |v| v > 16_384));
+    if too_big {
+        return None;
+    }
+    crate::rt::affinity::parse_cpu_list(s).ok()
 }
