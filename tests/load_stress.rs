@@ -474,3 +474,27 @@ fn bad_stress_options_are_usage_errors() {
         xrunlab().args(args).assert().code(2);
     }
 }
+
+#[test]
+fn a_second_signal_still_leaves_nothing_behind() {
+    let _g = serial();
+    let (child, mark) = start_cli(
+        &["stress", "--stress", "cpu,proc,top", "--duration", "60s"],
+        3,
+    );
+    let me = child.id() as i32;
+    unsafe {
+        libc::kill(me, libc::SIGTERM);
+        libc::kill(me, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    // Either the first signal's orderly stop finished first (exit 0), or the second one
+    // killed xrunlab after its last-resort hook SIGKILLed the stressor groups.
+    assert!(
+        out.status.success() || out.status.code().is_none(),
+        "{:?}",
+        out.status
+    );
+    let gone = wait_until(Duration::from_secs(5), || pids_with_env(&mark).is_empty());
+    assert!(gone, "left behind: {:?}", pids_with_env(&mark));
+}

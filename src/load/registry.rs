@@ -72,3 +72,28 @@ fn install_hooks() {
     unsafe { libc::atexit(at_exit) };
     crate::rt::interrupt::set_last_resort_hook(kill_all);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn kill_all_ends_registered_groups_and_forgets_them() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as libc::pid_t;
+        assert!(register(pgid));
+        assert!(registered().contains(&pgid));
+        kill_all();
+        assert!(!registered().contains(&pgid));
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        // Unregistering an unknown group is harmless.
+        unregister(pgid);
+    }
+}
