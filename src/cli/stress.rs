@@ -29,17 +29,24 @@ pub struct StressCmdArgs {
     /// (e.g. 10ms/1.7ms:fifo:15, 40ms/5ms:deadline-reclaim).
     #[arg(long, value_name = "SPEC")]
     pub compete: Option<String>,
+    /// Pin the competing task to these CPUs (a DEADLINE reservation cannot be pinned to
+    /// fewer CPUs than its root domain).
+    #[arg(long, value_name = "LIST", requires = "compete")]
+    pub compete_cpus: Option<String>,
 }
 
 pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     let started = crate::rt::clock::wall_clock_rfc3339();
     let spec = a.stress.to_spec()?;
     let duration_ns = parse_duration_ns(&a.duration)?;
-    let compete = a
+    let mut compete = a
         .compete
         .as_deref()
         .map(str::parse::<PeriodicSpec>)
         .transpose()?;
+    if let (Some(c), Some(list)) = (compete.as_mut(), a.compete_cpus.as_deref()) {
+        c.cpus = crate::rt::affinity::select_cpus(Some(list))?;
+    }
     if spec.is_idle() && compete.is_none() {
         return super::usage("nothing to run: give --stress, --stress-cmd or --compete");
     }

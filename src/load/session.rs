@@ -130,7 +130,8 @@ pub struct StressSession {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl StressSession {
-    /// Start the stressors of `spec` for a measurement of about `run_duration`.
+    /// Start the stressors of `spec` for a measurement of about `run_duration`
+    /// (`Duration::ZERO` = open-ended: stress-ng then gets no timeout of its own).
     ///
     /// Call it from a thread that outlives the session (normally the main thread):
     /// PR_SET_PDEATHSIG fires when the *thread* that spawned a child exits.
@@ -255,8 +256,7 @@ impl StressSession {
                 })?),
             }
         };
-        let timeout_s = run_duration.as_secs() + u64::from(run_duration.subsec_nanos() > 0);
-        let timeout = format!("{}s", timeout_s + TIMEOUT_MARGIN_S);
+        let timeout = stress_ng_timeout(run_duration);
         if !ng_presets.is_empty() {
             self.record.backend = if stress_ng.is_some() {
                 "stress-ng"
@@ -742,6 +742,16 @@ pub fn session_members(marker: &str) -> Vec<libc::pid_t> {
         .collect()
 }
 
+/// stress-ng's `--timeout` for a run of `run`: the run rounded up plus a margin; a zero
+/// duration means open-ended (stress-ng's `0` = no timeout; the session stops it).
+fn stress_ng_timeout(run: Duration) -> String {
+    if run.is_zero() {
+        return "0".into();
+    }
+    let s = run.as_secs() + u64::from(run.subsec_nanos() > 0);
+    format!("{}s", s + TIMEOUT_MARGIN_S)
+}
+
 fn stressor_exe(spec: &StressSpec) -> PathBuf {
     if let Some(p) = &spec.stressor_exe {
         return p.clone();
@@ -911,6 +921,13 @@ stress-ng: info:  [19352] successful run completed in 3.06s
         let r = s.stop();
         assert!(r.processes.is_empty());
         assert_eq!(r.backend, "none");
+    }
+
+    #[test]
+    fn stress_ng_timeout_covers_the_run() {
+        assert_eq!(stress_ng_timeout(Duration::from_secs(10)), "15s");
+        assert_eq!(stress_ng_timeout(Duration::from_millis(1500)), "7s");
+        assert_eq!(stress_ng_timeout(Duration::ZERO), "0");
     }
 
     #[test]
