@@ -498,3 +498,35 @@ fn a_second_signal_still_leaves_nothing_behind() {
     let gone = wait_until(Duration::from_secs(5), || pids_with_env(&mark).is_empty());
     assert!(gone, "left behind: {:?}", pids_with_env(&mark));
 }
+
+#[test]
+fn a_command_that_leaves_its_group_is_still_killed() {
+    if !require(which("setsid").is_some(), "setsid (util-linux)") {
+        return;
+    }
+    let _g = serial();
+    let mut s = spec("none");
+    // setsid forks when it is a group leader, so `sleep` ends up in a new session and group,
+    // out of reach of kill(-pgid).
+    s.commands = vec![vec!["setsid".into(), "sleep".into(), "30".into()]];
+    let session = StressSession::start(&s, Duration::from_secs(2)).unwrap();
+    let marker = session.marker().to_string();
+    assert!(wait_until(Duration::from_secs(2), || {
+        session_members(&marker).iter().any(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    }));
+    let rec = session.stop();
+    assert!(
+        session_members(&marker).is_empty(),
+        "{:?}",
+        session_members(&marker)
+    );
+    assert!(
+        rec.warnings
+            .iter()
+            .any(|w| w.contains("left their process group")),
+        "{:?}",
+        rec.warnings
+    );
+}

@@ -530,6 +530,7 @@ impl StressSession {
                 ));
             }
         }
+        self.kill_escapees();
         self.collect();
         if let Some(d) = self.dir.take() {
             if let Err(e) = std::fs::remove_dir_all(&d) {
@@ -539,6 +540,38 @@ impl StressSession {
             }
         }
         self.record.duration_ns = crate::rt::clock::monotonic_ns() - self.started_ns;
+    }
+
+    /// A stressor that left its process group (a user command that daemonises, setsid)
+    /// still carries the session marker in its environment: kill it too.
+    fn kill_escapees(&mut self) {
+        if self.children.is_empty() {
+            return;
+        }
+        let left = session_members(&self.marker);
+        if left.is_empty() {
+            return;
+        }
+        for &pid in &left {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let end = crate::rt::clock::monotonic_ns() + REAP_LIMIT.as_nanos() as u64;
+        while crate::rt::clock::monotonic_ns() < end {
+            for &pid in &left {
+                // Reaps those re-parented to us (we are a subreaper); others are init's.
+                let mut status = 0;
+                // SAFETY: status is writable.
+                unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            }
+            if session_members(&self.marker).is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.record.warnings.push(format!(
+            "stressor processes {left:?} had left their process group; killed"
+        ));
     }
 
     fn collect(&mut self) {
