@@ -530,3 +530,22 @@ fn a_command_that_leaves_its_group_is_still_killed() {
         rec.warnings
     );
 }
+
+#[test]
+fn asking_for_stress_ng_where_there_is_none_cannot_measure() {
+    let empty = tempfile::tempdir().unwrap();
+    xrunlab()
+        .env("PATH", empty.path())
+        .args([
+            "stress",
+            "--stress",
+            "cpu",
+            "--stress-backend",
+            "stress-ng",
+            "--duration",
+            "1s",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("stress-ng is not on PATH"));
+}
