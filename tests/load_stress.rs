@@ -549,3 +549,22 @@ fn asking_for_stress_ng_where_there_is_none_cannot_measure() {
         .code(3)
         .stderr(predicates::str::contains("stress-ng is not on PATH"));
 }
+
+#[test]
+fn too_little_disk_space_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    xrunlab()
+        .args([
+            "stress",
+            "--stress",
+            "disk-copy",
+            "--stress-size",
+            "1000000G",
+        ])
+        .arg("--stress-dir")
+        .arg(dir.path())
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("--stress-size"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -215,13 +215,10 @@ impl StressSession {
                     parent.display()
                 ));
             }
-            let copies = if spec.presets.contains(&Preset::DiskCopy) {
-                2
-            } else {
-                1
-            };
-            let files = spec.presets.iter().filter(|p| p.uses_files()).count() as u64 + 1;
-            let need = spec.file_size * (files + copies - 1);
+            // One file per disk class at a time; disk-copy holds its source and the copy.
+            let files = spec.presets.iter().filter(|p| p.uses_files()).count() as u64
+                + u64::from(spec.presets.contains(&Preset::DiskCopy));
+            let need = spec.file_size * files;
             if let Some(free) = free_bytes(&dir) {
                 if free < need + (64 << 20) {
                     return Err(Error::cannot_measure(format!(
