@@ -218,7 +218,7 @@ impl StressSession {
             // One file per disk class at a time; disk-copy holds its source and the copy.
             let files = spec.presets.iter().filter(|p| p.uses_files()).count() as u64
                 + u64::from(spec.presets.contains(&Preset::DiskCopy));
-            let need = spec.file_size * files;
+            let need = spec.file_size.saturating_mul(files);
             if let Some(free) = free_bytes(&dir) {
                 if free < need + (64 << 20) {
                     return Err(Error::cannot_measure(format!(

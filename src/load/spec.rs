@@ -180,32 +180,38 @@ pub fn parse_size(s: &str) -> Result<u64> {
 pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
 
 /// The stress options every measuring command accepts (`#[command(flatten)]`).
+// Per-argument headings: a struct-level next_help_heading would leak onto the options
+// that follow the flattened group in the host command.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Stress")]
 pub struct StressArgs {
     /// Run under stress: PRESET[,PRESET…] of paper, cpu, io, vm, udp, netdev, cache, timer,
     /// disk-write, disk-copy, disk-read, proc, top; or none.
-    #[arg(long, value_name = "PRESETS")]
+    #[arg(help_heading = "Stress", long, value_name = "PRESETS")]
     pub stress: Option<String>,
     /// Instances of each stress-ng class and of the built-in cpu/io/vm/udp/cache/timer
     /// stressors (the paper preset always uses its own line).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = "Stress", long, value_name = "N", default_value_t = 1)]
     pub stress_workers: u32,
     /// Pin the stressors to these CPUs (kernel list format, e.g. 1 or 0-2).
-    #[arg(long, value_name = "LIST")]
+    #[arg(help_heading = "Stress", long, value_name = "LIST")]
     pub stress_cpus: Option<String>,
     /// Directory for the disk classes' files (a private subdirectory is created and removed).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Stress", long, value_name = "DIR")]
     pub stress_dir: Option<PathBuf>,
     /// Size of the disk classes' file [default: 256M].
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = "Stress", long, value_name = "SIZE")]
     pub stress_size: Option<String>,
     /// Run your own command as a stressor; split like a shell would split words, but run
     /// directly (no shell: $VAR, globs, | and ; are passed literally). Repeatable.
-    #[arg(long, value_name = "'ARGV…'", allow_hyphen_values = true)]
+    #[arg(
+        help_heading = "Stress",
+        long,
+        value_name = "'ARGV…'",
+        allow_hyphen_values = true
+    )]
     pub stress_cmd: Vec<String>,
     /// Which implementation runs the stress-ng classes.
-    #[arg(long, value_enum, value_name = "BACKEND", default_value_t = BackendChoice::Auto)]
+    #[arg(help_heading = "Stress", long, value_enum, value_name = "BACKEND", default_value_t = BackendChoice::Auto)]
     pub stress_backend: BackendChoice,
 }
 
