@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod dsp;
 pub mod error;
+pub mod load;
 pub mod measure;
 pub mod progress;
 pub mod report;

@@ -4,6 +4,7 @@
 mod check;
 pub mod output;
 mod schema;
+mod stress;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -42,6 +43,9 @@ pub struct Cli {
 pub enum Command {
     Check(check::CheckArgs),
     Schema(schema::SchemaArgs),
+    Stress(stress::StressCmdArgs),
+    #[command(name = "__stressor", hide = true)]
+    Stressor(stress::StressorArgs),
 }
 
 /// Parse the process arguments, run the command and map the outcome to an exit code.
@@ -58,6 +62,8 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
+        Command::Stress(a) => stress::run(a, &cli.global),
+        Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

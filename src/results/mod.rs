@@ -50,6 +50,10 @@ pub enum Body {
         config: crate::system::check::CheckConfig,
         results: crate::system::check::CheckReport,
     },
+    Stress {
+        config: crate::load::run::StressConfig,
+        results: Box<crate::load::run::StressResults>,
+    },
 }
 
 impl Body {
@@ -57,6 +61,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Check { .. } => "check",
+            Body::Stress { .. } => "stress",
         }
     }
 }

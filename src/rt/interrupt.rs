@@ -2,14 +2,22 @@
 //! partial result is written and the machine restored (DESIGN.md §5); a second one restores
 //! the default action and re-raises it, so a stuck process can still be killed.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// A `fn()` run before a second signal kills us, so children we own die with us.
+static LAST_RESORT: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     if REQUESTED.swap(true, Ordering::SeqCst) {
         // Second signal: give up politely waiting. Only async-signal-safe calls here.
+        let hook = LAST_RESORT.load(Ordering::SeqCst);
+        if hook != 0 {
+            // SAFETY: only set_last_resort_hook stores here, from a valid fn() pointer.
+            let f: fn() = unsafe { std::mem::transmute::<usize, fn()>(hook) };
+            f();
+        }
         // SAFETY: signal() and raise() are async-signal-safe.
         unsafe {
             libc::signal(sig, libc::SIG_DFL);
@@ -32,6 +40,12 @@ pub fn install() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// Run `f` when a second SIGINT/SIGTERM is about to kill the process with the default
+/// action (e.g. `load::registry::kill_all`). `f` must be async-signal-safe.
+pub fn set_last_resort_hook(f: fn()) {
+    LAST_RESORT.store(f as usize, Ordering::SeqCst);
 }
 
 /// True once SIGINT/SIGTERM arrived (or `request` was called). Cheap enough for RT loops.

@@ -1,0 +1,145 @@
+//! `xrunlab stress` (hold a load, optionally with a competing periodic task) and the hidden
+//! `xrunlab __stressor` that runs one built-in stressor in a child process.
+
+use super::{output, Global};
+use crate::error::Result;
+use crate::load::builtin::{self, StressorOpts};
+use crate::load::periodic::PeriodicSpec;
+use crate::load::run::{run_stress, StressConfig, StressResults};
+use crate::load::{Preset, StressArgs};
+use crate::report::table::{new_table, num};
+use crate::results::{Body, ResultDoc};
+use crate::system::Environment;
+use crate::units::{format_ns, parse_duration_ns};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Run stress presets (and a competing periodic task) for a while and report what ran.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  xrunlab stress --stress paper --duration 60s\n  xrunlab stress --stress cpu,proc --stress-cpus 1 --duration 10s --compete voip\n  xrunlab stress --stress-cmd 'dd if=/dev/zero of=/dev/null bs=1M' --duration 5s --json"
+)]
+pub struct StressCmdArgs {
+    #[command(flatten)]
+    pub stress: StressArgs,
+    /// How long to hold the load.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub duration: String,
+    /// Run a competing periodic task: video, voip or PERIOD/EXEC[:POLICY[:PRIO]]
+    /// (e.g. 10ms/1.7ms:fifo:15, 40ms/5ms:deadline-reclaim).
+    #[arg(long, value_name = "SPEC")]
+    pub compete: Option<String>,
+    /// Pin the competing task to these CPUs (a DEADLINE reservation cannot be pinned to
+    /// fewer CPUs than its root domain).
+    #[arg(long, value_name = "LIST", requires = "compete")]
+    pub compete_cpus: Option<String>,
+}
+
+pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let spec = a.stress.to_spec()?;
+    let duration_ns = parse_duration_ns(&a.duration)?;
+    let mut compete = a
+        .compete
+        .as_deref()
+        .map(str::parse::<PeriodicSpec>)
+        .transpose()?;
+    if let (Some(c), Some(list)) = (compete.as_mut(), a.compete_cpus.as_deref()) {
+        c.cpus = crate::rt::affinity::select_cpus(Some(list))?;
+    }
+    if spec.is_idle() && compete.is_none() {
+        return super::usage("nothing to run: give --stress, --stress-cmd or --compete");
+    }
+    let mut env = Environment::capture();
+    env.stress = spec.labels();
+    let progress = crate::progress::for_terminal(g.quiet, 0);
+    let (results, status) = run_stress(&spec, duration_ns, compete.as_ref(), progress.as_ref())?;
+    let human = summary(&results);
+    let doc = ResultDoc::new(
+        Body::Stress {
+            config: StressConfig {
+                presets: spec.labels(),
+                duration_ns,
+                compete,
+            },
+            results: Box::new(results),
+        },
+        status,
+        started,
+        env,
+    );
+    output::emit(&doc, g, &human)?;
+    Ok(0)
+}
+
+fn summary(r: &StressResults) -> String {
+    let s = &r.stress;
+    let mut out = String::new();
+    let mut t = new_table(&["backend", "presets", "command", "exit"]);
+    for p in &s.processes {
+        t.add_row(vec![
+            p.backend.clone(),
+            p.presets.join(","),
+            p.argv.join(" "),
+            format!("{}{}", p.exit, if p.ended_early { " (early)" } else { "" }),
+        ]);
+    }
+    if let Some(ng) = &s.stress_ng {
+        out.push_str(&format!("stress-ng {} ({})\n", ng.version, ng.path));
+    }
+    out.push_str(&format!("{t}\n"));
+    if !s.metrics.is_empty() {
+        let mut m = new_table(&["stressor", "source", "bogo ops", "seconds", "ops/s"]);
+        for x in &s.metrics {
+            m.add_row(vec![
+                x.stressor.clone().into(),
+                x.source.clone().into(),
+                num(format!("{:.0}", x.bogo_ops)),
+                num(format!("{:.2}", x.real_time_s)),
+                num(format!("{:.1}", x.bogo_ops_per_s)),
+            ]);
+        }
+        out.push_str(&format!("{m}\n"));
+    }
+    for k in &s.skipped {
+        out.push_str(&format!("note: {}: {}\n", k.preset, k.reason));
+    }
+    for w in &s.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    if let Some(c) = &r.compete {
+        let st = &c.stats;
+        out.push_str(&format!(
+            "competing task {}: {} jobs, {} deadline misses; wake-up p50 {} max {}; response p50 {} p99 {} max {}\n",
+            c.spec,
+            st.jobs,
+            st.deadline_misses,
+            format_ns(st.wake_ns.p50),
+            format_ns(st.wake_ns.max),
+            format_ns(st.response_ns.p50),
+            format_ns(st.response_ns.p99),
+            format_ns(st.response_ns.max),
+        ));
+    }
+    out
+}
+
+/// Internal: one built-in stressor (started by a stress session, not by users).
+#[derive(Debug, Args)]
+pub struct StressorArgs {
+    /// cpu, io, vm, udp, netdev, cache, timer, disk-write, disk-copy, disk-read, proc, top.
+    pub kind: String,
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long, default_value_t = crate::load::spec::DEFAULT_FILE_SIZE)]
+    pub size: u64,
+}
+
+pub fn run_stressor(a: StressorArgs) -> Result<u8> {
+    let kind: Preset = a.kind.parse()?;
+    builtin::run(&StressorOpts {
+        kind,
+        dir: a.dir,
+        size: a.size,
+    })
+}
