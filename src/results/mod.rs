@@ -2,6 +2,8 @@
 //! written atomically, with a JSON Schema generated from these types and committed under
 //! `schema/`.
 
+pub mod cyclictest;
+pub mod import;
 pub mod write;
 
 use crate::system::Environment;
@@ -50,6 +52,10 @@ pub enum Body {
         config: crate::system::check::CheckConfig,
         results: crate::system::check::CheckReport,
     },
+    Latency {
+        config: crate::measure::latency::LatencyConfig,
+        results: Box<crate::measure::latency::LatencyResult>,
+    },
 }
 
 impl Body {
@@ -57,6 +63,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Check { .. } => "check",
+            Body::Latency { .. } => "latency",
         }
     }
 }
