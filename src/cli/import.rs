@@ -8,7 +8,7 @@ use crate::system::Environment;
 use clap::Args;
 use std::path::PathBuf;
 
-/// Bring cyclictest output (-h text histogram or --json file) into xrunlab's latency result.
+/// Read cyclictest output (-h text or --json) into a latency result.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Reads the text histogram cyclictest prints with -h (the dense layout of rt-tests <= 2.6 with

@@ -11,8 +11,7 @@ use crate::units::{parse_duration_ns, AudioPeriod};
 use clap::Args;
 use std::path::PathBuf;
 
-/// Scheduling latency per CPU, by cyclictest's method, plus percentiles, missed periods and
-/// late audio periods.
+/// Scheduling latency per CPU (cyclictest's method, plus percentiles and missed periods).
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Each selected CPU gets one pinned thread that sleeps with absolute clock_nanosleep to its next

@@ -776,3 +776,62 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Everything `record` + `summarise` derive, against a brute-force sort of the same data.
+        #[test]
+        fn stats_match_brute_force(lats in prop::collection::vec(0u64..600_000, 1..3000)) {
+            let mut p = Plan {
+                interval_ns: 200_000,
+                end_offset_ns: None,
+                loops: None,
+                hist_buckets: 400,
+                audio_period_ns: Some(100_000),
+                series_len: 1,
+                expected_ns: 0,
+            };
+            p.series_len = lats.len() * 200_000 / 1_000_000_000 + 1;
+            let mut st = ThreadState::new(3, &p);
+            for (i, &l) in lats.iter().enumerate() {
+                let off = (i as u64 + 1) * p.interval_ns;
+                st.record(l, off + l, off, &p);
+            }
+            let r = summarise(vec![st], &p, false, None);
+            let c = &r.per_cpu[0];
+            let mut v = lats.clone();
+            v.sort_unstable();
+            let s = &c.stats.summary;
+            prop_assert_eq!(s.count, v.len() as u64);
+            prop_assert_eq!(s.min, v[0]);
+            prop_assert_eq!(s.max, *v.last().unwrap());
+            let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+            prop_assert!((s.mean - mean).abs() < 1e-6 * mean.max(1.0));
+            for (q, got) in [(50.0, s.p50), (90.0, s.p90), (99.0, s.p99), (99.9, s.p99_9)] {
+                let rank = ((q / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+                let want = v[rank - 1];
+                let tol = (want as f64 * 0.001).max(1.0);
+                prop_assert!((got as f64 - want as f64).abs() <= tol, "p{}: got {}, want {}", q, got, want);
+            }
+            // The cyclictest-format buckets: whole µs, rounded down; the rest overflows.
+            let mut buckets = std::collections::BTreeMap::new();
+            for &x in &v {
+                if x < 400_000 {
+                    *buckets.entry(x / 1000).or_insert(0u64) += 1;
+                }
+            }
+            let want: Vec<(u64, u64)> = buckets.into_iter().collect();
+            prop_assert_eq!(&c.histogram_us, &want);
+            prop_assert_eq!(c.stats.overflows, v.iter().filter(|&&x| x >= 400_000).count() as u64);
+            prop_assert_eq!(c.stats.audio_late, Some(v.iter().filter(|&&x| x > 100_000).count() as u64));
+            let max_at = lats.iter().position(|&x| x == s.max).unwrap() as u64;
+            prop_assert_eq!(c.stats.max_cycle, Some(max_at));
+            let series_total: u32 = c.series.iter().map(|p| p.count).sum();
+            prop_assert_eq!(series_total as u64, s.count);
+        }
+    }
+}

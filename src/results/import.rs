@@ -6,15 +6,15 @@
 //! - the same of rt-tests ≥ 2.7, which prints only non-empty buckets and no `# Total:`;
 //! - the `--json` file.
 //!
-//! Cyclictest reports whole microseconds (rounded down). Percentiles are derived from its
-//! 1 µs buckets; a percentile that falls among the histogram overflows is reported as the
+//! Cyclictest reports whole microseconds (rounded down). Percentiles are read from its
+//! 1 µs buckets (a bucket's value is its lower edge, as cyclictest prints it); a percentile that falls among the histogram overflows is reported as the
 //! recorded maximum, an upper bound.
 
 use crate::error::{Error, Result};
 use crate::measure::latency::{
-    exact_summary, CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
+    CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
 };
-use crate::measure::stats;
+use crate::measure::stats::Summary;
 use crate::rt::Policy;
 use std::path::Path;
 
@@ -448,27 +448,67 @@ fn config_from_command(cmd: &str) -> (Option<Policy>, Option<u64>, Option<u64>, 
     )
 }
 
+/// Percentiles straight from 1-unit buckets (exact at the file's resolution, unlike an HDR
+/// histogram's highest-equivalent values); ranks among the overflows get the maximum.
+fn bucket_summary(
+    buckets: &[(u64, u64)],
+    count: u64,
+    min_ns: u64,
+    max_ns: u64,
+    sum_ns: u128,
+    scale: u64,
+) -> Summary {
+    if count == 0 {
+        return Summary::default();
+    }
+    let q = |p: f64| {
+        // The epsilon keeps 99.9 % of 1000 at rank 999, not 1000 by float rounding.
+        let rank = (p * count as f64 / 100.0 - 1e-9).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for &(k, n) in buckets {
+            seen += n;
+            if seen >= rank {
+                return (k * scale).clamp(min_ns, max_ns);
+            }
+        }
+        max_ns
+    };
+    Summary {
+        count,
+        min: min_ns,
+        mean: sum_ns as f64 / count as f64,
+        max: max_ns,
+        p50: q(50.0),
+        p90: q(90.0),
+        p99: q(99.0),
+        p99_9: q(99.9),
+        p99_99: q(99.99),
+        p99_9999: q(99.9999),
+    }
+}
+
 fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, LatencyResult) {
     let scale = rec.scale_ns;
-    let mut all = stats::new_ns_histogram();
+    let mut merged = std::collections::BTreeMap::new();
     let mut per_cpu = Vec::with_capacity(threads.len());
     let (mut sum_all, mut overflows) = (0u128, 0u64);
     let mut max_of: Option<(u64, usize)> = None;
     let mut min_all = u64::MAX;
     let mut max_bucket = 0;
     for t in &threads {
-        let mut h = stats::new_ns_histogram();
         for &(k, n) in &t.buckets {
-            // Cannot fail: the value is clamped into the histogram's range.
-            let _ = h.record_n((k * scale).clamp(1, stats::HIST_MAX_NS), n);
+            *merged.entry(k).or_insert(0u64) += n;
             max_bucket = max_bucket.max(k + 1);
         }
-        if t.overflows > 0 {
-            let _ = h.record_n((t.max * scale).clamp(1, stats::HIST_MAX_NS), t.overflows);
-        }
         let sum = (t.avg * scale as f64 * t.count as f64).round() as u128;
-        let mut summary = exact_summary(&h, t.min * scale, t.max * scale, sum);
-        summary.count = t.count;
+        let summary = bucket_summary(
+            &t.buckets,
+            t.count,
+            t.min * scale,
+            t.max * scale,
+            sum,
+            scale,
+        );
         if t.count > 0 {
             min_all = min_all.min(t.min * scale);
             if max_of.is_none_or(|(m, _)| t.max * scale > m) {
@@ -477,7 +517,6 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         }
         sum_all += sum;
         overflows += t.overflows;
-        let _ = all.add(&h);
         per_cpu.push(CpuLatency {
             cpu: t.cpu,
             stats: LatencyStats {
@@ -501,15 +540,16 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         });
     }
     let count: u64 = threads.iter().map(|t| t.count).sum();
-    let mut overall_summary = exact_summary(
-        &all,
-        if count > 0 { min_all } else { 0 },
-        max_of.map_or(0, |m| m.0),
-        sum_all,
-    );
-    overall_summary.count = count;
+    let merged: Vec<(u64, u64)> = merged.into_iter().collect();
     let overall = LatencyStats {
-        summary: overall_summary,
+        summary: bucket_summary(
+            &merged,
+            count,
+            if count > 0 { min_all } else { 0 },
+            max_of.map_or(0, |m| m.0),
+            sum_all,
+            scale,
+        ),
         max_cycle: None,
         max_at_ns: None,
         max_cpu: max_of.map(|m| m.1),
