@@ -61,6 +61,7 @@ def main():
     ovf = {"cyclictest": None, "xrunlab": None}
     mx = {"cyclictest": None, "xrunlab": None}
     hdr = []
+    rounds = []
     for r in range(a.rounds):
         for tool in ("cyclictest", "xrunlab"):
             hf = os.path.join(tmp, f"{tool}-{r}.txt")
@@ -75,6 +76,8 @@ def main():
             print(f"round {r + 1}/{a.rounds}: {' '.join(cmd)}", file=sys.stderr)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             h, o, m = read_hist(hf)
+            load = open("/proc/loadavg").read().split()[0]
+            rounds.append((r + 1, tool, load, [(percentile(h[t], o[t], 50), percentile(h[t], o[t], 99)) for t in range(len(h))]))
             if acc[tool] is None:
                 acc[tool], ovf[tool], mx[tool] = h, o, m
             else:
@@ -99,6 +102,9 @@ def main():
             avg = lambda k: sum(c[k] for c in ns) / len(ns) / 1000
             print(f"{'':>3} {'xrunlab ns':<11} {'':>8} {avg('p50'):>6.2f} {avg('p99'):>6.2f} "
                   f"{avg('p99_9'):>7.2f} {max(c['max'] for c in ns) / 1000:>6.1f}  (HDR, mean of rounds)")
+    print("\nper round (loadavg after the run; p50/p99 in us per CPU):")
+    for r, tool, load, v in rounds:
+        print(f"  {r} {tool:<11} load {load:>5}  " + "  ".join(f"{a}/{b}" for a, b in v))
     print(f"\nfiles kept in {tmp}")
 
 

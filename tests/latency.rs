@@ -158,3 +158,31 @@ fn help_explains_and_gives_examples() {
         .stdout(predicate::str::contains("--audio-period"))
         .stdout(predicate::str::contains("--fail-above"));
 }
+
+#[test]
+fn missing_privileges_exit_3_with_advice() {
+    if !require(
+        is_root() && common::which("setpriv").is_some(),
+        "root and setpriv (to drop to an unprivileged user)",
+    ) {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("xrunlab");
+    for (extra, advice) in [
+        // mlockall may or may not fit the user's RLIMIT_MEMLOCK; either way a step refuses.
+        (&[][..], "xrunlab: error:"),
+        (&["--no-mlock", "--no-dma-latency"][..], "RLIMIT_RTPRIO"),
+        (&["--no-mlock"][..], "--no-dma-latency"),
+    ] {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["latency", "--loops", "10"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{extra:?}: {err}");
+        assert!(err.contains(advice), "{extra:?}: {err}");
+    }
+}

@@ -148,7 +148,9 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         }
     }
     let started = crate::rt::clock::wall_clock_rfc3339();
-    let env = Environment::capture();
+    let mut env = Environment::capture();
+    env.stress = cfg.stress.clone();
+    let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let result = latency::measure(&cfg, progress.as_ref())?;
     drop(progress);
@@ -156,7 +158,10 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
         crate::results::write_atomic(h, text.as_bytes())?;
     }
-    let human = table::latency(&cfg, &result);
+    let mut human = table::latency(&cfg, &result);
+    if unpinned {
+        human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
+    }
     let interrupted = result.interrupted;
     let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
     let status = if interrupted {
@@ -176,6 +181,13 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     if interrupted {
         doc.warnings
             .push("interrupted by a signal: the result covers only part of the run".into());
+    }
+    if unpinned {
+        doc.warnings.push(
+            "SCHED_DEADLINE threads cannot be pinned inside the default root domain: they ran \
+             unpinned, so each row is one thread, not one CPU"
+                .into(),
+        );
     }
     output::emit(&doc, g, &human)?;
     Ok(if interrupted {

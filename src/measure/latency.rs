@@ -429,7 +429,7 @@ impl ThreadState {
 }
 
 /// The measuring loop of one thread. Runs with the RT policy: no allocation, no I/O.
-fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>) -> ThreadState {
+fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64) -> ThreadState {
     // Wait for the release (or an abort) without spinning: a spinning FIFO thread could
     // starve the spawner on a small machine.
     let t0 = loop {
@@ -441,7 +441,7 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>) -> ThreadStat
                 clock::sleep_until_ns(clock::monotonic_ns() + 1_000_000);
             }
             ABORT => return st,
-            t => break t,
+            t => break t + phase_ns,
         }
     };
     clock::sleep_until_ns(t0);
@@ -510,8 +510,13 @@ pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyRe
 
     let start = Arc::new(AtomicU64::new(NOT_RELEASED));
     let mut threads = Vec::with_capacity(cpus.len());
-    for &cpu in &cpus {
+    for (i, &cpu) in cpus.iter().enumerate() {
         let st = ThreadState::new(cpu, &p);
+        // Spread the threads' wake-ups evenly over one interval. Cyclictest's threads get
+        // arbitrary phases from their start times; a common phase would make every CPU take
+        // its timer interrupt at the same instant, which on a VM adds hypervisor contention
+        // that cyclictest never sees, and would bias the comparison.
+        let phase_ns = i as u64 * p.interval_ns / cpus.len() as u64;
         let s = start.clone();
         let spec = rt::thread::ThreadSpec {
             name: format!("xr-lat-{cpu}"),
@@ -524,7 +529,7 @@ pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyRe
                 vec![cpu]
             },
         };
-        match rt::thread::spawn_rt(spec, move || run_thread(st, p, s)) {
+        match rt::thread::spawn_rt(spec, move || run_thread(st, p, s, phase_ns)) {
             Ok(t) => threads.push(t),
             Err(e) => {
                 start.store(ABORT, Ordering::Release);
