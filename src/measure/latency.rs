@@ -474,7 +474,12 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
             // Woke after the next target too: those periods are gone. Count them and
             // resume at the first target still ahead, as cyclictest does silently.
             let skipped = (now_off - target_off).div_ceil(p.interval_ns);
-            st.missed += skipped;
+            // Periods after the end of a timed run were never part of it.
+            st.missed += match p.end_offset_ns {
+                Some(end) if target_off > end => 0,
+                Some(end) => skipped.min((end - target_off) / p.interval_ns + 1),
+                None => skipped,
+            };
             target_off += skipped * p.interval_ns;
         }
     }
