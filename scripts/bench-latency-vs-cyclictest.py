@@ -88,6 +88,13 @@ def main():
                     mx[tool][t] = max(mx[tool][t], m[t])
             if tool == "xrunlab":
                 hdr.append(json.load(open(jf))["results"]["per_cpu"])
+    expected = a.rounds * a.seconds * 1_000_000 // 200
+    print(f"\nperiods per CPU: {expected}; cyclictest drops late ones silently, xrunlab counts them:")
+    for t in range(len(acc["cyclictest"])):
+        ct = sum(acc["cyclictest"][t].values()) + ovf["cyclictest"][t]
+        missed = sum(c["missed_periods"] for rr in hdr for c in rr if c["cpu"] == t)
+        print(f"  CPU {t}: cyclictest {ct} samples ({expected - ct} not measured); "
+              f"xrunlab {sum(c['count'] for rr in hdr for c in rr if c['cpu'] == t)} samples + {missed} missed")
     print(f"\n{a.rounds} x {a.seconds} s each, -m -S -p 90 -i 200; values in us "
           "(1 us buckets, truncated as cyclictest does)\n")
     print(f"{'CPU':>3} {'tool':<11} {'samples':>8} {'p50':>6} {'p99':>6} {'p99.9':>7} {'max':>6}")
