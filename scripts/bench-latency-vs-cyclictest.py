@@ -9,6 +9,13 @@ Both tools run `-m -S -p 90 -i 200` (xrunlab: its defaults, mlock, every CPU, FI
 200 us) and keep a 1 us histogram up to 20 ms, so both distributions are read the same way:
 cyclictest truncates each latency to whole us, and xrunlab's cyclictest-format histogram
 does the same. xrunlab's own nanosecond HDR percentiles are printed beside them.
+
+Findings on a noisy 2-vCPU VM (Nov 2026): medians agree within a few %; p99 and above are
+ruled by hypervisor bursts that land in one 15 s round or another, so they differ in either
+direction from run to run (compare the per-round lines). With all threads on one common
+phase the median was ~2 us (8 %) above cyclictest's (both vCPUs take their timer interrupt
+at the same instant); spreading the phases over one interval, as xrunlab now does, removed
+that.
 """
 import argparse
 import json
