@@ -2,6 +2,8 @@
 //! (DESIGN.md §2). Measurement logic lives in the library modules.
 
 mod check;
+mod import;
+mod latency;
 pub mod output;
 mod schema;
 mod stress;
@@ -30,7 +32,7 @@ pub struct Global {
     name = "xrunlab",
     version,
     about = "Measured evidence of whether a Linux machine can run real-time audio, at which buffer size, and why it glitches",
-    after_help = "Exit codes: 0 ok, 1 a --fail-* threshold was crossed, 2 bad usage or input, 3 could not measure.\n\nExamples:\n  xrunlab check\n  xrunlab check --json | python3 -m json.tool"
+    after_help = "Exit codes: 0 ok, 1 a --fail-* threshold was crossed, 2 bad usage or input, 3 could not measure.\n\nExamples:\n  xrunlab check\n  xrunlab latency --duration 30s --audio-period 64@48000\n  xrunlab import cyclictest.txt -o ct.json\n  xrunlab check --json | python3 -m json.tool"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -42,6 +44,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Check(check::CheckArgs),
+    Latency(latency::LatencyArgs),
+    Import(import::ImportArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
     #[command(name = "__stressor", hide = true)]
@@ -61,6 +65,8 @@ pub fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
+        Command::Latency(a) => latency::run(a, &cli.global),
+        Command::Import(a) => import::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),

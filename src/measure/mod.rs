@@ -1,4 +1,5 @@
 //! The analyses (DESIGN.md §2 `measure/`): statistics shared by every measurement and the
 //! measurement-specific analyses built on them.
 
+pub mod latency;
 pub mod stats;

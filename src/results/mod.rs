@@ -2,6 +2,8 @@
 //! written atomically, with a JSON Schema generated from these types and committed under
 //! `schema/`.
 
+pub mod cyclictest;
+pub mod import;
 pub mod write;
 
 use crate::system::Environment;
@@ -54,6 +56,10 @@ pub enum Body {
         config: crate::load::run::StressConfig,
         results: Box<crate::load::run::StressResults>,
     },
+    Latency {
+        config: crate::measure::latency::LatencyConfig,
+        results: Box<crate::measure::latency::LatencyResult>,
+    },
 }
 
 impl Body {
@@ -62,6 +68,7 @@ impl Body {
         match self {
             Body::Check { .. } => "check",
             Body::Stress { .. } => "stress",
+            Body::Latency { .. } => "latency",
         }
     }
 }

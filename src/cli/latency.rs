@@ -1,0 +1,201 @@
+//! `xrunlab latency`.
+
+use super::{output, Global};
+use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
+use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
+use crate::report::table;
+use crate::results::{Body, ResultDoc, Status};
+use crate::rt::{affinity, Policy};
+use crate::system::Environment;
+use crate::units::{parse_duration_ns, AudioPeriod};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Scheduling latency per CPU (cyclictest's method, plus percentiles and missed periods).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Each selected CPU gets one pinned thread that sleeps with absolute clock_nanosleep to its next
+target and records how late it woke (now − target, in ns). Periods skipped because a wake-up
+came after the next target are counted as 'missed'.
+
+Examples:
+  xrunlab latency                                  # 10 s, FIFO 90, 200 µs, every CPU
+  xrunlab latency --duration 5h --histogram h.txt  # seed 000's protocol; h.txt as cyclictest -h400
+  xrunlab latency --audio-period 64@48000 --duration 10m
+  xrunlab latency --cpus 2-3 -i 1ms --loops 100000 -o lat.json
+  xrunlab latency --policy other --no-mlock --no-dma-latency   # the system as configured
+  xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)")]
+pub struct LatencyArgs {
+    /// Real-time priority for fifo/rr (1..99).
+    #[arg(short = 'p', long, value_name = "PRIO")]
+    pub priority: Option<u32>,
+    /// Scheduling policy: fifo, rr, other, or deadline[:RUNTIME/PERIOD] (e.g. deadline:50us/200us).
+    #[arg(long, default_value = "fifo", value_name = "POLICY")]
+    pub policy: String,
+    /// Interval between wake-ups (with a unit: 200us, 1ms).
+    #[arg(short = 'i', long, default_value = "200us", value_name = "DURATION")]
+    pub interval: String,
+    /// Run length: 30s, 10m, 5h [default: 10s].
+    #[arg(long, value_name = "DURATION", conflicts_with = "loops")]
+    pub duration: Option<String>,
+    /// Run length in wake-ups per CPU (instead of --duration).
+    #[arg(short = 'l', long, value_name = "N")]
+    pub loops: Option<u64>,
+    /// CPUs to measure, e.g. 0-3,6 [default: every CPU this process may use].
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Leave /dev/cpu_dma_latency alone (measure C-state exit latency as configured).
+    #[arg(long)]
+    pub no_dma_latency: bool,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Bound of the cyclictest-format histogram (1 µs buckets); later wake-ups are overflows.
+    #[arg(long, default_value = "400us", value_name = "DURATION")]
+    pub hist_max: String,
+    /// Write the histogram in cyclictest's -h text format to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub histogram: Option<PathBuf>,
+    /// Count wake-ups later than this audio period, e.g. 64@48000.
+    #[arg(long, value_name = "FRAMES@RATE")]
+    pub audio_period: Option<String>,
+    /// Exit 1 when latency at PERCENTILE (default max) exceeds DURATION, e.g. 100us@p99.9.
+    #[arg(long, value_name = "DURATION[@PERCENTILE]")]
+    pub fail_above: Option<String>,
+}
+
+fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {
+    let prio = a.priority.unwrap_or(latency::DEFAULT_PRIORITY);
+    let p = match a.policy.to_ascii_lowercase().as_str() {
+        "fifo" => Policy::fifo(prio),
+        "rr" => Policy::Rr { priority: prio },
+        "deadline" | "dl" => {
+            // A reservation of a quarter of each interval: ample for a wake-up and a clock read.
+            let runtime_ns = (interval_ns / 4).max(10_000).min(interval_ns);
+            Policy::Deadline {
+                runtime_ns,
+                deadline_ns: interval_ns,
+                period_ns: interval_ns,
+                reclaim: false,
+            }
+        }
+        _ => {
+            let p: Policy = a.policy.parse()?;
+            if let (Some(given), Policy::Fifo { priority } | Policy::Rr { priority }) =
+                (a.priority, p)
+            {
+                if given != priority {
+                    return Err(Error::usage(format!(
+                        "-p {given} contradicts --policy {}",
+                        a.policy
+                    )));
+                }
+            }
+            p
+        }
+    };
+    p.validate()?;
+    Ok(p)
+}
+
+/// Turn the arguments into a measurement config (usage errors, exit 2, before measuring).
+pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
+    let interval_ns = parse_duration_ns(&a.interval)?;
+    let duration_ns = match (&a.duration, a.loops) {
+        (Some(d), _) => Some(parse_duration_ns(d)?),
+        (None, Some(_)) => None,
+        (None, None) => LatencyConfig::default().duration_ns,
+    };
+    let audio_period = a
+        .audio_period
+        .as_deref()
+        .map(str::parse::<AudioPeriod>)
+        .transpose()?;
+    let fail_above = a
+        .fail_above
+        .as_deref()
+        .map(str::parse::<FailAbove>)
+        .transpose()?;
+    Ok(LatencyConfig {
+        source: LatencySource::Measured,
+        cpus: affinity::select_cpus(a.cpus.as_deref())?,
+        policy: Some(policy(a, interval_ns)?),
+        interval_ns: Some(interval_ns),
+        duration_ns,
+        loops: a.loops,
+        dma_latency: Some(!a.no_dma_latency),
+        mlock: Some(!a.no_mlock),
+        hist_max_ns: parse_duration_ns(&a.hist_max)?,
+        audio_period,
+        fail_above,
+        stress: Vec::new(),
+    })
+}
+
+pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
+    let cfg = config(&a)?;
+    if let Some(h) = &a.histogram {
+        // Fail on a bad path now rather than after a five-hour run.
+        match h.parent() {
+            Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
+                return super::usage(format!(
+                    "--histogram {}: directory {} does not exist",
+                    h.display(),
+                    d.display()
+                ))
+            }
+            _ => {}
+        }
+    }
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let mut env = Environment::capture();
+    env.stress = cfg.stress.clone();
+    let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
+    let progress = crate::progress::for_terminal(g.quiet, 0);
+    let result = latency::measure(&cfg, progress.as_ref())?;
+    drop(progress);
+    if let Some(h) = &a.histogram {
+        let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
+        crate::results::write_atomic(h, text.as_bytes())?;
+    }
+    let mut human = table::latency(&cfg, &result);
+    if unpinned {
+        human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
+    }
+    let interrupted = result.interrupted;
+    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
+    let status = if interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    let mut doc = ResultDoc::new(
+        Body::Latency {
+            config: cfg,
+            results: Box::new(result),
+        },
+        status,
+        started,
+        env,
+    );
+    if interrupted {
+        doc.warnings
+            .push("interrupted by a signal: the result covers only part of the run".into());
+    }
+    if unpinned {
+        doc.warnings.push(
+            "SCHED_DEADLINE threads cannot be pinned inside the default root domain: they ran \
+             unpinned, so each row is one thread, not one CPU"
+                .into(),
+        );
+    }
+    output::emit(&doc, g, &human)?;
+    Ok(if interrupted {
+        eprintln!("xrunlab: interrupted; the partial result was written");
+        EXIT_CANNOT_MEASURE
+    } else if crossed {
+        EXIT_THRESHOLD
+    } else {
+        0
+    })
+}

@@ -1,0 +1,847 @@
+//! Scheduling latency per CPU, by cyclictest's method (DESIGN.md §3): one pinned thread per
+//! CPU sleeps with absolute `clock_nanosleep` to its next target and records `now − target`.
+//!
+//! What cyclictest does not do, and this does: periods skipped because a wake-up came after
+//! the next target are counted, latencies are kept in nanoseconds in an HDR histogram (so
+//! high percentiles are exact to 0.1 %), the cycle and time of each maximum are kept, a
+//! per-second min/mean/max series is recorded, and wake-ups later than an audio period are
+//! counted.
+//!
+//! Real-time rules (DESIGN.md §5): every buffer a measuring thread touches is allocated
+//! before its first cycle and handed back to the caller through `join` when it ends; the
+//! loop itself only reads the clock, sleeps and writes into those buffers.
+
+use super::stats::{self, Histogram, Summary};
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::rt::{self, affinity, clock, interrupt, Policy};
+use crate::units::{format_ns, AudioPeriod};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The default interval, 200 µs, as in seed 000's `cyclictest -i200`.
+pub const DEFAULT_INTERVAL_NS: u64 = 200_000;
+/// The default bound of the cyclictest-format histogram, 400 µs (seed 000's `-h400`).
+pub const DEFAULT_HIST_MAX_NS: u64 = 400_000;
+/// The default FIFO priority, as in seed 000's `-p 90`.
+pub const DEFAULT_PRIORITY: u32 = 90;
+/// Upper bound for `--hist-max`: its µs buckets are allocated per CPU.
+pub const MAX_HIST_MAX_NS: u64 = 1_000_000_000;
+/// Longest run whose per-second series is preallocated (7 days).
+pub const MAX_RUN_NS: u64 = 7 * 24 * 3600 * clock::NS_PER_S;
+/// Histogram overflows whose cycle numbers are remembered per CPU (cyclictest keeps as many
+/// as it has buckets; this caps the memory for large `--hist-max`).
+const MAX_OVERFLOW_CYCLES: usize = 1024;
+/// Lead time between releasing the threads and their common start, long enough for every
+/// thread (which polls for the release every millisecond) to be asleep on the start time.
+const START_LEAD_NS: u64 = 20_000_000;
+const NOT_RELEASED: u64 = 0;
+const ABORT: u64 = u64::MAX;
+
+/// Where a latency result came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LatencySource {
+    /// Measured by `xrunlab latency`.
+    Measured,
+    /// Read from another tool's output by `xrunlab import`.
+    Imported {
+        /// The file it was read from, as given.
+        file: String,
+        /// `cyclictest-text` (dense, with `# Total:`), `cyclictest-text-sparse` (rt-tests ≥ 2.7)
+        /// or `cyclictest-json`.
+        format: String,
+        /// The command line recorded in the file, when it has one.
+        command: Option<String>,
+        /// Resolution of the imported values (cyclictest rounds down to whole µs).
+        resolution_ns: u64,
+    },
+}
+
+/// A `--fail-above DURATION[@PERCENTILE]` threshold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FailAbove {
+    pub threshold_ns: u64,
+    /// `max` or a percentile name as in `Summary` (`p50`, `p99_9`, ...).
+    pub percentile: String,
+}
+
+impl std::str::FromStr for FailAbove {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let (d, p) = match s.split_once('@') {
+            Some((d, p)) => (d, Some(p)),
+            None => (s, None),
+        };
+        let threshold_ns = crate::units::parse_duration_ns(d)?;
+        let percentile = match p {
+            None => "max".to_string(),
+            Some(p) => percentile_name(p).ok_or_else(|| {
+                Error::usage(format!(
+                    "--fail-above '{s}': unknown percentile '{p}'; use max, p50, p90, p99, p99.9, p99.99 or p99.9999"
+                ))
+            })?,
+        };
+        Ok(FailAbove {
+            threshold_ns,
+            percentile,
+        })
+    }
+}
+
+/// Canonical `Summary` field name for `max`, `p99.9`, `99.9`, `p99_9`...
+fn percentile_name(p: &str) -> Option<String> {
+    let p = p.trim().to_ascii_lowercase();
+    if p == "max" || p == "min" {
+        return Some(p);
+    }
+    let num = p.trim_start_matches('p').replace('_', ".");
+    let v: f64 = num.parse().ok()?;
+    stats::PERCENTILES
+        .iter()
+        .find(|(_, q)| (q - v).abs() < 1e-9)
+        .map(|(n, _)| n.to_string())
+}
+
+/// Display form of a canonical percentile name (`p99_9` → `p99.9`).
+pub fn percentile_label(name: &str) -> String {
+    name.replace('_', ".")
+}
+
+/// What to measure. `Default` is seed 000's protocol (FIFO 90, 200 µs, `-h400`, mlock,
+/// `/dev/cpu_dma_latency` at 0) on every allowed CPU for 10 s. Fields are optional only
+/// because imported results may not record them; `measure` requires them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LatencyConfig {
+    pub source: LatencySource,
+    /// CPUs measured, one thread each (empty = every CPU this process may use). For imported
+    /// text histograms, which do not record CPUs, cyclictest's thread numbers.
+    pub cpus: Vec<usize>,
+    pub policy: Option<Policy>,
+    pub interval_ns: Option<u64>,
+    /// Run length: exactly one of `duration_ns` and `loops` (wake-ups per CPU).
+    pub duration_ns: Option<u64>,
+    pub loops: Option<u64>,
+    /// `/dev/cpu_dma_latency` held at 0 during the run.
+    pub dma_latency: Option<bool>,
+    /// `mlockall` during the run.
+    pub mlock: Option<bool>,
+    /// Bound of the cyclictest-format µs histogram; larger latencies count as overflows.
+    pub hist_max_ns: u64,
+    pub audio_period: Option<AudioPeriod>,
+    pub fail_above: Option<FailAbove>,
+    /// Stress presets to run around the measurement (started by the caller; recorded here).
+    #[serde(default)]
+    pub stress: Vec<String>,
+}
+
+impl Default for LatencyConfig {
+    fn default() -> Self {
+        LatencyConfig {
+            source: LatencySource::Measured,
+            cpus: Vec::new(),
+            policy: Some(Policy::fifo(DEFAULT_PRIORITY)),
+            interval_ns: Some(DEFAULT_INTERVAL_NS),
+            duration_ns: Some(10 * clock::NS_PER_S),
+            loops: None,
+            dma_latency: Some(true),
+            mlock: Some(true),
+            hist_max_ns: DEFAULT_HIST_MAX_NS,
+            audio_period: None,
+            fail_above: None,
+            stress: Vec::new(),
+        }
+    }
+}
+
+/// One second of the latency-over-time series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeriesPoint {
+    /// Seconds since the start of the run (this point covers `[t, t+1)`).
+    pub t_s: u32,
+    pub count: u32,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub max_ns: u64,
+}
+
+/// Statistics of one CPU or of all CPUs together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LatencyStats {
+    /// count/min/mean/max and percentiles, in ns.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Wake-up number (from 0) of the maximum; None when the source does not record it.
+    pub max_cycle: Option<u64>,
+    /// When the maximum happened, ns after the start of the run.
+    pub max_at_ns: Option<u64>,
+    /// The CPU of the maximum (overall statistics only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cpu: Option<usize>,
+    /// Wake-ups at or above `hist_max_ns` (outside the cyclictest-format histogram).
+    pub overflows: u64,
+    /// Periods skipped because a wake-up came after the next target (None: not recorded).
+    pub missed_periods: Option<u64>,
+    /// Wake-ups later than the audio period (None without `--audio-period`).
+    pub audio_late: Option<u64>,
+    pub audio_late_per_hour: Option<f64>,
+}
+
+/// Per-CPU result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CpuLatency {
+    pub cpu: usize,
+    #[serde(flatten)]
+    pub stats: LatencyStats,
+    /// Cyclictest-format histogram: `[µs, count]` pairs for the non-empty 1 µs buckets
+    /// below `hist_max_ns` (a latency of 17.9 µs is in bucket 17, as cyclictest rounds).
+    pub histogram_us: Vec<(u64, u64)>,
+    /// Wake-up numbers of the first histogram overflows (at most 1024).
+    #[serde(default)]
+    pub overflow_cycles: Vec<u64>,
+    /// Per-second min/mean/max; seconds without wake-ups are left out.
+    #[serde(default)]
+    pub series: Vec<SeriesPoint>,
+    /// True when the run outlasted the preallocated series (its end is not in `series`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub series_truncated: bool,
+}
+
+/// The outcome of `--fail-above`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FailOutcome {
+    pub percentile: String,
+    pub threshold_ns: u64,
+    pub value_ns: u64,
+    pub crossed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LatencyResult {
+    /// Time from the common start of the threads to the end of the last one.
+    pub elapsed_ns: u64,
+    pub per_cpu: Vec<CpuLatency>,
+    pub overall: LatencyStats,
+    pub fail_above: Option<FailOutcome>,
+    /// The run was stopped early (SIGINT/SIGTERM); the envelope's status says so too.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+impl LatencyResult {
+    /// Evaluate a `--fail-above` threshold against the overall statistics.
+    pub fn evaluate(&self, f: &FailAbove) -> FailOutcome {
+        let value_ns = self.overall.summary.get(&f.percentile).unwrap_or(0);
+        FailOutcome {
+            percentile: f.percentile.clone(),
+            threshold_ns: f.threshold_ns,
+            value_ns,
+            crossed: value_ns > f.threshold_ns,
+        }
+    }
+}
+
+/// A validated plan: the config's optional fields resolved.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    interval_ns: u64,
+    /// Stop after the wake-up whose target is this far from the start (duration mode).
+    end_offset_ns: Option<u64>,
+    /// Stop after this many wake-ups (loops mode).
+    loops: Option<u64>,
+    hist_buckets: usize,
+    audio_period_ns: Option<u64>,
+    series_len: usize,
+    expected_ns: u64,
+}
+
+fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
+    let policy = cfg
+        .policy
+        .ok_or_else(|| Error::usage("a latency measurement needs a scheduling policy"))?;
+    policy.validate()?;
+    let interval_ns = cfg
+        .interval_ns
+        .ok_or_else(|| Error::usage("a latency measurement needs an interval"))?;
+    if !(1_000..=clock::NS_PER_S).contains(&interval_ns) {
+        return Err(Error::usage(format!(
+            "interval {} is outside 1us..1s",
+            format_ns(interval_ns)
+        )));
+    }
+    let expected_ns = match (cfg.duration_ns, cfg.loops) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "--duration and --loops exclude each other: give one",
+            ))
+        }
+        (None, None) => return Err(Error::usage("give a run length: --duration or --loops")),
+        (Some(d), None) => {
+            if d < interval_ns {
+                return Err(Error::usage(format!(
+                    "duration {} is shorter than one interval ({})",
+                    format_ns(d),
+                    format_ns(interval_ns)
+                )));
+            }
+            d
+        }
+        (None, Some(0)) => return Err(Error::usage("--loops must be at least 1")),
+        (None, Some(l)) => l.saturating_mul(interval_ns),
+    };
+    if expected_ns > MAX_RUN_NS {
+        return Err(Error::usage(format!(
+            "run length {} is above the 7-day limit; split the run",
+            format_ns(expected_ns)
+        )));
+    }
+    if !(1_000..=MAX_HIST_MAX_NS).contains(&cfg.hist_max_ns) {
+        return Err(Error::usage(format!(
+            "--hist-max {} is outside 1us..1s",
+            format_ns(cfg.hist_max_ns)
+        )));
+    }
+    let seconds = expected_ns.div_ceil(clock::NS_PER_S) as usize;
+    // In loops mode skipped periods stretch the run beyond loops × interval; leave room.
+    let series_len = if cfg.loops.is_some() {
+        seconds + seconds / 2 + 2
+    } else {
+        seconds
+    };
+    Ok((
+        Plan {
+            interval_ns,
+            end_offset_ns: cfg.duration_ns,
+            loops: cfg.loops,
+            hist_buckets: (cfg.hist_max_ns / 1_000) as usize,
+            audio_period_ns: cfg.audio_period.map(|p| p.period_ns()),
+            series_len: series_len.max(1),
+            expected_ns,
+        },
+        policy,
+    ))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SecondAgg {
+    count: u32,
+    min: u64,
+    max: u64,
+    sum: u64,
+}
+
+const EMPTY_SECOND: SecondAgg = SecondAgg {
+    count: 0,
+    min: u64::MAX,
+    max: 0,
+    sum: 0,
+};
+
+/// Everything one measuring thread writes, allocated before it starts.
+struct ThreadState {
+    cpu: usize,
+    hdr: Histogram,
+    hist_us: Vec<u64>,
+    overflow_cycles: Vec<u64>,
+    series: Vec<SecondAgg>,
+    series_truncated: bool,
+    count: u64,
+    min: u64,
+    max: u64,
+    sum: u128,
+    max_cycle: u64,
+    max_at_ns: u64,
+    overflows: u64,
+    missed: u64,
+    audio_late: u64,
+    /// Offset of the last wake-up from the start.
+    last_ns: u64,
+}
+
+impl ThreadState {
+    fn new(cpu: usize, p: &Plan) -> Self {
+        ThreadState {
+            cpu,
+            hdr: stats::new_ns_histogram(),
+            hist_us: vec![0; p.hist_buckets],
+            overflow_cycles: Vec::with_capacity(MAX_OVERFLOW_CYCLES.min(p.hist_buckets)),
+            series: vec![EMPTY_SECOND; p.series_len],
+            series_truncated: false,
+            count: 0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            max_cycle: 0,
+            max_at_ns: 0,
+            overflows: 0,
+            missed: 0,
+            audio_late: 0,
+            last_ns: 0,
+        }
+    }
+
+    /// Account one wake-up. `offset_ns` is the target's distance from the start.
+    #[inline]
+    fn record(&mut self, lat: u64, wake_offset_ns: u64, target_offset_ns: u64, p: &Plan) {
+        let cycle = self.count;
+        self.count += 1;
+        self.sum += lat as u128;
+        if lat < self.min {
+            self.min = lat;
+        }
+        if lat > self.max || cycle == 0 {
+            self.max = lat;
+            self.max_cycle = cycle;
+            self.max_at_ns = wake_offset_ns;
+        }
+        stats::record_clamped(&mut self.hdr, lat);
+        // Cyclictest truncates to whole µs; its bucket k holds [k, k+1) µs.
+        let us = (lat / 1_000) as usize;
+        if us < self.hist_us.len() {
+            self.hist_us[us] += 1;
+        } else {
+            self.overflows += 1;
+            // The capacity was reserved up front, so this push never reallocates.
+            if self.overflow_cycles.len() < self.overflow_cycles.capacity() {
+                self.overflow_cycles.push(cycle);
+            }
+        }
+        if let Some(ap) = p.audio_period_ns {
+            if lat > ap {
+                self.audio_late += 1;
+            }
+        }
+        let sec = (target_offset_ns.saturating_sub(1) / clock::NS_PER_S) as usize;
+        match self.series.get_mut(sec) {
+            Some(s) => {
+                s.count += 1;
+                s.sum += lat;
+                s.min = s.min.min(lat);
+                s.max = s.max.max(lat);
+            }
+            None => self.series_truncated = true,
+        }
+        self.last_ns = wake_offset_ns;
+    }
+}
+
+/// The measuring loop of one thread. Runs with the RT policy: no allocation, no I/O.
+fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64) -> ThreadState {
+    // Wait for the release (or an abort) without spinning: a spinning FIFO thread could
+    // starve the spawner on a small machine.
+    let t0 = loop {
+        match start.load(Ordering::Acquire) {
+            NOT_RELEASED => {
+                if interrupt::requested() {
+                    return st;
+                }
+                clock::sleep_until_ns(clock::monotonic_ns() + 1_000_000);
+            }
+            ABORT => return st,
+            t => break t + phase_ns,
+        }
+    };
+    clock::sleep_until_ns(t0);
+    let mut target_off = p.interval_ns;
+    loop {
+        if let Some(end) = p.end_offset_ns {
+            if target_off > end {
+                break;
+            }
+        }
+        if let Some(l) = p.loops {
+            if st.count >= l {
+                break;
+            }
+        }
+        if interrupt::requested() {
+            break;
+        }
+        let target = t0 + target_off;
+        clock::sleep_until_ns(target);
+        let now = clock::monotonic_ns();
+        if now < target {
+            // Only an interrupted sleep returns early.
+            break;
+        }
+        st.record(now - target, now - t0, target_off, &p);
+        target_off += p.interval_ns;
+        let now_off = now - t0;
+        if now_off > target_off {
+            // Woke after the next target too: those periods are gone. Count them and
+            // resume at the first target still ahead, as cyclictest does silently.
+            let skipped = (now_off - target_off).div_ceil(p.interval_ns);
+            // Periods after the end of a timed run were never part of it.
+            st.missed += match p.end_offset_ns {
+                Some(end) if target_off > end => 0,
+                Some(end) => skipped.min((end - target_off) / p.interval_ns + 1),
+                None => skipped,
+            };
+            target_off += skipped * p.interval_ns;
+        }
+    }
+    st
+}
+
+/// Measure scheduling latency as `cfg` says, reporting seconds elapsed to `progress`.
+///
+/// The caller may start load (stress presets) before and stop it after this call. On
+/// SIGINT/SIGTERM (`rt::interrupt`) the run stops early and returns the partial result with
+/// `interrupted` set.
+pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyResult> {
+    let (p, policy) = plan(cfg)?;
+    let cpus = if cfg.cpus.is_empty() {
+        affinity::allowed_cpus()?
+    } else {
+        cfg.cpus.clone()
+    };
+    if cpus.is_empty() {
+        return Err(Error::cannot_measure("no CPU is available to this process"));
+    }
+    // Held until the end of this function: dropping them restores the system.
+    let _mlock = if cfg.mlock.unwrap_or(true) {
+        Some(rt::memory::MemoryLock::acquire()?)
+    } else {
+        None
+    };
+    let _dma = if cfg.dma_latency.unwrap_or(true) {
+        Some(rt::dma_latency::DmaLatencyGuard::acquire(0)?)
+    } else {
+        None
+    };
+
+    let start = Arc::new(AtomicU64::new(NOT_RELEASED));
+    let mut threads = Vec::with_capacity(cpus.len());
+    for (i, &cpu) in cpus.iter().enumerate() {
+        let st = ThreadState::new(cpu, &p);
+        // Spread the threads' wake-ups evenly over one interval. Cyclictest's threads get
+        // arbitrary phases from their start times; a common phase would make every CPU take
+        // its timer interrupt at the same instant, which on a VM adds hypervisor contention
+        // that cyclictest never sees, and would bias the comparison.
+        let phase_ns = i as u64 * p.interval_ns / cpus.len() as u64;
+        let s = start.clone();
+        let spec = rt::thread::ThreadSpec {
+            name: format!("xr-lat-{cpu}"),
+            policy,
+            // The kernel refuses to pin a DEADLINE task to fewer CPUs than its root domain;
+            // those threads run unpinned and `cpu` is then only their number.
+            cpus: if matches!(policy, Policy::Deadline { .. }) {
+                Vec::new()
+            } else {
+                vec![cpu]
+            },
+        };
+        match rt::thread::spawn_rt(spec, move || run_thread(st, p, s, phase_ns)) {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                start.store(ABORT, Ordering::Release);
+                for t in threads {
+                    t.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+
+    let total_s = p.expected_ns.div_ceil(clock::NS_PER_S);
+    progress.set_total(total_s);
+    progress.set_message("latency");
+    let t0 = clock::monotonic_ns() + START_LEAD_NS;
+    start.store(t0, Ordering::Release);
+    while !threads.iter().all(|t| t.is_finished()) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = clock::monotonic_ns();
+        progress.set_position((now.saturating_sub(t0) / clock::NS_PER_S).min(total_s));
+    }
+    progress.finish();
+    let states: Vec<ThreadState> = threads.into_iter().map(|t| t.join()).collect();
+    let interrupted = interrupt::requested();
+    Ok(summarise(states, &p, interrupted, cfg.fail_above.as_ref()))
+}
+
+/// A summary with exact extremes, its percentiles kept within them: HDR reports a bucket's
+/// highest equivalent value, which can lie above the true maximum.
+pub(crate) fn exact_summary(h: &Histogram, min: u64, max: u64, sum: u128) -> Summary {
+    let mut s = Summary::of(h).with_exact(min, max, sum);
+    if s.count > 0 {
+        for p in [
+            &mut s.p50,
+            &mut s.p90,
+            &mut s.p99,
+            &mut s.p99_9,
+            &mut s.p99_99,
+            &mut s.p99_9999,
+        ] {
+            *p = (*p).clamp(min, max);
+        }
+    }
+    s
+}
+
+fn summarise(
+    states: Vec<ThreadState>,
+    p: &Plan,
+    interrupted: bool,
+    fail: Option<&FailAbove>,
+) -> LatencyResult {
+    let elapsed_ns = states.iter().map(|s| s.last_ns).max().unwrap_or(0);
+    let hours = elapsed_ns as f64 / 3.6e12;
+    let per_hour = |n: u64| if hours > 0.0 { n as f64 / hours } else { 0.0 };
+    let mut all = stats::new_ns_histogram();
+    let (mut count, mut sum, mut min, mut max) = (0u64, 0u128, u64::MAX, 0u64);
+    let mut overall_max: Option<(u64, usize, u64, u64)> = None;
+    let (mut overflows, mut missed, mut late) = (0u64, 0u64, 0u64);
+    let mut per_cpu = Vec::with_capacity(states.len());
+    for st in states {
+        // Cannot fail: both histograms have the same bounds.
+        let _ = all.add(&st.hdr);
+        count += st.count;
+        sum += st.sum;
+        overflows += st.overflows;
+        missed += st.missed;
+        late += st.audio_late;
+        if st.count > 0 {
+            min = min.min(st.min);
+            if overall_max.is_none_or(|(m, ..)| st.max > m) {
+                overall_max = Some((st.max, st.cpu, st.max_cycle, st.max_at_ns));
+            }
+            max = max.max(st.max);
+        }
+        let summary = exact_summary(&st.hdr, st.min, st.max, st.sum);
+        let nonzero = st.hist_us.iter().filter(|&&n| n > 0).count();
+        let mut histogram_us = Vec::with_capacity(nonzero);
+        histogram_us.extend(
+            st.hist_us
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(k, &n)| (k as u64, n)),
+        );
+        let series = st
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.count > 0)
+            .map(|(i, s)| SeriesPoint {
+                t_s: i as u32,
+                count: s.count,
+                min_ns: s.min,
+                mean_ns: s.sum as f64 / s.count as f64,
+                max_ns: s.max,
+            })
+            .collect();
+        let has = st.count > 0;
+        per_cpu.push(CpuLatency {
+            cpu: st.cpu,
+            stats: LatencyStats {
+                summary,
+                max_cycle: has.then_some(st.max_cycle),
+                max_at_ns: has.then_some(st.max_at_ns),
+                max_cpu: None,
+                overflows: st.overflows,
+                missed_periods: Some(st.missed),
+                audio_late: p.audio_period_ns.map(|_| st.audio_late),
+                audio_late_per_hour: p.audio_period_ns.map(|_| per_hour(st.audio_late)),
+            },
+            histogram_us,
+            overflow_cycles: st.overflow_cycles,
+            series,
+            series_truncated: st.series_truncated,
+        });
+    }
+    let overall = LatencyStats {
+        summary: exact_summary(&all, min, max, sum),
+        max_cycle: overall_max.map(|m| m.2),
+        max_at_ns: overall_max.map(|m| m.3),
+        max_cpu: overall_max.map(|m| m.1),
+        overflows,
+        missed_periods: Some(missed),
+        audio_late: p.audio_period_ns.map(|_| late),
+        audio_late_per_hour: p.audio_period_ns.map(|_| per_hour(late)),
+    };
+    debug_assert_eq!(overall.summary.count, count);
+    let mut r = LatencyResult {
+        elapsed_ns,
+        per_cpu,
+        overall,
+        fail_above: None,
+        interrupted,
+    };
+    r.fail_above = fail.map(|f| r.evaluate(f));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test_plan(hist_buckets: usize, series_len: usize) -> Plan {
+        Plan {
+            interval_ns: 200_000,
+            end_offset_ns: None,
+            loops: Some(10),
+            hist_buckets,
+            audio_period_ns: Some(1_333_333),
+            series_len,
+            expected_ns: 2_000_000,
+        }
+    }
+
+    #[test]
+    fn fail_above_parses_percentiles() {
+        let f: FailAbove = "50us".parse().unwrap();
+        assert_eq!((f.threshold_ns, f.percentile.as_str()), (50_000, "max"));
+        let f: FailAbove = "1ms@p99.9".parse().unwrap();
+        assert_eq!(
+            (f.threshold_ns, f.percentile.as_str()),
+            (1_000_000, "p99_9")
+        );
+        let f: FailAbove = "1ms@99".parse().unwrap();
+        assert_eq!(f.percentile, "p99");
+        for bad in ["50", "50us@p42", "x@max", "50us@"] {
+            assert!(bad.parse::<FailAbove>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn record_buckets_like_cyclictest_and_counts_overflows() {
+        let p = test_plan(4, 2);
+        let mut st = ThreadState::new(0, &p);
+        for (i, lat) in [999u64, 1_000, 3_999, 4_000, 2_000_000]
+            .into_iter()
+            .enumerate()
+        {
+            st.record(
+                lat,
+                i as u64 * 1_000_000_000,
+                i as u64 * 1_000_000_000 + 1,
+                &p,
+            );
+        }
+        assert_eq!(st.hist_us, vec![1, 1, 0, 1]);
+        assert_eq!(st.overflows, 2);
+        assert_eq!(st.overflow_cycles, vec![3, 4]);
+        assert_eq!((st.min, st.max, st.max_cycle), (999, 2_000_000, 4));
+        assert_eq!(st.audio_late, 1);
+        // Five seconds of targets into a two-second series.
+        assert!(st.series_truncated);
+        assert_eq!(st.series[0].count, 1);
+    }
+
+    #[test]
+    fn summarise_merges_cpus_and_finds_the_overall_max() {
+        let p = test_plan(400, 1);
+        let mut a = ThreadState::new(0, &p);
+        let mut b = ThreadState::new(1, &p);
+        for i in 0..100u64 {
+            a.record(10_000 + i, i * 200_000, (i + 1) * 200_000, &p);
+            b.record(20_000 + i, i * 200_000, (i + 1) * 200_000, &p);
+        }
+        b.record(5_000_000, 123, 20_200_000, &p);
+        let r = summarise(vec![a, b], &p, false, Some(&"1ms".parse().unwrap()));
+        assert_eq!(r.overall.summary.count, 201);
+        assert_eq!(r.overall.summary.min, 10_000);
+        assert_eq!(r.overall.summary.max, 5_000_000);
+        assert_eq!(r.overall.max_cpu, Some(1));
+        assert_eq!(r.overall.max_cycle, Some(100));
+        assert_eq!(r.per_cpu[1].stats.overflows, 1);
+        assert_eq!(r.per_cpu[0].histogram_us, vec![(10, 100)]);
+        assert_eq!(r.per_cpu[0].series.len(), 1);
+        assert!(r.fail_above.unwrap().crossed);
+    }
+
+    #[test]
+    fn plan_rejects_bad_configs() {
+        let ok = LatencyConfig::default();
+        assert!(plan(&ok).is_ok());
+        for cfg in [
+            LatencyConfig {
+                loops: Some(5),
+                ..ok.clone()
+            },
+            LatencyConfig {
+                duration_ns: None,
+                ..ok.clone()
+            },
+            LatencyConfig {
+                interval_ns: Some(10),
+                ..ok.clone()
+            },
+            LatencyConfig {
+                hist_max_ns: 10,
+                ..ok.clone()
+            },
+            LatencyConfig {
+                duration_ns: Some(MAX_RUN_NS + 1),
+                ..ok.clone()
+            },
+        ] {
+            assert_eq!(
+                plan(&cfg).unwrap_err().exit_code(),
+                crate::error::EXIT_USAGE
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Everything `record` + `summarise` derive, against a brute-force sort of the same data.
+        #[test]
+        fn stats_match_brute_force(lats in prop::collection::vec(0u64..600_000, 1..3000)) {
+            let mut p = Plan {
+                interval_ns: 200_000,
+                end_offset_ns: None,
+                loops: None,
+                hist_buckets: 400,
+                audio_period_ns: Some(100_000),
+                series_len: 1,
+                expected_ns: 0,
+            };
+            p.series_len = lats.len() * 200_000 / 1_000_000_000 + 1;
+            let mut st = ThreadState::new(3, &p);
+            for (i, &l) in lats.iter().enumerate() {
+                let off = (i as u64 + 1) * p.interval_ns;
+                st.record(l, off + l, off, &p);
+            }
+            let r = summarise(vec![st], &p, false, None);
+            let c = &r.per_cpu[0];
+            let mut v = lats.clone();
+            v.sort_unstable();
+            let s = &c.stats.summary;
+            prop_assert_eq!(s.count, v.len() as u64);
+            prop_assert_eq!(s.min, v[0]);
+            prop_assert_eq!(s.max, *v.last().unwrap());
+            let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+            prop_assert!((s.mean - mean).abs() < 1e-6 * mean.max(1.0));
+            for (q, got) in [(50.0, s.p50), (90.0, s.p90), (99.0, s.p99), (99.9, s.p99_9)] {
+                let rank = ((q / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+                let want = v[rank - 1];
+                let tol = (want as f64 * 0.001).max(1.0);
+                prop_assert!((got as f64 - want as f64).abs() <= tol, "p{}: got {}, want {}", q, got, want);
+            }
+            // The cyclictest-format buckets: whole µs, rounded down; the rest overflows.
+            let mut buckets = std::collections::BTreeMap::new();
+            for &x in &v {
+                if x < 400_000 {
+                    *buckets.entry(x / 1000).or_insert(0u64) += 1;
+                }
+            }
+            let want: Vec<(u64, u64)> = buckets.into_iter().collect();
+            prop_assert_eq!(&c.histogram_us, &want);
+            prop_assert_eq!(c.stats.overflows, v.iter().filter(|&&x| x >= 400_000).count() as u64);
+            prop_assert_eq!(c.stats.audio_late, Some(v.iter().filter(|&&x| x > 100_000).count() as u64));
+            let max_at = lats.iter().position(|&x| x == s.max).unwrap() as u64;
+            prop_assert_eq!(c.stats.max_cycle, Some(max_at));
+            let series_total: u32 = c.series.iter().map(|p| p.count).sum();
+            prop_assert_eq!(series_total as u64, s.count);
+        }
+    }
+}

@@ -1,0 +1,665 @@
+//! `xrunlab import`: cyclictest output into the latency result model, so `report` and
+//! `compare` work on data measured before xrunlab existed.
+//!
+//! Three inputs are read:
+//! - the `-h` text histogram of rt-tests ≤ 2.6 (every bucket printed, `# Total:` line);
+//! - the same of rt-tests ≥ 2.7, which prints only non-empty buckets and no `# Total:`;
+//! - the `--json` file.
+//!
+//! Cyclictest reports whole microseconds (rounded down). Percentiles are read from its
+//! 1 µs buckets (a bucket's value is its lower edge, as cyclictest prints it); a percentile that falls among the histogram overflows is reported as the
+//! recorded maximum, an upper bound.
+
+use crate::error::{Error, Result};
+use crate::measure::latency::{
+    CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
+};
+use crate::measure::stats::Summary;
+use crate::rt::Policy;
+use std::path::Path;
+
+pub const FORMAT_TEXT: &str = "cyclictest-text";
+pub const FORMAT_TEXT_SPARSE: &str = "cyclictest-text-sparse";
+pub const FORMAT_JSON: &str = "cyclictest-json";
+
+/// One cyclictest thread, in the tool's own units (µs unless `scale_ns` says otherwise).
+#[derive(Debug, Default, Clone)]
+struct Thread {
+    cpu: usize,
+    buckets: Vec<(u64, u64)>,
+    count: u64,
+    min: u64,
+    avg: f64,
+    max: u64,
+    overflows: u64,
+    overflow_cycles: Vec<u64>,
+}
+
+/// What a file says about how it was measured.
+#[derive(Debug, Default)]
+struct Recorded {
+    format: &'static str,
+    command: Option<String>,
+    dma_latency: Option<bool>,
+    hist_buckets: Option<u64>,
+    scale_ns: u64,
+}
+
+/// Read a cyclictest text or JSON file into a latency config and result.
+pub fn import_file(path: &Path) -> Result<(LatencyConfig, LatencyResult)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
+    import_str(&text, &path.display().to_string())
+}
+
+/// As `import_file`, from text; `name` is used in errors and recorded as the source.
+pub fn import_str(text: &str, name: &str) -> Result<(LatencyConfig, LatencyResult)> {
+    let (threads, rec) = if text.trim_start().starts_with('{') {
+        parse_json(text).map_err(|m| Error::input(name, m))?
+    } else {
+        parse_text(text).map_err(|m| Error::input(name, m))?
+    };
+    Ok(build(threads, rec, name))
+}
+
+fn parse_list(rest: &str, line_no: usize, what: &str) -> Result<Vec<u64>, String> {
+    rest.split_whitespace()
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| format!("line {line_no}: '{what}' expects whole numbers, found '{v}'"))
+        })
+        .collect()
+}
+
+/// Footer values of the text format, each with the line it came from.
+#[derive(Default)]
+struct Footer {
+    total: Option<(usize, Vec<u64>)>,
+    min: Option<(usize, Vec<u64>)>,
+    avg: Option<(usize, Vec<u64>)>,
+    max: Option<(usize, Vec<u64>)>,
+    overflows: Option<(usize, Vec<u64>)>,
+    cycles: Vec<(usize, Vec<u64>)>,
+}
+
+fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
+    let mut rec = Recorded {
+        scale_ns: 1_000,
+        ..Default::default()
+    };
+    // (bucket, counts per column)
+    let mut rows: Vec<(u64, Vec<u64>)> = Vec::new();
+    let mut first_row_line = 0;
+    let mut f = Footer::default();
+    let mut in_footer = false;
+    let mut last_line = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        last_line = n;
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(c) = line.strip_prefix('#') {
+            let c = c.trim();
+            let mut footer = |slot: &mut Option<(usize, Vec<u64>)>, label: &str, rest: &str| {
+                in_footer = true;
+                parse_list(rest, n, label).map(|v| *slot = Some((n, v)))
+            };
+            if let Some(r) = c.strip_prefix("Total:") {
+                footer(&mut f.total, "# Total:", r)?;
+            } else if let Some(r) = c.strip_prefix("Min Latencies:") {
+                footer(&mut f.min, "# Min Latencies:", r)?;
+            } else if let Some(r) = c.strip_prefix("Avg Latencies:") {
+                footer(&mut f.avg, "# Avg Latencies:", r)?;
+            } else if let Some(r) = c.strip_prefix("Max Latencies:") {
+                footer(&mut f.max, "# Max Latencies:", r)?;
+            } else if let Some(r) = c.strip_prefix("Histogram Overflows:") {
+                footer(&mut f.overflows, "# Histogram Overflows:", r)?;
+            } else if let Some(r) = c.strip_prefix("Thread ") {
+                if let Some((idx, list)) = r.split_once(':') {
+                    if let Ok(idx) = idx.trim().parse::<usize>() {
+                        // "# 01957 others" ends the listed cycle numbers.
+                        let listed = list.split('#').next().unwrap_or("");
+                        let v = parse_list(listed, n, "# Thread N:")?;
+                        if f.cycles.len() <= idx {
+                            f.cycles.resize(idx + 1, (0, Vec::new()));
+                        }
+                        f.cycles[idx] = (n, v);
+                    }
+                }
+            } else if c.starts_with("/dev/cpu_dma_latency set to") {
+                rec.dma_latency = Some(true);
+            }
+            // Other comments (# Histogram, # Thread Ids:, # Break value:, ...) carry
+            // nothing the model holds.
+            continue;
+        }
+        if line.as_bytes()[0].is_ascii_digit() {
+            if in_footer {
+                return Err(format!(
+                    "line {n}: histogram row after the '# Min Latencies:'... footer; expected only '#' lines there"
+                ));
+            }
+            let v = parse_list(line, n, "histogram row")?;
+            if v.len() < 2 {
+                return Err(format!(
+                    "line {n}: expected a histogram row 'BUCKET COUNT [COUNT...]', found '{line}'"
+                ));
+            }
+            if let Some((prev, cols)) = rows.last() {
+                if v.len() - 1 != cols.len() {
+                    return Err(format!(
+                        "line {n}: expected {} counts like the first histogram row (line {first_row_line}), found {}",
+                        cols.len(),
+                        v.len() - 1
+                    ));
+                }
+                if v[0] <= *prev {
+                    return Err(format!(
+                        "line {n}: expected bucket numbers to increase, found {} after {prev}",
+                        v[0]
+                    ));
+                }
+            } else {
+                first_row_line = n;
+            }
+            rows.push((v[0], v[1..].to_vec()));
+            continue;
+        }
+        if rows.is_empty()
+            && !in_footer
+            && (line.starts_with("policy:") || line.starts_with("T:") || line.contains('\x1b'))
+        {
+            // cyclictest's live status lines when it ran without -q.
+            continue;
+        }
+        return Err(format!(
+            "line {n}: expected a histogram row such as '000017 000123' or a '#' line, found '{}'",
+            line.chars().take(60).collect::<String>()
+        ));
+    }
+    let eof = last_line + 1;
+    let need = |slot: &Option<(usize, Vec<u64>)>, label: &str| {
+        slot.clone().ok_or_else(|| {
+            if rows.is_empty() && !in_footer {
+                format!(
+                    "line {eof}: end of file without a cyclictest histogram: expected rows such as '000017 000123' and a '# Min Latencies:' footer (was cyclictest run with -h?)"
+                )
+            } else {
+                format!("line {eof}: end of file: expected a '{label}' line")
+            }
+        })
+    };
+    let (_, min) = need(&f.min, "# Min Latencies:")?;
+    let (avg_line, avg) = need(&f.avg, "# Avg Latencies:")?;
+    let (max_line, max) = need(&f.max, "# Max Latencies:")?;
+    let (of_line, overflows) = need(&f.overflows, "# Histogram Overflows:")?;
+    let threads = min.len();
+    if threads == 0 {
+        return Err(format!(
+            "line {}: '# Min Latencies:' lists no thread",
+            f.min.as_ref().map_or(eof, |m| m.0)
+        ));
+    }
+    // With -H (histofall) and several threads, a summary column follows the threads.
+    let fits = |len: usize| len == threads || (threads > 1 && len == threads + 1);
+    for (line, len, label, allow_sum) in [
+        (avg_line, avg.len(), "# Avg Latencies:", false),
+        (max_line, max.len(), "# Max Latencies:", true),
+        (of_line, overflows.len(), "# Histogram Overflows:", true),
+    ] {
+        if !(len == threads || (allow_sum && fits(len))) {
+            return Err(format!(
+                "line {line}: expected {threads} values in '{label}' (one per thread, as in '# Min Latencies:'), found {len}"
+            ));
+        }
+    }
+    if let Some((_, cols)) = rows.first() {
+        if !fits(cols.len()) {
+            return Err(format!(
+                "line {first_row_line}: expected {threads} counts per histogram row (one per thread), found {}",
+                cols.len()
+            ));
+        }
+    }
+    rec.format = if f.total.is_some() {
+        FORMAT_TEXT
+    } else {
+        FORMAT_TEXT_SPARSE
+    };
+    let mut out = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let buckets: Vec<(u64, u64)> = rows
+            .iter()
+            .filter(|(_, c)| c[t] > 0)
+            .map(|(k, c)| (*k, c[t]))
+            .collect();
+        let binned: u64 = buckets.iter().map(|b| b.1).sum();
+        if let Some((line, total)) = &f.total {
+            if !fits(total.len()) {
+                return Err(format!(
+                    "line {line}: expected {threads} values in '# Total:', found {}",
+                    total.len()
+                ));
+            }
+            if total[t] != binned {
+                return Err(format!(
+                    "line {line}: '# Total:' says {} samples for thread {t} but its histogram column sums to {binned}",
+                    total[t]
+                ));
+            }
+        }
+        out.push(Thread {
+            cpu: t,
+            buckets,
+            count: binned + overflows[t],
+            min: min[t],
+            avg: avg[t] as f64,
+            max: max[t],
+            overflows: overflows[t],
+            overflow_cycles: f.cycles.get(t).map(|c| c.1.clone()).unwrap_or_default(),
+        });
+    }
+    if rec.format == FORMAT_TEXT {
+        rec.hist_buckets = rows.last().map(|r| r.0 + 1);
+    }
+    Ok((out, rec))
+}
+
+fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "line {}: not valid JSON (column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    // The file's own line of a key, for errors about its value.
+    let line_of = |key: &str| {
+        text.lines()
+            .position(|l| l.contains(&format!("\"{key}\"")))
+            .map_or(String::new(), |i| format!("line {}: ", i + 1))
+    };
+    let threads = v.get("thread").and_then(|t| t.as_object()).ok_or_else(|| {
+        "line 1: expected a cyclictest --json file: an object with a \"thread\" object".to_string()
+    })?;
+    let scale_ns = match v.get("resolution_in_ns").and_then(|r| r.as_u64()) {
+        Some(1) => 1,
+        _ => 1_000,
+    };
+    let command = v
+        .get("cmdline:")
+        .or_else(|| v.get("cmdline"))
+        .and_then(|c| c.as_str())
+        .map(str::to_string);
+    let mut keys: Vec<(usize, &String)> = Vec::new();
+    for k in threads.keys() {
+        let i = k.parse::<usize>().map_err(|_| {
+            format!(
+                "{}expected thread numbers as keys of \"thread\", found \"{k}\"",
+                line_of(k)
+            )
+        })?;
+        keys.push((i, k));
+    }
+    keys.sort();
+    let mut out = Vec::new();
+    for (i, k) in keys {
+        let t = &threads[k];
+        let num = |field: &str| -> Result<f64, String> {
+            t.get(field)
+                .and_then(|x| x.as_f64())
+                .ok_or_else(|| format!("{}expected a number in thread.{k}.{field}", line_of(field)))
+        };
+        let count = num("cycles")? as u64;
+        let hist = t
+            .get("histogram")
+            .and_then(|h| h.as_object())
+            .ok_or_else(|| {
+                format!(
+                "{}thread {k} has no \"histogram\": percentiles need one (run cyclictest with -h)",
+                line_of(k)
+            )
+            })?;
+        let mut buckets = Vec::with_capacity(hist.len());
+        for (b, c) in hist {
+            let b: u64 = b.parse().map_err(|_| {
+                format!(
+                    "{}expected a bucket number in thread.{k}.histogram, found \"{b}\"",
+                    line_of(b)
+                )
+            })?;
+            let c = c.as_u64().ok_or_else(|| {
+                format!(
+                    "{}expected a count for bucket {b} of thread {k}",
+                    line_of(&b.to_string())
+                )
+            })?;
+            if c > 0 {
+                buckets.push((b, c));
+            }
+        }
+        buckets.sort_unstable();
+        let binned: u64 = buckets.iter().map(|b| b.1).sum();
+        let cpu = t.get("cpu").and_then(|c| c.as_i64()).unwrap_or(-1);
+        out.push(Thread {
+            cpu: if cpu >= 0 { cpu as usize } else { i },
+            buckets,
+            count,
+            min: num("min")? as u64,
+            avg: num("avg")?,
+            max: num("max")? as u64,
+            overflows: count.saturating_sub(binned),
+            overflow_cycles: Vec::new(),
+        });
+    }
+    if out.is_empty() {
+        return Err(format!("{}\"thread\" lists no thread", line_of("thread")));
+    }
+    let hist_buckets = command
+        .as_deref()
+        .and_then(|c| {
+            option_value(c, Some('h'), "histogram")
+                .or_else(|| option_value(c, Some('H'), "histofall"))
+        })
+        .and_then(|v| v.parse().ok());
+    Ok((
+        out,
+        Recorded {
+            format: FORMAT_JSON,
+            dma_latency: command
+                .as_deref()
+                .map(|c| !c.split_whitespace().any(|w| w == "--default-system")),
+            command,
+            hist_buckets,
+            scale_ns,
+        },
+    ))
+}
+
+/// The value of `-X V`, `-XV`, `--long=V` or `--long V` in a recorded command line.
+fn option_value(cmd: &str, short: Option<char>, long: &str) -> Option<String> {
+    let w: Vec<&str> = cmd.split_whitespace().collect();
+    let s = short.map(|c| format!("-{c}"));
+    let l = format!("--{long}");
+    for (i, a) in w.iter().enumerate() {
+        if Some(*a) == s.as_deref() || *a == l {
+            return w.get(i + 1).map(|v| v.to_string());
+        }
+        if let Some(v) = a.strip_prefix(&format!("{l}=")) {
+            return Some(v.to_string());
+        }
+        if let Some(v) = s.as_deref().and_then(|s| a.strip_prefix(s)) {
+            if !v.is_empty() && !a.starts_with("--") {
+                return Some(v.to_string());
+            }
+        }
+    }
+    None
+}
+
+fn has_flag(cmd: &str, short: char, long: &str) -> bool {
+    cmd.split_whitespace().any(|a| {
+        a == format!("--{long}")
+            || (a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..].contains(short)
+                && a[1..].chars().all(|c| c.is_ascii_alphabetic()))
+    })
+}
+
+/// How cyclictest ran, from its recorded command line (its defaults where an option is absent).
+fn config_from_command(cmd: &str) -> (Option<Policy>, Option<u64>, Option<u64>, Option<u64>, bool) {
+    let prio: u32 = option_value(cmd, Some('p'), "priority")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let named = option_value(cmd, None, "policy").unwrap_or_default();
+    let policy = match named.as_str() {
+        "rr" if prio > 0 => Policy::Rr { priority: prio },
+        "other" | "normal" | "batch" | "idle" => Policy::Other { nice: 0 },
+        _ if prio > 0 => Policy::fifo(prio.min(99)),
+        _ => Policy::Other { nice: 0 },
+    };
+    let interval_us: u64 = option_value(cmd, Some('i'), "interval")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000);
+    let loops = option_value(cmd, Some('l'), "loops")
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&l| l > 0);
+    let duration = option_value(cmd, Some('D'), "duration").and_then(|v| {
+        let v = v.trim();
+        let (num, mult) = match v.chars().last() {
+            Some('s') => (&v[..v.len() - 1], 1),
+            Some('m') => (&v[..v.len() - 1], 60),
+            Some('h') => (&v[..v.len() - 1], 3600),
+            Some('d') => (&v[..v.len() - 1], 86_400),
+            _ => (v, 1),
+        };
+        num.parse::<u64>().ok().map(|n| n * mult * 1_000_000_000)
+    });
+    let mlock = has_flag(cmd, 'm', "mlockall");
+    (
+        Some(policy),
+        Some(interval_us * 1_000),
+        duration,
+        loops,
+        mlock,
+    )
+}
+
+/// Percentiles straight from 1-unit buckets (exact at the file's resolution, unlike an HDR
+/// histogram's highest-equivalent values); ranks among the overflows get the maximum.
+fn bucket_summary(
+    buckets: &[(u64, u64)],
+    count: u64,
+    min_ns: u64,
+    max_ns: u64,
+    sum_ns: u128,
+    scale: u64,
+) -> Summary {
+    if count == 0 {
+        return Summary::default();
+    }
+    let q = |p: f64| {
+        // The epsilon keeps 99.9 % of 1000 at rank 999, not 1000 by float rounding.
+        let rank = (p * count as f64 / 100.0 - 1e-9).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for &(k, n) in buckets {
+            seen += n;
+            if seen >= rank {
+                return (k * scale).clamp(min_ns, max_ns);
+            }
+        }
+        max_ns
+    };
+    Summary {
+        count,
+        min: min_ns,
+        mean: sum_ns as f64 / count as f64,
+        max: max_ns,
+        p50: q(50.0),
+        p90: q(90.0),
+        p99: q(99.0),
+        p99_9: q(99.9),
+        p99_99: q(99.99),
+        p99_9999: q(99.9999),
+    }
+}
+
+fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, LatencyResult) {
+    let scale = rec.scale_ns;
+    let mut merged = std::collections::BTreeMap::new();
+    let mut per_cpu = Vec::with_capacity(threads.len());
+    let (mut sum_all, mut overflows) = (0u128, 0u64);
+    let mut max_of: Option<(u64, usize)> = None;
+    let mut min_all = u64::MAX;
+    let mut max_bucket = 0;
+    for t in &threads {
+        for &(k, n) in &t.buckets {
+            *merged.entry(k).or_insert(0u64) += n;
+            max_bucket = max_bucket.max(k + 1);
+        }
+        let sum = (t.avg * scale as f64 * t.count as f64).round() as u128;
+        let summary = bucket_summary(
+            &t.buckets,
+            t.count,
+            t.min * scale,
+            t.max * scale,
+            sum,
+            scale,
+        );
+        if t.count > 0 {
+            min_all = min_all.min(t.min * scale);
+            if max_of.is_none_or(|(m, _)| t.max * scale > m) {
+                max_of = Some((t.max * scale, t.cpu));
+            }
+        }
+        sum_all += sum;
+        overflows += t.overflows;
+        per_cpu.push(CpuLatency {
+            cpu: t.cpu,
+            stats: LatencyStats {
+                summary,
+                max_cycle: None,
+                max_at_ns: None,
+                max_cpu: None,
+                overflows: t.overflows,
+                missed_periods: None,
+                audio_late: None,
+                audio_late_per_hour: None,
+            },
+            histogram_us: if scale == 1_000 {
+                t.buckets.clone()
+            } else {
+                Vec::new()
+            },
+            overflow_cycles: t.overflow_cycles.clone(),
+            series: Vec::new(),
+            series_truncated: false,
+        });
+    }
+    let count: u64 = threads.iter().map(|t| t.count).sum();
+    let merged: Vec<(u64, u64)> = merged.into_iter().collect();
+    let overall = LatencyStats {
+        summary: bucket_summary(
+            &merged,
+            count,
+            if count > 0 { min_all } else { 0 },
+            max_of.map_or(0, |m| m.0),
+            sum_all,
+            scale,
+        ),
+        max_cycle: None,
+        max_at_ns: None,
+        max_cpu: max_of.map(|m| m.1),
+        overflows,
+        missed_periods: None,
+        audio_late: None,
+        audio_late_per_hour: None,
+    };
+    let (policy, interval_ns, duration_ns, loops, mlock) = match rec.command.as_deref() {
+        Some(c) => {
+            let (p, i, d, l, m) = config_from_command(c);
+            (p, i, d, l, Some(m))
+        }
+        None => (None, None, None, None, None),
+    };
+    let cfg = LatencyConfig {
+        source: LatencySource::Imported {
+            file: name.to_string(),
+            format: rec.format.to_string(),
+            command: rec.command,
+            resolution_ns: scale,
+        },
+        cpus: threads.iter().map(|t| t.cpu).collect(),
+        policy,
+        interval_ns,
+        duration_ns,
+        loops,
+        dma_latency: rec.dma_latency,
+        mlock,
+        // The sparse format does not say where its histogram ended; its highest bucket is a
+        // lower bound.
+        hist_max_ns: rec.hist_buckets.unwrap_or(max_bucket).max(1) * scale,
+        audio_period: None,
+        fail_above: None,
+        stress: Vec::new(),
+    };
+    let result = LatencyResult {
+        elapsed_ns: 0,
+        per_cpu,
+        overall,
+        fail_above: None,
+        interrupted: false,
+    };
+    (cfg, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DENSE: &str = "# /dev/cpu_dma_latency set to 0us\n# Histogram\n000000 000000\t000000\n000001 000002\t000000\n000002 000001\t000003\n# Total: 000000003 000000003\n# Min Latencies: 00001 00002\n# Avg Latencies: 00001 00002\n# Max Latencies: 00001 00009\n# Histogram Overflows: 00000 00001\n# Histogram Overflow at cycle number:\n# Thread 0:\n# Thread 1: 00003\n\n";
+
+    #[test]
+    fn dense_text_imports() {
+        let (cfg, r) = import_str(DENSE, "t.txt").unwrap();
+        assert_eq!(r.per_cpu.len(), 2);
+        assert_eq!(r.per_cpu[1].stats.summary.count, 4);
+        assert_eq!(r.per_cpu[1].stats.summary.max, 9_000);
+        assert_eq!(r.per_cpu[1].stats.overflows, 1);
+        assert_eq!(r.per_cpu[1].overflow_cycles, vec![3]);
+        assert_eq!(r.per_cpu[0].histogram_us, vec![(1, 2), (2, 1)]);
+        assert_eq!(r.overall.summary.count, 7);
+        assert_eq!(r.overall.max_cpu, Some(1));
+        assert_eq!(cfg.hist_max_ns, 3_000);
+        assert_eq!(cfg.dma_latency, Some(true));
+        assert!(
+            matches!(cfg.source, LatencySource::Imported { ref format, .. } if format == FORMAT_TEXT)
+        );
+    }
+
+    #[test]
+    fn malformed_text_names_the_line() {
+        let bad = DENSE.replace("000002 000001\t000003", "000002 000001");
+        let e = import_str(&bad, "t.txt").unwrap_err().to_string();
+        assert!(
+            e.contains("line 5") && e.contains("expected 2 counts"),
+            "{e}"
+        );
+        let bad = DENSE.replace("# Total: 000000003", "# Total: 000000004");
+        let e = import_str(&bad, "t.txt").unwrap_err().to_string();
+        assert!(e.contains("line 6") && e.contains("sums to 3"), "{e}");
+        let bad = DENSE.replace("# Max Latencies: 00001 00009\n", "");
+        let e = import_str(&bad, "t.txt").unwrap_err().to_string();
+        assert!(e.contains("'# Max Latencies:'"), "{e}");
+        let e = import_str("hello\n", "t.txt").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("line 1"), "{e}");
+        let e = import_str("{\"thread\": {\"0\": {\"cycles\": 1}}}", "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("histogram") || e.contains("number"), "{e}");
+        let e = import_str("{\"thread\": ", "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn command_lines_are_understood() {
+        let c = "cyclictest -q -m -S -p 90 -i200 -h 400 -l 2000 --json=x.json";
+        let (p, i, d, l, m) = config_from_command(c);
+        assert_eq!(p, Some(Policy::fifo(90)));
+        assert_eq!(i, Some(200_000));
+        assert_eq!((d, l, m), (None, Some(2000), true));
+        assert_eq!(
+            option_value(c, Some('h'), "histogram").as_deref(),
+            Some("400")
+        );
+        let (p, i, d, _, m) = config_from_command("cyclictest -D 1m --policy=rr -p5");
+        assert_eq!(p, Some(Policy::Rr { priority: 5 }));
+        assert_eq!((i, d, m), (Some(1_000_000), Some(60_000_000_000), false));
+    }
+}

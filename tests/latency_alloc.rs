@@ -1,0 +1,60 @@
+//! DESIGN.md §5: the measuring loop never allocates. Counted with a global allocator: a run
+//! a hundred times longer must make exactly as many allocations, so none happens per cycle.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use xrunlab::measure::latency::{measure, LatencyConfig};
+use xrunlab::rt::Policy;
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn allocations(loops: u64) -> (u64, u64) {
+    // Policy OTHER, no mlock, no DMA guard: needs no privilege, same code path.
+    let cfg = LatencyConfig {
+        cpus: vec![xrunlab::rt::affinity::allowed_cpus().unwrap()[0]],
+        policy: Some(Policy::Other { nice: 0 }),
+        interval_ns: Some(100_000),
+        duration_ns: None,
+        loops: Some(loops),
+        dma_latency: Some(false),
+        mlock: Some(false),
+        // Every wake-up overflows a 1 µs histogram, so the overflow path runs too.
+        hist_max_ns: 1_000,
+        ..LatencyConfig::default()
+    };
+    let before = ALLOCS.load(Ordering::SeqCst);
+    let r = measure(&cfg, &xrunlab::progress::Silent).unwrap();
+    let n = ALLOCS.load(Ordering::SeqCst) - before;
+    (n, r.per_cpu[0].stats.summary.count)
+}
+
+#[test]
+fn the_measuring_loop_does_not_allocate() {
+    // Warm up lazily initialised process state (thread names, TLS, ...).
+    allocations(5);
+    let (short, n_short) = allocations(20);
+    let (long, n_long) = allocations(2_000);
+    assert_eq!((n_short, n_long), (20, 2_000));
+    assert_eq!(
+        short, long,
+        "allocations grew with the number of cycles: {short} for 20, {long} for 2000"
+    );
+}
