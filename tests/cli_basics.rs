@@ -23,6 +23,8 @@ fn every_subcommand_help_has_examples() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // Wrapped descriptions are indented deeper than command names.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
         .collect();

@@ -124,7 +124,8 @@ fn unprivileged_policy_other_runs_without_root() {
 #[test]
 fn bad_arguments_are_usage_errors() {
     for args in [
-        &["--interval", "200"][..],
+        &["--interval", "0"][..],
+        &["--interval", "200parsecs"],
         &["--duration", "2s", "--loops", "5"],
         &["--policy", "fifo:100"],
         &["-p", "0"],

@@ -32,7 +32,7 @@ pub struct LatencyArgs {
     /// Scheduling policy: fifo, rr, other, or deadline[:RUNTIME/PERIOD] (e.g. deadline:50us/200us).
     #[arg(long, default_value = "fifo", value_name = "POLICY")]
     pub policy: String,
-    /// Interval between wake-ups (with a unit: 200us, 1ms).
+    /// Interval between wake-ups: 200us, 1ms; a bare number is µs, as in cyclictest.
     #[arg(short = 'i', long, default_value = "200us", value_name = "DURATION")]
     pub interval: String,
     /// Run length: 30s, 10m, 5h [default: 10s].
@@ -100,7 +100,16 @@ fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {
 
 /// Turn the arguments into a measurement config (usage errors, exit 2, before measuring).
 pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
-    let interval_ns = parse_duration_ns(&a.interval)?;
+    // A bare number is microseconds, as in cyclictest's -i, so its command lines carry over.
+    let interval_ns = match a.interval.trim().parse::<u64>() {
+        Ok(us) => us.saturating_mul(1000),
+        Err(_) => parse_duration_ns(&a.interval)?,
+    };
+    if interval_ns == 0 {
+        return Err(crate::error::Error::usage(
+            "--interval must be greater than zero",
+        ));
+    }
     let duration_ns = match (&a.duration, a.loops) {
         (Some(d), _) => Some(parse_duration_ns(d)?),
         (None, Some(_)) => None,

@@ -4,6 +4,20 @@
 use super::Global;
 use crate::error::Result;
 use crate::results::{write_json_atomic, ResultDoc};
+use std::io::Write;
+
+/// Write to stdout, treating a closed pipe (`xrunlab ... --json | head`) as the reader's
+/// choice rather than an error: the result file, if any, is already written.
+pub fn stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// Like [`stdout`], for stderr.
+pub fn stderr(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+}
 
 /// Emit a finished (or partial) result as the global options ask.
 pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
@@ -11,20 +25,20 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
         write_json_atomic(path, doc)?;
     }
     if g.json {
-        println!("{}", doc.to_json());
+        stdout(&format!("{}\n", doc.to_json()));
     }
     if !g.quiet {
         if g.json {
-            eprint!("{human}");
+            stderr(human);
         } else {
-            print!("{human}");
+            stdout(human);
         }
         if let Some(path) = &g.output {
             let line = format!("result written to {}\n", path.display());
             if g.json {
-                eprint!("{line}");
+                stderr(&line);
             } else {
-                print!("{line}");
+                stdout(&line);
             }
         }
     }

@@ -10,6 +10,6 @@ use clap::Args;
 pub struct SchemaArgs {}
 
 pub fn run(_a: SchemaArgs, _g: &Global) -> Result<u8> {
-    print!("{}", crate::results::schema_json());
+    super::output::stdout(&crate::results::schema_json());
     Ok(0)
 }

@@ -565,20 +565,7 @@ pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyRe
 /// A summary with exact extremes, its percentiles kept within them: HDR reports a bucket's
 /// highest equivalent value, which can lie above the true maximum.
 pub(crate) fn exact_summary(h: &Histogram, min: u64, max: u64, sum: u128) -> Summary {
-    let mut s = Summary::of(h).with_exact(min, max, sum);
-    if s.count > 0 {
-        for p in [
-            &mut s.p50,
-            &mut s.p90,
-            &mut s.p99,
-            &mut s.p99_9,
-            &mut s.p99_99,
-            &mut s.p99_9999,
-        ] {
-            *p = (*p).clamp(min, max);
-        }
-    }
-    s
+    Summary::of(h).with_exact(min, max, sum)
 }
 
 fn summarise(

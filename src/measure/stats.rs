@@ -72,12 +72,24 @@ impl Summary {
         }
     }
 
-    /// Replace the histogram's bucketed min/max/mean with exactly tracked ones.
+    /// Replace the histogram's bucketed min/max/mean with exactly tracked ones. Bucketed
+    /// percentiles are clamped into [min, max]: a bucket's upper edge can lie above the
+    /// exact maximum, and "p99.9999 > max" would be nonsense to a reader.
     pub fn with_exact(mut self, min: u64, max: u64, sum: u128) -> Self {
         if self.count > 0 {
             self.min = min;
             self.max = max;
             self.mean = sum as f64 / self.count as f64;
+            for p in [
+                &mut self.p50,
+                &mut self.p90,
+                &mut self.p99,
+                &mut self.p99_9,
+                &mut self.p99_99,
+                &mut self.p99_9999,
+            ] {
+                *p = (*p).clamp(min, max);
+            }
         }
         self
     }
@@ -119,6 +131,16 @@ mod tests {
             }
             prop_assert_eq!(s.count, v.len() as u64);
         }
+    }
+
+    #[test]
+    fn exact_extremes_bound_the_percentiles() {
+        let mut h = new_ns_histogram();
+        for v in [4_288_336u64, 1000, 1001] {
+            record_clamped(&mut h, v);
+        }
+        let s = Summary::of(&h).with_exact(1000, 4_288_336, 4_290_337);
+        assert!(s.p99_9999 <= s.max && s.p50 >= s.min, "{s:?}");
     }
 
     #[test]
