@@ -7,7 +7,7 @@ use super::{CostModel, Engine, EngineSpec};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
 use crate::driver::sim::{SimConfig, SimDriver};
 use crate::driver::virtual_dev::VirtualDriver;
-use crate::driver::{DeviceParams, DriverStats, StopReason};
+use crate::driver::{DeviceParams, Driver, DriverStats, StopReason};
 use crate::dsp::ChainElement;
 use crate::error::{Error, Result};
 use crate::measure::stats::Summary;
