@@ -64,6 +64,14 @@ pub struct RunConfig {
     pub sim: SimConfig,
     pub compute: ComputeKind,
     pub cost: CostModel,
+    /// How long a worker spins for the next cycle before sleeping on the futex. Longer than
+    /// a period = workers never sleep (lowest wake overhead, a busy core each).
+    #[serde(default = "default_worker_spin_ns")]
+    pub worker_spin_ns: u64,
+}
+
+fn default_worker_spin_ns() -> u64 {
+    5_000
 }
 
 impl RunConfig {
@@ -94,6 +102,7 @@ impl RunConfig {
                 DriverKind::Sim => ComputeKind::Model,
             },
             cost: CostModel::default(),
+            worker_spin_ns: default_worker_spin_ns(),
         })
     }
 
@@ -287,6 +296,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         cost: model.then(|| cfg.cost.clone()),
         ring_capacity,
         block_when_full: cfg.driver == DriverKind::Sim,
+        worker_spin_ns: cfg.worker_spin_ns,
         ..EngineSpec::new(
             cfg.rate,
             cfg.buffer_frames as usize,
