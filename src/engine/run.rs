@@ -351,13 +351,23 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     let bound_ns = cfg
         .watchdog_ns
         .unwrap_or_else(|| default_bound_ns(period_ns));
-    let watchdog = Watchdog::start(
+    let watchdog = match Watchdog::start(
         monitor.clone(),
         tids.clone(),
         bound_ns,
         &cfg.policy,
         stop.clone(),
-    )?;
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            // Never leave an unwatched RT run behind.
+            stop.store(true, Ordering::SeqCst);
+            let _ = driver_thread.join();
+            collector_stop.store(true, Ordering::Release);
+            let _ = collector.join();
+            return Err(e);
+        }
+    };
 
     progress.set_total(periods_total);
     progress.set_message("run");
