@@ -362,7 +362,7 @@ impl Engine {
     /// Run the real graph for one cycle; returns the real end time of the last track.
     fn run_graph(&mut self, io: &mut AudioIo<'_>, rec: &mut CycleRecord, reference: u64) -> u64 {
         let sh = &*self.sh;
-        let frames = io.frames().min(sh.tracks_len_frames());
+        let frames = io.frames().min(sh.max_frames());
         let c0 = thread_cpu_ns();
         {
             // SAFETY: no cycle is published, so no worker reads the input now.
@@ -452,7 +452,7 @@ impl Engine {
 }
 
 impl Shared {
-    fn tracks_len_frames(&self) -> usize {
+    fn max_frames(&self) -> usize {
         // SAFETY: the buffers' lengths never change after construction.
         unsafe { (*self.input.0.get()).0.len() }
     }
