@@ -5,6 +5,7 @@ mod check;
 mod import;
 mod latency;
 pub mod output;
+mod run;
 mod schema;
 mod stress;
 
@@ -41,11 +42,14 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Check(check::CheckArgs),
     Latency(latency::LatencyArgs),
     Import(import::ImportArgs),
+    Run(run::RunArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
     #[command(name = "__stressor", hide = true)]
@@ -67,6 +71,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a, &cli.global),
         Command::Latency(a) => latency::run(a, &cli.global),
         Command::Import(a) => import::run(a, &cli.global),
+        Command::Run(a) => run::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),

@@ -47,6 +47,8 @@ impl Default for Tool {
 /// measured. One variant per measuring command.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+// One document per run: variant sizes differing is harmless.
+#[allow(clippy::large_enum_variant)]
 pub enum Body {
     Check {
         config: crate::system::check::CheckConfig,
@@ -60,6 +62,10 @@ pub enum Body {
         config: crate::measure::latency::LatencyConfig,
         results: Box<crate::measure::latency::LatencyResult>,
     },
+    Run {
+        config: crate::engine::RunConfig,
+        results: crate::engine::run::RunResults,
+    },
 }
 
 impl Body {
@@ -69,6 +75,7 @@ impl Body {
             Body::Check { .. } => "check",
             Body::Stress { .. } => "stress",
             Body::Latency { .. } => "latency",
+            Body::Run { .. } => "run",
         }
     }
 }
