@@ -3,6 +3,7 @@
 
 mod check;
 pub mod output;
+mod plugins;
 mod schema;
 
 use crate::error::Error;
@@ -41,6 +42,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Check(check::CheckArgs),
+    Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
 }
 
@@ -57,6 +59,7 @@ pub fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
+        Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
     };
     match outcome {

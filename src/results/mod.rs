@@ -50,6 +50,11 @@ pub enum Body {
         config: crate::system::check::CheckConfig,
         results: crate::system::check::CheckReport,
     },
+    /// `plugins bench`: cost per frame of built-in plugins, the physical limit per core.
+    Bench {
+        config: crate::dsp::bench::BenchConfig,
+        results: Vec<crate::dsp::bench::BenchResult>,
+    },
 }
 
 impl Body {
@@ -57,6 +62,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Check { .. } => "check",
+            Body::Bench { .. } => "bench",
         }
     }
 }
