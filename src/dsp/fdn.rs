@@ -120,6 +120,8 @@ pub(crate) struct Fdn<const N: usize> {
     lo: Vec<[f32; N]>,
     hi: Vec<[f32; N]>,
     acc: Vec<[f32; N]>,
+    out_l: Vec<f32>,
+    out_r: Vec<f32>,
 }
 
 fn lanes<const N: usize>(v: &[f32]) -> [f32; N] {
@@ -179,6 +181,8 @@ impl<const N: usize> Fdn<N> {
             lo: vec![[0.0; N]; chunk],
             hi: vec![[0.0; N]; chunk],
             acc: vec![[0.0; N]; chunk],
+            out_l: vec![0.0; chunk],
+            out_r: vec![0.0; chunk],
         }
     }
 
@@ -188,7 +192,8 @@ impl<const N: usize> Fdn<N> {
         let frames = left.len().min(right.len());
         let mut done = 0;
         while done < frames {
-            let n = self.chunk.min(frames - done);
+            let room = self.lines.iter().map(|l| l.ring.len() - l.pos).min();
+            let n = self.chunk.min(frames - done).min(room.unwrap_or(1));
             self.run_chunk::<M>(&mut left[done..done + n], &mut right[done..done + n], n);
             done += n;
         }
@@ -201,17 +206,28 @@ impl<const N: usize> Fdn<N> {
         let hi = &mut self.hi[..n];
         let acc = &mut self.acc[..n];
 
-        // Delay-line outputs for the chunk, transposed into lanes.
-        for (i, line) in self.lines.iter().enumerate() {
-            let len = line.ring.len();
-            let first = n.min(len - line.pos);
-            let (a, b) = (
-                &line.ring[line.pos..line.pos + first],
-                &line.ring[..n - first],
-            );
-            for (dst, &v) in y.iter_mut().zip(a.iter().chain(b)) {
-                dst[i] = v;
+        // Delay-line outputs for the chunk, transposed into lanes; the chunk never crosses
+        // a ring's wrap (see `process`), so line i's outputs are ring_i[pos_i .. pos_i + n].
+        // Frame-major with scalar moves on purpose: line-major strided loops get compiled
+        // to vector gathers/scatters, which cost several times more on current x86 cores.
+        let ring = |i: usize| &self.lines[i].ring[self.lines[i].pos..self.lines[i].pos + n];
+        let reads: [&[f32]; N] = std::array::from_fn(ring);
+        let (out_l, out_r) = (&mut self.out_l[..n], &mut self.out_r[..n]);
+        for t in 0..n {
+            let mut row = [0.0f32; N];
+            let (mut l, mut r) = (0.0f32, 0.0f32);
+            for i in 0..N {
+                let v = reads[i][t];
+                row[i] = v;
+                if i % 2 == 0 {
+                    l += v;
+                } else {
+                    r += v;
+                }
             }
+            y[t] = row;
+            out_l[t] = l;
+            out_r[t] = r;
         }
 
         // Band split, highest crossover first. `lo` carries what is below the crossovers
@@ -235,6 +251,7 @@ impl<const N: usize> Fdn<N> {
 
         // Lowest band, Hadamard mix, input injection, outputs.
         let (g0, even, odd, og) = (self.low_gain, self.even, self.odd, self.out_gain);
+        let (out_l, out_r) = (&self.out_l[..n], &self.out_r[..n]);
         let mut carry = self.carry;
         for t in 0..n {
             let mut f = acc[t];
@@ -249,26 +266,24 @@ impl<const N: usize> Fdn<N> {
             }
             acc[t] = u;
             carry = f;
-            let (mut l, mut r) = (0.0f32, 0.0f32);
-            for i in 0..N {
-                l = M::madd(even[i], y[t][i], l);
-                r = M::madd(odd[i], y[t][i], r);
-            }
-            left[t] = l * og;
-            right[t] = r * og;
+            left[t] = out_l[t] * og;
+            right[t] = out_r[t] * og;
         }
         self.carry = carry;
 
         // New line inputs replace the outputs just read (ring length = delay - 1).
-        for (i, line) in self.lines.iter_mut().enumerate() {
-            let len = line.ring.len();
-            let first = n.min(len - line.pos);
-            let (a, b) = line.ring.split_at_mut(line.pos);
-            let dst = b[..first].iter_mut().chain(a[..n - first].iter_mut());
-            for (d, src) in dst.zip(acc.iter()) {
-                *d = src[i];
+        let writes: [&mut [f32]; N] = {
+            let mut it = self.lines.iter_mut().map(|l| &mut l.ring[l.pos..l.pos + n]);
+            std::array::from_fn(|_| it.next().expect("N lines"))
+        };
+        for t in 0..n {
+            let row = acc[t];
+            for i in 0..N {
+                writes[i][t] = row[i];
             }
-            line.pos = (line.pos + n) % len;
+        }
+        for line in self.lines.iter_mut() {
+            line.pos = (line.pos + n) % line.ring.len();
         }
     }
 }
