@@ -221,7 +221,12 @@ fn block_size_does_not_change_the_output() {
         ("reverb-heavy", ""),
         ("reverb", "N=2,NB=3,BSO=1"),
         ("reverb-light", "simd=base"),
+        ("reverb-heavy", "simd=avx512"),
     ] {
+        if registry::create(name, params, &ctx(64)).is_err() {
+            eprintln!("SKIPPED {name}({params}): not supported on this CPU");
+            continue;
+        }
         let max = 512;
         let total = 30_000;
         let mut input = Noise(99);
