@@ -16,7 +16,9 @@
 //!   to each band separately: the same transfer function with NB−2 fewer allpass chains;
 //! - Faust's demo clamps every line longer than its MAXDELAY of 8192 frames to 8192 while
 //!   computing that line's gain from the unclamped length (so those lines decay faster than
-//!   the T60 asked for); here lines keep their prime-power length and their exact gain;
+//!   the T60 asked for: measured from Faust 2.54's generated C++ at 48 kHz, every band of
+//!   the demo decays 19–31 % faster than set); here lines keep their prime-power length and
+//!   their exact gain, and the measured per-band T60 is within ±10 % (tests/reverb.rs);
 //! - the output level defaults to roughly unity energy gain for white noise (the demo uses
 //!   −40 dB), so long chains of instances neither die out nor blow up.
 
