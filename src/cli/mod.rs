@@ -5,6 +5,7 @@ mod check;
 mod import;
 mod latency;
 pub mod output;
+mod plugins;
 mod run;
 mod schema;
 mod stress;
@@ -50,6 +51,7 @@ pub enum Command {
     Latency(latency::LatencyArgs),
     Import(import::ImportArgs),
     Run(run::RunArgs),
+    Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
     #[command(name = "__stressor", hide = true)]
@@ -72,6 +74,7 @@ pub fn main() -> ExitCode {
         Command::Latency(a) => latency::run(a, &cli.global),
         Command::Import(a) => import::run(a, &cli.global),
         Command::Run(a) => run::run(a, &cli.global),
+        Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),

@@ -4,8 +4,14 @@
 //! it must not allocate, lock, block or do I/O (DESIGN.md §5); everything it needs is
 //! allocated in its constructor for the largest block it will see.
 
+pub mod bench;
 pub mod burn;
+pub mod denormal;
+pub mod fdn;
+pub mod filterbank;
+pub mod osc;
 pub mod registry;
+pub mod reverb;
 
 use crate::error::{Error, Result};
 

@@ -92,6 +92,46 @@ const REGISTRY: &[(PluginInfo, Ctor)] = &[
             Ok(Box::new(Thru))
         },
     ),
+    (
+        PluginInfo {
+            name: "reverb",
+            description: "FDN reverb equivalent to Faust's re.fdnrev0 (reverbDesigner): N prime-power delay lines, NB-band filterbank of order BSO, Hadamard feedback",
+            params: super::reverb::PARAMS_HELP,
+        },
+        |p, ctx| super::reverb::create(p, 8, 5, 3, ctx),
+    ),
+    (
+        PluginInfo {
+            name: "reverb-light",
+            description: "reverb with N=8, NB=5, BSO=3 (seed 000's light reverbDesigner)",
+            params: "reverb-light(same keys as reverb)",
+        },
+        |p, ctx| super::reverb::create(p, 8, 5, 3, ctx),
+    ),
+    (
+        PluginInfo {
+            name: "reverb-heavy",
+            description: "reverb with N=16, NB=5, BSO=3 (seed 000's heavy reverbDesigner)",
+            params: "reverb-heavy(same keys as reverb)",
+        },
+        |p, ctx| super::reverb::create(p, 16, 5, 3, ctx),
+    ),
+    (
+        PluginInfo {
+            name: "sine",
+            description: "wavetable sine added to the signal (seed 002's tone); note_on restarts it at phase 0, note_off silences it",
+            params: "sine(FREQ=440) or sine(freq=HZ,amp=0.5,gate=1)",
+        },
+        super::osc::create_sine,
+    ),
+    (
+        PluginInfo {
+            name: "poly",
+            description: "three harmonically related wavetable oscillators (f, 2f, 3f) summed (seed 002's polyphonic tone)",
+            params: "poly(FREQ=220) or poly(freq=HZ,amp=0.5,gate=1)",
+        },
+        super::osc::create_poly,
+    ),
 ];
 
 /// Every registered plugin, in registration order.

@@ -66,6 +66,11 @@ pub enum Body {
         config: crate::engine::RunConfig,
         results: crate::engine::run::RunResults,
     },
+    /// `plugins bench`: cost per frame of built-in plugins, the physical limit per core.
+    Bench {
+        config: crate::dsp::bench::BenchConfig,
+        results: Vec<crate::dsp::bench::BenchResult>,
+    },
 }
 
 impl Body {
@@ -76,6 +81,7 @@ impl Body {
             Body::Stress { .. } => "stress",
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
+            Body::Bench { .. } => "bench",
         }
     }
 }
