@@ -6,7 +6,9 @@
 //! binary (`cli`) only parses, calls and prints.
 
 pub mod cli;
+pub mod driver;
 pub mod dsp;
+pub mod engine;
 pub mod error;
 pub mod measure;
 pub mod progress;

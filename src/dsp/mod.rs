@@ -4,6 +4,7 @@
 //! it must not allocate, lock, block or do I/O (DESIGN.md §5); everything it needs is
 //! allocated in its constructor for the largest block it will see.
 
+pub mod burn;
 pub mod registry;
 
 use crate::error::{Error, Result};

@@ -46,6 +46,25 @@ impl Plugin for Thru {
 const REGISTRY: &[(PluginInfo, Ctor)] = &[
     (
         PluginInfo {
+            name: "burn",
+            description: "busy work calibrated to a share of the period (synthetic DSP load)",
+            params: "burn(PERCENT)",
+        },
+        super::burn::Burn::from_params,
+    ),
+    (
+        PluginInfo {
+            name: "hang",
+            description: "TEST ONLY: never returns from process (exercises the watchdog)",
+            params: "",
+        },
+        |p, _| {
+            no_params("hang", p)?;
+            Ok(Box::new(super::burn::Hang))
+        },
+    ),
+    (
+        PluginInfo {
             name: "gain",
             description: "multiplies by a gain (default 1.0 = unity)",
             params: "gain(FACTOR)",

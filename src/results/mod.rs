@@ -50,6 +50,10 @@ pub enum Body {
         config: crate::system::check::CheckConfig,
         results: crate::system::check::CheckReport,
     },
+    Run {
+        config: crate::engine::RunConfig,
+        results: crate::engine::run::RunResults,
+    },
 }
 
 impl Body {
@@ -57,6 +61,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Check { .. } => "check",
+            Body::Run { .. } => "run",
         }
     }
 }

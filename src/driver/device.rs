@@ -1,0 +1,159 @@
+//! Device semantics shared by the `virtual` and `sim` drivers (DESIGN.md §3).
+//!
+//! The device clock never stops and never shifts: period k's interrupt is at
+//! `t0 + k·frames/rate`, computed from the exact rational so there is no drift. The engine
+//! may process period k from `max(t_ideal(k), end(k−1))` (catch-up without sleeping when it
+//! is behind but still in time, as JACK's ALSA driver does) until its deadline
+//! `t_ideal(k) + (n−1)·P`. A cycle that ends after its deadline is an xrun; the driver then
+//! resynchronises to the first period whose interrupt is not before that end, and the
+//! periods in between are *skipped*: the device played them with no fresh data. With n = 2
+//! no backlog can build up without an xrun.
+
+use super::DeviceParams;
+
+#[derive(Debug, Clone)]
+pub struct DeviceClock {
+    pub params: DeviceParams,
+    t0_ns: u64,
+    next: u64,
+    prev_end_ns: u64,
+    prev_wake_ns: u64,
+    pending_skipped: u32,
+    pub skipped_total: u64,
+    pub cycles: u64,
+    pub xruns: u64,
+}
+
+/// The next period to process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextCycle {
+    pub cycle: u64,
+    pub t_ideal_ns: u64,
+    pub release_ns: u64,
+    pub deadline_ns: u64,
+    pub prev_wake_ns: u64,
+    pub skipped_before: u32,
+}
+
+impl DeviceClock {
+    pub fn new(params: DeviceParams, t0_ns: u64) -> Self {
+        DeviceClock {
+            params,
+            t0_ns,
+            next: 0,
+            prev_end_ns: 0,
+            prev_wake_ns: 0,
+            pending_skipped: 0,
+            skipped_total: 0,
+            cycles: 0,
+            xruns: 0,
+        }
+    }
+
+    pub fn t0_ns(&self) -> u64 {
+        self.t0_ns
+    }
+
+    /// Exact interrupt time of period k.
+    #[inline]
+    pub fn t_ideal(&self, k: u64) -> u64 {
+        let off =
+            k as u128 * self.params.frames as u128 * 1_000_000_000u128 / self.params.rate as u128;
+        self.t0_ns + off as u64
+    }
+
+    /// Device periods elapsed before period `k` would be processed (processed + skipped).
+    pub fn periods_elapsed(&self) -> u64 {
+        self.next
+    }
+
+    /// The period to process next.
+    #[inline]
+    pub fn next_cycle(&self) -> NextCycle {
+        let k = self.next;
+        let t = self.t_ideal(k);
+        NextCycle {
+            cycle: k,
+            t_ideal_ns: t,
+            release_ns: t.max(self.prev_end_ns),
+            deadline_ns: self.t_ideal(k + self.params.periods as u64 - 1),
+            prev_wake_ns: self.prev_wake_ns,
+            skipped_before: self.pending_skipped,
+        }
+    }
+
+    /// The cycle returned by `next_cycle` woke at `wake` and ended at `end`; advance.
+    #[inline]
+    pub fn complete(&mut self, wake_ns: u64, end_ns: u64, xrun: bool) {
+        let k = self.next;
+        self.cycles += 1;
+        self.prev_end_ns = end_ns;
+        self.prev_wake_ns = wake_ns;
+        let mut j = k + 1;
+        if xrun {
+            self.xruns += 1;
+            while self.t_ideal(j) < end_ns {
+                j += 1;
+            }
+        }
+        self.pending_skipped = (j - k - 1) as u32;
+        self.skipped_total += j - k - 1;
+        self.next = j;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(n: u32) -> DeviceClock {
+        DeviceClock::new(
+            DeviceParams {
+                rate: 48000,
+                frames: 64,
+                periods: n,
+            },
+            1_000_000,
+        )
+    }
+
+    #[test]
+    fn interrupts_follow_the_exact_rational_without_drift() {
+        let c = clock(2);
+        assert_eq!(c.t_ideal(0), 1_000_000);
+        assert_eq!(c.t_ideal(3), 1_000_000 + 4_000_000);
+        // 750 periods of 64 frames at 48 kHz are exactly one second.
+        assert_eq!(c.t_ideal(750), 1_000_000 + 1_000_000_000);
+        assert_eq!(c.next_cycle().deadline_ns, c.t_ideal(1));
+    }
+
+    #[test]
+    fn late_cycle_skips_periods_and_device_time_does_not_shift() {
+        let mut c = clock(2);
+        let n = c.next_cycle();
+        c.complete(n.t_ideal_ns, n.t_ideal_ns + 100, false);
+        let n = c.next_cycle();
+        assert_eq!((n.cycle, n.skipped_before), (1, 0));
+        // Ends 2.5 periods after its interrupt: periods 2 and 3 are gone.
+        let end = n.t_ideal_ns + 5 * 1_333_333 / 2;
+        c.complete(n.t_ideal_ns, end, true);
+        let n = c.next_cycle();
+        assert_eq!(n.cycle, 4);
+        assert_eq!(n.skipped_before, 2);
+        assert_eq!(n.t_ideal_ns, c.t_ideal(4));
+        assert_eq!(c.skipped_total, 2);
+        assert_eq!(n.release_ns, n.t_ideal_ns);
+    }
+
+    #[test]
+    fn three_periods_allow_catch_up_with_backlog() {
+        let mut c = clock(3);
+        let n = c.next_cycle();
+        let end = n.t_ideal_ns + 1_500_000;
+        c.complete(n.t_ideal_ns, end, false);
+        let n = c.next_cycle();
+        assert_eq!(n.cycle, 1);
+        assert_eq!(n.release_ns, end);
+        assert!(n.release_ns > n.t_ideal_ns);
+    }
+}

@@ -1,0 +1,113 @@
+//! What paces the audio cycles (DESIGN.md §2 `driver/`).
+//!
+//! The contract is inverted the way audio servers work: a driver owns the loop (or, for
+//! JACK, the server owns it and calls a process callback) and calls
+//! [`CycleHandler::process_cycle`] once per period with the period's audio buffers and its
+//! [`CycleTiming`]. The engine implements `CycleHandler` and never learns which driver
+//! called it; a driver never learns what the handler runs. A JACK driver fits unchanged:
+//! its process callback reads `wake` first, takes `t_ideal`/period from
+//! `jack_get_cycle_times`, and calls `process_cycle` with the port buffers.
+//!
+//! The device semantics shared by `virtual` and `sim` live in [`DeviceClock`].
+
+pub mod device;
+pub mod signal;
+pub mod sim;
+pub mod virtual_dev;
+
+pub use device::DeviceClock;
+
+use crate::engine::probe::CycleRecord;
+
+/// One period of stereo audio: the device's input and the output the handler must fill.
+pub struct AudioIo<'a> {
+    pub in_l: &'a [f32],
+    pub in_r: &'a [f32],
+    pub out_l: &'a mut [f32],
+    pub out_r: &'a mut [f32],
+}
+
+impl AudioIo<'_> {
+    pub fn frames(&self) -> usize {
+        self.out_l.len()
+    }
+}
+
+/// Where a cycle's time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBase {
+    /// Timestamps are CLOCK_MONOTONIC readings; compute time is what it takes.
+    Real,
+    /// Timestamps are on a simulated timeline (the sim driver). Compute time comes from the
+    /// handler's cost model, or from really running the DSP when it has none; the driver adds
+    /// injected events on top.
+    Simulated {
+        /// Extra CPU time on the critical path (an injected long compute).
+        extra_cpu_ns: u64,
+        /// Extra wall time without CPU on the critical path (an injected preemption).
+        extra_interference_ns: u64,
+    },
+}
+
+/// What the driver knows about the cycle it asks the handler to process.
+#[derive(Debug, Clone, Copy)]
+pub struct CycleTiming {
+    /// Device period index k.
+    pub cycle: u64,
+    /// When the period interrupt should fire: t0 + k·P.
+    pub t_ideal_ns: u64,
+    /// The earliest the cycle could start: max(t_ideal, previous cycle's end).
+    pub release_ns: u64,
+    /// Read first thing after waking (or simulated).
+    pub wake_ns: u64,
+    /// Output must be complete by this time: t_ideal + (n−1)·P.
+    pub deadline_ns: u64,
+    /// wake of the previous processed cycle; 0 for the first.
+    pub prev_wake_ns: u64,
+    /// Periods the device consumed without fresh data just before this cycle.
+    pub skipped_before: u32,
+    pub time: TimeBase,
+}
+
+/// The engine side of the driver contract.
+pub trait CycleHandler {
+    /// Process one period in real-time context: no allocation, lock, I/O or logging.
+    /// Returns the cycle's probe record (also pushed to the handler's own probe ring).
+    fn process_cycle(&mut self, io: &mut AudioIo<'_>, timing: &CycleTiming) -> CycleRecord;
+}
+
+/// Why a driver loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The requested number of device periods elapsed.
+    Complete,
+    /// SIGINT/SIGTERM or the run's stop flag.
+    Stopped,
+}
+
+/// Counters a driver reports after its loop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DriverStats {
+    pub cycles: u64,
+    pub skipped_periods: u64,
+    pub xruns: u64,
+    /// Device periods elapsed (processed + skipped).
+    pub periods_elapsed: u64,
+    pub sink: signal::SinkStats,
+}
+
+/// Device parameters shared by every driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceParams {
+    pub rate: u32,
+    pub frames: u32,
+    /// Periods of buffering n (≥ 2).
+    pub periods: u32,
+}
+
+impl DeviceParams {
+    /// Nominal period P, rounded down to a nanosecond (timestamps use the exact rational).
+    pub fn period_ns(&self) -> u64 {
+        self.frames as u64 * 1_000_000_000 / self.rate as u64
+    }
+}

@@ -1,0 +1,286 @@
+//! The non-real-time end of the probe ring: folds cycle records into HDR histograms and
+//! counters and, with `--trace`, writes every cycle to CSV. Runs on a normal thread; the
+//! real-time side only ever does a wait-free push (or counts a drop).
+
+use super::probe::{Cause, CycleRecord};
+use crate::error::{Error, Result};
+use crate::measure::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How many xrun events are kept individually in a result.
+pub const MAX_XRUN_EVENTS: usize = 1000;
+
+/// A distribution with exact extremes and mean next to its histogram.
+pub struct Dist {
+    h: Histogram,
+    min: u64,
+    max: u64,
+    sum: u128,
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist {
+            h: new_ns_histogram(),
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+        }
+    }
+}
+
+impl Dist {
+    pub fn record(&mut self, v: u64) {
+        record_clamped(&mut self.h, v);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.sum += v as u128;
+    }
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.h).with_exact(self.min, self.max, self.sum)
+    }
+}
+
+/// One xrun as kept in the result.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct XrunEvent {
+    pub cycle: u64,
+    pub cause: Cause,
+    pub wake_latency_ns: u64,
+    pub sched_latency_ns: u64,
+    pub wall_ns: u64,
+    pub crit_cpu_ns: u64,
+    pub interference_ns: u64,
+    pub end_time_ns: u64,
+    /// Time since the first cycle's ideal start.
+    pub at_ns: u64,
+}
+
+/// Everything folded from the records.
+#[derive(Default)]
+pub struct Folded {
+    pub records: u64,
+    pub xruns: u64,
+    pub late_wakeup: u64,
+    pub overload: u64,
+    pub interference: u64,
+    pub skipped: u64,
+    pub wake_latency: Dist,
+    pub sched_latency: Dist,
+    pub wall: Dist,
+    pub cpu: Dist,
+    pub crit_cpu: Dist,
+    pub interference_ns: Dist,
+    pub end_time: Dist,
+    pub driver_period: Dist,
+    pub xrun_events: Vec<XrunEvent>,
+    /// Sum of CPU ns per engine thread.
+    pub thread_cpu_sum: Vec<u64>,
+    /// Per track: the largest end offset after wake.
+    pub track_end_max: Vec<u64>,
+    first_t_ideal: Option<u64>,
+}
+
+impl Folded {
+    pub fn fold(&mut self, r: &CycleRecord) {
+        let t0 = *self.first_t_ideal.get_or_insert(r.t_ideal_ns);
+        self.records += 1;
+        self.skipped += r.skipped_before as u64;
+        self.wake_latency.record(r.wake_latency_ns());
+        self.sched_latency.record(r.sched_latency_ns());
+        self.wall.record(r.wall_ns());
+        self.cpu.record(r.cpu_ns);
+        self.crit_cpu.record(r.crit_cpu_ns);
+        self.interference_ns.record(r.interference_ns());
+        self.end_time.record(r.end_time_ns());
+        if r.driver_period_ns > 0 {
+            self.driver_period.record(r.driver_period_ns);
+        }
+        let nt = r.threads as usize;
+        if self.thread_cpu_sum.len() < nt {
+            self.thread_cpu_sum.resize(nt, 0);
+        }
+        for (s, &c) in self.thread_cpu_sum.iter_mut().zip(&r.thread_cpu_ns[..nt]) {
+            *s += c as u64;
+        }
+        let ntr = r.tracks as usize;
+        if self.track_end_max.len() < ntr {
+            self.track_end_max.resize(ntr, 0);
+        }
+        for (m, &e) in self.track_end_max.iter_mut().zip(&r.track_end_ns[..ntr]) {
+            *m = (*m).max(e as u64);
+        }
+        if let Some(c) = r.cause {
+            self.xruns += 1;
+            match c {
+                Cause::LateWakeup => self.late_wakeup += 1,
+                Cause::Overload => self.overload += 1,
+                Cause::Interference => self.interference += 1,
+            }
+            if self.xrun_events.len() < MAX_XRUN_EVENTS {
+                self.xrun_events.push(XrunEvent {
+                    cycle: r.cycle,
+                    cause: c,
+                    wake_latency_ns: r.wake_latency_ns(),
+                    sched_latency_ns: r.sched_latency_ns(),
+                    wall_ns: r.wall_ns(),
+                    crit_cpu_ns: r.crit_cpu_ns,
+                    interference_ns: r.interference_ns(),
+                    end_time_ns: r.end_time_ns(),
+                    at_ns: r.t_ideal_ns - t0,
+                });
+            }
+        }
+    }
+}
+
+/// Per-cycle CSV trace.
+pub struct TraceWriter {
+    w: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    path: PathBuf,
+    header_done: bool,
+}
+
+impl TraceWriter {
+    pub fn create(path: &Path) -> Result<Self> {
+        let f = std::fs::File::create(path).map_err(|e| {
+            Error::usage(format!("cannot create trace file {}: {e}", path.display()))
+        })?;
+        Ok(TraceWriter {
+            w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, f)),
+            path: path.to_path_buf(),
+            header_done: false,
+        })
+    }
+
+    fn io(&self, e: impl std::fmt::Display) -> Error {
+        Error::io(
+            format!("writing trace {}", self.path.display()),
+            std::io::Error::other(e.to_string()),
+        )
+    }
+
+    pub fn write(&mut self, r: &CycleRecord) -> Result<()> {
+        let nt = r.threads as usize;
+        let ntr = r.tracks as usize;
+        if !self.header_done {
+            let mut h: Vec<String> = [
+                "cycle",
+                "t_ideal_ns",
+                "release_ns",
+                "wake_ns",
+                "end_ns",
+                "deadline_ns",
+                "wake_latency_ns",
+                "wall_ns",
+                "cpu_ns",
+                "crit_cpu_ns",
+                "interference_ns",
+                "end_time_ns",
+                "driver_period_ns",
+                "skipped_before",
+                "xrun",
+                "cause",
+                "crit_thread",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            h.extend((0..nt).map(|i| format!("thread{i}_cpu_ns")));
+            for i in 0..ntr {
+                h.push(format!("track{i}_start_ns"));
+                h.push(format!("track{i}_end_ns"));
+            }
+            self.w.write_record(&h).map_err(|e| self.io(e))?;
+            self.header_done = true;
+        }
+        let mut row: Vec<String> = vec![
+            r.cycle.to_string(),
+            r.t_ideal_ns.to_string(),
+            r.release_ns.to_string(),
+            r.wake_ns.to_string(),
+            r.end_ns.to_string(),
+            r.deadline_ns.to_string(),
+            r.wake_latency_ns().to_string(),
+            r.wall_ns().to_string(),
+            r.cpu_ns.to_string(),
+            r.crit_cpu_ns.to_string(),
+            r.interference_ns().to_string(),
+            r.end_time_ns().to_string(),
+            r.driver_period_ns.to_string(),
+            r.skipped_before.to_string(),
+            (r.xrun as u8).to_string(),
+            r.cause.map(Cause::as_str).unwrap_or("").to_string(),
+            r.crit_thread.to_string(),
+        ];
+        row.extend(r.thread_cpu_ns[..nt].iter().map(|v| v.to_string()));
+        for i in 0..ntr {
+            row.push(r.track_start_ns[i].to_string());
+            row.push(r.track_end_ns[i].to_string());
+        }
+        self.w.write_record(&row).map_err(|e| self.io(e))
+    }
+
+    pub fn finish(mut self) -> Result<()> {
+        self.w.flush().map_err(|e| self.io(e))?;
+        let inner = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io("trace", e.into_error()))?;
+        inner
+            .into_inner()
+            .map_err(|e| Error::io("trace", e.into_error()))?
+            .flush()
+            .map_err(|e| Error::io("trace", e))
+    }
+}
+
+/// Run the collector on a normal thread until `stop` is set (then drain) or the producer
+/// is gone.
+pub fn spawn(
+    mut consumer: rtrb::Consumer<CycleRecord>,
+    mut trace: Option<TraceWriter>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<Folded>>> {
+    std::thread::Builder::new()
+        .name("xr-collector".into())
+        .spawn(move || {
+            let mut f = Folded::default();
+            let mut trace_err = None;
+            loop {
+                let mut n = 0;
+                while let Ok(r) = consumer.pop() {
+                    f.fold(&r);
+                    if let Some(t) = trace.as_mut() {
+                        if let Err(e) = t.write(&r) {
+                            trace_err = Some(e);
+                            trace = None;
+                        }
+                    }
+                    n += 1;
+                }
+                if n == 0 {
+                    if stop.load(Ordering::Acquire) || consumer.is_abandoned() {
+                        if consumer.is_empty() {
+                            break;
+                        }
+                        continue;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
+            if let Some(t) = trace {
+                t.finish()?;
+            }
+            match trace_err {
+                Some(e) => Err(e),
+                None => Ok(f),
+            }
+        })
+        .map_err(|e| Error::io("spawning the collector", e))
+}

@@ -1,0 +1,540 @@
+//! The audio host under test (DESIGN.md §2 `engine/`): tracks × plugin chains, run in
+//! parallel by a pool of pinned RT threads once per period, with per-cycle probes.
+//!
+//! Cycle protocol (driver thread = engine thread 0, which also processes tracks):
+//! 1. copy the device input, reset the join counter, publish the cycle in `state`
+//!    (cycle number | participants | next track), bump the `start` futex word;
+//! 2. every thread claims tracks with a CAS on `state` (work stealing); a worker's first
+//!    claim also makes it a participant of the cycle;
+//! 3. once no track is left to claim the participant count is final, and thread 0 waits
+//!    until that many workers have checked out.
+//!
+//! A worker that wakes too late to find a track never delays the cycle, and a stale worker
+//! cannot claim a track of a newer cycle because claims carry the cycle number.
+
+pub mod collector;
+pub mod cost;
+mod pool;
+pub mod probe;
+pub mod run;
+pub mod watchdog;
+
+pub use cost::CostModel;
+pub use pool::{futex_wait, futex_wake};
+pub use run::{run, RunConfig, RunResult};
+
+use crate::driver::{AudioIo, CycleHandler, CycleTiming, TimeBase};
+use crate::dsp::{registry, ChainElement, Plugin, PluginContext};
+use crate::error::{Error, Result};
+use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
+use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
+use crate::rt::Policy;
+use pool::Event;
+use probe::{account, CycleRecord, MAX_THREADS, MAX_TRACKS};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How to build an engine.
+#[derive(Debug, Clone)]
+pub struct EngineSpec {
+    pub rate: u32,
+    /// The driver's buffer size.
+    pub frames: usize,
+    pub tracks: usize,
+    /// The chain every track runs.
+    pub chain: Vec<ChainElement>,
+    /// Engine threads including the driver thread (thread 0), 1..=MAX_THREADS.
+    pub threads: usize,
+    /// CPU of each worker (threads 1..): `worker_cpus[i]` pins worker i+1; empty = unpinned.
+    pub worker_cpus: Vec<usize>,
+    pub policy: Policy,
+    /// Simulated compute (sim driver only); None = run the DSP.
+    pub cost: Option<CostModel>,
+    /// Capacity of the probe ring in records.
+    pub ring_capacity: usize,
+    /// Wait for space instead of dropping when the ring is full: only for the sim driver,
+    /// which has no real-time thread to protect.
+    pub block_when_full: bool,
+    /// Spin budget before a worker sleeps waiting for a cycle.
+    pub worker_spin_ns: u64,
+    /// Spin budget before thread 0 sleeps waiting for the join.
+    pub join_spin_ns: u64,
+}
+
+impl EngineSpec {
+    pub fn new(rate: u32, frames: usize, tracks: usize, chain: Vec<ChainElement>) -> Self {
+        EngineSpec {
+            rate,
+            frames,
+            tracks,
+            chain,
+            threads: 1,
+            worker_cpus: Vec::new(),
+            policy: Policy::Other { nice: 0 },
+            cost: None,
+            ring_capacity: 4096,
+            block_when_full: false,
+            worker_spin_ns: 5_000,
+            join_spin_ns: 50_000,
+        }
+    }
+}
+
+struct Track {
+    plugins: Vec<Box<dyn Plugin>>,
+    l: Vec<f32>,
+    r: Vec<f32>,
+}
+
+/// A track is touched only by the thread that claimed it in the current cycle, and by
+/// thread 0 between cycles; the claim CAS and the join give the happens-before edges.
+struct TrackCell(UnsafeCell<Track>);
+// SAFETY: exclusive access is guaranteed by the claim protocol described above.
+unsafe impl Sync for TrackCell {}
+
+#[derive(Default)]
+#[repr(align(64))]
+struct ThreadSlot {
+    /// Cycle number this slot was written for.
+    cycle: AtomicU64,
+    cpu_ns: AtomicU64,
+    /// Real time the thread's last track ended; 0 = it ran none.
+    last_end: AtomicU64,
+}
+
+#[derive(Default)]
+struct TrackTime {
+    start: AtomicU64,
+    end: AtomicU64,
+}
+
+struct Input(UnsafeCell<(Vec<f32>, Vec<f32>)>);
+// SAFETY: written by thread 0 only before a cycle is published, read by workers after.
+unsafe impl Sync for Input {}
+
+const PART_SHIFT: u32 = 16;
+const NEXT_MASK: u64 = 0xffff;
+
+pub(crate) struct Shared {
+    state: AtomicU64,
+    start: Event,
+    checkout: Event,
+    stop: AtomicBool,
+    frames: AtomicU64,
+    tracks: Box<[TrackCell]>,
+    times: Box<[TrackTime]>,
+    slots: Box<[ThreadSlot]>,
+    input: Input,
+    worker_spin_ns: u64,
+    /// Real time the current cycle entered the engine; 0 between cycles (for the watchdog).
+    pub(crate) cycle_entered_ns: AtomicU64,
+    pub(crate) cycles_done: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+}
+
+impl Shared {
+    /// Claim the next track of `cycle`; `joined` tells whether the caller already counts
+    /// as a participant.
+    #[inline]
+    fn claim(&self, cycle: u32, joined: &mut bool) -> Option<usize> {
+        let n = self.tracks.len() as u64;
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            if (s >> 32) as u32 != cycle || s & NEXT_MASK >= n {
+                return None;
+            }
+            let mut ns = s + 1;
+            if !*joined {
+                ns += 1 << PART_SHIFT;
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, ns, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    *joined = true;
+                    return Some((s & NEXT_MASK) as usize);
+                }
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Process claimed tracks until none is left; returns the end time of the last one.
+    #[inline]
+    fn run_tracks(&self, cycle: u32, joined: &mut bool) -> u64 {
+        let frames = self.frames.load(Ordering::Relaxed) as usize;
+        let mut last = 0;
+        while let Some(i) = self.claim(cycle, joined) {
+            let t0 = monotonic_ns();
+            // SAFETY: track i was claimed by this thread for this cycle (see TrackCell).
+            let tr = unsafe { &mut *self.tracks[i].0.get() };
+            // SAFETY: the input is not written while a cycle is published.
+            let (il, ir) = unsafe { &*self.input.0.get() };
+            let (l, r) = (&mut tr.l[..frames], &mut tr.r[..frames]);
+            l.copy_from_slice(&il[..frames]);
+            r.copy_from_slice(&ir[..frames]);
+            for p in tr.plugins.iter_mut() {
+                p.process(l, r);
+            }
+            let t1 = monotonic_ns();
+            self.times[i].start.store(t0, Ordering::Relaxed);
+            self.times[i].end.store(t1, Ordering::Relaxed);
+            last = t1;
+        }
+        last
+    }
+}
+
+fn worker_main(sh: Arc<Shared>, idx: usize) {
+    let mut seen = sh.start.word.load(Ordering::Acquire);
+    loop {
+        let cycle = sh.start.wait_until(sh.worker_spin_ns, |v| v != seen);
+        seen = cycle;
+        if sh.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let c0 = thread_cpu_ns();
+        let mut joined = false;
+        let last = sh.run_tracks(cycle, &mut joined);
+        if joined {
+            let slot = &sh.slots[idx];
+            slot.cpu_ns.store(thread_cpu_ns() - c0, Ordering::Relaxed);
+            slot.last_end.store(last, Ordering::Relaxed);
+            slot.cycle.store(cycle as u64, Ordering::Relaxed);
+            sh.checkout.word.fetch_add(1, Ordering::SeqCst);
+            sh.checkout.notify_all();
+        }
+    }
+}
+
+/// Read-only view for the watchdog and progress: safe to hold on any thread.
+#[derive(Clone)]
+pub struct EngineMonitor(Arc<Shared>);
+
+impl EngineMonitor {
+    /// CLOCK_MONOTONIC time the current cycle entered the engine, None between cycles.
+    pub fn cycle_entered_ns(&self) -> Option<u64> {
+        match self.0.cycle_entered_ns.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+    pub fn cycles_done(&self) -> u64 {
+        self.0.cycles_done.load(Ordering::Relaxed)
+    }
+    /// Records the probe ring had no room for.
+    pub fn dropped_records(&self) -> u64 {
+        self.0.dropped.load(Ordering::Relaxed)
+    }
+    /// (futex sleeps of workers waiting for a cycle, futex wakes by thread 0,
+    ///  futex sleeps of thread 0 waiting for the join, futex wakes by workers).
+    pub fn futex_counts(&self) -> [u64; 4] {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            r(&self.0.start.sleeps),
+            r(&self.0.start.wakes),
+            r(&self.0.checkout.sleeps),
+            r(&self.0.checkout.wakes),
+        ]
+    }
+}
+
+/// The engine. Owned and driven by the driver thread (thread 0).
+pub struct Engine {
+    sh: Arc<Shared>,
+    workers: Vec<RtThread<()>>,
+    producer: rtrb::Producer<CycleRecord>,
+    block_when_full: bool,
+    join_spin_ns: u64,
+    threads: usize,
+    cycle: u32,
+    cost: Option<cost::TrackCosts>,
+    period_ns: u64,
+}
+
+impl Engine {
+    /// Build the graph, allocate every buffer, spawn the workers. Returns the engine and
+    /// the consumer end of its probe ring.
+    pub fn new(spec: &EngineSpec) -> Result<(Engine, rtrb::Consumer<CycleRecord>)> {
+        if !(1..=MAX_TRACKS).contains(&spec.tracks) {
+            return Err(Error::usage(format!(
+                "--tracks {} is outside 1..{MAX_TRACKS}",
+                spec.tracks
+            )));
+        }
+        if !(1..=MAX_THREADS).contains(&spec.threads) {
+            return Err(Error::usage(format!(
+                "{} engine threads is outside 1..{MAX_THREADS}",
+                spec.threads
+            )));
+        }
+        if spec.frames == 0 || spec.frames > 65536 {
+            return Err(Error::usage(format!(
+                "buffer of {} frames is outside 1..65536",
+                spec.frames
+            )));
+        }
+        let ctx = PluginContext {
+            rate: spec.rate,
+            max_frames: spec.frames,
+        };
+        let period_ns = ctx.period_ns();
+        let cost = match &spec.cost {
+            Some(m) => Some(m.track_costs(&spec.chain, spec.tracks, &ctx)?),
+            None => None,
+        };
+        let mut tracks = Vec::with_capacity(spec.tracks);
+        for _ in 0..spec.tracks {
+            // A cost-modelled engine still validates the chain but never runs it.
+            let plugins = registry::create_chain(&spec.chain, &ctx)?;
+            tracks.push(TrackCell(UnsafeCell::new(Track {
+                plugins,
+                l: vec![0.0; spec.frames],
+                r: vec![0.0; spec.frames],
+            })));
+        }
+        let sh = Arc::new(Shared {
+            state: AtomicU64::new(0),
+            start: Event::default(),
+            checkout: Event::default(),
+            stop: AtomicBool::new(false),
+            frames: AtomicU64::new(spec.frames as u64),
+            tracks: tracks.into_boxed_slice(),
+            times: (0..spec.tracks).map(|_| TrackTime::default()).collect(),
+            slots: (0..spec.threads).map(|_| ThreadSlot::default()).collect(),
+            input: Input(UnsafeCell::new((
+                vec![0.0; spec.frames],
+                vec![0.0; spec.frames],
+            ))),
+            worker_spin_ns: spec.worker_spin_ns,
+            cycle_entered_ns: AtomicU64::new(0),
+            cycles_done: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        let (producer, consumer) = rtrb::RingBuffer::new(spec.ring_capacity.max(16));
+        let mut engine = Engine {
+            sh: sh.clone(),
+            workers: Vec::new(),
+            producer,
+            block_when_full: spec.block_when_full,
+            join_spin_ns: spec.join_spin_ns,
+            threads: spec.threads,
+            cycle: 0,
+            cost,
+            period_ns,
+        };
+        if engine.cost.is_none() {
+            for idx in 1..spec.threads {
+                let sh = sh.clone();
+                let w = spawn_rt(
+                    ThreadSpec {
+                        name: format!("xr-worker-{idx}"),
+                        policy: spec.policy,
+                        cpus: spec
+                            .worker_cpus
+                            .get(idx - 1)
+                            .map(|&c| vec![c])
+                            .unwrap_or_default(),
+                    },
+                    move || worker_main(sh, idx),
+                )?;
+                engine.workers.push(w);
+            }
+        }
+        Ok((engine, consumer))
+    }
+
+    pub fn monitor(&self) -> EngineMonitor {
+        EngineMonitor(self.sh.clone())
+    }
+
+    /// Kernel thread ids of the workers (thread 0 is the caller's).
+    pub fn worker_tids(&self) -> Vec<libc::pid_t> {
+        self.workers.iter().map(|w| w.tid).collect()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Run the real graph for one cycle; returns the real end time of the last track.
+    fn run_graph(&mut self, io: &mut AudioIo<'_>, rec: &mut CycleRecord, reference: u64) -> u64 {
+        let sh = &*self.sh;
+        let frames = io.frames().min(sh.tracks_len_frames());
+        let c0 = thread_cpu_ns();
+        {
+            // SAFETY: no cycle is published, so no worker reads the input now.
+            let (il, ir) = unsafe { &mut *sh.input.0.get() };
+            il[..frames].copy_from_slice(&io.in_l[..frames]);
+            ir[..frames].copy_from_slice(&io.in_r[..frames]);
+        }
+        sh.frames.store(frames as u64, Ordering::Relaxed);
+        self.cycle = self.cycle.wrapping_add(1).max(1);
+        let cycle = self.cycle;
+        sh.checkout.word.store(0, Ordering::Relaxed);
+        sh.state.store((cycle as u64) << 32, Ordering::Release);
+        if self.threads > 1 {
+            sh.start.word.store(cycle, Ordering::SeqCst);
+            sh.start.notify_all();
+        }
+        let mut joined = true;
+        let own_last = sh.run_tracks(cycle, &mut joined);
+        let own_cpu = thread_cpu_ns() - c0;
+        if self.threads > 1 {
+            let participants =
+                ((sh.state.load(Ordering::Acquire) >> PART_SHIFT) & NEXT_MASK) as u32;
+            if participants > 0 {
+                sh.checkout
+                    .wait_until(self.join_spin_ns, |v| v >= participants);
+            }
+        }
+        // Gather: thread 0 is slot 0; workers' slots count only if written for this cycle.
+        let mut end = own_last;
+        let mut crit = (0usize, own_last, own_cpu);
+        let mut total = own_cpu;
+        rec.thread_cpu_ns[0] = own_cpu.min(u32::MAX as u64) as u32;
+        for (i, s) in sh.slots.iter().enumerate().skip(1) {
+            if s.cycle.load(Ordering::Relaxed) != cycle as u64 {
+                rec.thread_cpu_ns[i] = 0;
+                continue;
+            }
+            let cpu = s.cpu_ns.load(Ordering::Relaxed);
+            let last = s.last_end.load(Ordering::Relaxed);
+            rec.thread_cpu_ns[i] = cpu.min(u32::MAX as u64) as u32;
+            total += cpu;
+            if last > end {
+                end = last;
+                crit = (i, last, cpu);
+            }
+        }
+        for (i, t) in sh.times.iter().enumerate() {
+            let off = |v: u64| v.saturating_sub(reference).min(u32::MAX as u64) as u32;
+            rec.track_start_ns[i] = off(t.start.load(Ordering::Relaxed));
+            rec.track_end_ns[i] = off(t.end.load(Ordering::Relaxed));
+        }
+        rec.cpu_ns = total;
+        rec.crit_cpu_ns = crit.2;
+        rec.crit_thread = crit.0 as u8;
+        // Mix after `end`: the bus sum is the driver's share, not a track's.
+        io.out_l[..frames].fill(0.0);
+        io.out_r[..frames].fill(0.0);
+        for cell in sh.tracks.iter() {
+            // SAFETY: the cycle is joined; thread 0 is the only one touching tracks now.
+            let tr = unsafe { &*cell.0.get() };
+            for (o, s) in io.out_l[..frames].iter_mut().zip(&tr.l[..frames]) {
+                *o += *s;
+            }
+            for (o, s) in io.out_r[..frames].iter_mut().zip(&tr.r[..frames]) {
+                *o += *s;
+            }
+        }
+        end.max(reference)
+    }
+
+    fn push(&mut self, rec: CycleRecord) {
+        let mut rec = rec;
+        loop {
+            match self.producer.push(rec) {
+                Ok(()) => return,
+                Err(rtrb::PushError::Full(r)) if self.block_when_full => {
+                    rec = r;
+                    std::thread::yield_now();
+                }
+                Err(_) => {
+                    self.sh.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn tracks_len_frames(&self) -> usize {
+        // SAFETY: the buffers' lengths never change after construction.
+        unsafe { (*self.input.0.get()).0.len() }
+    }
+}
+
+impl CycleHandler for Engine {
+    fn process_cycle(&mut self, io: &mut AudioIo<'_>, t: &CycleTiming) -> CycleRecord {
+        let entered = monotonic_ns();
+        self.sh.cycle_entered_ns.store(entered, Ordering::Release);
+        let mut rec = CycleRecord {
+            cycle: t.cycle,
+            t_ideal_ns: t.t_ideal_ns,
+            release_ns: t.release_ns,
+            wake_ns: t.wake_ns,
+            deadline_ns: t.deadline_ns,
+            driver_period_ns: if t.prev_wake_ns == 0 {
+                0
+            } else {
+                t.wake_ns.saturating_sub(t.prev_wake_ns)
+            },
+            skipped_before: t.skipped_before,
+            threads: self.threads as u8,
+            tracks: self.sh.tracks.len() as u8,
+            ..CycleRecord::EMPTY
+        };
+        let (extra_cpu, extra_int) = match t.time {
+            TimeBase::Real => (0, 0),
+            TimeBase::Simulated {
+                extra_cpu_ns,
+                extra_interference_ns,
+            } => (extra_cpu_ns, extra_interference_ns),
+        };
+        let wall = match (&self.cost, t.time) {
+            (Some(c), TimeBase::Simulated { .. }) => {
+                io.out_l.fill(0.0);
+                io.out_r.fill(0.0);
+                c.schedule(self.threads, &mut rec)
+            }
+            (_, time) => {
+                // Real: offsets from the wake the driver read. Simulated: the DSP really
+                // runs and its durations are laid onto the simulated timeline at `wake`.
+                let reference = if time == TimeBase::Real {
+                    t.wake_ns
+                } else {
+                    entered
+                };
+                let end = self.run_graph(io, &mut rec, reference);
+                end - reference
+            }
+        };
+        rec.crit_cpu_ns += extra_cpu;
+        rec.cpu_ns += extra_cpu;
+        rec.end_ns = t.wake_ns + wall + extra_cpu + extra_int;
+        account(&mut rec);
+        self.push(rec);
+        self.sh.cycles_done.fetch_add(1, Ordering::Relaxed);
+        self.sh.cycle_entered_ns.store(0, Ordering::Release);
+        rec
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.sh.stop.store(true, Ordering::SeqCst);
+        self.sh
+            .start
+            .word
+            .store(self.cycle.wrapping_add(1).max(1), Ordering::SeqCst);
+        self.sh.start.notify_all();
+        for w in self.workers.drain(..) {
+            w.join();
+        }
+    }
+}
+
+/// Nominal period of an engine spec, for callers that need it before building.
+pub fn period_ns(rate: u32, frames: usize) -> u64 {
+    frames as u64 * 1_000_000_000 / rate as u64
+}
+
+impl Engine {
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+}

@@ -1,0 +1,198 @@
+//! The per-cycle probe record and the accounting that turns raw timestamps into the
+//! quantities of DESIGN.md §3. One pure function (`account`) decides deadline, xrun and
+//! cause for every driver, so `virtual`, `sim` and (later) `jack` results mean the same.
+//!
+//! Decomposition of a cycle's response time (all on the driver's timeline, ns):
+//!
+//! ```text
+//! end − t_ideal = backlog + sched_latency + crit_cpu + interference
+//!   backlog       = release − t_ideal   (earlier cycles still running; only possible with n ≥ 3)
+//!   sched_latency = wake − release      (the scheduler was late: `late-wakeup`)
+//!   crit_cpu      = CPU time of the critical thread (the one whose track ended last: `overload`)
+//!   interference  = wall − crit_cpu     (preemption, IRQs, hypervisor steal, hand-off: `interference`)
+//! ```
+//!
+//! `wake_latency = wake − t_ideal` is reported exactly as DESIGN.md defines it; the cause
+//! compares `sched_latency` (which equals it whenever there is no backlog, i.e. always for
+//! n = 2) so that a backlog inherited from an earlier overrun is not blamed on the scheduler.
+//! Ties go to `overload`, then `late-wakeup`, then `interference`, so the result is exact and
+//! reproducible on the sim driver.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most tracks a graph may have (issue 4: 1..64).
+pub const MAX_TRACKS: usize = 64;
+/// Most engine threads (driver thread + workers) whose CPU time a record carries.
+pub const MAX_THREADS: usize = 32;
+
+/// Why a cycle missed its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    LateWakeup,
+    Overload,
+    Interference,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::LateWakeup => "late-wakeup",
+            Cause::Overload => "overload",
+            Cause::Interference => "interference",
+        }
+    }
+}
+
+/// Everything measured about one audio cycle. Plain data (`Copy`, no heap) so it can cross
+/// the wait-free ring from a real-time thread.
+#[derive(Debug, Clone, Copy)]
+pub struct CycleRecord {
+    /// Device period index k (skipped periods leave gaps).
+    pub cycle: u64,
+    pub t_ideal_ns: u64,
+    /// max(t_ideal, end of the previous cycle).
+    pub release_ns: u64,
+    pub wake_ns: u64,
+    /// When the last track finished.
+    pub end_ns: u64,
+    /// t_ideal + (n−1)·P.
+    pub deadline_ns: u64,
+    /// wake(k) − wake(k−1); 0 on the first cycle.
+    pub driver_period_ns: u64,
+    /// CPU time of all engine threads in the cycle.
+    pub cpu_ns: u64,
+    /// CPU time of the critical thread.
+    pub crit_cpu_ns: u64,
+    /// Periods skipped by the device just before this cycle (after an xrun).
+    pub skipped_before: u32,
+    pub xrun: bool,
+    pub cause: Option<Cause>,
+    pub threads: u8,
+    pub tracks: u8,
+    /// Index of the critical thread (0 = the driver thread).
+    pub crit_thread: u8,
+    /// Per engine thread: CPU ns in this cycle, read by the thread itself.
+    pub thread_cpu_ns: [u32; MAX_THREADS],
+    /// Per track: start and end as ns after `wake`.
+    pub track_start_ns: [u32; MAX_TRACKS],
+    pub track_end_ns: [u32; MAX_TRACKS],
+}
+
+impl CycleRecord {
+    pub const EMPTY: CycleRecord = CycleRecord {
+        cycle: 0,
+        t_ideal_ns: 0,
+        release_ns: 0,
+        wake_ns: 0,
+        end_ns: 0,
+        deadline_ns: 0,
+        driver_period_ns: 0,
+        cpu_ns: 0,
+        crit_cpu_ns: 0,
+        skipped_before: 0,
+        xrun: false,
+        cause: None,
+        threads: 0,
+        tracks: 0,
+        crit_thread: 0,
+        thread_cpu_ns: [0; MAX_THREADS],
+        track_start_ns: [0; MAX_TRACKS],
+        track_end_ns: [0; MAX_TRACKS],
+    };
+
+    pub fn wake_latency_ns(&self) -> u64 {
+        self.wake_ns.saturating_sub(self.t_ideal_ns)
+    }
+    pub fn sched_latency_ns(&self) -> u64 {
+        self.wake_ns.saturating_sub(self.release_ns)
+    }
+    pub fn backlog_ns(&self) -> u64 {
+        self.release_ns.saturating_sub(self.t_ideal_ns)
+    }
+    /// Compute wall time, end − wake.
+    pub fn wall_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.wake_ns)
+    }
+    pub fn interference_ns(&self) -> u64 {
+        self.wall_ns().saturating_sub(self.crit_cpu_ns)
+    }
+    /// Driver end time, end − t_ideal (seed 003).
+    pub fn end_time_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.t_ideal_ns)
+    }
+}
+
+/// Decide xrun and cause from the timestamps already in `r`; sets `xrun` and `cause`.
+pub fn account(r: &mut CycleRecord) {
+    r.xrun = r.end_ns > r.deadline_ns;
+    r.cause = if r.xrun {
+        Some(cause_of(
+            r.sched_latency_ns(),
+            r.crit_cpu_ns,
+            r.interference_ns(),
+        ))
+    } else {
+        None
+    };
+}
+
+/// The largest component wins; ties in the order overload, late-wakeup, interference.
+pub fn cause_of(sched_latency_ns: u64, crit_cpu_ns: u64, interference_ns: u64) -> Cause {
+    if crit_cpu_ns >= sched_latency_ns && crit_cpu_ns >= interference_ns {
+        Cause::Overload
+    } else if sched_latency_ns >= interference_ns {
+        Cause::LateWakeup
+    } else {
+        Cause::Interference
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(t: u64, wake: u64, end: u64, cpu: u64, deadline: u64) -> CycleRecord {
+        CycleRecord {
+            t_ideal_ns: t,
+            release_ns: t,
+            wake_ns: wake,
+            end_ns: end,
+            crit_cpu_ns: cpu,
+            cpu_ns: cpu,
+            deadline_ns: deadline,
+            ..CycleRecord::EMPTY
+        }
+    }
+
+    #[test]
+    fn deadline_is_strict_and_causes_pick_the_largest_component() {
+        let mut r = rec(0, 10, 1000, 990, 1000);
+        account(&mut r);
+        assert!(!r.xrun, "ending exactly at the deadline is in time");
+        let mut r = rec(0, 10, 1001, 991, 1000);
+        account(&mut r);
+        assert_eq!(r.cause, Some(Cause::Overload));
+        let mut r = rec(0, 800, 1100, 100, 1000);
+        account(&mut r);
+        assert_eq!(r.cause, Some(Cause::LateWakeup));
+        let mut r = rec(0, 10, 1100, 100, 1000);
+        account(&mut r);
+        assert_eq!(r.cause, Some(Cause::Interference));
+        assert_eq!(r.interference_ns(), 990);
+        assert_eq!(cause_of(5, 5, 5), Cause::Overload);
+        assert_eq!(cause_of(5, 4, 5), Cause::LateWakeup);
+    }
+
+    #[test]
+    fn backlog_is_not_blamed_on_the_scheduler() {
+        let mut r = rec(0, 600, 1100, 450, 1000);
+        r.release_ns = 590;
+        account(&mut r);
+        assert_eq!(r.wake_latency_ns(), 600);
+        assert_eq!(r.sched_latency_ns(), 10);
+        assert_eq!(r.backlog_ns(), 590);
+        assert_eq!(r.cause, Some(Cause::Overload));
+    }
+}

@@ -1,0 +1,475 @@
+//! `engine::run`: the library entry point behind `xrunlab run` — build the graph, start
+//! the driver on the engine's RT thread 0, watch it, fold the probes into a result.
+
+use super::collector::{self, Folded, TraceWriter, XrunEvent};
+use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
+use super::{CostModel, Engine, EngineSpec};
+use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
+use crate::driver::sim::{SimConfig, SimDriver};
+use crate::driver::virtual_dev::VirtualDriver;
+use crate::driver::{DeviceParams, DriverStats, StopReason};
+use crate::dsp::ChainElement;
+use crate::error::{Error, Result};
+use crate::measure::stats::Summary;
+use crate::progress::Progress;
+use crate::results::Status;
+use crate::rt::thread::{spawn_rt, ThreadSpec};
+use crate::rt::Policy;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverKind {
+    Virtual,
+    Sim,
+}
+
+/// Where the sim driver's compute time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeKind {
+    /// Run the DSP and take its measured time.
+    Measured,
+    /// The cost model (see `engine::cost`).
+    Model,
+}
+
+/// What `xrunlab run` was asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunConfig {
+    pub driver: DriverKind,
+    pub rate: u32,
+    pub buffer_frames: u32,
+    /// Periods of buffering n.
+    pub periods: u32,
+    pub tracks: u32,
+    /// The chain as typed, and parsed.
+    pub chain: String,
+    pub chain_elements: Vec<ChainElement>,
+    pub duration_ns: u64,
+    /// CPUs for the engine threads (thread 0 on the first); empty = all allowed.
+    pub cpus: Vec<usize>,
+    pub policy: Policy,
+    pub seed: u64,
+    pub input: SignalKind,
+    /// Per-cycle CSV trace path.
+    pub trace: Option<String>,
+    /// Watchdog bound; None = max(1 s, 100 periods).
+    pub watchdog_ns: Option<u64>,
+    /// mlockall for the run (virtual driver).
+    pub mlock: bool,
+    pub sim: SimConfig,
+    pub compute: ComputeKind,
+    pub cost: CostModel,
+}
+
+impl RunConfig {
+    /// Defaults of `xrunlab run` for a driver.
+    pub fn new(driver: DriverKind, chain: &str) -> Result<Self> {
+        Ok(RunConfig {
+            driver,
+            rate: 48000,
+            buffer_frames: 64,
+            periods: 2,
+            tracks: 1,
+            chain: chain.to_string(),
+            chain_elements: crate::dsp::parse_chain(chain)?,
+            duration_ns: 10_000_000_000,
+            cpus: Vec::new(),
+            policy: match driver {
+                DriverKind::Virtual => Policy::fifo(80),
+                DriverKind::Sim => Policy::Other { nice: 0 },
+            },
+            seed: 1,
+            input: SignalKind::Sine { freq_hz: 1000.0 },
+            trace: None,
+            watchdog_ns: None,
+            mlock: driver == DriverKind::Virtual,
+            sim: SimConfig::default(),
+            compute: match driver {
+                DriverKind::Virtual => ComputeKind::Measured,
+                DriverKind::Sim => ComputeKind::Model,
+            },
+            cost: CostModel::default(),
+        })
+    }
+
+    pub fn device(&self) -> DeviceParams {
+        DeviceParams {
+            rate: self.rate,
+            frames: self.buffer_frames,
+            periods: self.periods,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(1000..=768_000).contains(&self.rate) {
+            return Err(Error::usage(format!(
+                "--rate {} is outside 1000..768000",
+                self.rate
+            )));
+        }
+        if !(1..=65536).contains(&self.buffer_frames) {
+            return Err(Error::usage(format!(
+                "--buffer {} is outside 1..65536",
+                self.buffer_frames
+            )));
+        }
+        if !(2..=64).contains(&self.periods) {
+            return Err(Error::usage(format!(
+                "--periods {} is outside 2..64 (one period of buffering leaves no time to compute)",
+                self.periods
+            )));
+        }
+        if !(1..=super::probe::MAX_TRACKS as u32).contains(&self.tracks) {
+            return Err(Error::usage(format!(
+                "--tracks {} is outside 1..{}",
+                self.tracks,
+                super::probe::MAX_TRACKS
+            )));
+        }
+        if self.duration_ns == 0 {
+            return Err(Error::usage("--duration must be positive"));
+        }
+        if self.driver == DriverKind::Virtual && self.compute == ComputeKind::Model {
+            return Err(Error::usage(
+                "a cost model needs simulated time: use --driver sim",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Device periods the run lasts.
+    pub fn periods_total(&self) -> u64 {
+        let p = self.duration_ns as u128 * self.rate as u128
+            / (self.buffer_frames as u128 * 1_000_000_000);
+        (p as u64).max(1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct XrunCounts {
+    /// Cycles that missed their deadline.
+    pub total: u64,
+    pub late_wakeup: u64,
+    pub overload: u64,
+    pub interference: u64,
+}
+
+/// Percent-of-period summary (DSP load = wall/P, CPU load = CPU/P).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LoadPct {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl LoadPct {
+    fn of(s: &Summary, period_ns: u64) -> Self {
+        let f = |v: f64| 100.0 * v / period_ns as f64;
+        LoadPct {
+            mean: f(s.mean),
+            p50: f(s.p50 as f64),
+            p99: f(s.p99 as f64),
+            max: f(s.max as f64),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EngineThread {
+    /// 0 = the driver thread (also processes tracks).
+    pub index: u32,
+    pub tid: i32,
+    pub cpu: Option<usize>,
+    pub policy: String,
+    /// Mean CPU ns per cycle.
+    pub mean_cpu_ns: f64,
+}
+
+/// Futex traffic of the worker pool (how often the spin was not enough).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SyncCounts {
+    pub worker_sleeps: u64,
+    pub start_wakes: u64,
+    pub join_sleeps: u64,
+    pub join_wakes: u64,
+}
+
+/// What `xrunlab run` measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResults {
+    pub period_ns: u64,
+    /// (n−1)·P: the time from interrupt to deadline.
+    pub budget_ns: u64,
+    pub threads: Vec<EngineThread>,
+    /// Cycles processed.
+    pub cycles: u64,
+    /// Device periods elapsed (processed + skipped).
+    pub periods_elapsed: u64,
+    pub skipped_periods: u64,
+    pub xruns: XrunCounts,
+    /// Records lost because the probe ring was full (summaries then miss those cycles).
+    pub dropped_records: u64,
+    pub dsp_load_pct: LoadPct,
+    pub cpu_load_pct: LoadPct,
+    pub wake_latency_ns: Summary,
+    /// wake − max(t_ideal, previous end): the part the cause analysis blames on the scheduler.
+    pub sched_latency_ns: Summary,
+    /// Compute wall time end − wake.
+    pub wall_ns: Summary,
+    pub cpu_ns: Summary,
+    pub crit_cpu_ns: Summary,
+    pub interference_ns: Summary,
+    /// Driver end time end − t_ideal.
+    pub end_time_ns: Summary,
+    pub driver_period_ns: Summary,
+    /// Per track: the latest its processing ended after wake.
+    pub track_end_max_ns: Vec<u64>,
+    pub xrun_events: Vec<XrunEvent>,
+    pub sink: SinkStats,
+    pub sync: SyncCounts,
+    pub trace_file: Option<String>,
+    pub watchdog: Option<WatchdogReport>,
+}
+
+/// The outcome of `run`: what a result document needs besides the environment.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub status: Status,
+    pub config: RunConfig,
+    pub results: RunResults,
+    pub warnings: Vec<String>,
+}
+
+/// Run the engine on the configured driver until the duration elapsed, a signal arrived or
+/// the watchdog fired. Privilege problems are `CannotMeasure` errors; an interrupted or
+/// watchdog-stopped run is still `Ok` with the matching status and the partial result.
+pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
+    cfg.validate()?;
+    let params = cfg.device();
+    let period_ns = params.period_ns();
+    let periods_total = cfg.periods_total();
+    let mut warnings = Vec::new();
+    let cpus = if cfg.cpus.is_empty() {
+        crate::rt::affinity::allowed_cpus()?
+    } else {
+        cfg.cpus.clone()
+    };
+    let threads = cpus
+        .len()
+        .min(cfg.tracks as usize)
+        .min(super::probe::MAX_THREADS)
+        .max(1);
+    let model = cfg.driver == DriverKind::Sim && cfg.compute == ComputeKind::Model;
+    if model {
+        let un = cfg.cost.unmodelled(&cfg.chain_elements);
+        if !un.is_empty() {
+            warnings.push(format!(
+                "cost model: no --cost for {}; they cost 0",
+                un.join(", ")
+            ));
+        }
+    }
+    let _mlock = if cfg.mlock && cfg.driver == DriverKind::Virtual {
+        Some(crate::rt::memory::MemoryLock::acquire()?)
+    } else {
+        None
+    };
+    let ring_capacity = ((2_000_000_000 / period_ns.max(1)) as usize).clamp(4096, 1 << 16);
+    let spec = EngineSpec {
+        threads,
+        worker_cpus: cpus.iter().skip(1).copied().collect(),
+        policy: cfg.policy,
+        cost: model.then(|| cfg.cost.clone()),
+        ring_capacity,
+        block_when_full: cfg.driver == DriverKind::Sim,
+        ..EngineSpec::new(
+            cfg.rate,
+            cfg.buffer_frames as usize,
+            cfg.tracks as usize,
+            cfg.chain_elements.clone(),
+        )
+    };
+    let (engine, consumer) = Engine::new(&spec)?;
+    let monitor = engine.monitor();
+    let worker_tids = engine.worker_tids();
+    let trace = match &cfg.trace {
+        Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),
+        None => None,
+    };
+    let collector_stop = Arc::new(AtomicBool::new(false));
+    let collector = collector::spawn(consumer, trace, collector_stop.clone())?;
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let (driver_cpu, driver_policy) = (cpus[0], cfg.policy);
+    let driver_kind = cfg.driver;
+    let (sim_cfg, seed, input) = (cfg.sim.clone(), cfg.seed, cfg.input);
+    let stop2 = stop.clone();
+    let mut engine = engine;
+    let driver_thread =
+        spawn_rt(
+            ThreadSpec {
+                name: "xr-driver".into(),
+                policy: driver_policy,
+                cpus: vec![driver_cpu],
+            },
+            move || -> (StopReason, DriverStats) {
+                let mut source = Generator::new(input, params.rate, seed);
+                let mut sink = ContinuitySink::new(input, params.rate);
+                let out =
+                    match driver_kind {
+                        DriverKind::Virtual => VirtualDriver::new(params, periods_total).run(
+                            &mut engine,
+                            &stop2,
+                            &mut source,
+                            &mut sink,
+                        ),
+                        DriverKind::Sim => SimDriver::new(params, &sim_cfg, seed, periods_total)
+                            .run(&mut engine, &stop2, &mut source, &mut sink),
+                    };
+                drop(engine);
+                out
+            },
+        )?;
+    let driver_tid = driver_thread.tid;
+    let mut tids = vec![driver_tid];
+    tids.extend(&worker_tids);
+    let bound_ns = cfg
+        .watchdog_ns
+        .unwrap_or_else(|| default_bound_ns(period_ns));
+    let watchdog = Watchdog::start(
+        monitor.clone(),
+        tids.clone(),
+        bound_ns,
+        &cfg.policy,
+        stop.clone(),
+    )?;
+
+    progress.set_total(periods_total);
+    progress.set_message("run");
+    let mut outcome: Option<(StopReason, DriverStats)> = None;
+    loop {
+        if driver_thread.is_finished() {
+            outcome = Some(driver_thread.join());
+            break;
+        }
+        if watchdog.has_fired() {
+            // The stuck thread is abandoned (see watchdog.rs); give a thread that was merely
+            // slow a moment to come back.
+            let t = std::time::Instant::now();
+            while !driver_thread.is_finished() && t.elapsed().as_millis() < 200 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if driver_thread.is_finished() {
+                outcome = Some(driver_thread.join());
+            } else {
+                std::mem::forget(driver_thread);
+            }
+            break;
+        }
+        progress.set_position(monitor.cycles_done());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let wd_report = watchdog.finish();
+    collector_stop.store(true, Ordering::Release);
+    let folded: Folded = collector
+        .join()
+        .map_err(|_| Error::cannot_measure("the probe collector panicked"))??;
+    progress.finish();
+
+    let status = if wd_report.is_some() {
+        Status::Watchdog
+    } else {
+        match outcome {
+            Some((StopReason::Complete, _)) => Status::Complete,
+            _ => Status::Interrupted,
+        }
+    };
+    let dropped = monitor.dropped_records();
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} cycle records were dropped (the collector fell behind); summaries miss them"
+        ));
+    }
+    let stats = outcome.map(|o| o.1);
+    let cycles_for_mean = folded.records.max(1) as f64;
+    let threads_out = (0..threads)
+        .map(|i| EngineThread {
+            index: i as u32,
+            tid: if model {
+                0
+            } else {
+                tids.get(i).copied().unwrap_or(0)
+            },
+            cpu: if model { None } else { cpus.get(i).copied() },
+            policy: if model && i > 0 {
+                "simulated".into()
+            } else {
+                // After the run the threads are gone; report the requested policy unless the
+                // watchdog saw what it demoted.
+                match &wd_report {
+                    Some(w) => w
+                        .demoted
+                        .get(i)
+                        .map(|d| d.policy_after.clone())
+                        .unwrap_or_default(),
+                    None => cfg.policy.to_string(),
+                }
+            },
+            mean_cpu_ns: folded.thread_cpu_sum.get(i).copied().unwrap_or(0) as f64
+                / cycles_for_mean,
+        })
+        .collect();
+    let f = monitor.futex_counts();
+    let wall = folded.wall.summary();
+    let cpu = folded.cpu.summary();
+    let results = RunResults {
+        period_ns,
+        budget_ns: (cfg.periods as u64 - 1) * period_ns,
+        threads: threads_out,
+        cycles: stats.map(|s| s.cycles).unwrap_or(folded.records),
+        periods_elapsed: stats
+            .map(|s| s.periods_elapsed)
+            .unwrap_or(folded.records + folded.skipped),
+        skipped_periods: stats.map(|s| s.skipped_periods).unwrap_or(folded.skipped),
+        xruns: XrunCounts {
+            total: stats.map(|s| s.xruns).unwrap_or(folded.xruns),
+            late_wakeup: folded.late_wakeup,
+            overload: folded.overload,
+            interference: folded.interference,
+        },
+        dropped_records: dropped,
+        dsp_load_pct: LoadPct::of(&wall, period_ns),
+        cpu_load_pct: LoadPct::of(&cpu, period_ns),
+        wake_latency_ns: folded.wake_latency.summary(),
+        sched_latency_ns: folded.sched_latency.summary(),
+        wall_ns: wall,
+        cpu_ns: cpu,
+        crit_cpu_ns: folded.crit_cpu.summary(),
+        interference_ns: folded.interference_ns.summary(),
+        end_time_ns: folded.end_time.summary(),
+        driver_period_ns: folded.driver_period.summary(),
+        track_end_max_ns: folded.track_end_max.clone(),
+        xrun_events: folded.xrun_events.clone(),
+        sink: stats.map(|s| s.sink).unwrap_or_default(),
+        sync: SyncCounts {
+            worker_sleeps: f[0],
+            start_wakes: f[1],
+            join_sleeps: f[2],
+            join_wakes: f[3],
+        },
+        trace_file: cfg.trace.clone(),
+        watchdog: wd_report,
+    };
+    Ok(RunResult {
+        status,
+        config: cfg.clone(),
+        results,
+        warnings,
+    })
+}

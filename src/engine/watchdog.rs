@@ -1,0 +1,138 @@
+//! The watchdog (DESIGN.md §5): xrunlab must never lock up the machine it measures.
+//!
+//! A thread one priority above the engine polls the engine's "cycle entered at" stamp. If a
+//! cycle has not ended within the bound it demotes every engine thread to SCHED_OTHER, asks
+//! the run to stop and reports what it did. A thread stuck inside a plugin cannot be killed
+//! safely in-process, so it is abandoned: the run returns a partial result with status
+//! `watchdog`, and the CLI exits right after writing it, which ends the stuck thread too.
+
+use super::EngineMonitor;
+use crate::error::Result;
+use crate::rt::clock::monotonic_ns;
+use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
+use crate::rt::Policy;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Default bound: max(1 s, 100 periods).
+pub fn default_bound_ns(period_ns: u64) -> u64 {
+    (100 * period_ns).max(1_000_000_000)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DemotedThread {
+    pub tid: i32,
+    /// The policy the kernel reports after demotion ("other" when it worked).
+    pub policy_after: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchdogReport {
+    pub bound_ns: u64,
+    /// How long the stuck cycle had been running when the watchdog acted.
+    pub stuck_ns: u64,
+    pub demoted: Vec<DemotedThread>,
+}
+
+/// The policy one step above the engine's, so the watchdog can always run.
+pub fn watchdog_policy(engine: &Policy) -> Policy {
+    match *engine {
+        Policy::Fifo { priority } | Policy::Rr { priority } => Policy::fifo((priority + 1).min(99)),
+        Policy::Deadline { .. } => Policy::fifo(99),
+        Policy::Other { .. } => Policy::Other { nice: -5 },
+    }
+}
+
+pub struct Watchdog {
+    thread: Option<RtThread<Option<WatchdogReport>>>,
+    done: Arc<AtomicBool>,
+    pub fired: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    /// Start watching. `stop` is set when the watchdog fires.
+    pub fn start(
+        monitor: EngineMonitor,
+        tids: Vec<libc::pid_t>,
+        bound_ns: u64,
+        engine_policy: &Policy,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Watchdog> {
+        let done = Arc::new(AtomicBool::new(false));
+        let fired = Arc::new(AtomicBool::new(false));
+        let (d, f) = (done.clone(), fired.clone());
+        let poll_ns = (bound_ns / 20).clamp(1_000_000, 50_000_000);
+        let mut policy = watchdog_policy(engine_policy);
+        // A negative nice needs privilege; an unprivileged OTHER run gets a plain watchdog.
+        if matches!(policy, Policy::Other { .. }) && unsafe { libc::geteuid() } != 0 {
+            policy = Policy::Other { nice: 0 };
+        }
+        let thread = spawn_rt(
+            ThreadSpec {
+                name: "xr-watchdog".into(),
+                policy,
+                cpus: Vec::new(),
+            },
+            move || loop {
+                if d.load(Ordering::Acquire) {
+                    return None;
+                }
+                std::thread::sleep(std::time::Duration::from_nanos(poll_ns));
+                let Some(entered) = monitor.cycle_entered_ns() else {
+                    continue;
+                };
+                let stuck = monotonic_ns().saturating_sub(entered);
+                if stuck <= bound_ns {
+                    continue;
+                }
+                let demoted = tids
+                    .iter()
+                    .map(|&tid| {
+                        let r = crate::rt::thread::demote(tid);
+                        DemotedThread {
+                            tid,
+                            policy_after: crate::rt::policy::get_policy(tid)
+                                .map(|p| p.to_string())
+                                .unwrap_or_else(|e| format!("unknown ({e})")),
+                            error: r.err().map(|e| e.to_string()),
+                        }
+                    })
+                    .collect();
+                stop.store(true, Ordering::SeqCst);
+                f.store(true, Ordering::SeqCst);
+                return Some(WatchdogReport {
+                    bound_ns,
+                    stuck_ns: stuck,
+                    demoted,
+                });
+            },
+        )?;
+        Ok(Watchdog {
+            thread: Some(thread),
+            done,
+            fired,
+        })
+    }
+
+    pub fn has_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Stop watching and return the report if it fired.
+    pub fn finish(mut self) -> Option<WatchdogReport> {
+        self.done.store(true, Ordering::Release);
+        self.thread.take().and_then(|t| t.join())
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
