@@ -3,6 +3,7 @@
 
 mod check;
 pub mod output;
+mod run;
 mod schema;
 
 use crate::error::Error;
@@ -41,6 +42,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Check(check::CheckArgs),
+    Run(run::RunArgs),
     Schema(schema::SchemaArgs),
 }
 
@@ -57,6 +59,7 @@ pub fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
+        Command::Run(a) => run::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
     };
     match outcome {

@@ -67,6 +67,16 @@ impl DeviceClock {
         self.next
     }
 
+    /// Skipped periods and periods elapsed counted only up to period `limit` (the end of a
+    /// run): a last late cycle may have skipped periods the run never reached.
+    pub fn totals_within(&self, limit: u64) -> (u64, u64) {
+        let beyond = self.next.saturating_sub(limit);
+        (
+            self.skipped_total.saturating_sub(beyond),
+            self.next.min(limit),
+        )
+    }
+
     /// The period to process next.
     #[inline]
     pub fn next_cycle(&self) -> NextCycle {

@@ -363,9 +363,9 @@ impl SimDriver {
             reason,
             DriverStats {
                 cycles: self.clock.cycles,
-                skipped_periods: self.clock.skipped_total,
+                skipped_periods: self.clock.totals_within(self.periods_total).0,
                 xruns: self.clock.xruns,
-                periods_elapsed: self.clock.periods_elapsed(),
+                periods_elapsed: self.clock.totals_within(self.periods_total).1,
                 sink: sink.stats(),
             },
         )

@@ -81,9 +81,9 @@ impl VirtualDriver {
             reason,
             DriverStats {
                 cycles: clock.cycles,
-                skipped_periods: clock.skipped_total,
+                skipped_periods: clock.totals_within(self.periods_total).0,
                 xruns: clock.xruns,
-                periods_elapsed: clock.periods_elapsed(),
+                periods_elapsed: clock.totals_within(self.periods_total).1,
                 sink: sink.stats(),
             },
         )

@@ -11,11 +11,18 @@
 //! - wall = the finish time of the last thread, the critical thread is that thread and its
 //!   busy time is the critical CPU time.
 //!
-//! With the sim's device semantics (probe.rs) a cycle is an `overload` xrun exactly when
-//! `sched_latency + wall > (n−1)·P`. Hence with one track on one thread, zero wake-up
-//! latency and overhead, k instances of cost c (ns per cycle) run without overload iff
-//! `k·c ≤ (n−1)·P`: the largest count is `floor(B/c)` with budget `B = (n−1)·P`
-//! (`floor(B·k/c)` for a budget fraction k of that).
+//! With the sim's device semantics (probe.rs, device.rs) a cycle is an xrun exactly when
+//! `end − t_ideal > (n−1)·P`, and with zero wake-up latency its cause is `overload`. So,
+//! with one track on one thread, no latency and no overhead, k instances of cost c ns per
+//! cycle give:
+//! - n = 2: an overload xrun in a cycle iff `k·c > P`; the largest count without one is
+//!   `floor(P / c)`, i.e. `floor(B / c)` for a budget `B = P` (or `floor(f·P / c)` for a
+//!   budget fraction f).
+//! - n ≥ 3: a single cycle may take up to `(n−1)·P`, but a sustained `k·c > P` builds a
+//!   backlog of `k·c − P` per cycle until a cycle misses; over a run of more than
+//!   `(n−2)·P / (k·c − P) + 1` cycles the largest count is again `floor(P / c)`.
+//!
+//! The inequality is strict (`end == deadline` is in time), so `k·c == P` is no xrun.
 
 use super::probe::{CycleRecord, MAX_THREADS, MAX_TRACKS};
 use crate::dsp::{ChainElement, PluginContext};

@@ -1,0 +1,215 @@
+//! `xrunlab run`: parse, call `engine::run`, print and write the result.
+
+use super::{output, Global};
+use crate::driver::signal::SignalKind;
+use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
+use crate::engine::run::{ComputeKind, DriverKind, RunConfig};
+use crate::engine::CostModel;
+use crate::error::{Error, Result};
+use crate::results::{Body, ResultDoc, Status};
+use crate::rt::Policy;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DriverArg {
+    Virtual,
+    Sim,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ComputeArg {
+    Measured,
+    Model,
+}
+
+/// Run the audio engine: per-cycle timing, DSP load and xruns with their causes.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  xrunlab run --buffer 64 --tracks 2 --chain 'burn(20%)' --duration 30s
+  xrunlab run --buffer 256 --chain 'burn(30%)' --duration 2s --trace cycles.csv -o run.json
+  xrunlab run --chain thru --buffer 64 --duration 10s --fail-on-xrun      # engine overhead, for CI
+  xrunlab run --driver sim --chain 'burn(40%):2' --sim-latency normal:30us,10us --duration 60s
+  xrunlab run --driver sim --chain gain:30 --cost gain=20us --buffer 48   # what-if from a cost model
+  xrunlab run --driver sim --chain 'burn(10%)' --inject late:100:2ms --inject preempt:200:3ms
+
+The sim driver is deterministic for a --seed. Its compute time comes from a cost model by
+default (burn(X%) costs X% of the period; other plugins cost what --cost declares, else 0);
+--sim-compute measured runs the DSP for real instead.
+A cycle is an xrun when it ends after t_ideal + (n-1)·P; its cause is the largest of the
+scheduler's wake-up delay (late-wakeup), the critical path's CPU time (overload) and the rest
+of its wall time (interference). Exit codes: 0 ok, 1 --fail-on-xrun and xruns happened,
+2 bad usage, 3 cannot measure, interrupted or stopped by the watchdog (partial result written).")]
+pub struct RunArgs {
+    /// What paces the cycles: a timer-paced software codec, or the deterministic simulator.
+    #[arg(long, value_enum, default_value = "virtual")]
+    pub driver: DriverArg,
+    /// Sample rate in Hz.
+    #[arg(long, default_value_t = 48000)]
+    pub rate: u32,
+    /// Frames per period.
+    #[arg(long, default_value_t = 64)]
+    pub buffer: u32,
+    /// Periods of buffering n (the deadline is n−1 periods after the interrupt).
+    #[arg(long, default_value_t = 2)]
+    pub periods: u32,
+    /// Tracks run in parallel, 1..64.
+    #[arg(long, default_value_t = 1)]
+    pub tracks: u32,
+    /// Plugin chain of every track: plugin[(params)][:count],... e.g. 'burn(20%):2,gain'.
+    #[arg(long, default_value = "thru")]
+    pub chain: String,
+    /// How long to run (device time), e.g. 30s, 10m.
+    #[arg(long, default_value = "10s", value_parser = crate::units::parse_duration_ns)]
+    pub duration: u64,
+    /// Write every cycle to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub trace: Option<PathBuf>,
+    /// CPUs for the engine threads (one thread per CPU, up to one per track), e.g. 0-1.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Scheduling policy of the engine threads [default: fifo:80, other for sim].
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<Policy>,
+    /// Exit 1 when any xrun (or skipped period) happened.
+    #[arg(long)]
+    pub fail_on_xrun: bool,
+    /// Seed for the input noise and the sim driver.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Input signal: silence, noise, sine or sine:FREQ.
+    #[arg(long, default_value = "sine:1000")]
+    pub input: SignalKind,
+    /// Stop when a cycle has not ended after this long [default: max(1s, 100 periods)].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration_ns)]
+    pub watchdog: Option<u64>,
+    /// Do not lock memory (mlockall) during the run.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// sim: wake-up latency model: const:D, normal:MEAN,SD, heavy:BASE,SCALE,ALPHA or
+    /// file:PATH (JSON list of ns, [ns,count] pairs, CSV, or cyclictest -h output).
+    #[arg(long, value_name = "MODEL", default_value = "const:0us")]
+    pub sim_latency: String,
+    /// sim: compute time from the cost model or from running the DSP.
+    #[arg(long, value_enum, default_value = "model")]
+    pub sim_compute: ComputeArg,
+    /// sim: declared cost of one plugin instance, NAME=DURATION (per cycle) or
+    /// NAME=DURATION/frame. Repeatable.
+    #[arg(long, value_name = "NAME=COST")]
+    pub cost: Vec<String>,
+    /// sim: engine overhead per cycle in the cost model.
+    #[arg(long, value_name = "DURATION", default_value = "0ns", value_parser = crate::units::parse_duration_ns)]
+    pub cost_overhead: u64,
+    /// sim: inject an event: late:CYCLE:DURATION, compute:CYCLE:DURATION or
+    /// preempt:CYCLE:DURATION. Repeatable.
+    #[arg(long, value_name = "EVENT")]
+    pub inject: Vec<SimEvent>,
+}
+
+impl RunArgs {
+    pub fn to_config(&self) -> Result<RunConfig> {
+        let driver = match self.driver {
+            DriverArg::Virtual => DriverKind::Virtual,
+            DriverArg::Sim => DriverKind::Sim,
+        };
+        let sim_flags = self.sim_latency != "const:0us"
+            || !self.cost.is_empty()
+            || self.cost_overhead != 0
+            || !self.inject.is_empty()
+            || matches!(self.sim_compute, ComputeArg::Measured);
+        if driver == DriverKind::Virtual && sim_flags {
+            return Err(Error::usage(
+                "--sim-latency, --sim-compute, --cost, --cost-overhead and --inject need --driver sim",
+            ));
+        }
+        let mut c = RunConfig::new(driver, &self.chain)?;
+        c.rate = self.rate;
+        c.buffer_frames = self.buffer;
+        c.periods = self.periods;
+        c.tracks = self.tracks;
+        c.duration_ns = self.duration;
+        c.cpus = match &self.cpus {
+            Some(s) => crate::rt::affinity::select_cpus(Some(s))?,
+            None => Vec::new(),
+        };
+        if let Some(p) = self.policy {
+            c.policy = p;
+        }
+        c.seed = self.seed;
+        c.input = self.input;
+        c.trace = self.trace.as_ref().map(|p| p.display().to_string());
+        c.watchdog_ns = self.watchdog;
+        c.mlock = driver == DriverKind::Virtual && !self.no_mlock;
+        if driver == DriverKind::Sim {
+            c.sim = SimConfig {
+                latency: LatencyModel::parse(&self.sim_latency)?,
+                events: self.inject.clone(),
+            };
+            c.compute = match self.sim_compute {
+                ComputeArg::Measured => ComputeKind::Measured,
+                ComputeArg::Model => ComputeKind::Model,
+            };
+            c.cost = CostModel {
+                costs: self
+                    .cost
+                    .iter()
+                    .map(|s| CostModel::parse_cost(s))
+                    .collect::<Result<_>>()?,
+                overhead_ns: self.cost_overhead,
+            };
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
+    let cfg = a.to_config()?;
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
+    let r = crate::engine::run(&cfg, progress.as_ref())?;
+    let human = crate::report::table::run_summary(&r);
+    let env = crate::system::Environment::capture();
+    let mut doc = ResultDoc::new(
+        Body::Run {
+            config: r.config.clone(),
+            results: r.results.clone(),
+        },
+        r.status,
+        started,
+        env,
+    );
+    doc.warnings.extend(r.warnings.iter().cloned());
+    output::emit(&doc, g, &human)?;
+    match r.status {
+        Status::Watchdog => {
+            let w = r.results.watchdog.as_ref();
+            eprintln!(
+                "xrunlab: error: watchdog: a cycle did not end within {}; engine threads demoted to SCHED_OTHER and the run stopped (partial result{})",
+                crate::units::format_ns(w.map(|w| w.bound_ns).unwrap_or(0)),
+                if g.output.is_some() { " written" } else { " above" }
+            );
+            // A thread stuck in a plugin cannot be joined; leaving the process ends it.
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().flush();
+            std::process::exit(crate::error::EXIT_CANNOT_MEASURE as i32);
+        }
+        Status::Interrupted | Status::ServerShutdown => {
+            eprintln!(
+                "xrunlab: run interrupted after {} cycles; partial result reported",
+                r.results.cycles
+            );
+            Ok(crate::error::EXIT_CANNOT_MEASURE)
+        }
+        Status::Complete => {
+            let glitches = r.results.xruns.total + r.results.skipped_periods;
+            Ok(if a.fail_on_xrun && glitches > 0 {
+                crate::error::EXIT_THRESHOLD
+            } else {
+                0
+            })
+        }
+    }
+}
