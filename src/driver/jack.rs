@@ -4,12 +4,15 @@
 //! Timeline. `t_ideal(k)` is the cycle start the server reports (`jack_get_cycle_times`:
 //! `current_usecs`), the deadline is the next cycle start it predicts (`next_usecs`), and
 //! `wake` is CLOCK_MONOTONIC read first thing in the callback, so wake-up latency, end time
-//! and DSP load mean what they mean on the `virtual` driver. Both servers take their
-//! microsecond clock from CLOCK_MONOTONIC on Linux (jackd2's default "system" clock source
-//! and pipewire-jack's `jack_get_time`); rather than trust that, the driver measures the
-//! offset between `jack_get_time()` and CLOCK_MONOTONIC around every `jack_cpu_load`
-//! sample and applies it, and the report says how large it was (normally < 1 µs + the µs
-//! truncation of JACK's clock).
+//! and DSP load mean what they mean on the `virtual` driver.
+//!
+//! JACK's microsecond clock is not always CLOCK_MONOTONIC: jackd2 1.9.21 (Debian 12) reads
+//! CLOCK_MONOTONIC_RAW (measured here: 239 ms apart after a day of NTP slewing, and drifting
+//! by the slew rate), while pipewire-jack's `jack_get_time` is CLOCK_MONOTONIC (offset
+//! within ±3 µs). So the driver measures the offset between `jack_get_time()` and
+//! CLOCK_MONOTONIC every 100 ms on its non-real-time thread and the process callback adds
+//! the latest value; offsets under 50 µs are read jitter and are not applied. The report
+//! carries the mean and the largest offset seen.
 //!
 //! Cycle index k comes from the server's frame counter (`current_frames`), so cycles the
 //! server ran without us (we were late and it skipped us) show up as skipped periods.
@@ -45,6 +48,11 @@ pub struct JackConfig {
     pub connect_out: Vec<String>,
     /// Apply a differing `--buffer` with jack_set_buffer_size instead of refusing.
     pub set_buffer: bool,
+    /// `--buffer` / `--rate` as the user gave them; None = take the server's.
+    #[serde(default)]
+    pub buffer_requested: Option<u32>,
+    #[serde(default)]
+    pub rate_requested: Option<u32>,
 }
 
 impl Default for JackConfig {
@@ -55,6 +63,8 @@ impl Default for JackConfig {
             connect_in: Vec::new(),
             connect_out: Vec::new(),
             set_buffer: false,
+            buffer_requested: None,
+            rate_requested: None,
         }
     }
 }
@@ -391,7 +401,10 @@ fn library_identity() -> (String, String) {
     // jack_get_version_string takes no arguments and returns a static NUL-terminated string
     // in both jackd2's and PipeWire's libjack.
     let version = unsafe {
-        let h = libc::dlopen(c"libjack.so.0".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        let h = libc::dlopen(
+            c"libjack.so.0".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
         let mut v = String::new();
         if !h.is_null() {
             let f = libc::dlsym(h, c"jack_get_version_string".as_ptr());
@@ -437,7 +450,7 @@ impl JackClient {
                 },
             )?;
         let (library_version, server) = library_identity();
-        let rate = client.sample_rate() as u32;
+        let rate = client.sample_rate();
         let mut frames = client.buffer_size();
         if let Some(r) = requested_rate {
             if r != rate {
@@ -528,17 +541,29 @@ impl JackClient {
         offsets.sample(&client, &sh);
         let reg = |e: jack::Error| Error::cannot_measure(format!("JACK port registration: {e}"));
         let ins = vec![
-            client.register_port("in_1", jack::AudioIn::default()).map_err(reg)?,
-            client.register_port("in_2", jack::AudioIn::default()).map_err(reg)?,
+            client
+                .register_port("in_1", jack::AudioIn::default())
+                .map_err(reg)?,
+            client
+                .register_port("in_2", jack::AudioIn::default())
+                .map_err(reg)?,
         ];
         let outs = vec![
-            client.register_port("out_1", jack::AudioOut::default()).map_err(reg)?,
-            client.register_port("out_2", jack::AudioOut::default()).map_err(reg)?,
+            client
+                .register_port("out_1", jack::AudioOut::default())
+                .map_err(reg)?,
+            client
+                .register_port("out_2", jack::AudioOut::default())
+                .map_err(reg)?,
         ];
         let in_names: Vec<String> = ins.iter().filter_map(|p| p.name().ok()).collect();
         let out_names: Vec<String> = outs.iter().filter_map(|p| p.name().ok()).collect();
         let client_name = client.name().to_string();
-        let source = if cfg.connect_in.is_empty() { source } else { None };
+        let source = if cfg.connect_in.is_empty() {
+            source
+        } else {
+            None
+        };
         let f = frames as usize;
         let process = Process {
             handler,

@@ -176,7 +176,8 @@ impl Drop for JackdServer {
         if let Ok(rd) = std::fs::read_dir("/dev/shm") {
             for e in rd.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
-                if n.contains(&format!("_{}_", self.name)) || n.ends_with(&format!("_{}", self.name))
+                if n.contains(&format!("_{}_", self.name))
+                    || n.ends_with(&format!("_{}", self.name))
                 {
                     let _ = std::fs::remove_file(e.path());
                 }
@@ -240,7 +241,8 @@ impl PipeWireServer {
                 return Err(format!("pipewire exited ({st}):\n{}", read_log(&s.log)));
             }
             if !forced {
-                forced = s.metadata("clock.force-rate", rate) && s.metadata("clock.force-quantum", frames);
+                forced = s.metadata("clock.force-rate", rate)
+                    && s.metadata("clock.force-quantum", frames);
             }
             if forced {
                 let out = s
