@@ -1,0 +1,152 @@
+//! DESIGN.md §5: nothing in the cycle path allocates. A counting global allocator counts
+//! every allocation in the process while cycles run — on the driver thread and on the
+//! workers — through the engine directly and through the virtual and sim driver loops.
+//! One test function only, so no other test allocates concurrently.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
+use xrunlab::driver::sim::{LatencyModel, SimConfig, SimDriver};
+use xrunlab::driver::virtual_dev::VirtualDriver;
+use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, DeviceParams, TimeBase};
+use xrunlab::engine::cost::CostModel;
+use xrunlab::engine::{Engine, EngineSpec};
+use xrunlab::rt::clock::monotonic_ns;
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn counted(what: &str, f: impl FnOnce()) {
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    f();
+    COUNTING.store(false, Ordering::SeqCst);
+    let n = ALLOCS.load(Ordering::SeqCst);
+    assert_eq!(n, 0, "{what}: {n} heap operations in the cycle path");
+}
+
+fn spec(cost: Option<CostModel>) -> EngineSpec {
+    EngineSpec {
+        threads: 2,
+        // A tiny ring that fills up: the drop path must not allocate either.
+        ring_capacity: 16,
+        cost,
+        ..EngineSpec::new(
+            48000,
+            64,
+            3,
+            xrunlab::dsp::parse_chain("burn(5%),gain(0.5),thru").unwrap(),
+        )
+    }
+}
+
+#[test]
+fn no_allocation_in_the_cycle_path() {
+    // The counter itself works.
+    COUNTING.store(true, Ordering::SeqCst);
+    std::hint::black_box(Box::new(1u64));
+    COUNTING.store(false, Ordering::SeqCst);
+    assert!(ALLOCS.swap(0, Ordering::SeqCst) > 0);
+
+    let (mut engine, _consumer) = Engine::new(&spec(None)).unwrap();
+    let (il, ir) = (vec![0.25f32; 64], vec![0.25f32; 64]);
+    let (mut ol, mut or) = (vec![0f32; 64], vec![0f32; 64]);
+    let mut cycle = |engine: &mut Engine, k: u64, time: TimeBase| {
+        let now = monotonic_ns();
+        let t = CycleTiming {
+            cycle: k,
+            t_ideal_ns: now,
+            release_ns: now,
+            wake_ns: now,
+            deadline_ns: now + 1_333_333,
+            prev_wake_ns: 0,
+            skipped_before: 0,
+            time,
+        };
+        let mut io = AudioIo {
+            in_l: &il,
+            in_r: &ir,
+            out_l: &mut ol,
+            out_r: &mut or,
+        };
+        engine.process_cycle(&mut io, &t)
+    };
+    for k in 0..20 {
+        cycle(&mut engine, k, TimeBase::Real);
+    }
+    counted("engine, real time", || {
+        for k in 20..520 {
+            let r = cycle(&mut engine, k, TimeBase::Real);
+            assert_eq!(r.tracks, 3);
+        }
+        for k in 520..620 {
+            cycle(
+                &mut engine,
+                k,
+                TimeBase::Simulated {
+                    extra_cpu_ns: 5,
+                    extra_interference_ns: 7,
+                },
+            );
+        }
+    });
+    assert!(
+        engine.monitor().dropped_records() > 0,
+        "the ring should have overflowed"
+    );
+
+    let params = DeviceParams {
+        rate: 48000,
+        frames: 64,
+        periods: 2,
+    };
+    let kind = SignalKind::Sine { freq_hz: 440.0 };
+    let mut src = Generator::new(kind, 48000, 1);
+    let mut sink = ContinuitySink::new(kind, 48000);
+    let stop = AtomicBool::new(false);
+    let mut vd = VirtualDriver::new(params, 150);
+    counted("virtual driver loop", || {
+        vd.run(&mut engine, &stop, &mut src, &mut sink);
+    });
+    drop(engine);
+
+    let cost = CostModel {
+        costs: vec![CostModel::parse_cost("gain=20us").unwrap()],
+        overhead_ns: 1000,
+    };
+    let (mut engine, _c) = Engine::new(&spec(Some(cost))).unwrap();
+    let cfg = SimConfig {
+        latency: LatencyModel::parse("heavy:10us,10us,1.5").unwrap(),
+        events: vec!["late:5:3ms".parse().unwrap()],
+    };
+    let mut sd = SimDriver::new(params, &cfg, 7, 5000);
+    counted("sim driver loop", || {
+        sd.run(&mut engine, &stop, &mut src, &mut sink);
+    });
+}

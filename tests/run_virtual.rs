@@ -1,0 +1,230 @@
+//! Real runs on the virtual driver and the CLI's exit paths. Timing bounds are generous:
+//! the machines this runs on are noisy VMs (DESIGN.md §4).
+
+mod common;
+use common::{is_root, xrunlab};
+use std::time::{Duration, Instant};
+use xrunlab::engine::run::DriverKind;
+use xrunlab::engine::{run, RunConfig};
+use xrunlab::progress::Silent;
+use xrunlab::results::Status;
+use xrunlab::rt::Policy;
+
+/// FIFO only where it is permitted (root in CI); elsewhere the same run at SCHED_OTHER.
+fn policy() -> Policy {
+    if is_root() {
+        Policy::fifo(80)
+    } else {
+        Policy::Other { nice: 0 }
+    }
+}
+
+fn policy_args() -> Vec<&'static str> {
+    if is_root() {
+        vec!["--policy", "fifo:80"]
+    } else {
+        vec!["--policy", "other", "--no-mlock"]
+    }
+}
+
+#[test]
+fn a_short_real_run_reports_a_plausible_dsp_load() {
+    let mut c = RunConfig::new(DriverKind::Virtual, "burn(30%)").unwrap();
+    c.buffer_frames = 256;
+    c.duration_ns = 2_000_000_000;
+    c.policy = policy();
+    c.mlock = is_root();
+    let r = run(&c, &Silent).unwrap();
+    assert_eq!(r.status, Status::Complete);
+    let x = &r.results;
+    assert_eq!(x.periods_elapsed, 375);
+    assert_eq!(x.cycles + x.skipped_periods, 375);
+    assert!(
+        (10.0..90.0).contains(&x.dsp_load_pct.mean),
+        "DSP load {:?}",
+        x.dsp_load_pct
+    );
+    assert!(x.cpu_load_pct.mean > 5.0 && x.cpu_load_pct.mean <= x.dsp_load_pct.mean + 1.0);
+    assert!(x.wake_latency_ns.count > 300);
+    // The driver period averages P whatever the jitter.
+    let mean = x.driver_period_ns.mean;
+    assert!(
+        (mean - 5_333_333.0).abs() < 500_000.0,
+        "driver period {mean}"
+    );
+    assert!(x.sink.peak > 0.3, "the sine must reach the output");
+}
+
+#[test]
+fn two_tracks_run_on_two_threads_when_there_are_two_cpus() {
+    let cpus = xrunlab::rt::affinity::allowed_cpus().unwrap();
+    let mut c = RunConfig::new(DriverKind::Virtual, "burn(10%),gain(0.5)").unwrap();
+    c.buffer_frames = 128;
+    c.tracks = 2;
+    c.duration_ns = 1_000_000_000;
+    c.policy = policy();
+    c.mlock = false;
+    let x = run(&c, &Silent).unwrap().results;
+    assert_eq!(x.threads.len(), cpus.len().min(2));
+    assert_eq!(x.track_end_max_ns.len(), 2);
+    assert!(x.track_end_max_ns.iter().all(|&e| e > 0));
+    // Two tracks of 10 % each: CPU load about 20 %, generous.
+    assert!(
+        (8.0..60.0).contains(&x.cpu_load_pct.mean),
+        "{:?}",
+        x.cpu_load_pct
+    );
+    // Two tracks at gain 0.5 summed: the sine's 0.5 peak comes out at about 0.5.
+    assert!((0.4..0.6).contains(&x.sink.peak), "peak {}", x.sink.peak);
+}
+
+#[test]
+fn hang_plugin_trips_the_watchdog_which_demotes_and_writes_a_partial_result() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run.json");
+    let t = Instant::now();
+    let o = xrunlab()
+        .args([
+            "run",
+            "--chain",
+            "hang",
+            "--tracks",
+            "2",
+            "--watchdog",
+            "500ms",
+        ])
+        .args(["--duration", "30s", "--quiet", "-o"])
+        .arg(&out)
+        .args(policy_args())
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        took < Duration::from_millis(500 + 2000),
+        "took {took:?} for a 500 ms watchdog bound"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("watchdog"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["kind"], "run");
+    assert_eq!(v["status"], "watchdog");
+    let w = &v["results"]["watchdog"];
+    assert_eq!(w["bound_ns"], 500_000_000);
+    let demoted = w["demoted"].as_array().unwrap();
+    let cpus = xrunlab::rt::affinity::allowed_cpus().unwrap();
+    assert_eq!(demoted.len(), cpus.len().min(2));
+    for t in demoted {
+        assert_eq!(t["policy_after"], "other", "{t}");
+        assert!(t["error"].is_null(), "{t}");
+    }
+}
+
+#[test]
+fn sigint_stops_the_run_with_a_partial_interrupted_result() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run.json");
+    let bin = assert_cmd::cargo::cargo_bin("xrunlab");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "run",
+            "--chain",
+            "burn(10%)",
+            "--duration",
+            "60s",
+            "--quiet",
+            "-o",
+        ])
+        .arg(&out)
+        .args(policy_args())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["status"], "interrupted");
+    let cycles = v["results"]["cycles"].as_u64().unwrap();
+    assert!(cycles > 100 && cycles < 45_000, "cycles {cycles}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        vec!["run", "--periods", "1"],
+        vec!["run", "--tracks", "65"],
+        vec!["run", "--chain", "nope"],
+        vec!["run", "--chain", "burn"],
+        vec!["run", "--cost", "burn=1us"],
+        vec!["run", "--driver", "sim", "--inject", "late:x:1ms"],
+        vec![
+            "run",
+            "--driver",
+            "sim",
+            "--sim-latency",
+            "file:/nonexistent",
+        ],
+        vec!["run", "--duration", "10"],
+    ] {
+        let o = xrunlab().args(&args).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn sim_run_json_and_fail_on_xrun() {
+    let o = xrunlab()
+        .args([
+            "run",
+            "--driver",
+            "sim",
+            "--buffer",
+            "48",
+            "--chain",
+            "burn(50%)",
+        ])
+        .args([
+            "--duration",
+            "1s",
+            "--inject",
+            "compute:10:1ms",
+            "--json",
+            "--fail-on-xrun",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kind"], "run");
+    assert_eq!(v["status"], "complete");
+    assert_eq!(v["results"]["xruns"]["overload"], 1);
+    assert_eq!(v["config"]["driver"], "sim");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("xruns 1"));
+}
