@@ -247,6 +247,14 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
             Ok(crate::error::EXIT_CANNOT_MEASURE)
         }
         Status::Interrupted => {
+            if let Some(c) = r
+                .results
+                .jack
+                .as_ref()
+                .and_then(|j| j.param_change.as_ref())
+            {
+                eprintln!("xrunlab: the JACK server changed its configuration: {c}");
+            }
             eprintln!(
                 "xrunlab: run interrupted after {} cycles; partial result reported",
                 r.results.cycles

@@ -128,8 +128,11 @@ pub struct JackReport {
     pub jack_cpu_load_pct: JackLoad,
     /// Buffer size or sample rate changed during the run (the run stopped there).
     pub param_change: Option<String>,
-    /// The server shut down during the run.
+    /// The server shut down during the run (callback, or it stopped running our cycles).
     pub server_shutdown: bool,
+    /// The server stopped scheduling us without a shutdown callback (pipewire-jack does
+    /// that when the daemon dies): no cycle for max(2 s, 200 periods).
+    pub server_stalled: bool,
     pub connections: Vec<String>,
 }
 
@@ -184,7 +187,12 @@ struct Shared {
     xrun_times: Box<[AtomicU64]>,
     clock_offset_ns: AtomicI64,
     process_tid: AtomicI32,
+    /// Mirrors of the process thread's counters: if the server dies, the handler goes down
+    /// with the client and these are what is left.
     cycles_done: AtomicU64,
+    xruns: AtomicU64,
+    skipped: AtomicU64,
+    periods_elapsed: AtomicU64,
 }
 
 struct Notifications {
@@ -371,7 +379,16 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
         };
         self.hist_pos = (self.hist_pos + 1) % HISTORY;
         self.note_server_xruns();
-        self.sh.cycles_done.fetch_add(1, Ordering::Relaxed);
+        self.sh
+            .cycles_done
+            .store(self.stats.cycles, Ordering::Relaxed);
+        self.sh.xruns.store(self.stats.xruns, Ordering::Relaxed);
+        self.sh
+            .skipped
+            .store(self.stats.skipped_periods, Ordering::Relaxed);
+        self.sh
+            .periods_elapsed
+            .store(self.stats.periods_elapsed, Ordering::Relaxed);
         jack::Control::Continue
     }
 
@@ -536,6 +553,9 @@ impl JackClient {
             clock_offset_ns: AtomicI64::new(0),
             process_tid: AtomicI32::new(0),
             cycles_done: AtomicU64::new(0),
+            xruns: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            periods_elapsed: AtomicU64::new(0),
         });
         let mut offsets = OffsetStats::default();
         offsets.sample(&client, &sh);
@@ -617,6 +637,16 @@ impl JackClient {
         let mut load_sum = 0.0;
         let mut told_tid = false;
         let mut last_sample = std::time::Instant::now();
+        // pipewire-jack does not call the shutdown callback when the daemon dies; the only
+        // sign is that cycles stop. A server that runs no cycle of ours for this long is
+        // gone as far as the measurement is concerned. The first cycle gets longer: PipeWire
+        // negotiates the graph before it schedules a new client.
+        let period_ns = frames as u64 * 1_000_000_000 / rate as u64;
+        let stall = Duration::from_nanos((200 * period_ns).max(2_000_000_000));
+        let first_stall = Duration::from_secs(10);
+        let mut last_cycles = 0;
+        let mut last_progress = std::time::Instant::now();
+        let mut stalled = false;
         let reason = loop {
             std::thread::sleep(Duration::from_millis(10));
             if !told_tid {
@@ -639,6 +669,14 @@ impl JackClient {
             if stop.load(Ordering::Relaxed) || crate::rt::interrupt::requested() {
                 break StopReason::Stopped;
             }
+            let c = sh.cycles_done.load(Ordering::Relaxed);
+            if c != last_cycles {
+                last_cycles = c;
+                last_progress = std::time::Instant::now();
+            } else if last_progress.elapsed() > if c == 0 { first_stall } else { stall } {
+                stalled = true;
+                break StopReason::Stopped;
+            }
             if last_sample.elapsed() >= Duration::from_millis(100) {
                 last_sample = std::time::Instant::now();
                 let l = active.as_client().cpu_load() as f64;
@@ -657,16 +695,28 @@ impl JackClient {
         // Stop the process callback from touching the engine before deactivating, so the
         // last cycles are not half-measured while the server tears us down.
         sh.done.store(true, Ordering::SeqCst);
-        let process = if shutdown {
-            // The server is gone: deactivating would talk to a dead socket. Dropping the
-            // client closes it locally and drops the handler (and the engine) with it.
-            drop(active);
-            None
-        } else {
-            match active.deactivate() {
-                Ok((_c, _n, p)) => Some(p),
-                Err(_) => None,
+        let shutdown = shutdown || stalled;
+        // Tearing down a client whose server died can block in libjack; do it on a helper
+        // thread and give up on it (and on the handler it holds) after a bound.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let teardown = std::thread::Builder::new()
+            .name("xr-jack-close".into())
+            .spawn(move || {
+                let p = if shutdown {
+                    drop(active);
+                    None
+                } else {
+                    active.deactivate().ok().map(|(_c, _n, p)| p)
+                };
+                let _ = tx.send(p);
+            })
+            .map_err(|e| Error::io("spawn the JACK teardown thread", e))?;
+        let process = match rx.recv_timeout(Duration::from_secs(3)) {
+            Ok(p) => {
+                let _ = teardown.join();
+                p
             }
+            Err(_) => None,
         };
         let param_change = match (new_frames, new_rate) {
             (0, 0) => None,
@@ -677,6 +727,7 @@ impl JackClient {
             )),
         };
         let mut report = JackReport {
+            server_stalled: stalled,
             server,
             library_version,
             client_name,
@@ -712,8 +763,10 @@ impl JackClient {
             // the rest.
             None => DriverStats {
                 cycles: sh.cycles_done.load(Ordering::SeqCst),
+                xruns: sh.xruns.load(Ordering::SeqCst),
+                skipped_periods: sh.skipped.load(Ordering::SeqCst),
+                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
                 sink: SinkStats::default(),
-                ..DriverStats::default()
             },
         };
         Ok((reason, stats, report))
