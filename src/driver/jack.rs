@@ -558,7 +558,7 @@ impl JackClient {
             periods_elapsed: AtomicU64::new(0),
         });
         let mut offsets = OffsetStats::default();
-        offsets.sample(&client, &sh);
+        offsets.sample(&client, &sh, 1000);
         let reg = |e: jack::Error| Error::cannot_measure(format!("JACK port registration: {e}"));
         let ins = vec![
             client
@@ -683,7 +683,7 @@ impl JackClient {
                 load.samples += 1;
                 load_sum += l;
                 load.max = load.max.max(l);
-                offsets.sample(active.as_client(), &sh);
+                offsets.sample(active.as_client(), &sh, 20);
             }
         };
         if load.samples > 0 {
@@ -781,13 +781,29 @@ struct OffsetStats {
 }
 
 impl OffsetStats {
-    /// Bracket jack_get_time() between two CLOCK_MONOTONIC reads; the midpoint minus JACK's
-    /// µs (plus half a µs for its truncation) is the offset to add to JACK times.
-    fn sample(&mut self, client: &jack::Client, sh: &Shared) {
-        let a = monotonic_ns();
-        let j = client.time();
-        let b = monotonic_ns();
-        let off = ((a + b) / 2) as i64 - (j as i64 * 1000 + 500);
+    /// Bracket jack_get_time() between two CLOCK_MONOTONIC reads and keep the narrowest of
+    /// `tries` brackets: this thread is not real-time, and a bracket it was preempted in
+    /// would put milliseconds of error into every t_ideal. The midpoint minus JACK's µs
+    /// (plus half a µs for its truncation) is the offset to add to JACK times. A sample
+    /// whose best bracket is still wider than 20 µs is dropped.
+    fn sample(&mut self, client: &jack::Client, sh: &Shared, tries: usize) {
+        let mut best: Option<(u64, i64)> = None;
+        for _ in 0..tries {
+            let a = monotonic_ns();
+            let j = client.time();
+            let b = monotonic_ns();
+            let width = b - a;
+            if best.is_none_or(|(w, _)| width < w) {
+                best = Some((width, ((a + b) / 2) as i64 - (j as i64 * 1000 + 500)));
+            }
+            if width < 2_000 {
+                break;
+            }
+        }
+        let Some((width, off)) = best else { return };
+        if width > 20_000 {
+            return;
+        }
         // Below 50 µs the clocks are the same and the difference is read jitter: keep 0 so
         // t_ideal is exactly the server's timestamp.
         let applied = if off.abs() < 50_000 { 0 } else { off };
