@@ -56,6 +56,10 @@ impl VirtualDriver {
                 sleep_until_ns(n.t_ideal_ns);
             }
             let wake = monotonic_ns();
+            if wake < n.t_ideal_ns {
+                // A signal cut the sleep short: re-check the stop request, never run early.
+                continue;
+            }
             let timing = CycleTiming {
                 cycle: n.cycle,
                 t_ideal_ns: n.t_ideal_ns,

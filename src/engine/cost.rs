@@ -165,9 +165,9 @@ impl TrackCosts {
             }
         }
         let mut total = 0;
-        for j in 0..threads {
-            rec.thread_cpu_ns[j] = busy[j].min(u32::MAX as u64) as u32;
-            total += busy[j];
+        for (slot, &b) in rec.thread_cpu_ns.iter_mut().zip(&busy[..threads]) {
+            *slot = b.min(u32::MAX as u64) as u32;
+            total += b;
         }
         rec.cpu_ns = total;
         rec.crit_cpu_ns = busy[crit];

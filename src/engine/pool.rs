@@ -70,7 +70,7 @@ impl Event {
                 return v;
             }
             i = i.wrapping_add(1);
-            if i % 64 == 0 && crate::rt::clock::monotonic_ns() - start >= spin_ns {
+            if i.is_multiple_of(64) && crate::rt::clock::monotonic_ns() - start >= spin_ns {
                 break;
             }
             std::hint::spin_loop();

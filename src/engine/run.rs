@@ -288,8 +288,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     let threads = cpus
         .len()
         .min(cfg.tracks as usize)
-        .min(super::probe::MAX_THREADS)
-        .max(1);
+        .clamp(1, super::probe::MAX_THREADS);
     let model = cfg.driver == DriverKind::Sim && cfg.compute == ComputeKind::Model;
     if model {
         let un = cfg.cost.unmodelled(&cfg.chain_elements);
