@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::sim::{LatencyModel, SimConfig, SimDriver};
 use xrunlab::driver::virtual_dev::VirtualDriver;
-use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, DeviceParams, TimeBase};
+use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, DeviceParams, Driver, TimeBase};
 use xrunlab::engine::cost::CostModel;
 use xrunlab::engine::{Engine, EngineSpec};
 use xrunlab::rt::clock::monotonic_ns;

@@ -77,6 +77,23 @@ pub trait CycleHandler {
     fn process_cycle(&mut self, io: &mut AudioIo<'_>, timing: &CycleTiming) -> CycleRecord;
 }
 
+/// What every driver offers: run cycles into a handler until the run's device periods
+/// are done or `stop` (or SIGINT/SIGTERM) asks to stop. Audio comes from `source` and goes
+/// to `sink`, so a loopback or a real device's buffers slot in without touching the loop.
+///
+/// A callback-driven driver (JACK) implements `run` by activating its client, calling
+/// `process_cycle` from the process callback, and deactivating before it returns, so the
+/// handler borrow never outlives the call.
+pub trait Driver: Send {
+    fn run(
+        &mut self,
+        handler: &mut dyn CycleHandler,
+        stop: &std::sync::atomic::AtomicBool,
+        source: &mut dyn signal::InputSource,
+        sink: &mut dyn signal::OutputSink,
+    ) -> (StopReason, DriverStats);
+}
+
 /// Why a driver loop stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {

@@ -302,7 +302,7 @@ impl SimDriver {
         &self.clock
     }
 
-    pub fn run(
+    fn run_loop(
         &mut self,
         h: &mut dyn CycleHandler,
         stop: &AtomicBool,
@@ -369,6 +369,18 @@ impl SimDriver {
                 sink: sink.stats(),
             },
         )
+    }
+}
+
+impl super::Driver for SimDriver {
+    fn run(
+        &mut self,
+        handler: &mut dyn CycleHandler,
+        stop: &AtomicBool,
+        source: &mut dyn InputSource,
+        sink: &mut dyn OutputSink,
+    ) -> (StopReason, DriverStats) {
+        self.run_loop(handler, stop, source, sink)
     }
 }
 

@@ -35,7 +35,7 @@ impl VirtualDriver {
 
     /// Run on the calling thread (which should be the engine's RT thread 0) until the
     /// device periods are done or `stop` / a signal asks to stop.
-    pub fn run(
+    fn run_loop(
         &mut self,
         h: &mut dyn CycleHandler,
         stop: &AtomicBool,
@@ -91,5 +91,17 @@ impl VirtualDriver {
                 sink: sink.stats(),
             },
         )
+    }
+}
+
+impl super::Driver for VirtualDriver {
+    fn run(
+        &mut self,
+        handler: &mut dyn CycleHandler,
+        stop: &AtomicBool,
+        source: &mut dyn InputSource,
+        sink: &mut dyn OutputSink,
+    ) -> (StopReason, DriverStats) {
+        self.run_loop(handler, stop, source, sink)
     }
 }

@@ -8,7 +8,7 @@ use crate::driver::jack::{JackClient, JackConfig, JackReport};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
 use crate::driver::sim::{SimConfig, SimDriver};
 use crate::driver::virtual_dev::VirtualDriver;
-use crate::driver::{DeviceParams, DriverStats, StopReason};
+use crate::driver::{DeviceParams, Driver, DriverStats, StopReason};
 use crate::dsp::ChainElement;
 use crate::error::{Error, Result};
 use crate::measure::stats::Summary;
