@@ -6,6 +6,13 @@
 //! `wake` is CLOCK_MONOTONIC read first thing in the callback, so wake-up latency, end time
 //! and DSP load mean what they mean on the `virtual` driver.
 //!
+//! What "cycle start" means differs between servers. jackd2's `current_usecs` is the
+//! prediction of its delay-locked loop (filter coefficient 0.01) for this cycle's wake-up,
+//! i.e. a smoothed ideal period interrupt — close to DESIGN.md's `t_ideal` — while the
+//! driver's actual wake is hidden; PipeWire's is its driver timer's time. A client can
+//! therefore wake *before* jackd2's cycle start when the server's own timer is late; such
+//! cycles are counted (`wakes_before_cycle_start`) rather than hidden by the clamp to 0.
+//!
 //! JACK's microsecond clock is not always CLOCK_MONOTONIC: jackd2 1.9.21 (Debian 12) reads
 //! CLOCK_MONOTONIC_RAW (measured here: 239 ms apart after a day of NTP slewing, and drifting
 //! by the slew rate), while pipewire-jack's `jack_get_time` is CLOCK_MONOTONIC (offset
@@ -117,6 +124,15 @@ pub struct JackReport {
     pub clock_offset_max_abs_ns: i64,
     /// Mean of JACK's period estimate (`period_usecs`), ns.
     pub server_period_ns: f64,
+    /// Cycles we woke before the cycle start JACK reported (wake-up latency clamps to 0).
+    /// jackd2 reports its delay-locked loop's *estimate* of the cycle start, not the
+    /// driver's actual wake-up; when the server's own timer is noisy (the dummy driver on
+    /// a loaded VM) the estimate can run ahead of the real wake by hundreds of µs.
+    /// PipeWire reports its driver's timer time, so this stays 0 there.
+    pub wakes_before_cycle_start: u64,
+    pub max_wake_before_cycle_start_ns: u64,
+    /// Cycles where jack_get_cycle_times failed; their t_ideal is our wake.
+    pub cycle_time_errors: u64,
     /// xrun callbacks from the server during the run.
     pub server_xruns: u64,
     /// Server xruns attributed to one of our late cycles.
@@ -247,6 +263,8 @@ struct Process<H: CycleHandler> {
     xrun_slots: Vec<XrunSlot>,
     period_usecs_sum: f64,
     cycle_time_errors: u64,
+    early_wakes: u64,
+    max_early_ns: u64,
 }
 
 impl<H: CycleHandler> Process<H> {
@@ -310,6 +328,10 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
                 (ps.last_frame_time(), wake, wake + period_ns)
             }
         };
+        if wake < t_ideal {
+            self.early_wakes += 1;
+            self.max_early_ns = self.max_early_ns.max(t_ideal - wake);
+        }
         let first = *self.first_frame.get_or_insert(frame);
         if self.stats.cycles == 0 {
             self.first_t_ideal = t_ideal;
@@ -608,6 +630,8 @@ impl JackClient {
             xrun_slots: Vec::with_capacity(MAX_XRUN_EVENTS),
             period_usecs_sum: 0.0,
             cycle_time_errors: 0,
+            early_wakes: 0,
+            max_early_ns: 0,
             rate,
         };
         let notes = Notifications {
@@ -753,6 +777,9 @@ impl JackClient {
                 } else {
                     0.0
                 };
+                report.wakes_before_cycle_start = p.early_wakes;
+                report.max_wake_before_cycle_start_ns = p.max_early_ns;
+                report.cycle_time_errors = p.cycle_time_errors;
                 match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
                 report.xruns_not_reported_by_server =
                     stats.xruns.saturating_sub(report.server_xruns_matched);
