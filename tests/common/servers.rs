@@ -83,6 +83,7 @@ pub struct JackdServer {
     pub name: String,
     pub rate: u32,
     pub frames: u32,
+    killed: bool,
     child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -113,6 +114,7 @@ impl JackdServer {
             name,
             rate,
             frames,
+            killed: false,
             child,
             log,
             _dir: dir,
@@ -163,15 +165,63 @@ impl AudioServer for JackdServer {
     fn kill_now(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.killed = true;
     }
     fn log(&self) -> String {
         read_log(&self.log)
     }
 }
 
+impl JackdServer {
+    /// A killed jackd2 keeps its slot in the machine-wide server registry
+    /// (/dev/shm/jack-shm-registry, 8 slots): a dead server's slot is only reclaimed by a
+    /// new server of the same name. Eight crash tests with unique names would lock every
+    /// jackd on the machine out ("Too many servers already active"), so start the name once
+    /// more and let it exit cleanly, which frees the slot and its semaphores.
+    fn reap(&self) {
+        let Some(jackd) = super::which("jackd") else {
+            return;
+        };
+        let Ok(mut c) = Command::new(jackd)
+            .env("JACK_NO_AUDIO_RESERVATION", "1")
+            .args([
+                "-n",
+                &self.name,
+                "-d",
+                "dummy",
+                "-r",
+                &self.rate.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        else {
+            return;
+        };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            let up = super::which("jack_wait").is_some_and(|w| {
+                Command::new(w)
+                    .args(["-c", "-s", &self.name])
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "running")
+            });
+            if up || matches!(c.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop_child(&mut c, Duration::from_secs(3));
+    }
+}
+
 impl Drop for JackdServer {
     fn drop(&mut self) {
         stop_child(&mut self.child, Duration::from_secs(3));
+        if self.killed {
+            self.reap();
+        }
         // A killed jackd leaves its named sockets and semaphores in /dev/shm.
         if let Ok(rd) = std::fs::read_dir("/dev/shm") {
             for e in rd.flatten() {
