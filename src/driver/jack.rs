@@ -10,8 +10,10 @@
 //! prediction of its delay-locked loop (filter coefficient 0.01) for this cycle's wake-up,
 //! i.e. a smoothed ideal period interrupt — close to DESIGN.md's `t_ideal` — while the
 //! driver's actual wake is hidden; PipeWire's is its driver timer's time. A client can
-//! therefore wake *before* jackd2's cycle start when the server's own timer is late; such
-//! cycles are counted (`wakes_before_cycle_start`) rather than hidden by the clamp to 0.
+//! therefore wake *before* jackd2's cycle start when the server's own timer is late. So the
+//! callback also reads `jack_frames_since_cycle_start` (the real start, to one frame) and
+//! uses JACK's µs timestamp only when it lies inside that bracket; otherwise t_ideal is the
+//! bracket's middle and the deadline t_ideal + P (counted in `cycle_start_from_frames`).
 //!
 //! JACK's microsecond clock is not always CLOCK_MONOTONIC: jackd2 1.9.21 (Debian 12) reads
 //! CLOCK_MONOTONIC_RAW (measured here: 239 ms apart after a day of NTP slewing, and drifting
@@ -105,6 +107,9 @@ const CHANNELS: usize = 2;
 const HISTORY: usize = 8;
 /// Server xruns kept with their cycle history; more are counted but not matched.
 const MAX_XRUN_EVENTS: usize = 1024;
+/// How far JACK's reported cycle start may lie outside the frame-resolution bracket of the
+/// real one before it is not trusted: scheduling between the two clock reads plus rounding.
+const DLL_SLACK_NS: u64 = 50_000;
 
 /// A run of the engine inside a JACK graph: what the result's `jack` section holds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -131,8 +136,15 @@ pub struct JackReport {
     /// PipeWire reports its driver's timer time, so this stays 0 there.
     pub wakes_before_cycle_start: u64,
     pub max_wake_before_cycle_start_ns: u64,
-    /// Cycles where jack_get_cycle_times failed; their t_ideal is our wake.
+    /// Cycles where jack_get_cycle_times failed; their t_ideal comes from
+    /// frames_since_cycle_start.
     pub cycle_time_errors: u64,
+    /// Cycles whose reported cycle start (`current_usecs`) lay outside the bracket that
+    /// `jack_frames_since_cycle_start` gives for the real one (± 50 µs): jackd2's DLL was
+    /// not locked, and t_ideal/deadline came from the bracket (± half a frame) instead.
+    pub cycle_start_from_frames: u64,
+    /// The largest such disagreement, ns.
+    pub cycle_start_dll_error_max_ns: u64,
     /// xrun callbacks from the server during the run.
     pub server_xruns: u64,
     /// Server xruns attributed to one of our late cycles.
@@ -265,6 +277,8 @@ struct Process<H: CycleHandler> {
     cycle_time_errors: u64,
     early_wakes: u64,
     max_early_ns: u64,
+    dll_unlocked: u64,
+    dll_error_max_ns: u64,
 }
 
 impl<H: CycleHandler> Process<H> {
@@ -308,24 +322,42 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
             }
             return jack::Control::Continue;
         }
+        // Frame-resolution bracket of the server's actual cycle start, read right after wake.
+        let since = ps.frames_since_cycle_start() as u64;
         let off = self.sh.clock_offset_ns.load(Ordering::Relaxed);
         let to_mono = |usecs: u64| (usecs as i64 * 1000 + off).max(0) as u64;
+        let frame_ns = 1_000_000_000 / self.rate as u64;
         let period_ns = self.frames as u64 * 1_000_000_000 / self.rate as u64;
+        let latest = wake.saturating_sub(since * frame_ns);
+        let earliest = latest.saturating_sub(frame_ns);
         let (frame, t_ideal, deadline) = match ps.cycle_times() {
             Ok(ct) => {
                 self.period_usecs_sum += ct.period_usecs as f64;
                 let t = to_mono(ct.current_usecs);
                 let next = to_mono(ct.next_usecs);
-                (
-                    ct.current_frames,
-                    t,
-                    if next > t { next } else { t + period_ns },
-                )
+                if t + DLL_SLACK_NS >= earliest && t <= latest + DLL_SLACK_NS {
+                    (
+                        ct.current_frames,
+                        t,
+                        if next > t { next } else { t + period_ns },
+                    )
+                } else {
+                    // jackd2's cycle start is its DLL's prediction, and a dummy driver on
+                    // a busy VM leaves the DLL unlocked by milliseconds (seen: 3 ms ahead of
+                    // the real start and drifting 30 µs per cycle). Then the start measured
+                    // through frames_since_cycle_start is the truth, to ± half a frame.
+                    self.dll_unlocked += 1;
+                    self.dll_error_max_ns = self
+                        .dll_error_max_ns
+                        .max(t.abs_diff((earliest + latest) / 2));
+                    let est = (earliest + latest) / 2;
+                    (ct.current_frames, est, est + period_ns)
+                }
             }
             Err(_) => {
-                // Without cycle times the best estimate of the cycle start is our wake.
                 self.cycle_time_errors += 1;
-                (ps.last_frame_time(), wake, wake + period_ns)
+                let est = (earliest + latest) / 2;
+                (ps.last_frame_time(), est, est + period_ns)
             }
         };
         if wake < t_ideal {
@@ -632,6 +664,8 @@ impl JackClient {
             cycle_time_errors: 0,
             early_wakes: 0,
             max_early_ns: 0,
+            dll_unlocked: 0,
+            dll_error_max_ns: 0,
             rate,
         };
         let notes = Notifications {
@@ -780,6 +814,8 @@ impl JackClient {
                 report.wakes_before_cycle_start = p.early_wakes;
                 report.max_wake_before_cycle_start_ns = p.max_early_ns;
                 report.cycle_time_errors = p.cycle_time_errors;
+                report.cycle_start_from_frames = p.dll_unlocked;
+                report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
                 match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
                 report.xruns_not_reported_by_server =
                     stats.xruns.saturating_sub(report.server_xruns_matched);
