@@ -360,3 +360,44 @@ fn buffer_size_is_the_servers_unless_set_and_a_change_stops_the_run() {
         "buffer size changed from 128 to 512 frames"
     );
 }
+
+/// A plugin that never returns inside JACK's process callback: the watchdog demotes the
+/// server's process thread and the run ends with exit 3 and a partial result — the client
+/// is abandoned, not closed, because libjack would cancel the stuck thread and abort us.
+#[test]
+fn hang_in_the_process_callback_is_stopped_by_the_watchdog() {
+    let _g = serial();
+    let Some(s) = start_jackd() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let t = Instant::now();
+    let o = s
+        .command(&bin())
+        .args([
+            "run",
+            "--driver",
+            "jack",
+            "--chain",
+            "hang",
+            "--duration",
+            "20s",
+        ])
+        .args(["--watchdog", "1s", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let d = read_json(&out);
+    // jackd2 may evict the stuck client before the watchdog fires; either way the run
+    // ends with a partial result that says so.
+    assert!(
+        d["status"] == "watchdog" || d["status"] == "server-shutdown",
+        "{}",
+        d["status"]
+    );
+    if d["status"] == "watchdog" {
+        let demoted = &d["results"]["watchdog"]["demoted"][0];
+        assert_eq!(demoted["policy_after"], "other", "{demoted}");
+    }
+}

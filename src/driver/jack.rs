@@ -215,6 +215,9 @@ struct Shared {
     xrun_times: Box<[AtomicU64]>,
     clock_offset_ns: AtomicI64,
     process_tid: AtomicI32,
+    /// Wake time of the cycle in progress, 0 between cycles: a cycle stuck in a plugin
+    /// must not be torn down (see the teardown in `run`).
+    in_cycle_ns: AtomicU64,
     /// Mirrors of the process thread's counters: if the server dies, the handler goes down
     /// with the client and these are what is left.
     cycles_done: AtomicU64,
@@ -390,6 +393,7 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
         };
         let f = self.frames as usize;
         let frame_pos = k * self.frames as u64;
+        self.sh.in_cycle_ns.store(wake, Ordering::Relaxed);
         let rec = {
             let (o1, o2) = self.outs.split_at_mut(1);
             let out_l = o1[0].as_mut_slice(ps);
@@ -415,6 +419,7 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
             self.sink.consume(frame_pos, io.out_l, io.out_r, !rec.xrun);
             rec
         };
+        self.sh.in_cycle_ns.store(0, Ordering::Relaxed);
         self.stats.cycles += 1;
         self.stats.skipped_periods += skipped as u64;
         self.stats.xruns += rec.xrun as u64;
@@ -606,6 +611,7 @@ impl JackClient {
             xrun_times: (0..MAX_XRUN_EVENTS).map(|_| AtomicU64::new(0)).collect(),
             clock_offset_ns: AtomicI64::new(0),
             process_tid: AtomicI32::new(0),
+            in_cycle_ns: AtomicU64::new(0),
             cycles_done: AtomicU64::new(0),
             xruns: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
@@ -754,6 +760,36 @@ impl JackClient {
         // last cycles are not half-measured while the server tears us down.
         sh.done.store(true, Ordering::SeqCst);
         let shutdown = shutdown || stalled;
+        let entered = sh.in_cycle_ns.load(Ordering::SeqCst);
+        if entered != 0 && monotonic_ns().saturating_sub(entered) > 100_000_000 {
+            // A cycle is stuck in the handler (the watchdog's case). libjack would
+            // pthread_cancel the process thread on deactivate/close, and the forced unwind
+            // through the crate's catch_unwind aborts the process before the partial result
+            // is written. Abandon the client instead; the process exits right after.
+            std::mem::forget(active);
+            let report = JackReport {
+                server,
+                library_version,
+                client_name,
+                rate,
+                buffer_frames: frames,
+                buffer_set_from,
+                server_xruns: sh.server_xruns.load(Ordering::SeqCst),
+                jack_cpu_load_pct: load,
+                server_shutdown: shutdown,
+                server_stalled: stalled,
+                connections,
+                ..JackReport::default()
+            };
+            let stats = DriverStats {
+                cycles: sh.cycles_done.load(Ordering::SeqCst),
+                xruns: sh.xruns.load(Ordering::SeqCst),
+                skipped_periods: sh.skipped.load(Ordering::SeqCst),
+                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
+                sink: SinkStats::default(),
+            };
+            return Ok((StopReason::Stopped, stats, report));
+        }
         // Tearing down a client whose server died can block in libjack; do it on a helper
         // thread and give up on it (and on the handler it holds) after a bound.
         let (tx, rx) = std::sync::mpsc::channel();
