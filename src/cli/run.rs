@@ -100,6 +100,10 @@ pub struct RunArgs {
     /// Stop when a cycle has not ended after this long [default: max(1s, 100 periods)].
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration_ns)]
     pub watchdog: Option<u64>,
+    /// How long a worker spins waiting for the next cycle before it sleeps on a futex;
+    /// longer than a period keeps workers spinning (lowest overhead, one busy core each).
+    #[arg(long, value_name = "DURATION", default_value = "5us", value_parser = crate::units::parse_duration_ns)]
+    pub worker_spin: u64,
     /// Do not lock memory (mlockall) during the run.
     #[arg(long)]
     pub no_mlock: bool,
@@ -183,6 +187,7 @@ impl RunArgs {
         c.input = self.input;
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());
         c.watchdog_ns = self.watchdog;
+        c.worker_spin_ns = self.worker_spin;
         c.mlock = driver != DriverKind::Sim && !self.no_mlock;
         if driver == DriverKind::Sim {
             c.sim = SimConfig {

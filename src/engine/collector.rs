@@ -42,7 +42,19 @@ impl Dist {
         self.sum += v as u128;
     }
     pub fn summary(&self) -> Summary {
-        Summary::of(&self.h).with_exact(self.min, self.max, self.sum)
+        let mut s = Summary::of(&self.h).with_exact(self.min, self.max, self.sum);
+        // The histogram cannot hold 0 (it records 1): keep percentiles within the exact max.
+        for p in [
+            &mut s.p50,
+            &mut s.p90,
+            &mut s.p99,
+            &mut s.p99_9,
+            &mut s.p99_99,
+            &mut s.p99_9999,
+        ] {
+            *p = (*p).min(s.max);
+        }
+        s
     }
 }
 

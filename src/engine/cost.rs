@@ -205,8 +205,8 @@ mod tests {
         let chain = parse_chain("gain:2,burn(10%)").unwrap();
         let tc = m.track_costs(&chain, 3, &ctx).unwrap();
         let mut rec = CycleRecord::EMPTY;
-        // Each track 300 µs; thread 0 starts 10 µs late: t0 gets track 1? No: track 0 goes to
-        // thread 1 (free at 0), track 1 to thread 0 (free at 10 µs), track 2 to thread 1.
+        // Tracks cost 300 µs each and thread 0 is busy with 10 µs of overhead first, so track 0
+        // goes to thread 1 (free at 0), track 1 to thread 0 (free at 10 µs), track 2 to thread 1.
         let wall = tc.schedule(2, &mut rec);
         assert_eq!(wall, 600_000);
         assert_eq!(rec.crit_thread, 1);

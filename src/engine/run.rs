@@ -70,6 +70,14 @@ pub struct RunConfig {
     /// `--driver jack` options (server, client name, connections, --set-buffer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<JackConfig>,
+    /// How long a worker spins for the next cycle before sleeping on the futex. Longer than
+    /// a period = workers never sleep (lowest wake overhead, a busy core each).
+    #[serde(default = "default_worker_spin_ns")]
+    pub worker_spin_ns: u64,
+}
+
+fn default_worker_spin_ns() -> u64 {
+    5_000
 }
 
 impl RunConfig {
@@ -101,6 +109,7 @@ impl RunConfig {
             },
             cost: CostModel::default(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
+            worker_spin_ns: default_worker_spin_ns(),
         })
     }
 
@@ -312,6 +321,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         cost: model.then(|| cfg.cost.clone()),
         ring_capacity,
         block_when_full: cfg.driver == DriverKind::Sim,
+        worker_spin_ns: cfg.worker_spin_ns,
         ..EngineSpec::new(
             cfg.rate,
             cfg.buffer_frames as usize,
@@ -404,13 +414,23 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     let bound_ns = cfg
         .watchdog_ns
         .unwrap_or_else(|| default_bound_ns(period_ns));
-    let watchdog = Watchdog::start(
+    let watchdog = match Watchdog::start(
         monitor.clone(),
         tids.clone(),
         bound_ns,
         &cfg.policy,
         stop.clone(),
-    )?;
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            // Never leave an unwatched RT run behind.
+            stop.store(true, Ordering::SeqCst);
+            let _ = driver_thread.join();
+            collector_stop.store(true, Ordering::Release);
+            let _ = collector.join();
+            return Err(e);
+        }
+    };
 
     progress.set_total(periods_total);
     progress.set_message("run");
