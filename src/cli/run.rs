@@ -15,6 +15,7 @@ use std::path::PathBuf;
 pub enum DriverArg {
     Virtual,
     Sim,
+    Jack,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -42,15 +43,30 @@ scheduler's wake-up delay (late-wakeup), the critical path's CPU time (overload)
 of its wall time (interference). Exit codes: 0 ok, 1 --fail-on-xrun and xruns happened,
 2 bad usage, 3 cannot measure, interrupted or stopped by the watchdog (partial result written).")]
 pub struct RunArgs {
-    /// What paces the cycles: a timer-paced software codec, or the deterministic simulator.
+    /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
+    /// or a JACK server (jackd2, or PipeWire under pw-jack).
     #[arg(long, value_enum, default_value = "virtual")]
     pub driver: DriverArg,
-    /// Sample rate in Hz.
-    #[arg(long, default_value_t = 48000)]
-    pub rate: u32,
-    /// Frames per period.
-    #[arg(long, default_value_t = 64)]
-    pub buffer: u32,
+    /// Sample rate in Hz [default: 48000; jack: the server's].
+    #[arg(long)]
+    pub rate: Option<u32>,
+    /// Frames per period [default: 64; jack: the server's, see --set-buffer].
+    #[arg(long)]
+    pub buffer: Option<u32>,
+    /// jack: server name [default: $JACK_DEFAULT_SERVER or "default"].
+    #[arg(long, value_name = "NAME")]
+    pub server: Option<String>,
+    /// jack: our client name.
+    #[arg(long, value_name = "NAME", default_value = "xrunlab")]
+    pub client_name: String,
+    /// jack: connect ports, e.g. in=system:capture_1,in=system:capture_2,out=system:playback_1.
+    /// Without in= ports the engine processes the --input signal.
+    #[arg(long, value_name = "in=PORT,…,out=PORT,…")]
+    pub connect: Option<String>,
+    /// jack: apply --buffer to the server with jack_set_buffer_size instead of refusing a
+    /// size that differs from the server's.
+    #[arg(long)]
+    pub set_buffer: bool,
     /// Periods of buffering n (the deadline is n−1 periods after the interrupt).
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
@@ -116,20 +132,47 @@ impl RunArgs {
         let driver = match self.driver {
             DriverArg::Virtual => DriverKind::Virtual,
             DriverArg::Sim => DriverKind::Sim,
+            DriverArg::Jack => DriverKind::Jack,
         };
+        let jack_flags = self.server.is_some()
+            || self.client_name != "xrunlab"
+            || self.connect.is_some()
+            || self.set_buffer;
+        if driver != DriverKind::Jack && jack_flags {
+            return Err(Error::usage(
+                "--server, --client-name, --connect and --set-buffer need --driver jack",
+            ));
+        }
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
             || !self.inject.is_empty()
             || matches!(self.sim_compute, ComputeArg::Measured);
-        if driver == DriverKind::Virtual && sim_flags {
+        if driver != DriverKind::Sim && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --sim-compute, --cost, --cost-overhead and --inject need --driver sim",
             ));
         }
         let mut c = RunConfig::new(driver, &self.chain)?;
-        c.rate = self.rate;
-        c.buffer_frames = self.buffer;
+        c.rate = self.rate.unwrap_or(48000);
+        c.buffer_frames = self.buffer.unwrap_or(64);
+        if driver == DriverKind::Jack {
+            let mut j = crate::driver::jack::JackConfig {
+                server: self.server.clone(),
+                client_name: self.client_name.clone(),
+                set_buffer: self.set_buffer,
+                buffer_requested: self.buffer,
+                rate_requested: self.rate,
+                ..Default::default()
+            };
+            if let Some(spec) = &self.connect {
+                j.parse_connect(spec)?;
+            }
+            if self.set_buffer && self.buffer.is_none() {
+                return Err(Error::usage("--set-buffer needs --buffer N"));
+            }
+            c.jack = Some(j);
+        }
         c.periods = self.periods;
         c.tracks = self.tracks;
         c.duration_ns = self.duration;
@@ -145,7 +188,7 @@ impl RunArgs {
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());
         c.watchdog_ns = self.watchdog;
         c.worker_spin_ns = self.worker_spin;
-        c.mlock = driver == DriverKind::Virtual && !self.no_mlock;
+        c.mlock = driver != DriverKind::Sim && !self.no_mlock;
         if driver == DriverKind::Sim {
             c.sim = SimConfig {
                 latency: LatencyModel::parse(&self.sim_latency)?,
@@ -201,7 +244,22 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
             let _ = std::io::stderr().flush();
             std::process::exit(crate::error::EXIT_CANNOT_MEASURE as i32);
         }
-        Status::Interrupted | Status::ServerShutdown => {
+        Status::ServerShutdown => {
+            eprintln!(
+                "xrunlab: error: the JACK server shut down after {} cycles; partial result reported",
+                r.results.cycles
+            );
+            Ok(crate::error::EXIT_CANNOT_MEASURE)
+        }
+        Status::Interrupted => {
+            if let Some(c) = r
+                .results
+                .jack
+                .as_ref()
+                .and_then(|j| j.param_change.as_ref())
+            {
+                eprintln!("xrunlab: the JACK server changed its configuration: {c}");
+            }
             eprintln!(
                 "xrunlab: run interrupted after {} cycles; partial result reported",
                 r.results.cycles

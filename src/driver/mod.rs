@@ -11,6 +11,7 @@
 //! The device semantics shared by `virtual` and `sim` live in [`DeviceClock`].
 
 pub mod device;
+pub mod jack;
 pub mod signal;
 pub mod sim;
 pub mod virtual_dev;

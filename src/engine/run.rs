@@ -4,6 +4,7 @@
 use super::collector::{self, Folded, TraceWriter, XrunEvent};
 use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
+use crate::driver::jack::{JackClient, JackConfig, JackReport};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
 use crate::driver::sim::{SimConfig, SimDriver};
 use crate::driver::virtual_dev::VirtualDriver;
@@ -25,6 +26,8 @@ use std::sync::Arc;
 pub enum DriverKind {
     Virtual,
     Sim,
+    /// The engine as a JACK client (jackd2, or PipeWire under pw-jack).
+    Jack,
 }
 
 /// Where the sim driver's compute time comes from.
@@ -64,6 +67,9 @@ pub struct RunConfig {
     pub sim: SimConfig,
     pub compute: ComputeKind,
     pub cost: CostModel,
+    /// `--driver jack` options (server, client name, connections, --set-buffer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jack: Option<JackConfig>,
     /// How long a worker spins for the next cycle before sleeping on the futex. Longer than
     /// a period = workers never sleep (lowest wake overhead, a busy core each).
     #[serde(default = "default_worker_spin_ns")]
@@ -88,20 +94,21 @@ impl RunConfig {
             duration_ns: 10_000_000_000,
             cpus: Vec::new(),
             policy: match driver {
-                DriverKind::Virtual => Policy::fifo(80),
+                DriverKind::Virtual | DriverKind::Jack => Policy::fifo(80),
                 DriverKind::Sim => Policy::Other { nice: 0 },
             },
             seed: 1,
             input: SignalKind::Sine { freq_hz: 1000.0 },
             trace: None,
             watchdog_ns: None,
-            mlock: driver == DriverKind::Virtual,
+            mlock: driver != DriverKind::Sim,
             sim: SimConfig::default(),
             compute: match driver {
-                DriverKind::Virtual => ComputeKind::Measured,
+                DriverKind::Virtual | DriverKind::Jack => ComputeKind::Measured,
                 DriverKind::Sim => ComputeKind::Model,
             },
             cost: CostModel::default(),
+            jack: (driver == DriverKind::Jack).then(JackConfig::default),
             worker_spin_ns: default_worker_spin_ns(),
         })
     }
@@ -143,7 +150,7 @@ impl RunConfig {
         if self.duration_ns == 0 {
             return Err(Error::usage("--duration must be positive"));
         }
-        if self.driver == DriverKind::Virtual && self.compute == ComputeKind::Model {
+        if self.driver != DriverKind::Sim && self.compute == ComputeKind::Model {
             return Err(Error::usage(
                 "a cost model needs simulated time: use --driver sim",
             ));
@@ -244,6 +251,9 @@ pub struct RunResults {
     pub sync: SyncCounts,
     pub trace_file: Option<String>,
     pub watchdog: Option<WatchdogReport>,
+    /// `--driver jack`: the server's view beside ours (xruns it reported, its DSP meter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jack: Option<JackReport>,
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
@@ -259,6 +269,21 @@ pub struct RunResult {
 /// the watchdog fired. Privilege problems are `CannotMeasure` errors; an interrupted or
 /// watchdog-stopped run is still `Ok` with the matching status and the partial result.
 pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
+    // A JACK server decides buffer size and rate: open the client first and build the graph
+    // for what it serves. Its cycle is always "done before the next cycle starts" (n = 2).
+    let (cfg, jack_client) = match cfg.driver {
+        DriverKind::Jack => {
+            let jc = cfg.jack.clone().unwrap_or_default();
+            let client = JackClient::open(&jc, jc.buffer_requested, jc.rate_requested)?;
+            let mut c = cfg.clone();
+            c.rate = client.rate;
+            c.buffer_frames = client.frames;
+            c.periods = 2;
+            (std::borrow::Cow::Owned(c), Some(client))
+        }
+        _ => (std::borrow::Cow::Borrowed(cfg), None),
+    };
+    let cfg = &*cfg;
     cfg.validate()?;
     let params = cfg.device();
     let period_ns = params.period_ns();
@@ -283,7 +308,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
             ));
         }
     }
-    let _mlock = if cfg.mlock && cfg.driver == DriverKind::Virtual {
+    let _mlock = if cfg.mlock && cfg.driver != DriverKind::Sim {
         Some(crate::rt::memory::MemoryLock::acquire()?)
     } else {
         None
@@ -315,37 +340,75 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     let collector = collector::spawn(consumer, trace, collector_stop.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
 
-    let (driver_cpu, driver_policy) = (cpus[0], cfg.policy);
+    // With JACK the driver thread only waits: the server's process thread runs the cycle.
+    let (driver_cpu, driver_policy) = match cfg.driver {
+        DriverKind::Jack => (cpus[0], Policy::Other { nice: 0 }),
+        _ => (cpus[0], cfg.policy),
+    };
     let driver_kind = cfg.driver;
     let (sim_cfg, seed, input) = (cfg.sim.clone(), cfg.seed, cfg.input);
     let stop2 = stop.clone();
     let mut engine = engine;
-    let driver_thread =
-        spawn_rt(
-            ThreadSpec {
-                name: "xr-driver".into(),
-                policy: driver_policy,
-                cpus: vec![driver_cpu],
-            },
-            move || -> (StopReason, DriverStats) {
-                let mut source = Generator::new(input, params.rate, seed);
-                let mut sink = ContinuitySink::new(input, params.rate);
-                let out =
-                    match driver_kind {
-                        DriverKind::Virtual => VirtualDriver::new(params, periods_total).run(
-                            &mut engine,
+    type JackOutcome = Option<Result<JackReport>>;
+    let jack_out: Arc<std::sync::Mutex<JackOutcome>> = Arc::default();
+    let jack_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let (jack_out2, jack_tid2) = (jack_out.clone(), jack_tid.clone());
+    let driver_thread = spawn_rt(
+        ThreadSpec {
+            name: "xr-driver".into(),
+            policy: driver_policy,
+            cpus: vec![driver_cpu],
+        },
+        move || -> (StopReason, DriverStats) {
+            let mut source = Generator::new(input, params.rate, seed);
+            let mut sink = ContinuitySink::new(input, params.rate);
+            let out =
+                match (driver_kind, jack_client) {
+                    (DriverKind::Jack, Some(client)) => {
+                        let r = client.run(
+                            engine,
+                            periods_total,
                             &stop2,
-                            &mut source,
-                            &mut sink,
-                        ),
-                        DriverKind::Sim => SimDriver::new(params, &sim_cfg, seed, periods_total)
-                            .run(&mut engine, &stop2, &mut source, &mut sink),
-                    };
-                drop(engine);
-                out
-            },
-        )?;
-    let driver_tid = driver_thread.tid;
+                            Some(Box::new(source)),
+                            Box::new(sink),
+                            &mut |tid| jack_tid2.store(tid, Ordering::SeqCst),
+                        );
+                        let out = match &r {
+                            Ok((reason, stats, _)) => (*reason, *stats),
+                            Err(_) => (StopReason::Stopped, DriverStats::default()),
+                        };
+                        *jack_out2.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(r.map(|(_, _, rep)| rep));
+                        return out;
+                    }
+                    (DriverKind::Sim, _) => SimDriver::new(params, &sim_cfg, seed, periods_total)
+                        .run(&mut engine, &stop2, &mut source, &mut sink),
+                    _ => VirtualDriver::new(params, periods_total).run(
+                        &mut engine,
+                        &stop2,
+                        &mut source,
+                        &mut sink,
+                    ),
+                };
+            drop(engine);
+            out
+        },
+    )?;
+    let mut driver_tid = driver_thread.tid;
+    if driver_kind == DriverKind::Jack {
+        // Guard the server's process thread, which exists once the first cycle ran.
+        let t = std::time::Instant::now();
+        while jack_tid.load(Ordering::SeqCst) == 0
+            && !driver_thread.is_finished()
+            && t.elapsed() < std::time::Duration::from_secs(3)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        match jack_tid.load(Ordering::SeqCst) {
+            0 => {}
+            tid => driver_tid = tid,
+        }
+    }
     let mut tids = vec![driver_tid];
     tids.extend(&worker_tids);
     let bound_ns = cfg
@@ -401,7 +464,22 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         .map_err(|_| Error::cannot_measure("the probe collector panicked"))??;
     progress.finish();
 
-    let status = if wd_report.is_some() {
+    let jack_report = match jack_out.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return Err(e),
+        None => None,
+    };
+    if let Some(j) = &jack_report {
+        if let Some(c) = &j.param_change {
+            warnings.push(format!("JACK: {c}; the run stopped there"));
+        }
+        if j.server_shutdown {
+            warnings.push("JACK: the server shut down during the run".to_string());
+        }
+    }
+    let status = if jack_report.as_ref().is_some_and(|j| j.server_shutdown) {
+        Status::ServerShutdown
+    } else if wd_report.is_some() {
         Status::Watchdog
     } else {
         match outcome {
@@ -484,6 +562,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         },
         trace_file: cfg.trace.clone(),
         watchdog: wd_report,
+        jack: jack_report,
     };
     Ok(RunResult {
         status,

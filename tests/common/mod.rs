@@ -40,3 +40,4 @@ pub fn xrunlab() -> assert_cmd::Command {
     c.env_remove("XRUNLAB_LOG");
     c
 }
+pub mod servers;

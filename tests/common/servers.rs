@@ -1,0 +1,354 @@
+//! Private audio servers for integration tests: a jackd2 dummy server and a PipeWire daemon
+//! with its Dummy-Driver. Each test gets its own instance (unique name / runtime dir) so
+//! tests can run in parallel with each other and with other people's servers, and each is
+//! killed on Drop so a failing test leaves nothing behind.
+//!
+//! `start` returns an error string instead of panicking: callers pass `.ok()` through
+//! `require()`, which turns "cannot start" into a skip on a developer box and into a
+//! failure under CI.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}x{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// SIGTERM, then SIGKILL if the server does not leave within `grace`.
+fn stop_child(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < grace {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A JACK environment a child process (xrunlab, jack_lsp…) needs to reach the server.
+pub trait AudioServer {
+    /// Environment variables for clients of this server.
+    fn client_env(&self) -> Vec<(String, String)>;
+    /// Program prefix to run a JACK client against this server (`pw-jack` for PipeWire).
+    fn wrapper(&self) -> Option<&'static str>;
+    /// Set the server's variables in this process (for library-level tests that open a
+    /// client in-process). Tests doing this must not share a server with other threads
+    /// that expect different values.
+    fn apply_env_to_self(&self) {
+        for (k, v) in self.client_env() {
+            std::env::set_var(k, v);
+        }
+    }
+    /// A command running `prog` as a client of this server.
+    fn command(&self, prog: &Path) -> Command {
+        let mut c = match self.wrapper() {
+            Some(w) => {
+                let mut c = Command::new(w);
+                c.arg(prog);
+                c
+            }
+            None => Command::new(prog),
+        };
+        for (k, v) in self.client_env() {
+            c.env(k, v);
+        }
+        c
+    }
+    /// Kill the server abruptly (as a crash would).
+    fn kill_now(&mut self);
+    fn log(&self) -> String;
+}
+
+pub struct JackdServer {
+    pub name: String,
+    pub rate: u32,
+    pub frames: u32,
+    killed: bool,
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl JackdServer {
+    /// Start `jackd -n NAME -d dummy -r RATE -p FRAMES` and wait until a client can
+    /// connect (`jack_wait -w`), at most 10 s.
+    pub fn start(rate: u32, frames: u32) -> Result<Self, String> {
+        let jackd = super::which("jackd").ok_or("jackd not installed (apt install jackd2)")?;
+        let jack_wait = super::which("jack_wait").ok_or("jack_wait not installed")?;
+        let name = unique("xrl");
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let log = dir.path().join("jackd.log");
+        let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let child = Command::new(jackd)
+            // Without D-Bus there is no device reservation service to ask; the dummy driver
+            // needs no device anyway.
+            .env("JACK_NO_AUDIO_RESERVATION", "1")
+            .args(["-n", &name, "-d", "dummy", "-r", &rate.to_string()])
+            .args(["-p", &frames.to_string()])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().map_err(|e| e.to_string())?)
+            .stderr(out)
+            .spawn()
+            .map_err(|e| format!("cannot spawn jackd: {e}"))?;
+        let mut s = JackdServer {
+            name,
+            rate,
+            frames,
+            killed: false,
+            child,
+            log,
+            _dir: dir,
+        };
+        let t = Instant::now();
+        loop {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                return Err(format!("jackd exited ({st}):\n{}", read_log(&s.log)));
+            }
+            let ok = Command::new(&jack_wait)
+                .args(["-c", "-s", &s.name])
+                .env("JACK_NO_START_SERVER", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "running")
+                .unwrap_or(false);
+            if ok {
+                return Ok(s);
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err(format!(
+                    "jackd did not come up in 10 s:\n{}",
+                    read_log(&s.log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl AudioServer for JackdServer {
+    fn client_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("JACK_DEFAULT_SERVER".into(), self.name.clone()),
+            // A test must never auto-start a default server behind our back.
+            ("JACK_NO_START_SERVER".into(), "1".into()),
+            ("JACK_NO_AUDIO_RESERVATION".into(), "1".into()),
+        ]
+    }
+    fn wrapper(&self) -> Option<&'static str> {
+        None
+    }
+    fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.killed = true;
+    }
+    fn log(&self) -> String {
+        read_log(&self.log)
+    }
+}
+
+impl JackdServer {
+    /// A killed jackd2 keeps its slot in the machine-wide server registry
+    /// (/dev/shm/jack-shm-registry, 8 slots): a dead server's slot is only reclaimed by a
+    /// new server of the same name. Eight crash tests with unique names would lock every
+    /// jackd on the machine out ("Too many servers already active"), so start the name once
+    /// more and let it exit cleanly, which frees the slot and its semaphores.
+    fn reap(&self) {
+        let Some(jackd) = super::which("jackd") else {
+            return;
+        };
+        let Ok(mut c) = Command::new(jackd)
+            .env("JACK_NO_AUDIO_RESERVATION", "1")
+            .args([
+                "-n",
+                &self.name,
+                "-d",
+                "dummy",
+                "-r",
+                &self.rate.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        else {
+            return;
+        };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            let up = super::which("jack_wait").is_some_and(|w| {
+                Command::new(w)
+                    .args(["-c", "-s", &self.name])
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "running")
+            });
+            if up || matches!(c.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop_child(&mut c, Duration::from_secs(3));
+    }
+}
+
+impl Drop for JackdServer {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, Duration::from_secs(3));
+        if self.killed {
+            self.reap();
+        }
+        // A killed jackd leaves its named sockets and semaphores in /dev/shm.
+        if let Ok(rd) = std::fs::read_dir("/dev/shm") {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.contains(&format!("_{}_", self.name))
+                    || n.ends_with(&format!("_{}", self.name))
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+/// A private PipeWire daemon: its own XDG_RUNTIME_DIR (mode 0700), so it needs neither
+/// D-Bus nor a session manager, and no other PipeWire on the machine can see it. With no
+/// device nodes the graph is paced by PipeWire's Dummy-Driver.
+pub struct PipeWireServer {
+    pub runtime_dir: PathBuf,
+    pub rate: u32,
+    pub frames: u32,
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl PipeWireServer {
+    /// Start `pipewire`, force quantum and rate through the `settings` metadata, and wait
+    /// until a JACK client under `pw-jack` sees the forced buffer size (at most 15 s).
+    pub fn start(rate: u32, frames: u32) -> Result<Self, String> {
+        let pw = super::which("pipewire").ok_or("pipewire not installed (apt install pipewire)")?;
+        super::which("pw-jack").ok_or("pw-jack not installed (apt install pipewire-jack)")?;
+        super::which("pw-metadata").ok_or("pw-metadata not installed (pipewire-bin)")?;
+        let bufsize = super::which("jack_bufsize").ok_or("jack_bufsize not installed")?;
+        let dir = tempfile::Builder::new()
+            .prefix("xrl-pw")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let runtime_dir = dir.path().join("run");
+        std::fs::create_dir(&runtime_dir).map_err(|e| e.to_string())?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
+        let log = dir.path().join("pipewire.log");
+        let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let child = Command::new(pw)
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env_remove("PIPEWIRE_REMOTE")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().map_err(|e| e.to_string())?)
+            .stderr(out)
+            .spawn()
+            .map_err(|e| format!("cannot spawn pipewire: {e}"))?;
+        let mut s = PipeWireServer {
+            runtime_dir,
+            rate,
+            frames,
+            child,
+            log,
+            _dir: dir,
+        };
+        let t = Instant::now();
+        let mut forced = false;
+        loop {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                return Err(format!("pipewire exited ({st}):\n{}", read_log(&s.log)));
+            }
+            if !forced {
+                forced = s.metadata("clock.force-rate", rate)
+                    && s.metadata("clock.force-quantum", frames);
+            }
+            if forced {
+                let out = s
+                    .command(&bufsize)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .output();
+                if let Ok(o) = out {
+                    if String::from_utf8_lossy(&o.stdout).trim() == frames.to_string() {
+                        return Ok(s);
+                    }
+                }
+            }
+            if t.elapsed() > Duration::from_secs(15) {
+                return Err(format!(
+                    "pipewire did not serve a {frames}-frame quantum in 15 s:\n{}",
+                    read_log(&s.log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn metadata(&self, key: &str, value: u32) -> bool {
+        Command::new("pw-metadata")
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .args(["-n", "settings", "0", key, &value.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+}
+
+impl AudioServer for PipeWireServer {
+    fn client_env(&self) -> Vec<(String, String)> {
+        vec![(
+            "XDG_RUNTIME_DIR".into(),
+            self.runtime_dir.to_string_lossy().into_owned(),
+        )]
+    }
+    fn wrapper(&self) -> Option<&'static str> {
+        Some("pw-jack")
+    }
+    fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    fn log(&self) -> String {
+        read_log(&self.log)
+    }
+}
+
+impl Drop for PipeWireServer {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, Duration::from_secs(3));
+    }
+}
