@@ -24,7 +24,9 @@ Examples:
   xrunlab latency --audio-period 64@48000 --duration 10m
   xrunlab latency --cpus 2-3 -i 1ms --loops 100000 -o lat.json
   xrunlab latency --policy other --no-mlock --no-dma-latency   # the system as configured
-  xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)")]
+  xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)
+  xrunlab latency --stress cpu,proc --duration 30s             # under load (stress-ng or built-in)
+  xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (seed 004)")]
 pub struct LatencyArgs {
     /// Real-time priority for fifo/rr (1..99).
     #[arg(short = 'p', long, value_name = "PRIO")]
@@ -62,6 +64,11 @@ pub struct LatencyArgs {
     /// Exit 1 when latency at PERCENTILE (default max) exceeds DURATION, e.g. 100us@p99.9.
     #[arg(long, value_name = "DURATION[@PERCENTILE]")]
     pub fail_above: Option<String>,
+    /// Measure a baseline phase first, then the stressed one: only `idle` (needs --stress).
+    #[arg(long, value_name = "idle")]
+    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub stress: crate::load::StressArgs,
 }
 
 fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {
@@ -138,11 +145,30 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
         audio_period,
         fail_above,
         stress: Vec::new(),
+        baseline_idle: false,
     })
 }
 
 pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
-    let cfg = config(&a)?;
+    let mut cfg = config(&a)?;
+    let spec = a.stress.to_spec()?;
+    cfg.stress = spec.labels();
+    match a
+        .baseline
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None => {}
+        Some("idle") if spec.is_idle() => {
+            return super::usage("--baseline idle compares with a stressed phase: add --stress")
+        }
+        Some("idle") if cfg.duration_ns.is_none() => {
+            return super::usage("--baseline idle needs --duration (each phase runs that long)")
+        }
+        Some("idle") => cfg.baseline_idle = true,
+        Some(other) => return super::usage(format!("--baseline {other}: only 'idle' is known")),
+    }
     if let Some(h) = &a.histogram {
         // Fail on a bad path now rather than after a five-hour run.
         match h.parent() {
@@ -161,13 +187,19 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     env.stress = cfg.stress.clone();
     let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     let progress = crate::progress::for_terminal(g.quiet, 0);
-    let result = latency::measure(&cfg, progress.as_ref())?;
+    let result = latency::measure_under(&cfg, &spec, progress.as_ref())?;
     drop(progress);
     if let Some(h) = &a.histogram {
         let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
         crate::results::write_atomic(h, text.as_bytes())?;
     }
-    let mut human = table::latency(&cfg, &result);
+    let mut human = match &result.baseline {
+        Some(b) => table::latency_phases(&[("idle", b), ("stress", &result)]),
+        None => table::latency(&cfg, &result),
+    };
+    if let Some(st) = &result.stress {
+        human.push_str(&table::stress_line(st));
+    }
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
     }
@@ -178,6 +210,17 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     } else {
         Status::Complete
     };
+    let stress_warning = (!cfg.stress.is_empty()).then(|| {
+        format!(
+            "measured under stress ({}){}",
+            cfg.stress.join(","),
+            if result.baseline.is_some() {
+                "; `baseline` holds the idle phase measured just before"
+            } else {
+                ""
+            }
+        )
+    });
     let mut doc = ResultDoc::new(
         Body::Latency {
             config: cfg,
@@ -190,6 +233,9 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     if interrupted {
         doc.warnings
             .push("interrupted by a signal: the result covers only part of the run".into());
+    }
+    if let Some(w) = stress_warning {
+        doc.warnings.push(w);
     }
     if unpinned {
         doc.warnings.push(

@@ -4,6 +4,7 @@
 mod check;
 mod import;
 mod latency;
+mod latencytest;
 pub mod output;
 mod plugins;
 mod run;
@@ -54,6 +55,7 @@ pub enum Command {
     Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
+    Latencytest(latencytest::LatencytestArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -77,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
+        Command::Latencytest(a) => latencytest::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -34,6 +34,8 @@ Examples:
   xrunlab run --driver sim --chain 'burn(40%):2' --sim-latency normal:30us,10us --duration 60s
   xrunlab run --driver sim --chain gain:30 --cost gain=20us --buffer 48   # what-if from a cost model
   xrunlab run --driver sim --chain 'burn(10%)' --inject late:100:2ms --inject preempt:200:3ms
+  xrunlab run --chain 'burn(30%)' --stress cpu,proc --duration 30s       # under load
+  xrunlab run --chain 'burn(30%)' --compete voip --duration 10s          # beside a VoIP-like RT task
 
 The sim driver is deterministic for a --seed. Its compute time comes from a cost model by
 default (burn(X%) costs X% of the period; other plugins cost what --cost declares, else 0);
@@ -125,6 +127,12 @@ pub struct RunArgs {
     /// preempt:CYCLE:DURATION. Repeatable.
     #[arg(long, value_name = "EVENT")]
     pub inject: Vec<SimEvent>,
+    /// Run a competing periodic task beside the engine: video, voip or
+    /// PERIOD/EXEC[:POLICY[:PRIO]] (e.g. 10ms/1.7ms:fifo:15, 40ms/5ms:deadline-reclaim).
+    #[arg(long, value_name = "SPEC")]
+    pub compete: Option<crate::load::PeriodicSpec>,
+    #[command(flatten)]
+    pub stress: crate::load::StressArgs,
 }
 
 impl RunArgs {
@@ -188,6 +196,7 @@ impl RunArgs {
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());
         c.watchdog_ns = self.watchdog;
         c.worker_spin_ns = self.worker_spin;
+        c.compete = self.compete.clone();
         c.mlock = driver != DriverKind::Sim && !self.no_mlock;
         if driver == DriverKind::Sim {
             c.sim = SimConfig {
@@ -213,12 +222,15 @@ impl RunArgs {
 }
 
 pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
-    let cfg = a.to_config()?;
+    let mut cfg = a.to_config()?;
+    let spec = a.stress.to_spec()?;
+    cfg.stress = spec.labels();
     let started = crate::rt::clock::wall_clock_rfc3339();
     let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
-    let r = crate::engine::run(&cfg, progress.as_ref())?;
+    let r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
     let human = crate::report::table::run_summary(&r);
-    let env = crate::system::Environment::capture();
+    let mut env = crate::system::Environment::capture();
+    env.stress = spec.labels();
     let mut doc = ResultDoc::new(
         Body::Run {
             config: r.config.clone(),
@@ -229,6 +241,12 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
         env,
     );
     doc.warnings.extend(r.warnings.iter().cloned());
+    if !spec.is_idle() {
+        doc.warnings.push(format!(
+            "measured under stress ({})",
+            spec.labels().join(",")
+        ));
+    }
     output::emit(&doc, g, &human)?;
     match r.status {
         Status::Watchdog => {

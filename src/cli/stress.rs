@@ -10,7 +10,7 @@ use crate::load::{Preset, StressArgs};
 use crate::report::table::{new_table, num};
 use crate::results::{Body, ResultDoc};
 use crate::system::Environment;
-use crate::units::{format_ns, parse_duration_ns};
+use crate::units::parse_duration_ns;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -108,18 +108,7 @@ fn summary(r: &StressResults) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     if let Some(c) = &r.compete {
-        let st = &c.stats;
-        out.push_str(&format!(
-            "competing task {}: {} jobs, {} deadline misses; wake-up p50 {} max {}; response p50 {} p99 {} max {}\n",
-            c.spec,
-            st.jobs,
-            st.deadline_misses,
-            format_ns(st.wake_ns.p50),
-            format_ns(st.wake_ns.max),
-            format_ns(st.response_ns.p50),
-            format_ns(st.response_ns.p99),
-            format_ns(st.response_ns.max),
-        ));
+        out.push_str(&crate::report::table::compete_line(c));
     }
     out
 }

@@ -74,6 +74,13 @@ pub struct RunConfig {
     /// a period = workers never sleep (lowest wake overhead, a busy core each).
     #[serde(default = "default_worker_spin_ns")]
     pub worker_spin_ns: u64,
+    /// Stress presets run around the engine by `run_under` (labels; the results' `stress`
+    /// record says what ran).
+    #[serde(default)]
+    pub stress: Vec<String>,
+    /// A competing periodic task run beside the engine by `run_under`.
+    #[serde(default)]
+    pub compete: Option<crate::load::PeriodicSpec>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -110,6 +117,8 @@ impl RunConfig {
             cost: CostModel::default(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
             worker_spin_ns: default_worker_spin_ns(),
+            stress: Vec::new(),
+            compete: None,
         })
     }
 
@@ -254,6 +263,12 @@ pub struct RunResults {
     /// `--driver jack`: the server's view beside ours (xruns it reported, its DSP meter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<JackReport>,
+    /// The load that ran during the run (None: no stress was asked for).
+    #[serde(default)]
+    pub stress: Option<crate::load::StressRecord>,
+    /// The competing periodic task's jobs, beside the engine's statistics.
+    #[serde(default)]
+    pub compete: Option<crate::load::PeriodicResult>,
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
@@ -263,6 +278,41 @@ pub struct RunResult {
     pub config: RunConfig,
     pub results: RunResults,
     pub warnings: Vec<String>,
+}
+
+/// `run` under the load of `stress` and beside `cfg.compete`, both started here before the
+/// engine and stopped after it. Call it from a thread that outlives the run (normally the main
+/// thread): the stressors' PR_SET_PDEATHSIG is tied to the thread that started them. On an
+/// error both guards are dropped, which stops and reaps them.
+pub fn run_under(
+    cfg: &RunConfig,
+    stress: &crate::load::StressSpec,
+    progress: &dyn Progress,
+) -> Result<RunResult> {
+    cfg.validate()?;
+    let session = if stress.is_idle() {
+        None
+    } else {
+        Some(crate::load::StressSession::start(
+            stress,
+            std::time::Duration::from_nanos(cfg.duration_ns),
+        )?)
+    };
+    let task = cfg
+        .compete
+        .clone()
+        .map(crate::load::PeriodicTask::start)
+        .transpose()?;
+    let outcome = run(cfg, progress);
+    let compete = task.map(crate::load::PeriodicTask::stop);
+    let record = session.map(crate::load::StressSession::stop);
+    let mut r = outcome?;
+    r.results.stress = record;
+    r.results.compete = compete;
+    if !stress.is_idle() {
+        r.config.stress = stress.labels();
+    }
+    Ok(r)
 }
 
 /// Run the engine on the configured driver until the duration elapsed, a signal arrived or
@@ -563,6 +613,8 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         trace_file: cfg.trace.clone(),
         watchdog: wd_report,
         jack: jack_report,
+        stress: None,
+        compete: None,
     };
     Ok(RunResult {
         status,

@@ -13,6 +13,7 @@
 
 use super::stats::{self, Histogram, Summary};
 use crate::error::{Error, Result};
+use crate::load::{StressRecord, StressSession, StressSpec};
 use crate::progress::Progress;
 use crate::rt::{self, affinity, clock, interrupt, Policy};
 use crate::units::{format_ns, AudioPeriod};
@@ -133,9 +134,14 @@ pub struct LatencyConfig {
     pub hist_max_ns: u64,
     pub audio_period: Option<AudioPeriod>,
     pub fail_above: Option<FailAbove>,
-    /// Stress presets to run around the measurement (started by the caller; recorded here).
+    /// Stress presets run around the measurement (labels; what ran is in the result's
+    /// `stress` record).
     #[serde(default)]
     pub stress: Vec<String>,
+    /// Measure an idle phase of the same length first (`--baseline idle`): the result's
+    /// `baseline` holds it, the top-level statistics are the stressed phase.
+    #[serde(default)]
+    pub baseline_idle: bool,
 }
 
 impl Default for LatencyConfig {
@@ -153,6 +159,7 @@ impl Default for LatencyConfig {
             audio_period: None,
             fail_above: None,
             stress: Vec::new(),
+            baseline_idle: false,
         }
     }
 }
@@ -229,6 +236,12 @@ pub struct LatencyResult {
     /// The run was stopped early (SIGINT/SIGTERM); the envelope's status says so too.
     #[serde(default)]
     pub interrupted: bool,
+    /// The load that ran during this measurement (None: no stress was asked for).
+    #[serde(default)]
+    pub stress: Option<StressRecord>,
+    /// The idle phase measured just before, with the same settings (`--baseline idle`).
+    #[serde(default)]
+    pub baseline: Option<Box<LatencyResult>>,
 }
 
 impl LatencyResult {
@@ -491,6 +504,47 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
 /// The caller may start load (stress presets) before and stop it after this call. On
 /// SIGINT/SIGTERM (`rt::interrupt`) the run stops early and returns the partial result with
 /// `interrupted` set.
+/// `measure` under the load of `stress`, after an idle phase when `cfg.baseline_idle`.
+///
+/// The stressors are started here, on the caller's thread (keep it alive for the whole
+/// measurement: their PR_SET_PDEATHSIG is tied to it), and stopped and reaped on every path:
+/// an error drops the session, an interrupt ends the measurement early and stops it. An
+/// interrupted baseline skips the stressed phase and is returned as the (partial) result.
+pub fn measure_under(
+    cfg: &LatencyConfig,
+    stress: &StressSpec,
+    progress: &dyn Progress,
+) -> Result<LatencyResult> {
+    let baseline = if cfg.baseline_idle {
+        progress.set_message("idle");
+        let b = measure(cfg, progress)?;
+        if b.interrupted {
+            return Ok(b);
+        }
+        Some(Box::new(b))
+    } else {
+        None
+    };
+    let run_ns = cfg.duration_ns.unwrap_or(0);
+    let session = if stress.is_idle() {
+        None
+    } else {
+        Some(StressSession::start(
+            stress,
+            std::time::Duration::from_nanos(run_ns),
+        )?)
+    };
+    if session.is_some() {
+        progress.set_message("stress");
+    }
+    let measured = measure(cfg, progress);
+    let record = session.map(StressSession::stop);
+    let mut r = measured?;
+    r.stress = record;
+    r.baseline = baseline;
+    Ok(r)
+}
+
 pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyResult> {
     let (p, policy) = plan(cfg)?;
     let cpus = if cfg.cpus.is_empty() {
@@ -656,6 +710,8 @@ fn summarise(
         overall,
         fail_above: None,
         interrupted,
+        stress: None,
+        baseline: None,
     };
     r.fail_above = fail.map(|f| r.evaluate(f));
     r

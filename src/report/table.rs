@@ -219,8 +219,86 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
             w.demoted.len()
         ));
     }
+    if let Some(st) = &x.stress {
+        s.push_str(&stress_line(st));
+    }
+    if let Some(c) = &x.compete {
+        s.push_str(&compete_line(c));
+    }
     if r.status != crate::results::Status::Complete {
         s.push_str(&format!("status: {:?} (partial result)\n", r.status));
     }
     s
+}
+
+/// Seed 004's Table 2 shape: min/avg/max (and p99) per phase and CPU, phases side by side.
+pub fn latency_phases(phases: &[(&str, &crate::measure::latency::LatencyResult)]) -> String {
+    let mut t = new_table(&[
+        "phase", "CPU", "wake-ups", "min µs", "avg µs", "max µs", "p99 µs", "missed",
+    ]);
+    for (name, r) in phases {
+        let mut rows: Vec<(String, &crate::measure::latency::LatencyStats)> = r
+            .per_cpu
+            .iter()
+            .map(|c| (c.cpu.to_string(), &c.stats))
+            .collect();
+        if r.per_cpu.len() > 1 {
+            rows.push(("all".into(), &r.overall));
+        }
+        for (cpu, s) in rows {
+            t.add_row(vec![
+                Cell::new(*name),
+                Cell::new(cpu),
+                num(s.summary.count),
+                num(us(s.summary.min as f64)),
+                num(us(s.summary.mean)),
+                num(us(s.summary.max as f64)),
+                num(us(s.summary.p99 as f64)),
+                num(s.missed_periods.map_or("-".into(), |m| m.to_string())),
+            ]);
+        }
+    }
+    let mut out = format!("{t}\n");
+    if phases.iter().any(|(_, r)| r.interrupted) {
+        out.push_str("interrupted: partial result\n");
+    }
+    out
+}
+
+/// One line saying what load ran.
+pub fn stress_line(st: &crate::load::StressRecord) -> String {
+    let mut s = format!(
+        "under stress: {} (backend {}, {} process(es){})\n",
+        st.presets.join(","),
+        st.backend,
+        st.processes.len(),
+        st.stress_ng
+            .as_ref()
+            .map(|n| format!(", stress-ng {}", n.version))
+            .unwrap_or_default()
+    );
+    for k in &st.skipped {
+        s.push_str(&format!("note: {}: {}\n", k.preset, k.reason));
+    }
+    for w in &st.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    s
+}
+
+/// One line of the competing periodic task's statistics.
+pub fn compete_line(c: &crate::load::PeriodicResult) -> String {
+    use crate::units::format_ns;
+    let st = &c.stats;
+    format!(
+        "competing task {}: {} jobs, {} deadline misses; wake-up p50 {} max {}; response p50 {} p99 {} max {}\n",
+        c.spec,
+        st.jobs,
+        st.deadline_misses,
+        format_ns(st.wake_ns.p50),
+        format_ns(st.wake_ns.max),
+        format_ns(st.response_ns.p50),
+        format_ns(st.response_ns.p99),
+        format_ns(st.response_ns.max),
+    )
 }

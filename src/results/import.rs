@@ -585,6 +585,7 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         audio_period: None,
         fail_above: None,
         stress: Vec::new(),
+        baseline_idle: false,
     };
     let result = LatencyResult {
         elapsed_ns: 0,
@@ -592,6 +593,8 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         overall,
         fail_above: None,
         interrupted: false,
+        stress: None,
+        baseline: None,
     };
     (cfg, result)
 }

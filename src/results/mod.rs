@@ -71,6 +71,11 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
+    /// `latencytest`: seed 001's loop, idle and under each stress class.
+    Latencytest {
+        config: crate::measure::latencytest::LatencytestConfig,
+        results: Box<crate::measure::latencytest::LatencytestResult>,
+    },
 }
 
 impl Body {
@@ -82,6 +87,7 @@ impl Body {
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
+            Body::Latencytest { .. } => "latencytest",
         }
     }
 }

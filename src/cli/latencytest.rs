@@ -1,0 +1,187 @@
+//! `xrunlab latencytest`: seed 001's loop, idle and under each stress class.
+
+use super::{output, Global};
+use crate::error::{Result, EXIT_CANNOT_MEASURE};
+use crate::measure::latencytest::{self, LatencytestConfig, LatencytestResult, DEFAULT_CLASSES};
+use crate::report::table::{new_table, num};
+use crate::results::{Body, ResultDoc, Status};
+use crate::rt::Policy;
+use crate::system::Environment;
+use crate::units::{format_ns, parse_duration_ns, parse_percent};
+use clap::Args;
+use comfy_table::Cell;
+use std::path::PathBuf;
+
+/// Seed 001's benchmark: burn, blocking write, measure; idle and under stress classes.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+A SCHED_FIFO loop takes t1, burns --burn of one fragment, takes t2, writes the fragment to a
+device that blocks until one of --fragments slots is free (as an OSS/ALSA write does), and
+takes t3. t3 − t1 longer than the buffer is an overrun (an audible dropout); t2 − t1 should
+stay at the nominal burn. The idle phase runs first, then one phase per stress class. The
+graphics class runs only when an X11 display is reachable; otherwise it is listed as skipped.
+
+Examples:
+  xrunlab latencytest                                   # 44.1 kHz, 3 × 64 frames, 80 %, 10 s phases
+  xrunlab latencytest --classes proc,disk-write --phase-duration 30s -o lt.json
+  xrunlab latencytest --fragments 3 --fragment-frames 128 --burn 60% --classes cpu
+  xrunlab latencytest --classes none --phase-duration 1m   # idle only")]
+pub struct LatencytestArgs {
+    /// Sample rate in Hz.
+    #[arg(long, default_value_t = 44_100)]
+    pub rate: u32,
+    /// Frames per fragment.
+    #[arg(long, default_value_t = 64)]
+    pub fragment_frames: u32,
+    /// Fragments the device buffers.
+    #[arg(long, default_value_t = 3)]
+    pub fragments: u32,
+    /// Work per cycle as a share of one fragment, e.g. 80%.
+    #[arg(long, default_value = "80%", value_name = "PERCENT")]
+    pub burn: String,
+    /// Length of each phase.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub phase_duration: String,
+    /// Stress classes after the idle phase, in order: graphics or any --stress preset; none
+    /// for the idle phase only.
+    #[arg(long, default_value = DEFAULT_CLASSES, value_name = "LIST")]
+    pub classes: String,
+    /// Scheduling policy of the loop.
+    #[arg(long, default_value = "fifo:90", value_name = "POLICY")]
+    pub policy: Policy,
+    /// Pin the loop to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// Do not lock memory (mlockall).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Directory for the disk classes' files (a private subdirectory is created and removed).
+    #[arg(long, value_name = "DIR")]
+    pub stress_dir: Option<PathBuf>,
+    /// Size of the disk classes' file [default: 256M].
+    #[arg(long, value_name = "SIZE")]
+    pub stress_size: Option<String>,
+    /// Pin the stressors to these CPUs.
+    #[arg(long, value_name = "LIST")]
+    pub stress_cpus: Option<String>,
+}
+
+pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
+    let classes: Vec<String> = a
+        .classes
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "none")
+        .collect();
+    if let Some(cpu) = a.cpu {
+        crate::rt::affinity::select_cpus(Some(&cpu.to_string()))?;
+    }
+    let c = LatencytestConfig {
+        rate: a.rate,
+        fragment_frames: a.fragment_frames,
+        fragments: a.fragments,
+        burn_pct: parse_percent(&a.burn)?,
+        phase_duration_ns: parse_duration_ns(&a.phase_duration)?,
+        classes,
+        policy: a.policy,
+        cpu: a.cpu,
+        mlock: !a.no_mlock,
+    };
+    c.validate()?;
+    Ok(c)
+}
+
+pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
+    let cfg = config(&a)?;
+    let stress = crate::load::StressArgs {
+        stress_dir: a.stress_dir.clone(),
+        stress_size: a.stress_size.clone(),
+        stress_cpus: a.stress_cpus.clone(),
+        ..Default::default()
+    }
+    .to_spec()?;
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let mut env = Environment::capture();
+    env.stress = cfg.classes.clone();
+    let progress = crate::progress::for_terminal(g.quiet, 0);
+    let r = latencytest::run(&cfg, &stress, progress.as_ref())?;
+    drop(progress);
+    let human = summary(&r);
+    let interrupted = r.interrupted;
+    let mut doc = ResultDoc::new(
+        Body::Latencytest {
+            config: cfg,
+            results: Box::new(r),
+        },
+        if interrupted {
+            Status::Interrupted
+        } else {
+            Status::Complete
+        },
+        started,
+        env,
+    );
+    doc.warnings.push(
+        "phases after idle were measured under stress: each phase's `stress` says what ran".into(),
+    );
+    output::emit(&doc, g, &human)?;
+    Ok(if interrupted {
+        eprintln!("xrunlab: interrupted; the partial result was written");
+        EXIT_CANNOT_MEASURE
+    } else {
+        0
+    })
+}
+
+/// One row per phase, as seed 001's result list (latency and overruns per stress class).
+pub fn summary(r: &LatencytestResult) -> String {
+    let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
+    let mut t = new_table(&[
+        "phase",
+        "cycles",
+        "loop max ms",
+        "loop p99 ms",
+        "loop mean ms",
+        "overruns",
+        "underruns",
+        "loop ±0.1ms",
+        "loop ±1ms",
+        "burn max dev ms",
+        "burn ±0.1ms",
+    ]);
+    for p in &r.phases {
+        t.add_row(vec![
+            Cell::new(&p.name),
+            num(p.cycles),
+            num(ms(p.loop_ns.max)),
+            num(ms(p.loop_ns.p99)),
+            num(ms(p.loop_ns.mean.round() as u64)),
+            num(p.overruns),
+            num(p.underruns),
+            num(format!("{:.2} %", p.loop_within_100us_pct)),
+            num(format!("{:.2} %", p.loop_within_1ms_pct)),
+            num(ms(p.burn_max_dev_ns)),
+            num(format!("{:.2} %", p.burn_within_100us_pct)),
+        ]);
+    }
+    let mut out = format!(
+        "latencytest: fragment {}, buffer {} (overrun: loop > buffer), burn {} per cycle\n{t}\n",
+        format_ns(r.fragment_ns),
+        format_ns(r.buffer_ns),
+        format_ns(r.burn_nominal_ns)
+    );
+    for s in &r.skipped {
+        out.push_str(&format!("skipped {}: {}\n", s.preset, s.reason));
+    }
+    for p in &r.phases {
+        if let Some(st) = &p.stress {
+            for k in &st.skipped {
+                out.push_str(&format!("{}: note: {}: {}\n", p.name, k.preset, k.reason));
+            }
+        }
+    }
+    if r.interrupted {
+        out.push_str("interrupted: partial result\n");
+    }
+    out
+}
