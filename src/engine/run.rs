@@ -1,7 +1,7 @@
 //! `engine::run`: the library entry point behind `xrunlab run` — build the graph, start
 //! the driver on the engine's RT thread 0, watch it, fold the probes into a result.
 
-use super::collector::{self, Folded, TraceWriter, XrunEvent};
+use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
 use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
@@ -68,6 +68,10 @@ pub struct RunConfig {
     /// a period = workers never sleep (lowest wake overhead, a busy core each).
     #[serde(default = "default_worker_spin_ns")]
     pub worker_spin_ns: u64,
+    /// End the run at the first xrun this criterion matches (the run is then `complete`,
+    /// shorter than asked, and `RunResult::early_stop_cycle` says where).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on: Option<StopCriterion>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -103,6 +107,7 @@ impl RunConfig {
             },
             cost: CostModel::default(),
             worker_spin_ns: default_worker_spin_ns(),
+            stop_on: None,
         })
     }
 
@@ -253,6 +258,8 @@ pub struct RunResult {
     pub config: RunConfig,
     pub results: RunResults,
     pub warnings: Vec<String>,
+    /// Set when `stop_on` ended the run: the cycle of the xrun that did.
+    pub early_stop_cycle: Option<u64>,
 }
 
 /// Run the engine on the configured driver until the duration elapsed, a signal arrived or
@@ -312,8 +319,12 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         None => None,
     };
     let collector_stop = Arc::new(AtomicBool::new(false));
-    let collector = collector::spawn(consumer, trace, collector_stop.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
+    let early = cfg.stop_on.map(|on| EarlyStop {
+        on,
+        driver_stop: stop.clone(),
+    });
+    let collector = collector::spawn(consumer, trace, collector_stop.clone(), early)?;
 
     let (driver_cpu, driver_policy) = (cpus[0], cfg.policy);
     let driver_kind = cfg.driver;
@@ -406,6 +417,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     } else {
         match outcome {
             Some((StopReason::Complete, _)) => Status::Complete,
+            Some((StopReason::Stopped, _))
+                if folded.early_stop_cycle.is_some() && !crate::rt::interrupt::requested() =>
+            {
+                Status::Complete
+            }
             _ => Status::Interrupted,
         }
     };
@@ -490,5 +506,6 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         config: cfg.clone(),
         results,
         warnings,
+        early_stop_cycle: folded.early_stop_cycle,
     })
 }
