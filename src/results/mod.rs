@@ -71,6 +71,11 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
+    /// `load`: the DSP load test grid (seed 000 §3.1.1), maximum instances per cell.
+    Load {
+        config: crate::measure::loadtest::LoadConfig,
+        results: crate::measure::loadtest::LoadResults,
+    },
 }
 
 impl Body {
@@ -82,6 +87,7 @@ impl Body {
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
+            Body::Load { .. } => "load",
         }
     }
 }
