@@ -79,6 +79,9 @@ pub struct LoadArgs {
     /// Scheduling policy of the engine threads [default: fifo:80, other for sim].
     #[arg(long, value_name = "POLICY")]
     pub policy: Option<Policy>,
+    /// Do not lock memory (mlockall) during the trials.
+    #[arg(long)]
+    pub no_mlock: bool,
     /// Continue the interrupted grid in this result (written back to it unless -o says otherwise).
     #[arg(long, value_name = "RESULT.json")]
     pub resume: Option<PathBuf>,
@@ -151,6 +154,7 @@ impl LoadArgs {
             c.policy = p;
         }
         c.seed = self.seed;
+        c.mlock &= !self.no_mlock;
         if driver == DriverKind::Sim {
             c.sim = SimConfig {
                 latency: LatencyModel::parse(&self.sim_latency)?,

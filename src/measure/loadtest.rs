@@ -75,6 +75,8 @@ pub struct LoadConfig {
     /// The CPU kept free of real-time work, if any.
     pub reserve_cpu: Option<usize>,
     pub policy: Policy,
+    /// mlockall during each trial (virtual driver).
+    pub mlock: bool,
     /// The search never goes above this many instances per track.
     pub max_instances: u32,
     pub seed: u64,
@@ -108,6 +110,7 @@ impl LoadConfig {
                 DriverKind::Virtual => Policy::fifo(80),
                 DriverKind::Sim => Policy::Other { nice: 0 },
             },
+            mlock: driver == DriverKind::Virtual,
             max_instances: 1024,
             seed: 1,
             sim: SimConfig::default(),
@@ -182,6 +185,7 @@ impl LoadConfig {
         c.cpus = self.cpus.clone();
         c.policy = self.policy;
         c.seed = self.seed;
+        c.mlock = self.mlock && self.driver == DriverKind::Virtual;
         c.stop_on = Some(self.criterion.stop_on());
         if self.driver == DriverKind::Sim {
             c.sim = self.sim.clone();
