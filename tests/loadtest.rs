@@ -257,7 +257,9 @@ fn resume_completes_the_same_grid() {
         partial.cells[..],
         "finished cells kept as they were"
     );
-    let key = |r: &LoadResults| -> Vec<(u32, String, u32, Vec<(u32, bool)>)> {
+    // Per cell: buffer, plugin, maximum and the (count, passed) sequence of its trials.
+    type Key = Vec<(u32, String, u32, Vec<(u32, bool)>)>;
+    let key = |r: &LoadResults| -> Key {
         r.cells
             .iter()
             .map(|c| {

@@ -561,7 +561,6 @@ fn run_cell(
             }
         }
     }
-    drop(trial);
     let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
     let period_ns = crate::driver::DeviceParams {
         rate: cfg.rate,
