@@ -5,6 +5,7 @@ mod check;
 mod import;
 mod latency;
 mod latencytest;
+mod load;
 pub mod output;
 mod plugins;
 mod run;
@@ -50,6 +51,7 @@ pub struct Cli {
 pub enum Command {
     Check(check::CheckArgs),
     Latency(latency::LatencyArgs),
+    Load(load::LoadArgs),
     Import(import::ImportArgs),
     Run(run::RunArgs),
     Plugins(plugins::PluginsArgs),
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
         Command::Latency(a) => latency::run(a, &cli.global),
+        Command::Load(a) => load::run(a, &cli.global),
         Command::Import(a) => import::run(a, &cli.global),
         Command::Run(a) => run::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),

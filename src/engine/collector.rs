@@ -95,6 +95,8 @@ pub struct Folded {
     pub thread_cpu_sum: Vec<u64>,
     /// Per track: the largest end offset after wake.
     pub track_end_max: Vec<u64>,
+    /// The cycle whose xrun met `RunConfig::stop_on` and stopped the run.
+    pub early_stop_cycle: Option<u64>,
     first_t_ideal: Option<u64>,
 }
 
@@ -252,12 +254,40 @@ impl TraceWriter {
     }
 }
 
+/// Which xruns end a run early (`RunConfig::stop_on`), e.g. for the DSP load search where
+/// the first disqualifying xrun decides a trial and the rest of it would be wasted time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopCriterion {
+    /// Only xruns whose cause is `overload`.
+    Overload,
+    /// Any xrun.
+    AnyXrun,
+}
+
+impl StopCriterion {
+    pub fn matches(self, cause: Cause) -> bool {
+        match self {
+            StopCriterion::Overload => cause == Cause::Overload,
+            StopCriterion::AnyXrun => true,
+        }
+    }
+}
+
+/// The early stop as the collector applies it: the criterion and the driver's stop flag.
+/// Checked here, off the real-time path: the driver only sees its ordinary stop flag.
+pub struct EarlyStop {
+    pub on: StopCriterion,
+    pub driver_stop: Arc<AtomicBool>,
+}
+
 /// Run the collector on a normal thread until `stop` is set (then drain) or the producer
 /// is gone.
 pub fn spawn(
     mut consumer: rtrb::Consumer<CycleRecord>,
     mut trace: Option<TraceWriter>,
     stop: Arc<AtomicBool>,
+    early: Option<EarlyStop>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
     std::thread::Builder::new()
         .name("xr-collector".into())
@@ -268,6 +298,12 @@ pub fn spawn(
                 let mut n = 0;
                 while let Ok(r) = consumer.pop() {
                     f.fold(&r);
+                    if let (Some(e), Some(c), None) = (&early, r.cause, f.early_stop_cycle) {
+                        if e.on.matches(c) {
+                            f.early_stop_cycle = Some(r.cycle);
+                            e.driver_stop.store(true, Ordering::SeqCst);
+                        }
+                    }
                     if let Some(t) = trace.as_mut() {
                         if let Err(e) = t.write(&r) {
                             trace_err = Some(e);

@@ -1,7 +1,7 @@
 //! `engine::run`: the library entry point behind `xrunlab run` — build the graph, start
 //! the driver on the engine's RT thread 0, watch it, fold the probes into a result.
 
-use super::collector::{self, Folded, TraceWriter, XrunEvent};
+use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
 use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
 use crate::driver::jack::{JackClient, JackConfig, JackReport};
@@ -81,6 +81,10 @@ pub struct RunConfig {
     /// A competing periodic task run beside the engine by `run_under`.
     #[serde(default)]
     pub compete: Option<crate::load::PeriodicSpec>,
+    /// End the run at the first xrun this criterion matches (the run is then `complete`,
+    /// shorter than asked, and `RunResult::early_stop_cycle` says where).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on: Option<StopCriterion>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -119,6 +123,7 @@ impl RunConfig {
             worker_spin_ns: default_worker_spin_ns(),
             stress: Vec::new(),
             compete: None,
+            stop_on: None,
         })
     }
 
@@ -278,6 +283,8 @@ pub struct RunResult {
     pub config: RunConfig,
     pub results: RunResults,
     pub warnings: Vec<String>,
+    /// Set when `stop_on` ended the run: the cycle of the xrun that did.
+    pub early_stop_cycle: Option<u64>,
 }
 
 /// `run` under the load of `stress` and beside `cfg.compete`, both started here before the
@@ -387,8 +394,12 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         None => None,
     };
     let collector_stop = Arc::new(AtomicBool::new(false));
-    let collector = collector::spawn(consumer, trace, collector_stop.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
+    let early = cfg.stop_on.map(|on| EarlyStop {
+        on,
+        driver_stop: stop.clone(),
+    });
+    let collector = collector::spawn(consumer, trace, collector_stop.clone(), early)?;
 
     // With JACK the driver thread only waits: the server's process thread runs the cycle.
     let (driver_cpu, driver_policy) = match cfg.driver {
@@ -534,6 +545,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     } else {
         match outcome {
             Some((StopReason::Complete, _)) => Status::Complete,
+            Some((StopReason::Stopped, _))
+                if folded.early_stop_cycle.is_some() && !crate::rt::interrupt::requested() =>
+            {
+                Status::Complete
+            }
             _ => Status::Interrupted,
         }
     };
@@ -621,5 +637,6 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         config: cfg.clone(),
         results,
         warnings,
+        early_stop_cycle: folded.early_stop_cycle,
     })
 }

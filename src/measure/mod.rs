@@ -3,4 +3,5 @@
 
 pub mod latency;
 pub mod latencytest;
+pub mod loadtest;
 pub mod stats;

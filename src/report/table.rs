@@ -302,3 +302,64 @@ pub fn compete_line(c: &crate::load::PeriodicResult) -> String {
         format_ns(st.response_ns.max),
     )
 }
+
+/// The human summary of `xrunlab load`, shaped like seed 000 Fig. 2: one table per buffer
+/// size, rows = tracks, columns = plugin types, cells = max instances per track and the mean
+/// DSP load measured there.
+pub fn load_summary(
+    cfg: &crate::measure::loadtest::LoadConfig,
+    r: &crate::measure::loadtest::LoadResults,
+) -> String {
+    let mut s = format!(
+        "load: {:?} driver, {} Hz, {} periods, {} trials, criterion {:?}{}; {}/{} cells\n",
+        cfg.driver,
+        cfg.rate,
+        cfg.periods,
+        crate::units::format_ns(cfg.duration_ns),
+        cfg.criterion,
+        match cfg.validate_ns {
+            Some(v) => format!(", validated {}", crate::units::format_ns(v)),
+            None => String::new(),
+        },
+        r.cells.len(),
+        r.cells_total
+    );
+    for &b in &cfg.buffers {
+        let mut header = vec![format!("{b} frames: tracks")];
+        header.extend(
+            cfg.plugins
+                .iter()
+                .map(|p| format!("{p}: max/track · DSP load")),
+        );
+        let h: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut t = new_table(&h);
+        for &tr in &cfg.tracks {
+            let mut row = vec![num(tr)];
+            for p in &cfg.plugins {
+                row.push(num(match r.cell(b, tr, p) {
+                    Some(c) => format!(
+                        "{}{} · {:.1} % ({:.1} %/inst, limit {})",
+                        c.max_per_track,
+                        if c.capped { "+" } else { "" },
+                        c.dsp_load_pct.mean,
+                        c.dsp_load_per_instance_pct,
+                        c.limit.per_track
+                    ),
+                    None => "—".into(),
+                }));
+            }
+            t.add_row(row);
+        }
+        s.push_str(&format!("{t}\n"));
+    }
+    let trials: usize = r.cells.iter().map(|c| c.trials.len()).sum();
+    let secs: u64 = r.cells.iter().map(|c| c.time_spent_ns).sum::<u64>() / 1_000_000_000;
+    s.push_str(&format!(
+        "{trials} trials in {secs} s; limit = instances that fit one period by {}; + = stopped at --max-instances\n",
+        r.cells
+            .first()
+            .map(|c| c.limit.source.as_str())
+            .unwrap_or("bench")
+    ));
+    s
+}

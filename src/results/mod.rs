@@ -76,6 +76,11 @@ pub enum Body {
         config: crate::measure::latencytest::LatencytestConfig,
         results: Box<crate::measure::latencytest::LatencytestResult>,
     },
+    /// `load`: the DSP load test grid (seed 000 §3.1.1), maximum instances per cell.
+    Load {
+        config: crate::measure::loadtest::LoadConfig,
+        results: crate::measure::loadtest::LoadResults,
+    },
 }
 
 impl Body {
@@ -88,6 +93,7 @@ impl Body {
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
             Body::Latencytest { .. } => "latencytest",
+            Body::Load { .. } => "load",
         }
     }
 }

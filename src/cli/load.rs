@@ -1,0 +1,281 @@
+//! `xrunlab load`: the DSP load test grid of seed 000 §3.1.1.
+
+use super::{output, Global};
+use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
+use crate::engine::run::DriverKind;
+use crate::engine::CostModel;
+use crate::error::{Error, Result};
+use crate::load::StressArgs;
+use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
+use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
+use crate::rt::Policy;
+use crate::system::Environment;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LoadDriverArg {
+    Virtual,
+    Sim,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CriterionArg {
+    Overload,
+    All,
+}
+
+/// The DSP load test: the most plugin instances per track without xruns, per buffer size,
+/// track count and plugin type (seed 000 §3.1.1, Fig. 2).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Each cell starts at the physical limit (instances of the plugin that fit one period per engine
+thread, from a short benchmark), brackets the maximum by steps 1, 2, 4… and closes it by
+binary search. A trial stops at its first disqualifying xrun: with --criterion overload (the
+default) only xruns caused by the DSP's CPU time disqualify, the others are reported.
+The stress load runs once for the whole grid. With -o the file is rewritten atomically after
+every cell, so an interrupted grid leaves a valid partial result that --resume continues.
+
+Examples:
+  xrunlab load --buffers 64,128,256,512 --tracks 1,2 --duration 10s -o load.json
+  xrunlab load --duration 10m --validate 2h -o paper.json        # seed 000's protocol
+  xrunlab load --resume paper.json                               # continue after Ctrl-C
+  xrunlab load --buffers 256 --tracks 1 --plugins 'burn(10%)' --duration 2s --stress none
+  xrunlab load --driver sim --plugins reverb-heavy --cost reverb-heavy=40ns/frame --cost-overhead 20us")]
+pub struct LoadArgs {
+    /// What paces the cycles.
+    #[arg(long, value_enum, default_value = "virtual")]
+    pub driver: LoadDriverArg,
+    /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two).
+    #[arg(long, default_value = "16,32,64,128,256,512")]
+    pub buffers: String,
+    /// Parallel track counts, e.g. 1,2 or 1..4 [default: 1..number of RT CPUs].
+    #[arg(long)]
+    pub tracks: Option<String>,
+    /// Keep this CPU free of real-time work (seed 000's PREEMPT_RT setup).
+    #[arg(long, value_name = "CPU")]
+    pub reserve_cpu: Option<usize>,
+    /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)'.
+    #[arg(long, default_value = "reverb-light,reverb-heavy")]
+    pub plugins: String,
+    /// Sample rate in Hz.
+    #[arg(long, default_value_t = 48000)]
+    pub rate: u32,
+    /// Periods of buffering n.
+    #[arg(long, default_value_t = 2)]
+    pub periods: u32,
+    /// Length of each search trial (10m for the paper's protocol).
+    #[arg(long, default_value = "10s", value_parser = crate::units::parse_duration_ns)]
+    pub duration: u64,
+    /// Rerun each maximum this long and lower it until it passes (the paper: 2h).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration_ns)]
+    pub validate: Option<u64>,
+    /// Which xruns disqualify a count.
+    #[arg(long, value_enum, default_value = "overload")]
+    pub criterion: CriterionArg,
+    /// Never try more instances per track than this.
+    #[arg(long, default_value_t = 1024)]
+    pub max_instances: u32,
+    /// Scheduling policy of the engine threads [default: fifo:80, other for sim].
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<Policy>,
+    /// Do not lock memory (mlockall) during the trials.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Continue the interrupted grid in this result (written back to it unless -o says otherwise).
+    #[arg(long, value_name = "RESULT.json")]
+    pub resume: Option<PathBuf>,
+    /// Seed for the input noise and the sim driver.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// sim: wake-up latency model (see `xrunlab run --help`).
+    #[arg(long, value_name = "MODEL", default_value = "const:0us")]
+    pub sim_latency: String,
+    /// sim: declared cost of one plugin instance, NAME=DURATION or NAME=DURATION/frame.
+    #[arg(long, value_name = "NAME=COST")]
+    pub cost: Vec<String>,
+    /// sim: engine overhead per cycle in the cost model.
+    #[arg(long, value_name = "DURATION", default_value = "0ns", value_parser = crate::units::parse_duration_ns)]
+    pub cost_overhead: u64,
+    /// sim: inject an event into every trial: late:CYCLE:DURATION, compute:… or preempt:….
+    #[arg(long, value_name = "EVENT")]
+    pub inject: Vec<SimEvent>,
+    #[command(flatten)]
+    pub stress: StressArgs,
+}
+
+impl LoadArgs {
+    pub fn to_config(&self) -> Result<LoadConfig> {
+        let driver = match self.driver {
+            LoadDriverArg::Virtual => DriverKind::Virtual,
+            LoadDriverArg::Sim => DriverKind::Sim,
+        };
+        let sim_flags = self.sim_latency != "const:0us"
+            || !self.cost.is_empty()
+            || self.cost_overhead != 0
+            || !self.inject.is_empty();
+        if driver == DriverKind::Virtual && sim_flags {
+            return Err(Error::usage(
+                "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
+            ));
+        }
+        let mut cpus = crate::rt::affinity::allowed_cpus()?;
+        if let Some(r) = self.reserve_cpu {
+            if !cpus.contains(&r) {
+                return Err(Error::usage(format!(
+                    "--reserve-cpu {r}: not a CPU this process may use ({})",
+                    crate::rt::affinity::format_cpu_list(&cpus)
+                )));
+            }
+            cpus.retain(|&c| c != r);
+            if cpus.is_empty() {
+                return Err(Error::usage(
+                    "--reserve-cpu leaves no CPU for the real-time threads",
+                ));
+            }
+        }
+        let mut c = LoadConfig::new(driver, cpus);
+        c.reserve_cpu = self.reserve_cpu;
+        c.buffers = crate::units::parse_uint_list(&self.buffers, true)?;
+        if let Some(t) = &self.tracks {
+            c.tracks = crate::units::parse_uint_list(t, false)?;
+        }
+        c.plugins = split_plugins(&self.plugins);
+        c.rate = self.rate;
+        c.periods = self.periods;
+        c.duration_ns = self.duration;
+        c.validate_ns = self.validate;
+        c.criterion = match self.criterion {
+            CriterionArg::Overload => Criterion::Overload,
+            CriterionArg::All => Criterion::All,
+        };
+        c.max_instances = self.max_instances;
+        if let Some(p) = self.policy {
+            c.policy = p;
+        }
+        c.seed = self.seed;
+        c.mlock &= !self.no_mlock;
+        if driver == DriverKind::Sim {
+            c.sim = SimConfig {
+                latency: LatencyModel::parse(&self.sim_latency)?,
+                events: self.inject.clone(),
+            };
+            c.cost = CostModel {
+                costs: self
+                    .cost
+                    .iter()
+                    .map(|s| CostModel::parse_cost(s))
+                    .collect::<Result<_>>()?,
+                overhead_ns: self.cost_overhead,
+            };
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Split on commas outside parentheses, so `burn(10%)` style parameters survive.
+fn split_plugins(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for ch in s.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    out.push(cur.trim().to_string());
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let cfg = a.to_config()?;
+    let mut stress_args = a.stress.clone();
+    // Seed 000 ran every cell under stress-ng; `--stress-backend auto` falls back to the
+    // built-in equivalent where stress-ng is missing.
+    if stress_args.stress.is_none() && stress_args.stress_cmd.is_empty() {
+        stress_args.stress = Some("paper".into());
+    }
+    let spec = stress_args.to_spec()?;
+    let mut cfg = cfg;
+    cfg.stress = spec.labels();
+    let prior: Option<LoadResults> = match &a.resume {
+        Some(p) => {
+            let doc = read_result(p)?;
+            match doc.body {
+                Body::Load { config, results } => {
+                    loadtest::check_resumable(&cfg, &config)?;
+                    Some(results)
+                }
+                other => {
+                    return Err(Error::usage(format!(
+                        "--resume {}: a '{}' result, not a load result",
+                        p.display(),
+                        other.kind()
+                    )))
+                }
+            }
+        }
+        None => None,
+    };
+    let out_path = g.output.clone().or_else(|| a.resume.clone());
+    let mut env = Environment::capture();
+    env.stress = spec.labels();
+    let make_doc = |results: &LoadResults, status: Status, env: &Environment| {
+        ResultDoc::new(
+            Body::Load {
+                config: cfg.clone(),
+                results: results.clone(),
+            },
+            status,
+            started.clone(),
+            env.clone(),
+        )
+    };
+    let mut on_cell = |r: &LoadResults| -> Result<()> {
+        match &out_path {
+            // Until the grid ends the file says interrupted: that is what it is if we die.
+            Some(p) => write_json_atomic(p, &make_doc(r, Status::Interrupted, &env)),
+            None => Ok(()),
+        }
+    };
+    let total = (cfg.buffers.len() * cfg.tracks.len() * cfg.plugins.len()) as u64;
+    let progress = crate::progress::for_terminal(g.quiet, total);
+    let out = loadtest::run_load(
+        &cfg,
+        Some(&spec),
+        prior.as_ref(),
+        &mut on_cell,
+        progress.as_ref(),
+    )?;
+    let human = crate::report::table::load_summary(&cfg, &out.results);
+    let mut doc = make_doc(&out.results, out.status, &env);
+    doc.warnings.extend(out.warnings.iter().cloned());
+    if let Some(s) = &out.results.stress {
+        doc.warnings.extend(s.warnings.iter().cloned());
+    }
+    let g2 = Global {
+        output: out_path,
+        ..g.clone()
+    };
+    output::emit(&doc, &g2, &human)?;
+    match out.status {
+        Status::Complete => Ok(0),
+        _ => {
+            output::stderr(&format!(
+                "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",
+                out.results.cells.len(),
+                out.results.cells_total
+            ));
+            Ok(crate::error::EXIT_CANNOT_MEASURE)
+        }
+    }
+}

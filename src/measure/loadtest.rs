@@ -1,0 +1,597 @@
+//! The DSP load test of seed 000 §3.1.1, automated: for every cell (buffer size, parallel
+//! tracks, plugin type) the largest number of plugin instances per track that runs for a
+//! trial duration without a disqualifying xrun.
+//!
+//! Search per cell (see [`search`]): the first trial runs the physical limit `est` (how many
+//! instances of the plugin fit in one period per engine thread, from `dsp::bench` on a real
+//! driver or from the cost model on `sim`). If it passes, the count grows by steps 1, 2, 4 …
+//! until a trial fails (or `max_instances` is reached); if it fails, it shrinks by the same
+//! steps until one passes (0 always passes: no instances). The bracket is then closed by
+//! binary search. An exact estimate therefore costs 2 trials (`est` passes, `est+1` fails).
+//! Each trial stops at its first disqualifying xrun (`RunConfig::stop_on`).
+//!
+//! Disqualifying (`--criterion`): `overload` (default, as DESIGN.md §3 says the load test
+//! judges) only xruns whose cause is the critical path's CPU time; `all` every xrun.
+//!
+//! DSP load per instance is the mean DSP load divided by the instances per track: tracks run
+//! in parallel, so the load of the critical path is that of one track's chain, and any rise
+//! of this figure with the track count is the cost of parallelism (seed 000 Fig. 2b).
+
+use crate::driver::sim::SimConfig;
+use crate::dsp::{parse_chain, ChainElement, PluginContext};
+use crate::engine::collector::StopCriterion;
+use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
+use crate::engine::CostModel;
+use crate::error::{Error, Result};
+use crate::load::session::{StressRecord, StressSession};
+use crate::load::spec::StressSpec;
+use crate::progress::{Progress, Silent};
+use crate::results::Status;
+use crate::rt::Policy;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Criterion {
+    /// Only overload-caused xruns disqualify; the others are reported.
+    Overload,
+    /// Every xrun disqualifies.
+    All,
+}
+
+impl Criterion {
+    fn stop_on(self) -> StopCriterion {
+        match self {
+            Criterion::Overload => StopCriterion::Overload,
+            Criterion::All => StopCriterion::AnyXrun,
+        }
+    }
+    fn disqualifies(self, x: &XrunCounts) -> bool {
+        match self {
+            Criterion::Overload => x.overload > 0,
+            Criterion::All => x.total > 0,
+        }
+    }
+}
+
+/// What `xrunlab load` was asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LoadConfig {
+    pub driver: DriverKind,
+    pub rate: u32,
+    pub periods: u32,
+    pub buffers: Vec<u32>,
+    pub tracks: Vec<u32>,
+    /// Chain elements as typed, one per plugin type, e.g. `reverb-heavy`, `burn(10%)`.
+    pub plugins: Vec<String>,
+    /// Length of a search trial (device time).
+    pub duration_ns: u64,
+    /// Rerun each found maximum this long and lower it until it passes.
+    pub validate_ns: Option<u64>,
+    pub criterion: Criterion,
+    /// CPUs the engine threads may use (the reserved CPU already removed).
+    pub cpus: Vec<usize>,
+    /// The CPU kept free of real-time work, if any.
+    pub reserve_cpu: Option<usize>,
+    pub policy: Policy,
+    /// mlockall during each trial (virtual driver).
+    pub mlock: bool,
+    /// The search never goes above this many instances per track.
+    pub max_instances: u32,
+    pub seed: u64,
+    /// sim: wake-up latency model and injected events, applied to every trial.
+    pub sim: SimConfig,
+    /// sim: the cost model that stands in for the DSP.
+    pub cost: CostModel,
+    /// Wall time spent benchmarking each plugin for the physical limit (real drivers).
+    pub bench_ns: u64,
+    /// Stress labels as asked (the record of what ran is in the results).
+    pub stress: Vec<String>,
+}
+
+impl LoadConfig {
+    /// Defaults of `xrunlab load` for a driver, on `cpus`.
+    pub fn new(driver: DriverKind, cpus: Vec<usize>) -> Self {
+        let n = cpus.len().max(1) as u32;
+        LoadConfig {
+            driver,
+            rate: 48000,
+            periods: 2,
+            buffers: vec![16, 32, 64, 128, 256, 512],
+            tracks: (1..=n).collect(),
+            plugins: vec!["reverb-light".into(), "reverb-heavy".into()],
+            duration_ns: 10_000_000_000,
+            validate_ns: None,
+            criterion: Criterion::Overload,
+            cpus,
+            reserve_cpu: None,
+            policy: match driver {
+                DriverKind::Virtual | DriverKind::Jack => Policy::fifo(80),
+                DriverKind::Sim => Policy::Other { nice: 0 },
+            },
+            mlock: driver != DriverKind::Sim,
+            max_instances: 1024,
+            seed: 1,
+            sim: SimConfig::default(),
+            cost: CostModel::default(),
+            bench_ns: 300_000_000,
+            stress: Vec::new(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.buffers.is_empty() || self.tracks.is_empty() || self.plugins.is_empty() {
+            return Err(Error::usage(
+                "--buffers, --tracks and --plugins each need at least one value",
+            ));
+        }
+        if self.tracks.contains(&0) {
+            return Err(Error::usage("--tracks: a cell needs at least one track"));
+        }
+        if self.max_instances == 0 {
+            return Err(Error::usage("--max-instances must be at least 1"));
+        }
+        for p in &self.plugins {
+            let e = self.element(p)?;
+            if crate::dsp::bench::NEVER_RETURNS.contains(&e.plugin.as_str()) {
+                return Err(Error::usage(format!(
+                    "--plugins: '{}' never returns; it has no maximum",
+                    e.plugin
+                )));
+            }
+        }
+        // Every cell's run configuration must be valid before hours of grid start.
+        for &b in &self.buffers {
+            for &t in &self.tracks {
+                self.trial_config(b, t, &self.plugins[0], 1, self.duration_ns)?
+                    .validate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One plugin type as a single chain element with count 1.
+    fn element(&self, plugin: &str) -> Result<ChainElement> {
+        let v = parse_chain(plugin)?;
+        match v.as_slice() {
+            [e] if e.count == 1 => Ok(e.clone()),
+            _ => Err(Error::usage(format!(
+                "--plugins: '{plugin}' must be one plugin without a count (the search sets it)"
+            ))),
+        }
+    }
+
+    /// Engine threads a cell gets: one per track, up to one per CPU.
+    fn threads(&self, tracks: u32) -> u32 {
+        (self.cpus.len().max(1) as u32).min(tracks)
+    }
+
+    fn trial_config(
+        &self,
+        buffer: u32,
+        tracks: u32,
+        plugin: &str,
+        n: u32,
+        duration_ns: u64,
+    ) -> Result<RunConfig> {
+        let chain = format!("{plugin}:{n}");
+        let mut c = RunConfig::new(self.driver, &chain)?;
+        c.rate = self.rate;
+        c.buffer_frames = buffer;
+        c.periods = self.periods;
+        c.tracks = tracks;
+        c.duration_ns = duration_ns;
+        c.cpus = self.cpus.clone();
+        c.policy = self.policy;
+        c.seed = self.seed;
+        c.mlock = self.mlock && self.driver == DriverKind::Virtual;
+        c.stop_on = Some(self.criterion.stop_on());
+        if self.driver == DriverKind::Sim {
+            c.sim = self.sim.clone();
+            c.cost = self.cost.clone();
+            c.compute = ComputeKind::Model;
+        }
+        Ok(c)
+    }
+
+    /// The physical limit of a cell: instances per track that fit in one period when each
+    /// engine thread runs its share of the tracks and nothing else costs anything.
+    pub fn physical_limit(&self, buffer: u32, tracks: u32, plugin: &str) -> Result<PhysicalLimit> {
+        let e = self.element(plugin)?;
+        let ctx = PluginContext {
+            rate: self.rate,
+            max_frames: buffer as usize,
+        };
+        let (instance_ns, source) = match self.driver {
+            DriverKind::Sim => (self.cost.instance_cost(&e, &ctx)?.0 as f64, "cost-model"),
+            DriverKind::Virtual | DriverKind::Jack => {
+                let b = crate::dsp::bench::bench_element(&e, &ctx, self.bench_ns)?;
+                (b.ns_per_frame * buffer as f64, "bench")
+            }
+        };
+        let per_thread = tracks.div_ceil(self.threads(tracks));
+        let period_ns = ctx.period_ns() as f64;
+        let per_track = if instance_ns <= 0.0 {
+            self.max_instances
+        } else {
+            (period_ns / (instance_ns * per_thread as f64))
+                .floor()
+                .min(self.max_instances as f64) as u32
+        };
+        Ok(PhysicalLimit {
+            instance_ns,
+            source: source.into(),
+            per_track,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhysicalLimit {
+    /// Cost of one instance per cycle, ns.
+    pub instance_ns: f64,
+    /// `bench` (measured alone, on a real driver) or `cost-model` (sim).
+    pub source: String,
+    /// Instances per track that fit in one period.
+    pub per_track: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialPhase {
+    Search,
+    Validate,
+}
+
+/// One run of the engine at a fixed instance count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Trial {
+    pub instances_per_track: u32,
+    pub phase: TrialPhase,
+    pub passed: bool,
+    /// Device time the trial covered (shorter than asked when it stopped early).
+    pub duration_ns: u64,
+    pub cycles: u64,
+    pub xruns: XrunCounts,
+    /// The cycle of the disqualifying xrun that stopped the trial.
+    pub stopped_at_cycle: Option<u64>,
+    /// Wall-clock time the trial took.
+    pub wall_ns: u64,
+}
+
+/// The maximum of one cell and what was measured at it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Cell {
+    pub buffer_frames: u32,
+    pub tracks: u32,
+    pub plugin: String,
+    pub period_ns: u64,
+    pub limit: PhysicalLimit,
+    /// Largest count per track that passed (0: not even one instance does).
+    pub max_per_track: u32,
+    pub total_instances: u32,
+    /// True when the search stopped at `max_instances` without a failure.
+    pub capped: bool,
+    /// Measured in the passing trial at the maximum (zeros when the maximum is 0).
+    pub dsp_load_pct: LoadPct,
+    /// Mean DSP load / instances per track.
+    pub dsp_load_per_instance_pct: f64,
+    /// Xruns of that trial (non-disqualifying ones only, by definition).
+    pub xruns: XrunCounts,
+    pub wake_latency_p99_ns: u64,
+    pub wake_latency_max_ns: u64,
+    pub trials: Vec<Trial>,
+    /// Wall-clock time spent on the cell, benchmark included.
+    pub time_spent_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LoadResults {
+    /// Finished cells in grid order (buffer, then tracks, then plugin).
+    pub cells: Vec<Cell>,
+    /// Cells the grid has (finished or not).
+    pub cells_total: u32,
+    /// What ran as stress during the grid (one session for all cells).
+    pub stress: Option<StressRecord>,
+}
+
+impl LoadResults {
+    pub fn cell(&self, buffer: u32, tracks: u32, plugin: &str) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|c| c.buffer_frames == buffer && c.tracks == tracks && c.plugin == plugin)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadOutcome {
+    pub status: Status,
+    pub results: LoadResults,
+    pub warnings: Vec<String>,
+}
+
+/// The bracket-then-bisect search over a monotone pass/fail `trial`. Returns the largest
+/// passing count in `0..=cap` and whether `cap` itself passed; `trial(0)` is never asked
+/// (no instances always pass). `Ok(None)` from `trial` aborts (interrupted).
+pub fn search(
+    est: u32,
+    cap: u32,
+    mut trial: impl FnMut(u32) -> Result<Option<bool>>,
+) -> Result<Option<(u32, bool)>> {
+    let mut run = |n: u32| -> Result<Option<bool>> {
+        if n == 0 {
+            Ok(Some(true))
+        } else {
+            trial(n)
+        }
+    };
+    let start = est.clamp(1, cap);
+    let Some(first) = run(start)? else {
+        return Ok(None);
+    };
+    // lo passes, hi fails (hi = None: no failure seen yet).
+    let (mut lo, mut hi);
+    if first {
+        lo = start;
+        hi = None;
+        let mut step = 1u32;
+        while hi.is_none() {
+            if lo == cap {
+                return Ok(Some((cap, true)));
+            }
+            let n = lo.saturating_add(step).min(cap);
+            match run(n)? {
+                None => return Ok(None),
+                Some(true) => lo = n,
+                Some(false) => hi = Some(n),
+            }
+            step = step.saturating_mul(2);
+        }
+    } else {
+        hi = Some(start);
+        let mut step = 1u32;
+        loop {
+            let n = hi.unwrap().saturating_sub(step);
+            match run(n)? {
+                None => return Ok(None),
+                Some(true) => {
+                    lo = n;
+                    break;
+                }
+                Some(false) => hi = Some(n),
+            }
+            step = step.saturating_mul(2);
+        }
+    }
+    let mut hi = hi.unwrap();
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match run(mid)? {
+            None => return Ok(None),
+            Some(true) => lo = mid,
+            Some(false) => hi = mid,
+        }
+    }
+    Ok(Some((lo, false)))
+}
+
+fn cells_of(cfg: &LoadConfig) -> Vec<(u32, u32, String)> {
+    let mut v = Vec::new();
+    for &b in &cfg.buffers {
+        for &t in &cfg.tracks {
+            for p in &cfg.plugins {
+                v.push((b, t, p.clone()));
+            }
+        }
+    }
+    v
+}
+
+/// Check that a partial result belongs to this grid so its cells may be kept.
+pub fn check_resumable(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Result<()> {
+    let same = cfg.driver == prior_cfg.driver
+        && cfg.rate == prior_cfg.rate
+        && cfg.periods == prior_cfg.periods
+        && cfg.duration_ns == prior_cfg.duration_ns
+        && cfg.validate_ns == prior_cfg.validate_ns
+        && cfg.criterion == prior_cfg.criterion
+        && cfg.max_instances == prior_cfg.max_instances;
+    if same {
+        Ok(())
+    } else {
+        Err(Error::usage(
+            "--resume: that result was measured with a different driver, rate, periods, duration, \
+             validation, criterion or instance cap; rerun with the same options",
+        ))
+    }
+}
+
+/// Run the grid. Cells already in `prior` (a resumed partial result of the same grid) are
+/// kept and not rerun. `on_cell` sees the results after every finished cell, so a caller
+/// can persist them (the CLI writes the partial file atomically). The stress session, if
+/// any, is started here once for the whole grid, from the calling thread.
+pub fn run_load(
+    cfg: &LoadConfig,
+    stress: Option<&StressSpec>,
+    prior: Option<&LoadResults>,
+    on_cell: &mut dyn FnMut(&LoadResults) -> Result<()>,
+    progress: &dyn Progress,
+) -> Result<LoadOutcome> {
+    cfg.validate()?;
+    let grid = cells_of(cfg);
+    let mut results = LoadResults {
+        cells: Vec::new(),
+        cells_total: grid.len() as u32,
+        stress: None,
+    };
+    // Keep prior cells in grid order; cells outside this grid are dropped.
+    let mut todo = Vec::new();
+    for (b, t, p) in &grid {
+        match prior.and_then(|r| r.cell(*b, *t, p)) {
+            Some(c) => results.cells.push(c.clone()),
+            None => todo.push((*b, *t, p.clone())),
+        }
+    }
+    let mut warnings = Vec::new();
+    if cfg.driver == DriverKind::Sim {
+        for p in &cfg.plugins {
+            let un = cfg.cost.unmodelled(&[cfg.element(p)?]);
+            if !un.is_empty() {
+                return Err(Error::usage(format!(
+                    "--driver sim needs a --cost for {} (an instance without cost has no maximum)",
+                    un.join(", ")
+                )));
+            }
+        }
+    }
+    let session = match stress {
+        Some(s) if !s.is_idle() => Some(StressSession::start(s, std::time::Duration::ZERO)?),
+        _ => None,
+    };
+    progress.set_total(grid.len() as u64);
+    progress.set_position(results.cells.len() as u64);
+    let mut status = Status::Complete;
+    let mut err = None;
+    for (b, t, p) in todo {
+        progress.set_message(&format!("{b} frames/{t} tr/{p}"));
+        match run_cell(cfg, b, t, &p, &mut warnings) {
+            Ok(Some(cell)) => {
+                results.cells.push(cell);
+                // Grid order, whatever order resumed and new cells finished in.
+                let pos = |c: &Cell| {
+                    grid.iter()
+                        .position(|(b, t, p)| {
+                            c.buffer_frames == *b && c.tracks == *t && c.plugin == *p
+                        })
+                        .unwrap_or(usize::MAX)
+                };
+                results.cells.sort_by_key(pos);
+                progress.set_position(results.cells.len() as u64);
+                if let Err(e) = on_cell(&results) {
+                    err = Some(e);
+                    break;
+                }
+            }
+            Ok(None) => {
+                status = Status::Interrupted;
+                break;
+            }
+            Err(e) => {
+                err = Some(e);
+                break;
+            }
+        }
+    }
+    progress.finish();
+    results.stress = session.map(StressSession::stop);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if results.cells.len() < grid.len() && status == Status::Complete {
+        status = Status::Interrupted;
+    }
+    warnings.dedup();
+    Ok(LoadOutcome {
+        status,
+        results,
+        warnings,
+    })
+}
+
+/// Search one cell; `None` when interrupted.
+fn run_cell(
+    cfg: &LoadConfig,
+    buffer: u32,
+    tracks: u32,
+    plugin: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Cell>> {
+    let t0 = crate::rt::clock::monotonic_ns();
+    let limit = cfg.physical_limit(buffer, tracks, plugin)?;
+    let mut trials = Vec::new();
+    // The passing run reported for the cell: the largest count in the search, or the last
+    // validation pass (which may be lower).
+    let mut best: Option<(u32, RunResult)> = None;
+    let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
+        let rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
+        let w0 = crate::rt::clock::monotonic_ns();
+        let r = crate::engine::run(&rc, &Silent)?;
+        match r.status {
+            Status::Complete => {}
+            Status::Interrupted => return Ok(None),
+            s => {
+                return Err(Error::cannot_measure(format!(
+                    "trial of {n} × {plugin} at {buffer} frames, {tracks} tracks ended as {s:?}; \
+                     the grid stops here"
+                )))
+            }
+        }
+        for w in &r.warnings {
+            warnings.push(w.clone());
+        }
+        let passed = !cfg.criterion.disqualifies(&r.results.xruns);
+        trials.push(Trial {
+            instances_per_track: n,
+            phase,
+            passed,
+            duration_ns: r.results.periods_elapsed * r.results.period_ns,
+            cycles: r.results.cycles,
+            xruns: r.results.xruns,
+            stopped_at_cycle: r.early_stop_cycle,
+            wall_ns: crate::rt::clock::monotonic_ns() - w0,
+        });
+        if passed && (phase == TrialPhase::Validate || best.as_ref().is_none_or(|(m, _)| n >= *m)) {
+            best = Some((n, r));
+        }
+        Ok(Some(passed))
+    };
+    let found = search(limit.per_track, cfg.max_instances, |n| {
+        trial(n, cfg.duration_ns, TrialPhase::Search)
+    })?;
+    let Some((mut max, capped)) = found else {
+        return Ok(None);
+    };
+    if let Some(v) = cfg.validate_ns {
+        while max > 0 {
+            match trial(max, v, TrialPhase::Validate)? {
+                None => return Ok(None),
+                Some(true) => break,
+                Some(false) => max -= 1,
+            }
+        }
+    }
+    let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
+    let period_ns = crate::driver::DeviceParams {
+        rate: cfg.rate,
+        frames: buffer,
+        periods: cfg.periods,
+    }
+    .period_ns();
+    let (dsp, xr, p99, wmax) = match &r {
+        Some(r) => (
+            r.results.dsp_load_pct,
+            r.results.xruns,
+            r.results.wake_latency_ns.p99,
+            r.results.wake_latency_ns.max,
+        ),
+        None => (LoadPct::default(), XrunCounts::default(), 0, 0),
+    };
+    Ok(Some(Cell {
+        buffer_frames: buffer,
+        tracks,
+        plugin: plugin.to_string(),
+        period_ns,
+        limit,
+        max_per_track: max,
+        total_instances: max * tracks,
+        capped,
+        dsp_load_pct: dsp,
+        dsp_load_per_instance_pct: if max > 0 { dsp.mean / max as f64 } else { 0.0 },
+        xruns: xr,
+        wake_latency_p99_ns: p99,
+        wake_latency_max_ns: wmax,
+        trials,
+        time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
+    }))
+}

@@ -1,0 +1,393 @@
+//! The DSP load search (`xrunlab load`) on the sim driver with a cost model of known
+//! capacity, where every maximum is exact; plus one tiny real grid on the virtual driver.
+//!
+//! The model (src/engine/cost.rs): with n = 2 and one track per engine thread, k instances
+//! of cost c plus a per-cycle overhead o on thread 0 overload a cycle iff o + k·c > P, so the
+//! maximum is ⌊(P − o)/c⌋ — the issue's ⌊B·k/c⌋ with budget B = P − o and k = 1 (the
+//! sustained budget is one period for any n).
+
+mod common;
+
+use common::{is_root, xrunlab};
+use xrunlab::engine::collector::StopCriterion;
+use xrunlab::engine::cost::CostModel;
+use xrunlab::engine::probe::Cause;
+use xrunlab::engine::run::DriverKind;
+use xrunlab::engine::RunConfig;
+use xrunlab::measure::loadtest::{run_load, search, Criterion, LoadConfig, LoadResults};
+use xrunlab::progress::Silent;
+use xrunlab::results::{Body, ResultDoc, Status};
+use xrunlab::rt::Policy;
+
+/// Buffers that are multiples of 48 frames at 48 kHz: P is an exact number of ns.
+fn sim_cfg(buffers: &[u32], tracks: &[u32], per_frame_ns: &[(&str, f64)], o_ns: u64) -> LoadConfig {
+    let mut c = LoadConfig::new(DriverKind::Sim, vec![0, 1]);
+    c.buffers = buffers.to_vec();
+    c.tracks = tracks.to_vec();
+    c.plugins = per_frame_ns.iter().map(|(p, _)| p.to_string()).collect();
+    c.cost = CostModel {
+        costs: per_frame_ns
+            .iter()
+            .map(|(p, f)| CostModel::parse_cost(&format!("{p}={f}ns/frame")).unwrap())
+            .collect(),
+        overhead_ns: o_ns,
+    };
+    c.duration_ns = 2_000_000_000;
+    c
+}
+
+fn expected_max(buffer: u32, per_frame_ns: f64, o_ns: u64) -> u32 {
+    let p = buffer as u64 * 1_000_000_000 / 48_000;
+    let c = (per_frame_ns * buffer as f64).round() as u64;
+    ((p - o_ns) / c) as u32
+}
+
+fn go(c: &LoadConfig, prior: Option<&LoadResults>) -> (LoadResults, usize) {
+    let mut calls = 0;
+    let out = run_load(
+        c,
+        None,
+        prior,
+        &mut |_| {
+            calls += 1;
+            Ok(())
+        },
+        &Silent,
+    )
+    .unwrap();
+    assert_eq!(out.status, Status::Complete);
+    (out.results, calls)
+}
+
+#[test]
+fn search_finds_every_maximum_of_a_monotone_trial() {
+    for est in 0..40u32 {
+        for m in 0..40u32 {
+            let mut asked = Vec::new();
+            let r = search(est, 64, |n| {
+                asked.push(n);
+                Ok(Some(n <= m))
+            })
+            .unwrap();
+            assert_eq!(r, Some((m, false)), "est {est} max {m}");
+            assert!(!asked.contains(&0), "0 instances is never run");
+            let mut dedup = asked.clone();
+            dedup.sort();
+            dedup.dedup();
+            assert_eq!(
+                dedup.len(),
+                asked.len(),
+                "no count is tried twice: {asked:?}"
+            );
+            // Bracketing by doubling steps plus bisection: logarithmic in the estimate's error.
+            let err = est.max(1).abs_diff(m) + 1;
+            let bound = 2 * (32 - err.leading_zeros()) + 2;
+            assert!(asked.len() as u32 <= bound, "est {est} max {m}: {asked:?}");
+        }
+    }
+    // The cap is a maximum of its own.
+    assert_eq!(
+        search(10, 12, |_| Ok(Some(true))).unwrap(),
+        Some((12, true))
+    );
+    // Interrupted.
+    assert_eq!(search(10, 12, |_| Ok(None)).unwrap(), None);
+}
+
+#[test]
+fn exact_maxima_with_two_trials_when_the_limit_is_exact() {
+    let plugins = [("reverb-light", 250.0), ("reverb-heavy", 700.0)];
+    let c = sim_cfg(&[48, 96, 192], &[1, 2], &plugins, 0);
+    let (r, calls) = go(&c, None);
+    assert_eq!(calls, 12);
+    assert_eq!(r.cells.len(), 12);
+    for cell in &r.cells {
+        let f = plugins.iter().find(|p| p.0 == cell.plugin).unwrap().1;
+        let m = expected_max(cell.buffer_frames, f, 0);
+        assert_eq!(cell.max_per_track, m, "{cell:?}");
+        assert_eq!(cell.total_instances, m * cell.tracks);
+        assert_eq!(cell.limit.per_track, m);
+        // The estimate is exact: it passes and one more fails.
+        let seq: Vec<(u32, bool)> = cell
+            .trials
+            .iter()
+            .map(|t| (t.instances_per_track, t.passed))
+            .collect();
+        assert_eq!(seq, [(m, true), (m + 1, false)], "{}", cell.plugin);
+        assert_eq!(cell.xruns.total, 0);
+        assert!(cell.dsp_load_pct.mean > 90.0 && cell.dsp_load_pct.max <= 100.0);
+        let per = cell.dsp_load_pct.mean / m as f64;
+        assert!((cell.dsp_load_per_instance_pct - per).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn overhead_makes_the_search_bracket_down_then_bisect() {
+    // 48 frames: P = 1 ms, c = 24 µs, est = ⌊1000/24⌋ = 41; with 100 µs overhead the
+    // maximum is ⌊900/24⌋ = 37: 41 ✗, 40 ✗, 38 ✗, 34 ✓, then 36 ✓, 37 ✓.
+    let c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 100_000);
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    assert_eq!(cell.limit.per_track, 41);
+    assert_eq!(cell.max_per_track, 37);
+    let seq: Vec<(u32, bool)> = cell
+        .trials
+        .iter()
+        .map(|t| (t.instances_per_track, t.passed))
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            (41, false),
+            (40, false),
+            (38, false),
+            (34, true),
+            (36, true),
+            (37, true)
+        ]
+    );
+}
+
+#[test]
+fn a_larger_buffer_never_yields_fewer_instances() {
+    let c = sim_cfg(
+        &[48, 96, 192, 384, 768],
+        &[1],
+        &[("reverb-light", 300.0)],
+        80_000,
+    );
+    let (r, _) = go(&c, None);
+    let maxima: Vec<u32> = r.cells.iter().map(|c| c.max_per_track).collect();
+    for (cell, &m) in r.cells.iter().zip(&maxima) {
+        assert_eq!(m, expected_max(cell.buffer_frames, 300.0, 80_000));
+    }
+    assert!(maxima.windows(2).all(|w| w[0] <= w[1]), "{maxima:?}");
+    assert!(maxima[0] < maxima[4]);
+}
+
+#[test]
+fn a_trial_stops_at_its_first_disqualifying_xrun() {
+    // 60 s at P = 1 ms is 60 000 cycles; a failing trial overloads from cycle 0 and must stop
+    // long before (the driver is at most one probe ring, 4096 records, ahead).
+    let mut c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 0);
+    c.duration_ns = 60_000_000_000;
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    let failed = cell.trials.iter().find(|t| !t.passed).unwrap();
+    assert_eq!(failed.stopped_at_cycle, Some(0));
+    assert!(failed.cycles < 30_000, "{failed:?}");
+    assert!(failed.duration_ns < 30_000_000_000);
+    let passed = cell.trials.iter().find(|t| t.passed).unwrap();
+    assert_eq!(passed.cycles, 60_000);
+    assert_eq!(passed.stopped_at_cycle, None);
+
+    // The engine hook itself: a late wake-up does not stop an overload-criterion run, the
+    // first long compute does.
+    let mut rc = RunConfig::new(DriverKind::Sim, "burn(50%)").unwrap();
+    rc.buffer_frames = 48;
+    rc.duration_ns = 20_000_000_000;
+    rc.sim.events = ["late:100:2ms", "compute:500:900us", "compute:600:900us"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    rc.stop_on = Some(StopCriterion::Overload);
+    let r = xrunlab::engine::run(&rc, &Silent).unwrap();
+    assert_eq!(r.status, Status::Complete);
+    assert_eq!(r.early_stop_cycle, Some(500));
+    assert_eq!(r.results.xrun_events[0].cause, Cause::LateWakeup);
+    assert!(r.results.xrun_events.iter().any(|e| e.cycle == 500));
+    assert!(r.results.cycles < 15_000, "{}", r.results.cycles);
+    rc.stop_on = Some(StopCriterion::AnyXrun);
+    let r = xrunlab::engine::run(&rc, &Silent).unwrap();
+    assert_eq!(r.early_stop_cycle, Some(100));
+}
+
+#[test]
+fn the_criterion_decides_whether_late_wakeups_disqualify() {
+    // A 3 ms late wake-up at cycle 10 of every trial: a late-wakeup xrun whatever the load.
+    let mut c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 0);
+    c.duration_ns = 200_000_000;
+    c.sim.events = vec!["late:10:3ms".parse().unwrap()];
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    assert_eq!(cell.max_per_track, expected_max(48, 500.0, 0));
+    assert!(cell.xruns.late_wakeup >= 1, "reported, not disqualifying");
+    assert_eq!(cell.xruns.overload, 0);
+
+    c.criterion = Criterion::All;
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    assert_eq!(cell.max_per_track, 0);
+    assert!(cell.trials.iter().all(|t| !t.passed));
+    assert!(cell.trials.iter().any(|t| t.instances_per_track == 1));
+    assert_eq!(cell.dsp_load_pct.mean, 0.0);
+}
+
+#[test]
+fn validation_lowers_a_maximum_that_fails_a_longer_run() {
+    // A long compute at cycle 1500 only a longer run reaches: 1.5 s > the 1 s search trials.
+    let mut c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 0);
+    c.duration_ns = 1_000_000_000;
+    c.validate_ns = Some(2_000_000_000);
+    // est 41 = 984 µs of 1 ms: 20 µs extra overloads 41, 40 (960 µs) survives it.
+    c.sim.events = vec!["compute:1500:20us".parse().unwrap()];
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    assert_eq!(cell.max_per_track, 40);
+    let v: Vec<(u32, bool)> = cell
+        .trials
+        .iter()
+        .filter(|t| t.phase == xrunlab::measure::loadtest::TrialPhase::Validate)
+        .map(|t| (t.instances_per_track, t.passed))
+        .collect();
+    assert_eq!(v, [(41, false), (40, true)]);
+}
+
+#[test]
+fn resume_completes_the_same_grid() {
+    let plugins = [("reverb-light", 250.0), ("reverb-heavy", 700.0)];
+    let c = sim_cfg(&[48, 96, 192], &[1], &plugins, 30_000);
+    let (full, _) = go(&c, None);
+    let mut partial = full.clone();
+    partial.cells.truncate(2);
+    let (resumed, calls) = go(&c, Some(&partial));
+    assert_eq!(calls, 4, "only the missing cells run");
+    assert_eq!(
+        resumed.cells[..2],
+        partial.cells[..],
+        "finished cells kept as they were"
+    );
+    // Per cell: buffer, plugin, maximum and the (count, passed) sequence of its trials.
+    type Key = Vec<(u32, String, u32, Vec<(u32, bool)>)>;
+    let key = |r: &LoadResults| -> Key {
+        r.cells
+            .iter()
+            .map(|c| {
+                (
+                    c.buffer_frames,
+                    c.plugin.clone(),
+                    c.max_per_track,
+                    c.trials
+                        .iter()
+                        .map(|t| (t.instances_per_track, t.passed))
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(key(&resumed), key(&full));
+
+    // The same through the CLI: an interrupted file written as `load -o` writes it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("load.json");
+    let doc = ResultDoc::new(
+        Body::Load {
+            config: c.clone(),
+            results: partial,
+        },
+        Status::Interrupted,
+        "2026-01-01T00:00:00Z".into(),
+        xrunlab::system::Environment::capture(),
+    );
+    xrunlab::results::write_json_atomic(&path, &doc).unwrap();
+    xrunlab()
+        .args([
+            "load",
+            "--driver",
+            "sim",
+            "--buffers",
+            "48,96,192",
+            "--tracks",
+            "1",
+            "--plugins",
+            "reverb-light,reverb-heavy",
+            "--cost",
+            "reverb-light=250ns/frame",
+            "--cost",
+            "reverb-heavy=700ns/frame",
+            "--cost-overhead",
+            "30us",
+            "--duration",
+            "2s",
+            "--stress",
+            "none",
+            "-q",
+            "--resume",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let doc = xrunlab::results::read_result(&path).unwrap();
+    assert_eq!(doc.status, Status::Complete);
+    let Body::Load { results, .. } = doc.body else {
+        panic!("not a load result")
+    };
+    assert_eq!(key(&results), key(&full));
+    // A different grid protocol is refused, not mixed in.
+    xrunlab()
+        .args([
+            "load",
+            "--driver",
+            "sim",
+            "--buffers",
+            "48",
+            "--tracks",
+            "1",
+        ])
+        .args([
+            "--plugins",
+            "reverb-light",
+            "--cost",
+            "reverb-light=250ns/frame",
+        ])
+        .args(["--duration", "5s", "--stress", "none", "-q", "--resume"])
+        .arg(&path)
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    for args in [
+        vec!["--plugins", "reverb-heavy:3"],
+        vec!["--plugins", "hang"],
+        vec!["--buffers", "0"],
+        vec!["--tracks", "0"],
+        vec!["--driver", "sim", "--plugins", "reverb-light"],
+        vec!["--cost", "reverb-light=1us"],
+        vec!["--reserve-cpu", "999"],
+    ] {
+        xrunlab()
+            .arg("load")
+            .args(&args)
+            .args(["--stress", "none", "-q"])
+            .assert()
+            .code(2);
+    }
+}
+
+#[test]
+fn a_tiny_real_grid_completes_on_the_virtual_driver() {
+    let mut c = LoadConfig::new(DriverKind::Virtual, vec![0]);
+    c.buffers = vec![256];
+    c.tracks = vec![1];
+    c.plugins = vec!["burn(10%)".into()];
+    c.duration_ns = 2_000_000_000;
+    c.max_instances = 3;
+    c.bench_ns = 50_000_000;
+    if !is_root() {
+        c.policy = Policy::Other { nice: 0 };
+        c.mlock = false;
+    }
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    // burn(10%) fits ~10 per period: the cap of 3 is the estimate, and a noisy VM may still
+    // push it lower; the cell must finish either way.
+    assert_eq!(cell.limit.per_track, 3);
+    assert!(cell.max_per_track <= 3);
+    assert!(!cell.trials.is_empty());
+    if cell.max_per_track == 3 {
+        assert!(cell.capped);
+        assert!(cell.dsp_load_pct.mean > 5.0, "{:?}", cell.dsp_load_pct);
+    }
+}
