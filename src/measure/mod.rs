@@ -2,4 +2,5 @@
 //! measurement-specific analyses built on them.
 
 pub mod latency;
+pub mod reservation;
 pub mod stats;
