@@ -7,6 +7,7 @@ mod latency;
 pub mod output;
 mod plugins;
 mod run;
+mod sched;
 mod schema;
 mod stress;
 
@@ -53,6 +54,7 @@ pub enum Command {
     Run(run::RunArgs),
     Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
+    Sched(sched::SchedArgs),
     Stress(stress::StressCmdArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
@@ -76,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
+        Command::Sched(a) => sched::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };

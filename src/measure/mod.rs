@@ -3,4 +3,5 @@
 
 pub mod latency;
 pub mod reservation;
+pub mod sched;
 pub mod stats;

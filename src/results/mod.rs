@@ -71,6 +71,11 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
+    /// `sched`: the graph under each scheduling policy against a competing task (seed 003).
+    Sched {
+        config: crate::measure::sched::SchedConfig,
+        results: Box<crate::measure::sched::SchedResults>,
+    },
 }
 
 impl Body {
@@ -82,6 +87,7 @@ impl Body {
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
+            Body::Sched { .. } => "sched",
         }
     }
 }
