@@ -361,12 +361,20 @@ fn controller_loop(
             next = now + p;
         }
         let mut total = 0;
+        let mut gone = false;
         for i in 0..n {
-            let c = thread_cpu_ns_of(tids[i]).unwrap_or(last_cpu[i]);
+            // A thread without a CPU clock has exited: the run is over.
+            let Some(c) = thread_cpu_ns_of(tids[i]) else {
+                gone = true;
+                break;
+            };
             delta[i] = c.saturating_sub(last_cpu[i]);
             last_cpu[i] = c;
             share[i] += delta[i];
             total += delta[i];
+        }
+        if gone {
+            break;
         }
         let step = ctl.observe(total, false);
         raw.push(QPoint {
@@ -385,6 +393,10 @@ fn controller_loop(
                     reclaim,
                 };
                 if let Err(e) = crate::rt::policy::set_policy(tids[i], &pol) {
+                    if thread_cpu_ns_of(tids[i]).is_none() {
+                        // Exited between the read and the update: the run ended.
+                        continue;
+                    }
                     log.errors += 1;
                     if log.first_error.is_none() {
                         log.first_error = Some(e.to_string());
