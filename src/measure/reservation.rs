@@ -244,10 +244,9 @@ pub fn split_budget(total_ns: u64, shares_ns: &[u64], out: &mut [u64]) {
     }
     let sum: u128 = shares_ns[..n].iter().map(|&s| s as u128).sum();
     for i in 0..n {
-        let part = if sum == 0 {
-            total_ns / n as u64
-        } else {
-            (total_ns as u128 * shares_ns[i] as u128 / sum) as u64
+        let part = match (total_ns as u128 * shares_ns[i] as u128).checked_div(sum) {
+            Some(p) => p as u64,
+            None => total_ns / n as u64,
         };
         out[i] = part.max(KERNEL_MIN_RUNTIME_NS);
     }
