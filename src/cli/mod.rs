@@ -9,6 +9,7 @@ mod load;
 pub mod output;
 mod plugins;
 mod run;
+mod sched;
 mod schema;
 mod stress;
 
@@ -56,6 +57,7 @@ pub enum Command {
     Run(run::RunArgs),
     Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
+    Sched(sched::SchedArgs),
     Stress(stress::StressCmdArgs),
     Latencytest(latencytest::LatencytestArgs),
     #[command(name = "__stressor", hide = true)]
@@ -81,6 +83,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
+        Command::Sched(a) => sched::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Latencytest(a) => latencytest::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),

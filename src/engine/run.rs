@@ -85,6 +85,10 @@ pub struct RunConfig {
     /// shorter than asked, and `RunResult::early_stop_cycle` says where).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on: Option<StopCriterion>,
+    /// Leave every engine thread unpinned. SCHED_DEADLINE needs it: the kernel refuses a
+    /// DEADLINE thread whose affinity is narrower than its root domain (EPERM).
+    #[serde(default)]
+    pub unpinned: bool,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -124,6 +128,7 @@ impl RunConfig {
             stress: Vec::new(),
             compete: None,
             stop_on: None,
+            unpinned: false,
         })
     }
 
@@ -326,6 +331,17 @@ pub fn run_under(
 /// the watchdog fired. Privilege problems are `CannotMeasure` errors; an interrupted or
 /// watchdog-stopped run is still `Ok` with the matching status and the partial result.
 pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
+    run_observed(cfg, progress, &|_| {})
+}
+
+/// `run`, telling `on_threads` the engine threads' tids (driver first) once they exist, so a
+/// non-RT observer (`xrunlab sched`'s reservation controller) can read their CPU clocks and
+/// change their scheduling parameters during the run.
+pub fn run_observed(
+    cfg: &RunConfig,
+    progress: &dyn Progress,
+    on_threads: &dyn Fn(&[libc::pid_t]),
+) -> Result<RunResult> {
     // A JACK server decides buffer size and rate: open the client first and build the graph
     // for what it serves. Its cycle is always "done before the next cycle starts" (n = 2).
     let (cfg, jack_client) = match cfg.driver {
@@ -373,7 +389,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     let ring_capacity = ((2_000_000_000 / period_ns.max(1)) as usize).clamp(4096, 1 << 16);
     let spec = EngineSpec {
         threads,
-        worker_cpus: cpus.iter().skip(1).copied().collect(),
+        worker_cpus: if cfg.unpinned {
+            Vec::new()
+        } else {
+            cpus.iter().skip(1).copied().collect()
+        },
         policy: cfg.policy,
         cost: model.then(|| cfg.cost.clone()),
         ring_capacity,
@@ -418,7 +438,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
         ThreadSpec {
             name: "xr-driver".into(),
             policy: driver_policy,
-            cpus: vec![driver_cpu],
+            cpus: if cfg.unpinned {
+                Vec::new()
+            } else {
+                vec![driver_cpu]
+            },
         },
         move || -> (StopReason, DriverStats) {
             let mut source = Generator::new(input, params.rate, seed);
@@ -472,6 +496,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
     }
     let mut tids = vec![driver_tid];
     tids.extend(&worker_tids);
+    on_threads(&tids);
     let bound_ns = cfg
         .watchdog_ns
         .unwrap_or_else(|| default_bound_ns(period_ns));
@@ -569,7 +594,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
             } else {
                 tids.get(i).copied().unwrap_or(0)
             },
-            cpu: if model { None } else { cpus.get(i).copied() },
+            cpu: if model || cfg.unpinned {
+                None
+            } else {
+                cpus.get(i).copied()
+            },
             policy: if model && i > 0 {
                 "simulated".into()
             } else {

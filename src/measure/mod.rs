@@ -4,4 +4,6 @@
 pub mod latency;
 pub mod latencytest;
 pub mod loadtest;
+pub mod reservation;
+pub mod sched;
 pub mod stats;

@@ -81,6 +81,11 @@ pub enum Body {
         config: crate::measure::loadtest::LoadConfig,
         results: crate::measure::loadtest::LoadResults,
     },
+    /// `sched`: the graph under each scheduling policy against a competing task (seed 003).
+    Sched {
+        config: crate::measure::sched::SchedConfig,
+        results: Box<crate::measure::sched::SchedResults>,
+    },
 }
 
 impl Body {
@@ -94,6 +99,7 @@ impl Body {
             Body::Bench { .. } => "bench",
             Body::Latencytest { .. } => "latencytest",
             Body::Load { .. } => "load",
+            Body::Sched { .. } => "sched",
         }
     }
 }

@@ -1,0 +1,177 @@
+//! `xrunlab sched`: seed 003's comparison of scheduling policies for the audio graph.
+
+use super::{output, Global};
+use crate::engine::run::DriverKind;
+use crate::error::Result;
+use crate::load::periodic::PeriodicSpec;
+use crate::measure::reservation::ControllerConfig;
+use crate::measure::sched::{self, SchedConfig, SchedPolicy};
+use crate::results::{Body, ResultDoc, Status};
+use crate::units::{parse_duration_ns, parse_percent};
+use clap::Args;
+
+/// Run the same audio graph (a serial pipeline of `burn` clients on one engine thread) once
+/// per scheduling policy against the same competing periodic task, and compare driver period,
+/// driver end time, CPU time, xruns and the competitor's response times (seed 003).
+///
+/// Rows: `other` (CFS for both); `fifo` gives two rows, the competitor FIFO 5 above and 5 below
+/// --prio; `deadline` a fixed --budget per period P; `deadline-adaptive` the reservation
+/// controller (p-th percentile of the last --window cycles' CPU time × (1 + --overprovision),
+/// bumped by --bump, clamped to [--q-min, 0.95·P]); `deadline-reclaim` the same plus
+/// SCHED_FLAG_RECLAIM (GRUB). For the deadline rows the competitor gets a DEADLINE reservation
+/// of 105 % of its execution time (+ reclaim in the last row).
+///
+/// The controller runs on a non-RT helper thread: once per period it reads the engine threads'
+/// CPU clocks and applies Set Q with sched_setattr only when it moved by more than 1 %; the RT
+/// path never makes that syscall. Each engine thread is its own DEADLINE entity: the budget is
+/// split by each thread's measured CPU share. DEADLINE rows run the engine unpinned (the kernel
+/// refuses DEADLINE threads pinned to fewer CPUs than their root domain). All clients are active
+/// from the start (the seed's one-by-one ramp is not implemented). Needs root for FIFO/DEADLINE.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sudo xrunlab sched --preset 48k128 --compete voip --duration 10s\n  sudo xrunlab sched --policies other,fifo --graph 10x7% --compete video -o sched.json\n  sudo xrunlab sched --policies deadline-adaptive --window 200 --percentile 99 --overprovision 10%"
+)]
+pub struct SchedArgs {
+    /// Comma-separated: other, fifo, deadline, deadline-adaptive, deadline-reclaim.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "other,fifo,deadline,deadline-adaptive,deadline-reclaim"
+    )]
+    pub policies: String,
+    /// Seed 003's settings: 96k128 (1333 µs), 48k128 (2666 µs), 96k64 (667 µs). Overrides
+    /// --rate/--buffer.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    #[arg(long, default_value_t = 48000)]
+    pub rate: u32,
+    #[arg(long, default_value_t = 128)]
+    pub buffer: u32,
+    /// The graph: COUNTxSHARE burn clients in one serial pipeline.
+    #[arg(long, value_name = "NxPCT", default_value = "10x7%")]
+    pub graph: String,
+    /// Length of each row.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub duration: String,
+    /// FIFO priority of the engine (`fifo` rows).
+    #[arg(long, default_value_t = 10)]
+    pub prio: u32,
+    /// Fixed DEADLINE runtime per period (`deadline` row), a duration or a share of P.
+    #[arg(long, value_name = "DUR|PCT", default_value = "90%")]
+    pub budget: String,
+    /// Controller window, cycles.
+    #[arg(long, default_value_t = 100)]
+    pub window: usize,
+    /// Controller percentile.
+    #[arg(long, default_value_t = 99.9)]
+    pub percentile: f64,
+    /// Controller over-provisioning.
+    #[arg(long, value_name = "PCT", default_value = "5%")]
+    pub overprovision: String,
+    /// Controller bump on an xrun or a new client.
+    #[arg(long, value_name = "PCT", default_value = "20%")]
+    pub bump: String,
+    /// Lower clamp of Q (default 2 % of P).
+    #[arg(long, value_name = "DURATION")]
+    pub q_min: Option<String>,
+    /// The competing task: video (40 ms/5 ms), voip (10 ms/1.7 ms) or PERIOD/EXEC. Its policy
+    /// is set per row.
+    #[arg(long, value_name = "SPEC")]
+    pub compete: Option<String>,
+}
+
+fn parse_graph(s: &str) -> Result<(u32, f64)> {
+    let bad =
+        || crate::error::Error::usage(format!("bad --graph '{s}': expected NxPCT, e.g. 10x7%"));
+    let (n, p) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let n: u32 = n.trim().parse().map_err(|_| bad())?;
+    Ok((n, parse_percent(p)?))
+}
+
+impl SchedArgs {
+    pub fn to_config(&self) -> Result<SchedConfig> {
+        let policies = self
+            .policies
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(str::parse::<SchedPolicy>)
+            .collect::<Result<Vec<_>>>()?;
+        let (rate, buffer) = match self.preset.as_deref() {
+            None => (self.rate, self.buffer),
+            Some("96k128") => (96000, 128),
+            Some("48k128") => (48000, 128),
+            Some("96k64") => (96000, 64),
+            Some(o) => {
+                return super::usage(format!(
+                    "unknown --preset '{o}'; expected 96k128, 48k128 or 96k64"
+                ))
+            }
+        };
+        if rate == 0 || buffer == 0 {
+            return super::usage("--rate and --buffer must be positive");
+        }
+        let period_ns = buffer as u64 * 1_000_000_000 / rate as u64;
+        let (clients, client_pct) = parse_graph(&self.graph)?;
+        let budget_ns = if self.budget.trim_end().ends_with('%') {
+            (parse_percent(&self.budget)? / 100.0 * period_ns as f64) as u64
+        } else {
+            parse_duration_ns(&self.budget)?
+        };
+        let mut controller = ControllerConfig::for_period(period_ns);
+        controller.window = self.window;
+        controller.percentile = self.percentile;
+        controller.overprovision = parse_percent(&self.overprovision)? / 100.0;
+        controller.bump = parse_percent(&self.bump)? / 100.0;
+        if let Some(q) = &self.q_min {
+            controller.q_min_ns = parse_duration_ns(q)?;
+        }
+        let compete = match self.compete.as_deref() {
+            None => None,
+            Some(c) if c.contains(':') => {
+                return super::usage(
+                    "--compete takes no :POLICY here: each row sets the competitor's policy",
+                )
+            }
+            Some(c) => Some(c.parse::<PeriodicSpec>()?),
+        };
+        let cfg = SchedConfig {
+            policies,
+            driver: DriverKind::Virtual,
+            rate,
+            buffer_frames: buffer,
+            clients,
+            client_pct,
+            duration_ns: parse_duration_ns(&self.duration)?,
+            prio: self.prio,
+            budget_ns,
+            controller,
+            compete,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
+    let cfg = a.to_config()?;
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let progress = crate::progress::for_terminal(g.quiet, 0);
+    let r = sched::run(&cfg, progress.as_ref())?;
+    let human = crate::report::table::sched_summary(&r.results);
+    let env = crate::system::Environment::capture();
+    let mut doc = ResultDoc::new(
+        Body::Sched {
+            config: r.config.clone(),
+            results: Box::new(r.results.clone()),
+        },
+        r.status,
+        started,
+        env,
+    );
+    doc.warnings.extend(r.warnings.iter().cloned());
+    output::emit(&doc, g, &human)?;
+    Ok(match r.status {
+        Status::Complete => 0,
+        _ => crate::error::EXIT_CANNOT_MEASURE,
+    })
+}
