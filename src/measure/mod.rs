@@ -2,4 +2,5 @@
 //! measurement-specific analyses built on them.
 
 pub mod latency;
+pub mod rtl;
 pub mod stats;
