@@ -6,6 +6,7 @@ mod import;
 mod latency;
 pub mod output;
 mod plugins;
+mod rtl;
 mod run;
 mod schema;
 mod stress;
@@ -51,6 +52,7 @@ pub enum Command {
     Latency(latency::LatencyArgs),
     Import(import::ImportArgs),
     Run(run::RunArgs),
+    Rtl(rtl::RtlArgs),
     Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Latency(a) => latency::run(a, &cli.global),
         Command::Import(a) => import::run(a, &cli.global),
         Command::Run(a) => run::run(a, &cli.global),
+        Command::Rtl(a) => rtl::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),

@@ -789,3 +789,301 @@ mod tests {
         assert!(parse_codec("2+x").is_err());
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// `xrunlab rtl`: the library entry point
+// ---------------------------------------------------------------------------------------
+
+/// What paces a measured loop. A JACK loop plugs in as another variant: its process
+/// callback calls [`Estimator::process`] with the input port's buffer and the output port's
+/// buffer at the frame JACK reports, and its model comes from the ports' declared latencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RtlDriver {
+    /// The virtual device's cycles run back to back without real time (deterministic).
+    Sim,
+    /// The timer-paced virtual device on an RT thread, its outputs looped back.
+    Virtual,
+}
+
+/// What `xrunlab rtl` was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RtlConfig {
+    /// None = the model only.
+    pub driver: Option<RtlDriver>,
+    pub profile: Option<String>,
+    pub rate: u32,
+    /// Buffer sizes modelled (a measured run uses the first).
+    pub buffers: Vec<u32>,
+    pub periods: u32,
+    pub loopback: LoopbackSpec,
+    /// Longest measurement; it ends earlier once converged.
+    pub duration_ns: u64,
+    pub min_level_dbfs: f64,
+    pub seed: u64,
+    /// Policy of the virtual driver's thread.
+    pub policy: crate::rt::Policy,
+}
+
+impl RtlConfig {
+    pub fn model(rate: u32, buffers: Vec<u32>, periods: u32, latency: LoopLatency) -> Self {
+        RtlConfig {
+            driver: None,
+            profile: None,
+            rate,
+            buffers,
+            periods,
+            loopback: LoopbackSpec::new(latency),
+            duration_ns: 10_000_000_000,
+            min_level_dbfs: -60.0,
+            seed: 1,
+            policy: crate::rt::Policy::fifo(80),
+        }
+    }
+
+    pub fn validate(&self) -> crate::Result<()> {
+        use crate::Error;
+        if !(8000..=384_000).contains(&self.rate) {
+            return Err(Error::usage(format!(
+                "--rate {} is outside 8000..384000",
+                self.rate
+            )));
+        }
+        if self.buffers.is_empty() || self.buffers.iter().any(|&b| !(1..=65536).contains(&b)) {
+            return Err(Error::usage("buffer sizes must be within 1..65536"));
+        }
+        if !(2..=64).contains(&self.periods) {
+            return Err(Error::usage(format!(
+                "--periods {} is outside 2..64",
+                self.periods
+            )));
+        }
+        let f = self.loopback.fraction;
+        if !(0.0..1.0).contains(&f) {
+            return Err(Error::usage(format!("--fraction {f} is outside [0, 1)")));
+        }
+        if self.driver.is_some() {
+            if self.duration_ns == 0 {
+                return Err(Error::usage("--duration must be positive"));
+            }
+            let b = self.buffers[0];
+            let total = model_frames(b, self.periods, &self.loopback.latency);
+            if !LoopLine::causal(b, total, f != 0.0) {
+                return Err(Error::usage(format!(
+                    "a fractional delay needs buffer + FIFO + codec ≥ {} frames here (the filter's own delay comes out of them)",
+                    b as usize + FD_CENTER
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RtlResults {
+    /// Eq. 1 for every buffer size asked.
+    pub model: Vec<ModelRow>,
+    pub measured: Option<RtlMeasurement>,
+    /// The virtual loop's ground truth: model + fractional delay.
+    pub truth_frames: Option<f64>,
+    /// measured − model (frames).
+    pub difference_frames: Option<f64>,
+    /// measured − truth (frames).
+    pub error_frames: Option<f64>,
+    /// Device cycles run and cycles that missed their deadline (their output was lost).
+    pub cycles: u64,
+    pub xruns: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RtlRunResult {
+    pub status: crate::results::Status,
+    pub config: RtlConfig,
+    pub results: RtlResults,
+    pub warnings: Vec<String>,
+}
+
+/// Model, and measure when a driver is set.
+pub fn run(
+    cfg: &RtlConfig,
+    progress: &dyn crate::progress::Progress,
+) -> crate::Result<RtlRunResult> {
+    use crate::results::Status;
+    cfg.validate()?;
+    let min = cfg
+        .profile
+        .as_deref()
+        .and_then(|p| profile(p).ok())
+        .map(|p| p.min_buffer)
+        .unwrap_or(0);
+    let model = model_table(
+        &cfg.buffers,
+        cfg.periods,
+        cfg.rate,
+        &cfg.loopback.latency,
+        min,
+    );
+    let mut res = RtlResults {
+        model,
+        measured: None,
+        truth_frames: None,
+        difference_frames: None,
+        error_frames: None,
+        cycles: 0,
+        xruns: 0,
+    };
+    let mut warnings = Vec::new();
+    let Some(driver) = cfg.driver else {
+        return Ok(RtlRunResult {
+            status: Status::Complete,
+            config: cfg.clone(),
+            results: res,
+            warnings,
+        });
+    };
+    let buffer = cfg.buffers[0];
+    let mut ecfg = EstimatorConfig::new(cfg.rate, cfg.duration_ns);
+    ecfg.min_level_dbfs = cfg.min_level_dbfs;
+    let mut est = Estimator::new(ecfg);
+    let line = LoopLine::new(
+        &cfg.loopback,
+        buffer,
+        cfg.periods,
+        est.emitted_rms(),
+        cfg.seed,
+    );
+    let max_frames = (cfg.duration_ns as u128 * cfg.rate as u128 / 1_000_000_000) as u64;
+    let mut status = Status::Complete;
+    match driver {
+        RtlDriver::Sim => {
+            let mut line = line;
+            progress.set_message("rtl (offline)");
+            let frames = run_offline(&mut est, &mut line, buffer, max_frames);
+            res.cycles = frames / buffer as u64;
+        }
+        RtlDriver::Virtual => {
+            let (est2, cycles, xruns, stopped) = run_virtual(cfg, est, line, max_frames, progress)?;
+            est = est2;
+            res.cycles = cycles;
+            res.xruns = xruns;
+            if stopped {
+                status = Status::Interrupted;
+            }
+            if xruns > 0 {
+                warnings.push(format!(
+                    "{xruns} cycles missed their deadline: their output never reached the loop, which can bias the estimate"
+                ));
+            }
+        }
+    }
+    progress.finish();
+    let m = est.result();
+    let model_f = model_frames(buffer, cfg.periods, &cfg.loopback.latency) as f64;
+    let truth = model_f + cfg.loopback.fraction;
+    res.truth_frames = Some(truth);
+    res.difference_frames = m.delay_frames.map(|d| d - model_f);
+    res.error_frames = m.delay_frames.map(|d| d - truth);
+    if m.outcome == RtlOutcome::Measured && !m.converged {
+        warnings.push(m.message.clone());
+    }
+    res.measured = Some(m);
+    Ok(RtlRunResult {
+        status,
+        config: cfg.clone(),
+        results: res,
+        warnings,
+    })
+}
+
+struct LoopHandler {
+    est: Estimator,
+    frames: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cycles: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    xruns: u64,
+}
+
+impl crate::driver::CycleHandler for LoopHandler {
+    fn process_cycle(
+        &mut self,
+        io: &mut crate::driver::AudioIo<'_>,
+        t: &crate::driver::CycleTiming,
+    ) -> crate::engine::probe::CycleRecord {
+        use std::sync::atomic::Ordering;
+        let wake = crate::rt::clock::monotonic_ns();
+        self.est.process(t.cycle * self.frames, io.in_l, io.out_l);
+        io.out_r.copy_from_slice(io.out_l);
+        let end = crate::rt::clock::monotonic_ns();
+        let mut rec = crate::engine::probe::CycleRecord {
+            cycle: t.cycle,
+            t_ideal_ns: t.t_ideal_ns,
+            release_ns: t.release_ns,
+            wake_ns: wake,
+            end_ns: end,
+            deadline_ns: t.deadline_ns,
+            ..crate::engine::probe::CycleRecord::EMPTY
+        };
+        crate::engine::probe::account(&mut rec);
+        self.xruns += rec.xrun as u64;
+        self.cycles.fetch_add(1, Ordering::Relaxed);
+        if self.est.converged() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        rec
+    }
+}
+
+/// The loop on the timer-paced virtual device. The engine is not involved: what is
+/// measured is the device's loop, and the estimator is the whole "graph".
+fn run_virtual(
+    cfg: &RtlConfig,
+    est: Estimator,
+    line: LoopLine,
+    max_frames: u64,
+    progress: &dyn crate::progress::Progress,
+) -> crate::Result<(Estimator, u64, u64, bool)> {
+    use crate::driver::Driver;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let buffer = cfg.buffers[0];
+    let params = crate::driver::DeviceParams {
+        rate: cfg.rate,
+        frames: buffer,
+        periods: cfg.periods,
+    };
+    let periods_total = max_frames.div_ceil(buffer as u64).max(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicU64::new(0));
+    let mut handler = LoopHandler {
+        est,
+        frames: buffer as u64,
+        stop: stop.clone(),
+        cycles: cycles.clone(),
+        xruns: 0,
+    };
+    let (mut src, mut sink) = loopback(line);
+    let stop2 = stop.clone();
+    let th = crate::rt::thread::spawn_rt(
+        crate::rt::thread::ThreadSpec {
+            name: "xr-rtl".into(),
+            policy: cfg.policy,
+            cpus: Vec::new(),
+        },
+        move || {
+            let mut drv = crate::driver::virtual_dev::VirtualDriver::new(params, periods_total);
+            let (reason, _) = drv.run(&mut handler, &stop2, &mut src, &mut sink);
+            (handler, reason)
+        },
+    )?;
+    progress.set_total(periods_total);
+    progress.set_message("rtl (virtual loop)");
+    while !th.is_finished() {
+        progress.set_position(cycles.load(Ordering::Relaxed));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (h, reason) = th.join();
+    // Stopping on convergence uses the same flag as a stop request; only a signal counts
+    // as interrupted.
+    let interrupted = reason == crate::driver::StopReason::Stopped && !h.est.converged();
+    Ok((h.est, cycles.load(Ordering::Relaxed), h.xruns, interrupted))
+}

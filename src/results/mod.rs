@@ -71,6 +71,11 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
+    /// `rtl`: round-trip latency, modelled (eq. 1 of seed 000) and measured on a loop.
+    Rtl {
+        config: crate::measure::rtl::RtlConfig,
+        results: Box<crate::measure::rtl::RtlResults>,
+    },
 }
 
 impl Body {
@@ -82,6 +87,7 @@ impl Body {
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
+            Body::Rtl { .. } => "rtl",
         }
     }
 }
