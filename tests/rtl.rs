@@ -25,7 +25,8 @@ fn measure(buffer: u32, periods: u32, spec: LoopbackSpec, seconds: u64) -> (RtlM
 #[test]
 fn seed000_table1_is_reproduced_exactly() {
     // Table 1 of seed 000: buffer, PREEMPT_RT (ms, samples), Xenomai (ms, samples).
-    let table: [(u32, Option<(f64, u64)>, (f64, u64)); 6] = [
+    type Cell = (f64, u64);
+    let table: [(u32, Option<Cell>, Cell); 6] = [
         (16, None, (1.2, 57)),
         (32, None, (1.86, 89)),
         (64, Some((3.34, 160)), (3.2, 153)),
@@ -155,4 +156,97 @@ fn delay_beyond_the_range_is_refused() {
     let spec = LoopbackSpec::new(lat(50_000, 0, 0));
     let (m, truth) = measure(64, 2, spec, 5);
     assert!((m.delay_frames.expect(&m.message) - truth).abs() <= 0.01);
+}
+
+#[test]
+fn cli_model_prints_table1_and_bad_input_is_usage() {
+    let out = common::xrunlab()
+        .args([
+            "rtl",
+            "--model",
+            "--profile",
+            "preemptrt-hifiberry",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "rtl");
+    let rows = v["results"]["model"].as_array().unwrap();
+    let frames: Vec<u64> = rows
+        .iter()
+        .map(|r| r["rtl_frames"].as_u64().unwrap())
+        .collect();
+    assert_eq!(frames, [64, 96, 160, 288, 544, 1056]);
+    for bad in [
+        &["rtl", "--model", "--codec", "2+x"][..],
+        &["rtl", "--model", "--profile", "nope"],
+        &["rtl", "--driver", "virtual"],
+        &["rtl"],
+        &["rtl", "--driver", "sim", "--fraction", "1.5"],
+        &["rtl", "--model", "--buffers", "0"],
+    ] {
+        common::xrunlab().args(bad).assert().code(2);
+    }
+}
+
+#[test]
+fn cli_sim_loop_writes_measured_and_model_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("xrunlab-rtl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rtl.json");
+    common::xrunlab()
+        .args([
+            "rtl", "--driver", "sim", "--buffer", "128", "--fifo", "20", "--codec", "2+10",
+        ])
+        .args(["--fraction", "0.25", "--invert", "-q", "-o"])
+        .arg(&path)
+        .assert()
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let r = &v["results"];
+    assert_eq!(r["model"][0]["rtl_frames"], 288);
+    assert!((r["difference_frames"].as_f64().unwrap() - 0.25).abs() < 0.01);
+    assert!(r["error_frames"].as_f64().unwrap().abs() < 0.01);
+    assert_eq!(r["measured"]["inverted"], true);
+    assert!(r["measured"]["estimates"].as_array().unwrap().len() >= 8);
+    // An unplugged loop is no number and exit 3.
+    common::xrunlab()
+        .args(["rtl", "--driver", "sim", "--unplugged", "-q"])
+        .assert()
+        .code(3);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn virtual_driver_loop_in_real_time() {
+    if !common::require(common::is_root(), "root for an RT virtual device thread") {
+        return;
+    }
+    // Large buffers and 4 periods leave 32 ms of slack against the VM's wake-up spikes.
+    let mut cfg = RtlConfig::model(48000, vec![512], 4, lat(13, 2, 10));
+    cfg.driver = Some(RtlDriver::Virtual);
+    cfg.loopback.fraction = 0.5;
+    cfg.duration_ns = 5_000_000_000;
+    let r = run(&cfg, &xrunlab::progress::Silent).unwrap();
+    let m = r.results.measured.unwrap();
+    eprintln!(
+        "virtual: {:?} in {} cycles, {} xruns: {}",
+        m.delay_frames, r.results.cycles, r.results.xruns, m.message
+    );
+    let truth = 4.0 * 512.0 + 25.5;
+    if r.results.xruns == 0 {
+        // Without deadline misses the real-time loop is the offline loop: same accuracy.
+        assert_eq!(m.outcome, RtlOutcome::Measured, "{}", m.message);
+        assert!((m.delay_frames.unwrap() - truth).abs() <= 0.01);
+    } else {
+        // Missed deadlines put silence into the loop: the result may be "too weak", but a
+        // number, if given, must still be the right one.
+        assert!(!r.warnings.is_empty());
+        if let Some(d) = m.delay_frames {
+            assert!((d - truth).abs() < 0.25, "{d}");
+        }
+    }
 }
