@@ -8,6 +8,7 @@ mod latencytest;
 mod load;
 pub mod output;
 mod plugins;
+mod rtl;
 mod run;
 mod sched;
 mod schema;
@@ -55,6 +56,7 @@ pub enum Command {
     Load(load::LoadArgs),
     Import(import::ImportArgs),
     Run(run::RunArgs),
+    Rtl(rtl::RtlArgs),
     Plugins(plugins::PluginsArgs),
     Schema(schema::SchemaArgs),
     Sched(sched::SchedArgs),
@@ -81,6 +83,7 @@ pub fn main() -> ExitCode {
         Command::Load(a) => load::run(a, &cli.global),
         Command::Import(a) => import::run(a, &cli.global),
         Command::Run(a) => run::run(a, &cli.global),
+        Command::Rtl(a) => rtl::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Sched(a) => sched::run(a, &cli.global),

@@ -5,5 +5,6 @@ pub mod latency;
 pub mod latencytest;
 pub mod loadtest;
 pub mod reservation;
+pub mod rtl;
 pub mod sched;
 pub mod stats;

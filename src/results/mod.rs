@@ -86,6 +86,11 @@ pub enum Body {
         config: crate::measure::sched::SchedConfig,
         results: Box<crate::measure::sched::SchedResults>,
     },
+    /// `rtl`: round-trip latency, modelled (eq. 1 of seed 000) and measured on a loop.
+    Rtl {
+        config: crate::measure::rtl::RtlConfig,
+        results: Box<crate::measure::rtl::RtlResults>,
+    },
 }
 
 impl Body {
@@ -100,6 +105,7 @@ impl Body {
             Body::Latencytest { .. } => "latencytest",
             Body::Load { .. } => "load",
             Body::Sched { .. } => "sched",
+            Body::Rtl { .. } => "rtl",
         }
     }
 }

@@ -1,0 +1,288 @@
+//! `xrunlab rtl`: parse, call `measure::rtl::run`, print and write the result.
+
+use super::{output, Global};
+use crate::error::Result;
+use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
+use crate::report::table::{new_table, num};
+use crate::results::{Body, ResultDoc, Status};
+use crate::rt::Policy;
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RtlDriverArg {
+    Sim,
+    Virtual,
+}
+
+/// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, seed 000 eq. 1) and measured by
+/// multi-sine phase on a loop.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  xrunlab rtl --model --profile xenomai-hifiberry                # seed 000 Table 1, Xenomai column
+  xrunlab rtl --model --fifo 20 --codec 2+10 --buffers 64..512 --periods 2
+  xrunlab rtl --driver virtual --loopback --buffer 64 --fifo 13 --codec 2+10 --fraction 0.37
+  xrunlab rtl --driver sim --buffer 128 --fifo 20 --codec 2+10 --snr 20 --invert -o rtl.json
+
+The model is periods·buffer + FIFO + ADC + DAC frames (with the default 2 periods, eq. 1).
+The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes back over a
+1.25 s window and resolves the delay coarse to fine from the tones' phase differences; the
+largest measurable delay is that window (60000 frames at 48 kHz). It stops once the estimate
+is stable to 0.01 frame over a second, or after --duration. The sim driver runs the virtual
+device's loop without real time (deterministic); virtual runs it on a timer-paced RT thread.
+Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
+estimate, or interrupted (partial result written).")]
+pub struct RtlArgs {
+    /// Print the model only (no loop is run).
+    #[arg(long)]
+    pub model: bool,
+    /// A seed 000 setup: xenomai-hifiberry (FIFO 13, codec 2+10) or preemptrt-hifiberry (FIFO 20, codec 2+10).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Interface FIFO latency in frames (overrides the profile's).
+    #[arg(long)]
+    pub fifo: Option<u32>,
+    /// Converter latencies ADC+DAC in frames, e.g. 2+10 (overrides the profile's).
+    #[arg(long)]
+    pub codec: Option<String>,
+    /// Buffer sizes the model tabulates, e.g. 16..512 (powers of two) or 64,128.
+    #[arg(long, default_value = "16..512")]
+    pub buffers: String,
+    /// Buffer size of a measured loop.
+    #[arg(long, default_value_t = 64)]
+    pub buffer: u32,
+    #[arg(long, default_value_t = 48000)]
+    pub rate: u32,
+    /// Periods of buffering n.
+    #[arg(long, default_value_t = 2)]
+    pub periods: u32,
+    /// Which loop to measure.
+    #[arg(long, value_enum)]
+    pub driver: Option<RtlDriverArg>,
+    /// Loop the virtual device's output back to its input (the analog cable).
+    #[arg(long)]
+    pub loopback: bool,
+    /// Extra fractional delay of the virtual loop, in [0, 1) frames.
+    #[arg(long, default_value_t = 0.0)]
+    pub fraction: f64,
+    /// Noise on the virtual loop, dB below the test signal.
+    #[arg(long)]
+    pub snr: Option<f64>,
+    /// The virtual loop inverts polarity.
+    #[arg(long)]
+    pub invert: bool,
+    /// The virtual loop returns nothing (to see the "too weak" report).
+    #[arg(long)]
+    pub unplugged: bool,
+    /// Gain of the virtual loop's return, dB.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub gain: f64,
+    /// Longest measurement, e.g. 10s (ends earlier once converged).
+    #[arg(long, default_value = "10s")]
+    pub duration: String,
+    /// Return level below which the result is "signal too weak", dBFS.
+    #[arg(long, default_value_t = -60.0, allow_hyphen_values = true)]
+    pub min_level: f64,
+    /// Scheduling policy of the virtual device's thread.
+    #[arg(long, default_value = "fifo:80")]
+    pub policy: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn config(a: &RtlArgs) -> Result<RtlConfig> {
+    let mut lat = LoopLatency {
+        fifo_frames: 0,
+        adc_frames: 0,
+        dac_frames: 0,
+    };
+    if let Some(p) = &a.profile {
+        lat = rtl::profile(p)?.latency;
+    }
+    if let Some(f) = a.fifo {
+        lat.fifo_frames = f;
+    }
+    if let Some(c) = &a.codec {
+        let (adc, dac) = rtl::parse_codec(c)?;
+        lat.adc_frames = adc;
+        lat.dac_frames = dac;
+    }
+    let driver = match (a.model, a.driver) {
+        (true, Some(_)) => return super::usage("--model and --driver exclude each other"),
+        (true, None) => None,
+        (false, None) => {
+            return super::usage("say what to do: --model, or --driver sim|virtual --loopback")
+        }
+        (false, Some(RtlDriverArg::Sim)) => Some(RtlDriver::Sim),
+        (false, Some(RtlDriverArg::Virtual)) => {
+            if !a.loopback {
+                return super::usage(
+                    "the virtual device has no cable: add --loopback to loop its output to its input",
+                );
+            }
+            Some(RtlDriver::Virtual)
+        }
+    };
+    let buffers = if driver.is_some() {
+        vec![a.buffer]
+    } else {
+        crate::units::parse_uint_list(&a.buffers, true)?
+    };
+    let mut cfg = RtlConfig::model(a.rate, buffers, a.periods, lat);
+    cfg.driver = driver;
+    cfg.profile = a.profile.clone();
+    cfg.loopback.fraction = a.fraction;
+    cfg.loopback.snr_db = a.snr;
+    cfg.loopback.invert = a.invert;
+    cfg.loopback.connected = !a.unplugged;
+    cfg.loopback.gain_db = a.gain;
+    cfg.duration_ns = crate::units::parse_duration_ns(&a.duration)?;
+    if cfg.duration_ns > 3_600_000_000_000 {
+        return super::usage("--duration is at most 1h");
+    }
+    cfg.min_level_dbfs = a.min_level;
+    cfg.seed = a.seed;
+    cfg.policy = a.policy.parse::<Policy>()?;
+    if let Some(s) = a.snr {
+        if !s.is_finite() {
+            return super::usage("--snr must be a number of dB");
+        }
+    }
+    Ok(cfg)
+}
+
+pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let cfg = config(&a)?;
+    cfg.validate()?;
+    let env = crate::system::Environment::capture();
+    let progress = crate::progress::for_terminal(g.quiet || cfg.driver.is_none(), 0);
+    let r = rtl::run(&cfg, progress.as_ref())?;
+    let human = summary(&r);
+    let mut doc = ResultDoc::new(
+        Body::Rtl {
+            config: r.config.clone(),
+            results: Box::new(r.results.clone()),
+        },
+        r.status,
+        started,
+        env,
+    );
+    doc.warnings.extend(r.warnings.iter().cloned());
+    output::emit(&doc, g, &human)?;
+    let ok = match &r.results.measured {
+        None => true,
+        Some(m) => m.outcome == RtlOutcome::Measured,
+    };
+    if r.status != Status::Complete {
+        output::stderr("xrunlab: rtl interrupted; partial result reported\n");
+        return Ok(crate::error::EXIT_CANNOT_MEASURE);
+    }
+    Ok(if ok {
+        0
+    } else {
+        crate::error::EXIT_CANNOT_MEASURE
+    })
+}
+
+fn summary(r: &RtlRunResult) -> String {
+    let c = &r.config;
+    let l = c.loopback.latency;
+    let mut s = format!(
+        "RTL model: {}·buffer + FIFO {} + codec {}+{} frames at {} Hz{}\n",
+        c.periods,
+        l.fifo_frames,
+        l.adc_frames,
+        l.dac_frames,
+        c.rate,
+        c.profile
+            .as_deref()
+            .map(|p| format!(" (profile {p})"))
+            .unwrap_or_default()
+    );
+    if r.results.measured.is_none() {
+        // Seed 000's rounding is only meaningful next to its own profiles.
+        let seed = c.profile.is_some();
+        let mut head = vec!["buffer", "RTL frames", "RTL ms"];
+        if seed {
+            head.push("as printed in seed 000");
+        }
+        let mut t = new_table(&head);
+        for row in &r.results.model {
+            let mut cells = vec![
+                num(row.buffer_frames),
+                num(row.rtl_frames),
+                num(format!("{:.4}", row.rtl_ms)),
+            ];
+            if seed {
+                cells.push(num(if row.below_profile_min {
+                    "- (not run)".to_string()
+                } else {
+                    format!("{:.2}", row.seed000_ms)
+                }));
+            }
+            t.add_row(cells);
+        }
+        s.push_str(&format!("{t}\n"));
+        return s;
+    }
+    let m = r.results.measured.as_ref().expect("checked");
+    let row = &r.results.model[0];
+    match m.outcome {
+        RtlOutcome::Measured => {
+            let d = m.delay_frames.unwrap_or(0.0);
+            let mut t = new_table(&["", "frames", "ms"]);
+            t.add_row(vec![
+                num("measured"),
+                num(format!("{d:.4}")),
+                num(format!("{:.5}", m.delay_ms.unwrap_or(0.0))),
+            ]);
+            t.add_row(vec![
+                num("model"),
+                num(row.rtl_frames),
+                num(format!("{:.5}", row.rtl_ms)),
+            ]);
+            t.add_row(vec![
+                num("measured − model"),
+                num(format!(
+                    "{:+.4}",
+                    r.results.difference_frames.unwrap_or(0.0)
+                )),
+                num(format!(
+                    "{:+.5}",
+                    r.results.difference_frames.unwrap_or(0.0) * 1000.0 / c.rate as f64
+                )),
+            ]);
+            if c.loopback.fraction != 0.0 {
+                t.add_row(vec![
+                    num("measured − truth"),
+                    num(format!("{:+.4}", r.results.error_frames.unwrap_or(0.0))),
+                    num(""),
+                ]);
+            }
+            s.push_str(&format!("{t}\n"));
+            s.push_str(&format!(
+                "polarity {}; level {:.1} dBFS, SNR {:.1} dB; {}{}\n",
+                if m.inverted == Some(true) {
+                    "INVERTED"
+                } else {
+                    "normal"
+                },
+                m.level_dbfs,
+                m.snr_db,
+                m.message,
+                m.converged_after_s
+                    .map(|t| format!(" after {t:.2} s"))
+                    .unwrap_or_default()
+            ));
+        }
+        _ => s.push_str(&format!("no measurement: {}\n", m.message)),
+    }
+    if r.results.xruns > 0 {
+        s.push_str(&format!(
+            "{} of {} cycles missed their deadline\n",
+            r.results.xruns, r.results.cycles
+        ));
+    }
+    s
+}
