@@ -2,10 +2,12 @@
 //! (DESIGN.md §2). Measurement logic lives in the library modules.
 
 mod check;
+mod compare;
 mod import;
 mod latency;
 pub mod output;
 mod plugins;
+mod report;
 mod run;
 mod schema;
 mod stress;
@@ -52,6 +54,8 @@ pub enum Command {
     Import(import::ImportArgs),
     Run(run::RunArgs),
     Plugins(plugins::PluginsArgs),
+    Report(report::ReportArgs),
+    Compare(compare::CompareArgs),
     Schema(schema::SchemaArgs),
     Stress(stress::StressCmdArgs),
     #[command(name = "__stressor", hide = true)]
@@ -75,6 +79,8 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import::run(a, &cli.global),
         Command::Run(a) => run::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
+        Command::Report(a) => report::run(a, &cli.global),
+        Command::Compare(a) => compare::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
