@@ -42,7 +42,11 @@ fn assert_self_contained(html: &str) {
     for attr in ["src=", "href="] {
         for (i, _) in lower.match_indices(attr) {
             let v = lower[i + attr.len()..].trim_start_matches(['"', '\'']);
-            assert!(v.starts_with('#'), "{attr} points outside the page: {}", &v[..v.len().min(60)]);
+            assert!(
+                v.starts_with('#'),
+                "{attr} points outside the page: {}",
+                &v[..v.len().min(60)]
+            );
         }
     }
 }
@@ -65,7 +69,10 @@ fn report_from_every_fixture() {
         assert!(s.contains("Environment"), "{name}: no environment");
         // Every fixture was measured in a VM: the warning comes before the kind's part.
         let warn = s.find("virtual machine").expect("VM warning");
-        assert!(warn < s.find("</table>").unwrap(), "{name}: warnings not first");
+        assert!(
+            warn < s.find("</table>").unwrap(),
+            "{name}: warnings not first"
+        );
         assert_eq!(s.matches("<svg").count(), *svgs, "{name}: charts");
         assert_eq!(s.matches("</svg>").count(), *svgs, "{name}: charts closed");
     }
@@ -74,7 +81,12 @@ fn report_from_every_fixture() {
     assert!(section(&html, "latency").contains("Latency over time"));
     assert!(section(&html, "latency").contains("Percentiles"));
     let run = section(&html, "run");
-    for part in ["DSP load", "Distributions", "Xruns by cause", "Xruns over the run"] {
+    for part in [
+        "DSP load",
+        "Distributions",
+        "Xruns by cause",
+        "Xruns over the run",
+    ] {
         assert!(run.contains(part), "run section lacks {part}");
     }
     let audio = report_html(&[fixture("latency-audio")], dir.path());
@@ -105,9 +117,18 @@ fn terminal_summary_without_output() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for (kind, name, _) in FIXTURES {
-        assert!(text.contains(&format!("{name}.json ({kind}, complete)")), "{text}");
+        assert!(
+            text.contains(&format!("{name}.json ({kind}, complete)")),
+            "{text}"
+        );
     }
-    for part in ["p99.99 µs", "DSP load", "ns/frame p50", "bogo ops", "RT throttling"] {
+    for part in [
+        "p99.99 µs",
+        "DSP load",
+        "ns/frame p50",
+        "bogo ops",
+        "RT throttling",
+    ] {
         assert!(text.contains(part), "summary lacks {part}");
     }
 }
@@ -129,7 +150,10 @@ fn bad_files_exit_2_naming_them_and_write_nothing() {
             .unwrap();
         assert_eq!(o.status.code(), Some(2));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(f.file_name().unwrap().to_str().unwrap()), "{err}");
+        assert!(
+            err.contains(f.file_name().unwrap().to_str().unwrap()),
+            "{err}"
+        );
         assert!(!out.exists());
     }
 }
@@ -148,7 +172,11 @@ fn compare_latency_prints_table_2_shape() {
         .arg(&html)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let header = text
         .lines()
@@ -159,7 +187,10 @@ fn compare_latency_prints_table_2_shape() {
         assert!(cols.contains(&c), "{header}");
     }
     // One row per system: the default label (hostname kernel idle) and the override.
-    assert!(text.lines().any(|l| l.contains("with audio period")), "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("with audio period")),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l.contains(" idle")), "{text}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_self_contained(&page);
@@ -226,22 +257,38 @@ fn report_in_headless_chromium() {
             "--enable-logging=stderr",
             "--v=0",
         ])
-        .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dom = String::from_utf8(out.stdout).unwrap();
     for (i, (kind, _, svgs)) in FIXTURES.iter().enumerate() {
-        assert!(dom.contains(&format!("id=\"r{}\"", i + 1)), "section {}", i + 1);
+        assert!(
+            dom.contains(&format!("id=\"r{}\"", i + 1)),
+            "section {}",
+            i + 1
+        );
         assert_eq!(section(&dom, kind).matches("<svg").count() > 0, *svgs > 0);
     }
     let total: usize = FIXTURES.iter().map(|f| f.2).sum();
     assert_eq!(dom.matches("<svg").count(), total);
     assert_self_contained(&dom);
     let log = String::from_utf8_lossy(&out.stderr);
-    for bad in ["CONSOLE(", "Uncaught", "net::ERR", "Failed to load resource"] {
+    for bad in [
+        "CONSOLE(",
+        "Uncaught",
+        "net::ERR",
+        "Failed to load resource",
+    ] {
         assert!(!log.contains(bad), "chromium reported {bad}:\n{log}");
     }
 }
