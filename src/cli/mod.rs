@@ -2,12 +2,14 @@
 //! (DESIGN.md §2). Measurement logic lives in the library modules.
 
 mod check;
+mod compare;
 mod import;
 mod latency;
 mod latencytest;
 mod load;
 pub mod output;
 mod plugins;
+mod report;
 mod rtl;
 mod run;
 mod sched;
@@ -58,6 +60,8 @@ pub enum Command {
     Run(run::RunArgs),
     Rtl(rtl::RtlArgs),
     Plugins(plugins::PluginsArgs),
+    Report(report::ReportArgs),
+    Compare(compare::CompareArgs),
     Schema(schema::SchemaArgs),
     Sched(sched::SchedArgs),
     Stress(stress::StressCmdArgs),
@@ -85,6 +89,8 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a, &cli.global),
         Command::Rtl(a) => rtl::run(a, &cli.global),
         Command::Plugins(a) => plugins::run(a, &cli.global),
+        Command::Report(a) => report::run(a, &cli.global),
+        Command::Compare(a) => compare::run(a, &cli.global),
         Command::Schema(a) => schema::run(a, &cli.global),
         Command::Sched(a) => sched::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),

@@ -4,7 +4,7 @@ use super::{output, Global};
 use crate::dsp::bench::{bench_element, BenchConfig, BenchResult, NEVER_RETURNS};
 use crate::dsp::{parse_chain, registry, ChainElement, PluginContext};
 use crate::error::Result;
-use crate::report::table::{new_table, num};
+use crate::report::table::{self, new_table};
 use crate::results::{Body, ResultDoc, Status};
 use crate::system::Environment;
 use clap::{Args, Subcommand};
@@ -118,32 +118,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
             Err(err) => skipped.push(format!("{}: {err}", e.plugin)),
         }
     }
-    let mut t = new_table(&[
-        "plugin",
-        "params",
-        "inst",
-        "ns/frame p50",
-        "ns/frame min",
-        "CPU ns/frame",
-        "% core/inst",
-        "inst/core",
-    ]);
-    for r in &results {
-        t.add_row(vec![
-            Cell::new(&r.plugin),
-            Cell::new(&r.params),
-            num(r.instances),
-            num(format!("{:.1}", r.ns_per_frame)),
-            num(format!("{:.1}", r.ns_per_frame_min)),
-            num(format!("{:.1}", r.cpu_ns_per_frame_mean)),
-            num(format!("{:.2}", r.core_percent)),
-            num(format!("{:.1}", r.instances_per_core)),
-        ]);
-    }
-    let mut human = format!(
-        "{t}\nat {} Hz, {} frames per block; % core and instances per core are per instance, with nothing else running\n",
-        b.rate, b.buffer
-    );
+    let mut human = table::bench(&results, b.rate, b.buffer);
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
     }

@@ -5,9 +5,8 @@ use super::{output, Global};
 use crate::error::Result;
 use crate::load::builtin::{self, StressorOpts};
 use crate::load::periodic::PeriodicSpec;
-use crate::load::run::{run_stress, StressConfig, StressResults};
+use crate::load::run::{run_stress, StressConfig};
 use crate::load::{Preset, StressArgs};
-use crate::report::table::{new_table, num};
 use crate::results::{Body, ResultDoc};
 use crate::system::Environment;
 use crate::units::parse_duration_ns;
@@ -54,7 +53,7 @@ pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     env.stress = spec.labels();
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let (results, status) = run_stress(&spec, duration_ns, compete.as_ref(), progress.as_ref())?;
-    let human = summary(&results);
+    let human = crate::report::table::stress(&results);
     let doc = ResultDoc::new(
         Body::Stress {
             config: StressConfig {
@@ -70,47 +69,6 @@ pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     );
     output::emit(&doc, g, &human)?;
     Ok(0)
-}
-
-fn summary(r: &StressResults) -> String {
-    let s = &r.stress;
-    let mut out = String::new();
-    let mut t = new_table(&["backend", "presets", "command", "exit"]);
-    for p in &s.processes {
-        t.add_row(vec![
-            p.backend.clone(),
-            p.presets.join(","),
-            p.argv.join(" "),
-            format!("{}{}", p.exit, if p.ended_early { " (early)" } else { "" }),
-        ]);
-    }
-    if let Some(ng) = &s.stress_ng {
-        out.push_str(&format!("stress-ng {} ({})\n", ng.version, ng.path));
-    }
-    out.push_str(&format!("{t}\n"));
-    if !s.metrics.is_empty() {
-        let mut m = new_table(&["stressor", "source", "bogo ops", "seconds", "ops/s"]);
-        for x in &s.metrics {
-            m.add_row(vec![
-                x.stressor.clone().into(),
-                x.source.clone().into(),
-                num(format!("{:.0}", x.bogo_ops)),
-                num(format!("{:.2}", x.real_time_s)),
-                num(format!("{:.1}", x.bogo_ops_per_s)),
-            ]);
-        }
-        out.push_str(&format!("{m}\n"));
-    }
-    for k in &s.skipped {
-        out.push_str(&format!("note: {}: {}\n", k.preset, k.reason));
-    }
-    for w in &s.warnings {
-        out.push_str(&format!("warning: {w}\n"));
-    }
-    if let Some(c) = &r.compete {
-        out.push_str(&crate::report::table::compete_line(c));
-    }
-    out
 }
 
 /// Internal: one built-in stressor (started by a stress session, not by users).

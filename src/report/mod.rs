@@ -1,3 +1,214 @@
-//! Presentation of results: terminal tables now; HTML report and compare later.
+//! Presentation of results: terminal tables, the self-contained HTML report and `compare`.
+//!
+//! Every result kind is rendered by one function per presentation (html/KIND.rs, a match
+//! arm in compare.rs); a kind this build does not know (written by a newer xrunlab) still
+//! loads as [`Loaded::Other`] and gets a generic section, so a report never fails on it.
 
+pub mod compare;
+pub mod html;
+pub mod plot;
 pub mod table;
+
+use crate::error::{Error, Result};
+use crate::results::{read_result, ResultDoc};
+use crate::system::Environment;
+use std::path::{Path, PathBuf};
+
+/// Kinds this build has a typed body for.
+pub const KNOWN_KINDS: &[&str] = &[
+    "check",
+    "stress",
+    "latency",
+    "run",
+    "bench",
+    "latencytest",
+    "load",
+    "sched",
+    "rtl",
+];
+
+/// One input file of a report or comparison.
+pub struct Input {
+    pub path: PathBuf,
+    pub item: Loaded,
+}
+
+pub enum Loaded {
+    Doc(Box<ResultDoc>),
+    /// A valid envelope of a kind this build cannot type: shown generically.
+    Other {
+        kind: String,
+        status: String,
+        environment: Option<Box<Environment>>,
+        warnings: Vec<String>,
+        value: serde_json::Value,
+    },
+}
+
+impl Input {
+    pub fn kind(&self) -> &str {
+        match &self.item {
+            Loaded::Doc(d) => d.kind(),
+            Loaded::Other { kind, .. } => kind,
+        }
+    }
+
+    pub fn environment(&self) -> Option<&Environment> {
+        match &self.item {
+            Loaded::Doc(d) => Some(&d.environment),
+            Loaded::Other { environment, .. } => environment.as_deref(),
+        }
+    }
+
+    pub fn warnings(&self) -> &[String] {
+        match &self.item {
+            Loaded::Doc(d) => &d.warnings,
+            Loaded::Other { warnings, .. } => warnings,
+        }
+    }
+
+    pub fn status(&self) -> String {
+        match &self.item {
+            Loaded::Doc(d) => format!("{:?}", d.status).to_lowercase(),
+            Loaded::Other { status, .. } => status.clone(),
+        }
+    }
+
+    /// The file name, for headings.
+    pub fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+
+    /// The whole document as JSON, for the generic renderers.
+    pub fn value(&self) -> serde_json::Value {
+        match &self.item {
+            Loaded::Doc(d) => serde_json::to_value(d).unwrap_or_default(),
+            Loaded::Other { value, .. } => value.clone(),
+        }
+    }
+}
+
+/// Read one result file; errors name the file (exit 2).
+pub fn load(path: &Path) -> Result<Input> {
+    match read_result(path) {
+        Ok(doc) => Ok(Input {
+            path: path.into(),
+            item: Loaded::Doc(Box::new(doc)),
+        }),
+        Err(e) => {
+            // read_result has checked the JSON and the schema version before typing the
+            // body; only a kind it does not know falls through to the generic path.
+            let value: Option<serde_json::Value> = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+            let Some(value) = value else { return Err(e) };
+            let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+            let version_ok = value.get("schema_version").and_then(|v| v.as_u64())
+                == Some(crate::results::SCHEMA_VERSION as u64);
+            if kind.is_empty() || KNOWN_KINDS.contains(&kind) || !version_ok {
+                return Err(e);
+            }
+            if !kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::input(path, format!("kind {kind:?} is not a kind")));
+            }
+            Ok(Input {
+                path: path.into(),
+                item: Loaded::Other {
+                    kind: kind.into(),
+                    status: value
+                        .get("status")
+                        .and_then(|s| s.as_str())
+                        .unwrap_or("?")
+                        .into(),
+                    environment: value
+                        .get("environment")
+                        .and_then(|e| serde_json::from_value(e.clone()).ok())
+                        .map(Box::new),
+                    warnings: value
+                        .get("warnings")
+                        .and_then(|w| serde_json::from_value(w.clone()).ok())
+                        .unwrap_or_default(),
+                    value,
+                },
+            })
+        }
+    }
+}
+
+/// Leaves of a JSON value as (dotted path, value) rows; long arrays are cut to keep a
+/// generic section readable (traces belong in CSV files, not in a report table).
+pub fn flatten(v: &serde_json::Value, max_rows: usize) -> Vec<(String, String)> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>, max: usize) {
+        if out.len() >= max {
+            return;
+        }
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&p, x, out, max);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                if a.is_empty() {
+                    out.push((prefix.into(), "[]".into()));
+                } else if a.iter().all(|x| !x.is_object() && !x.is_array()) && a.len() <= 16 {
+                    let items: Vec<String> = a.iter().map(scalar).collect();
+                    out.push((prefix.into(), items.join(", ")));
+                } else {
+                    for (i, x) in a.iter().take(8).enumerate() {
+                        walk(&format!("{prefix}[{i}]"), x, out, max);
+                    }
+                    if a.len() > 8 {
+                        out.push((prefix.into(), format!("… {} items in all", a.len())));
+                    }
+                }
+            }
+            x => out.push((prefix.into(), scalar(x))),
+        }
+    }
+    fn scalar(v: &serde_json::Value) -> String {
+        match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "-".into(),
+            x => x.to_string(),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", v, &mut out, max_rows);
+    out
+}
+
+/// A column label for a result: hostname, kernel and stress, as seed 004 names systems.
+pub fn default_label(input: &Input) -> String {
+    match input.environment() {
+        Some(env) => {
+            let mut s = format!(
+                "{} {}",
+                if env.hostname.is_empty() {
+                    "?"
+                } else {
+                    &env.hostname
+                },
+                env.kernel
+            );
+            if env.stress.is_empty() {
+                s.push_str(" idle");
+            } else {
+                s.push_str(&format!(" +{}", env.stress.join(",")));
+            }
+            s
+        }
+        None => input.name(),
+    }
+}

@@ -426,3 +426,74 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
     }
     format!("period P = {} µs\n{t}\n", r.period_ns / 1000)
 }
+
+/// The human summary of `xrunlab stress`.
+pub fn stress(r: &crate::load::run::StressResults) -> String {
+    let s = &r.stress;
+    let mut out = String::new();
+    let mut t = new_table(&["backend", "presets", "command", "exit"]);
+    for p in &s.processes {
+        t.add_row(vec![
+            p.backend.clone(),
+            p.presets.join(","),
+            p.argv.join(" "),
+            format!("{}{}", p.exit, if p.ended_early { " (early)" } else { "" }),
+        ]);
+    }
+    if let Some(ng) = &s.stress_ng {
+        out.push_str(&format!("stress-ng {} ({})\n", ng.version, ng.path));
+    }
+    out.push_str(&format!("{t}\n"));
+    if !s.metrics.is_empty() {
+        let mut m = new_table(&["stressor", "source", "bogo ops", "seconds", "ops/s"]);
+        for x in &s.metrics {
+            m.add_row(vec![
+                x.stressor.clone().into(),
+                x.source.clone().into(),
+                num(format!("{:.0}", x.bogo_ops)),
+                num(format!("{:.2}", x.real_time_s)),
+                num(format!("{:.1}", x.bogo_ops_per_s)),
+            ]);
+        }
+        out.push_str(&format!("{m}\n"));
+    }
+    for k in &s.skipped {
+        out.push_str(&format!("note: {}: {}\n", k.preset, k.reason));
+    }
+    for w in &s.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    if let Some(c) = &r.compete {
+        out.push_str(&compete_line(c));
+    }
+    out
+}
+
+/// The `plugins bench` table: cost per frame and the physical limit per core.
+pub fn bench(results: &[crate::dsp::bench::BenchResult], rate: u32, buffer: u32) -> String {
+    let mut t = new_table(&[
+        "plugin",
+        "params",
+        "inst",
+        "ns/frame p50",
+        "ns/frame min",
+        "CPU ns/frame",
+        "% core/inst",
+        "inst/core",
+    ]);
+    for r in results {
+        t.add_row(vec![
+            Cell::new(&r.plugin),
+            Cell::new(&r.params),
+            num(r.instances),
+            num(format!("{:.1}", r.ns_per_frame)),
+            num(format!("{:.1}", r.ns_per_frame_min)),
+            num(format!("{:.1}", r.cpu_ns_per_frame_mean)),
+            num(format!("{:.2}", r.core_percent)),
+            num(format!("{:.1}", r.instances_per_core)),
+        ]);
+    }
+    format!(
+        "{t}\nat {rate} Hz, {buffer} frames per block; % core and instances per core are per instance, with nothing else running\n"
+    )
+}

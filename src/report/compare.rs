@@ -1,0 +1,350 @@
+//! `compare`: results of one kind side by side, as tables that render to text or HTML.
+
+use super::{default_label, flatten, Input, Loaded};
+use crate::error::{Error, Result};
+use crate::results::Body;
+use crate::units::format_ns;
+use maud::html;
+
+/// One side-by-side table.
+pub struct Table {
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Column labels: `--label KEY=TEXT` where KEY is the file as given, its file name, or its
+/// 1-based position; everything else is named by hostname, kernel and stress.
+pub fn labels(inputs: &[Input], overrides: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = inputs.iter().map(default_label).collect();
+    for o in overrides {
+        let Some((key, text)) = o.split_once('=') else {
+            return Err(Error::usage(format!(
+                "--label {o:?}: expected FILE=TEXT or N=TEXT"
+            )));
+        };
+        let hit = inputs.iter().position(|i| {
+            i.path.as_os_str() == key
+                || i.name() == key
+                || key.parse::<usize>().ok()
+                    == Some(inputs.iter().position(|j| std::ptr::eq(i, j)).unwrap() + 1)
+        });
+        match hit {
+            Some(k) => out[k] = text.to_string(),
+            None => {
+                return Err(Error::usage(format!(
+                    "--label {o:?}: {key} names none of the files compared"
+                )))
+            }
+        }
+    }
+    // Identical labels would make columns indistinguishable: number them.
+    let copy = out.clone();
+    for (i, l) in out.iter_mut().enumerate() {
+        if copy.iter().filter(|c| *c == l).count() > 1 {
+            l.push_str(&format!(" #{}", i + 1));
+        }
+    }
+    Ok(out)
+}
+
+/// Refuse mixed kinds, naming them (exit 2).
+pub fn check_kinds(inputs: &[Input]) -> Result<()> {
+    let first = inputs[0].kind();
+    if let Some(other) = inputs.iter().find(|i| i.kind() != first) {
+        return Err(Error::usage(format!(
+            "cannot compare results of different kinds: {} is {first}, {} is {}",
+            inputs[0].path.display(),
+            other.path.display(),
+            other.kind()
+        )));
+    }
+    Ok(())
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+/// The comparison tables for `inputs` (all of one kind) under `labels`.
+pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
+    if inputs.len() < 2 {
+        return Err(Error::usage("compare needs at least two result files"));
+    }
+    check_kinds(inputs)?;
+    let docs: Vec<&Body> = inputs
+        .iter()
+        .filter_map(|i| match &i.item {
+            Loaded::Doc(d) => Some(&d.body),
+            Loaded::Other { .. } => None,
+        })
+        .collect();
+    if docs.len() != inputs.len() {
+        return Ok(vec![generic(inputs, labels)]);
+    }
+    let mut header = vec![String::new()];
+    header.extend(labels.iter().cloned());
+    // Metric rows × result columns, the common shape of every kind but latency.
+    let by_metric = |title: &str, metrics: Vec<(String, Vec<String>)>| Table {
+        title: title.into(),
+        header: header.clone(),
+        rows: metrics
+            .into_iter()
+            .map(|(m, v)| std::iter::once(m).chain(v).collect())
+            .collect(),
+    };
+    Ok(match docs[0] {
+        Body::Latency { .. } => {
+            // Seed 004 Table 2: one row per system (and condition), min / avg / max.
+            let mut rows = Vec::new();
+            for (b, l) in docs.iter().zip(labels) {
+                if let Body::Latency { results, .. } = b {
+                    let s = &results.overall.summary;
+                    rows.push(vec![
+                        l.clone(),
+                        us(s.min as f64),
+                        us(s.mean),
+                        us(s.max as f64),
+                        us(s.p99 as f64),
+                        us(s.p99_99 as f64),
+                        s.count.to_string(),
+                        results
+                            .overall
+                            .missed_periods
+                            .map_or("-".into(), |m| m.to_string()),
+                    ]);
+                }
+            }
+            vec![Table {
+                title: "Scheduling latency (µs), all CPUs".into(),
+                header: [
+                    "system", "min", "avg", "max", "p99", "p99.99", "wake-ups", "missed",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+                rows,
+            }]
+        }
+        Body::Run { .. } => {
+            let mut m: Vec<(String, Vec<String>)> = Vec::new();
+            let mut add = |name: &str,
+                           f: &dyn Fn(
+                &crate::engine::RunConfig,
+                &crate::engine::run::RunResults,
+            ) -> String| {
+                m.push((
+                    name.into(),
+                    docs.iter()
+                        .map(|b| match b {
+                            Body::Run { config, results } => f(config, results),
+                            _ => "-".into(),
+                        })
+                        .collect(),
+                ));
+            };
+            add("driver", &|c, _| format!("{:?}", c.driver).to_lowercase());
+            add("buffer", &|c, x| {
+                format!(
+                    "{} @ {} Hz ({})",
+                    c.buffer_frames,
+                    c.rate,
+                    format_ns(x.period_ns)
+                )
+            });
+            add("tracks × chain", &|c, _| {
+                format!("{} × {}", c.tracks, c.chain)
+            });
+            add("policy", &|c, _| c.policy.to_string());
+            add("cycles", &|_, x| x.cycles.to_string());
+            add("xruns", &|_, x| x.xruns.total.to_string());
+            add("  late-wakeup", &|_, x| x.xruns.late_wakeup.to_string());
+            add("  overload", &|_, x| x.xruns.overload.to_string());
+            add("  interference", &|_, x| x.xruns.interference.to_string());
+            add("skipped periods", &|_, x| x.skipped_periods.to_string());
+            add("DSP load mean / p99 / max %", &|_, x| {
+                let l = &x.dsp_load_pct;
+                format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
+            });
+            add("CPU load mean / p99 / max %", &|_, x| {
+                let l = &x.cpu_load_pct;
+                format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
+            });
+            add("wake-up p50 / p99 / max", &|_, x| {
+                let s = &x.wake_latency_ns;
+                format!(
+                    "{} / {} / {}",
+                    format_ns(s.p50),
+                    format_ns(s.p99),
+                    format_ns(s.max)
+                )
+            });
+            add("end time p50 / p99 / max", &|_, x| {
+                let s = &x.end_time_ns;
+                format!(
+                    "{} / {} / {}",
+                    format_ns(s.p50),
+                    format_ns(s.p99),
+                    format_ns(s.max)
+                )
+            });
+            add("interference p99 / max", &|_, x| {
+                let s = &x.interference_ns;
+                format!("{} / {}", format_ns(s.p99), format_ns(s.max))
+            });
+            vec![by_metric("Engine runs", m)]
+        }
+        Body::Bench { .. } => {
+            let mut names: Vec<String> = Vec::new();
+            for b in &docs {
+                if let Body::Bench { results, .. } = b {
+                    for r in results {
+                        let l = crate::report::html::bench_label(r);
+                        if !names.contains(&l) {
+                            names.push(l);
+                        }
+                    }
+                }
+            }
+            let m = names
+                .iter()
+                .map(|name| {
+                    let v = docs
+                        .iter()
+                        .map(|b| match b {
+                            Body::Bench { results, .. } => results
+                                .iter()
+                                .find(|r| crate::report::html::bench_label(r) == *name)
+                                .map_or("-".into(), |r| format!("{:.1}", r.ns_per_frame)),
+                            _ => "-".into(),
+                        })
+                        .collect();
+                    (name.clone(), v)
+                })
+                .collect();
+            vec![by_metric("Plugin cost, ns per frame (median block)", m)]
+        }
+        Body::Check { .. } => {
+            let mut titles: Vec<String> = Vec::new();
+            for b in &docs {
+                if let Body::Check { results, .. } = b {
+                    for c in &results.checks {
+                        if !titles.contains(&c.title) {
+                            titles.push(c.title.clone());
+                        }
+                    }
+                }
+            }
+            let m = titles
+                .iter()
+                .map(|t| {
+                    let v = docs
+                        .iter()
+                        .map(|b| match b {
+                            Body::Check { results, .. } => results
+                                .checks
+                                .iter()
+                                .find(|c| c.title == *t)
+                                .map_or("-".into(), |c| {
+                                    serde_json::to_value(c.verdict)
+                                        .ok()
+                                        .and_then(|v| v.as_str().map(str::to_uppercase))
+                                        .unwrap_or_default()
+                                }),
+                            _ => "-".into(),
+                        })
+                        .collect();
+                    (t.clone(), v)
+                })
+                .collect();
+            vec![by_metric("Checks", m)]
+        }
+        // Kinds without a dedicated comparison yet: their fields side by side.
+        Body::Stress { .. }
+        | Body::Latencytest { .. }
+        | Body::Load { .. }
+        | Body::Sched { .. }
+        | Body::Rtl { .. } => vec![generic(inputs, labels)],
+    })
+}
+
+/// Any kind: every scalar field of the results side by side.
+fn generic(inputs: &[Input], labels: &[String]) -> Table {
+    let flat: Vec<Vec<(String, String)>> = inputs
+        .iter()
+        .map(|i| {
+            let v = i.value();
+            flatten(v.get("results").unwrap_or(&v), 150)
+        })
+        .collect();
+    let mut keys: Vec<String> = Vec::new();
+    for f in &flat {
+        for (k, _) in f {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    let mut header = vec!["field".to_string()];
+    header.extend(labels.iter().cloned());
+    Table {
+        title: format!("{} results", inputs[0].kind()),
+        header,
+        rows: keys
+            .iter()
+            .map(|k| {
+                std::iter::once(k.clone())
+                    .chain(flat.iter().map(|f| {
+                        f.iter()
+                            .find(|(x, _)| x == k)
+                            .map_or("-".into(), |(_, v)| v.clone())
+                    }))
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// Tables as terminal text.
+pub fn to_text(tables: &[Table]) -> String {
+    let mut out = String::new();
+    for t in tables {
+        let header: Vec<&str> = t.header.iter().map(String::as_str).collect();
+        let mut ct = super::table::new_table(&header);
+        for r in &t.rows {
+            let mut cells = vec![comfy_table::Cell::new(&r[0])];
+            cells.extend(r[1..].iter().map(super::table::num));
+            ct.add_row(cells);
+        }
+        out.push_str(&format!("{}\n{ct}\n", t.title));
+    }
+    out
+}
+
+/// Tables as a self-contained HTML page.
+pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String {
+    super::html::page(
+        "xrunlab compare",
+        html! {
+            h2 { "Results compared" }
+            table.inputs {
+                tr { th { "label" } th { "file" } th { "system" } }
+                @for (i, l) in inputs.iter().zip(labels) {
+                    tr { td { (l) } td { (i.path.display().to_string()) }
+                         td { (i.environment().map(super::table::system_line).unwrap_or_default()) } }
+                }
+            }
+            @for t in tables {
+                section.compare {
+                    h2 { (t.title) }
+                    table {
+                        tr { @for h in &t.header { th { (h) } } }
+                        @for r in &t.rows {
+                            tr { td { (r[0]) } @for c in &r[1..] { td.n { (c) } } }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}

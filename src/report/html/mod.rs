@@ -1,0 +1,157 @@
+//! The self-contained HTML report: inline CSS, inline SVG, no scripts, nothing fetched.
+//! One section per result: environment and warnings first, then the kind's own part
+//! (one module per kind; unknown kinds get [`generic`]).
+
+mod bench;
+pub(crate) use bench::label as bench_label;
+mod check;
+mod generic;
+mod latency;
+mod run;
+mod stress;
+
+use super::{Input, Loaded};
+use crate::results::Body;
+use crate::system::Environment;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+const CSS: &str = "
+body{font-family:sans-serif;margin:2em auto;max-width:1000px;color:#222;line-height:1.4}
+h1{border-bottom:2px solid #444}
+section.result{border-top:1px solid #aaa;margin-top:2.5em}
+table{border-collapse:collapse;margin:0.6em 0}
+th,td{border:1px solid #ccc;padding:2px 8px;font-size:0.9em;vertical-align:top}
+th{background:#eee;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+ul.warnings li{color:#8a4b00}
+.ok{color:#176d1c}.warn{color:#8a4b00;font-weight:bold}.fail{color:#b00020;font-weight:bold}
+figure{margin:1em 0}figcaption{font-size:0.85em;color:#555;max-width:760px}
+code{background:#f4f4f4;padding:0 3px}
+";
+
+/// A whole report over `inputs`, in the order given.
+pub fn report(inputs: &[Input]) -> String {
+    page(
+        "xrunlab report",
+        html! {
+            p { "xrunlab " (env!("CARGO_PKG_VERSION")) " — " (inputs.len()) " result(s)" }
+            ul.toc {
+                @for (i, inp) in inputs.iter().enumerate() {
+                    li { a href={ "#r" (i + 1) } { (inp.kind()) " — " (inp.name()) } }
+                }
+            }
+            @for (i, inp) in inputs.iter().enumerate() {
+                (section(i + 1, inp))
+            }
+        },
+    )
+}
+
+/// The HTML shell shared by the report and compare pages.
+pub fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body { h1 { (title) } (body) }
+        }
+    }
+    .into_string()
+}
+
+fn section(n: usize, inp: &Input) -> Markup {
+    html! {
+        section.result id={ "r" (n) } data-kind=(inp.kind()) {
+            h2 { (n) ". " (inp.kind()) " — " (inp.name()) }
+            (environment(inp))
+            @match &inp.item {
+                Loaded::Doc(doc) => @match &doc.body {
+                    Body::Latency { config, results } => (latency::section(config, results)),
+                    Body::Run { config, results } => (run::section(config, results)),
+                    Body::Bench { config, results } => (bench::section(config, results)),
+                    Body::Check { results, .. } => (check::section(results)),
+                    Body::Stress { config, results } => (stress::section(config, results)),
+                    // Kinds without a dedicated section yet are shown field by field.
+                    Body::Latencytest { .. } | Body::Load { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
+                        (generic::section(doc.kind(), &serde_json::to_value(&**doc).unwrap_or_default()))
+                    }
+                },
+                Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
+            }
+        }
+    }
+}
+
+fn environment(inp: &Input) -> Markup {
+    let command = match &inp.item {
+        Loaded::Doc(d) => d.command.join(" "),
+        Loaded::Other { value, .. } => value
+            .get("command")
+            .and_then(|c| c.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default(),
+    };
+    html! {
+        div.environment {
+            h3 { "Environment" }
+            @if !inp.warnings().is_empty() {
+                ul.warnings {
+                    @for w in inp.warnings() { li { "⚠ " (w) } }
+                }
+            }
+            table {
+                tr { th { "status" } td { (inp.status()) } }
+                tr { th { "command" } td { code { (command) } } }
+                @if let Some(env) = inp.environment() { (env_rows(env)) }
+            }
+        }
+    }
+}
+
+fn env_rows(env: &Environment) -> Markup {
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+    html! {
+        tr { th { "system" } td { (crate::report::table::system_line(env)) } }
+        tr { th { "preemption" } td { (env.preempt.model) } }
+        tr { th { "governor" } td { @if env.governor.is_empty() { "no cpufreq" } @else { (env.governor.join(", ")) } } }
+        tr { th { "SMT" } td { (env.smt.map_or("unknown".to_string(), |s| if s { "on".into() } else { "off".into() })) } }
+        tr { th { "isolation" } td { "isolcpus " (opt(&env.isolation.isolcpus)) ", nohz_full " (opt(&env.isolation.nohz_full)) ", threadirqs " (env.isolation.threadirqs) } }
+        tr { th { "RT throttling" } td { (env.limits.sched_rt_runtime_us.map_or("unknown".into(), |r| if r < 0 { "off".to_string() } else { format!("{r} µs per period") })) } }
+        tr { th { "RLIMIT_RTPRIO" } td { (env.limits.rtprio) " (euid " (env.limits.euid) ")" } }
+        tr { th { "clocksource" } td { (opt(&env.clocksource)) } }
+        tr { th { "stress" } td { @if env.stress.is_empty() { "none (idle)" } @else { (env.stress.join(", ")) } } }
+    }
+}
+
+/// A figure around an inline SVG.
+pub(crate) fn figure(svg: String, caption: &str) -> Markup {
+    html! {
+        figure {
+            (PreEscaped(svg))
+            figcaption { (caption) }
+        }
+    }
+}
+
+/// A right-aligned number cell.
+pub(crate) fn n(s: impl std::fmt::Display) -> Markup {
+    html! { td.n { (s) } }
+}
+
+/// µs with one decimal, the unit latency readers use.
+pub(crate) fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+pub(crate) fn plot_bars(title: &str, y: &str, bars: &[(String, f64)]) -> String {
+    crate::report::plot::bar_chart(title, y, bars)
+}

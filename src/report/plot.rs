@@ -1,0 +1,217 @@
+//! SVG charts drawn with plotters into a String, for inlining into the HTML report: no
+//! fonts or files are referenced, so the page stays self-contained.
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// One named curve.
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+pub const W: u32 = 760;
+pub const H: u32 = 340;
+
+/// Axes of a line chart; `log_y` for counts spanning decades (OSADL's latency plots).
+pub struct Axes<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub log_y: bool,
+    /// Log x as well, for distributions whose tails are decades above their medians.
+    pub log_x: bool,
+    /// Fixed x extent (the run's duration for event timelines), instead of the data's.
+    pub x_range: Option<(f64, f64)>,
+    /// Draw markers only (sparse events) instead of lines.
+    pub points_only: bool,
+}
+
+fn bounds(series: &[Series], log_x: bool, log_y: bool) -> (f64, f64, f64, f64) {
+    let mut x0 = f64::INFINITY;
+    let mut x1 = f64::NEG_INFINITY;
+    let mut y0 = f64::INFINITY;
+    let mut y1 = f64::NEG_INFINITY;
+    for (x, y) in series.iter().flat_map(|s| s.points.iter().copied()) {
+        if (log_y && y <= 0.0) || (log_x && x <= 0.0) {
+            continue;
+        }
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        return (0.0, 1.0, if log_y { 1.0 } else { 0.0 }, 10.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if log_x {
+        x0 /= 1.2;
+        x1 *= 1.2;
+    }
+    if log_y {
+        (x0, x1, y0 / 1.5, y1 * 2.0)
+    } else {
+        let lo = y0.min(0.0);
+        (x0, x1, lo, if y1 > lo { y1 * 1.05 } else { lo + 1.0 })
+    }
+}
+
+/// A line (or marker) chart with a legend; an empty string never comes back, even for no
+/// data (the axes are drawn with a "no data" title) so a section's layout does not shift.
+pub fn line_chart(axes: &Axes, series: &[Series]) -> String {
+    let mut svg = String::new();
+    let (mut x0, mut x1, y0, y1) = bounds(series, axes.log_x, axes.log_y);
+    if let Some((a, b)) = axes.x_range.filter(|(a, b)| b > a) {
+        (x0, x1) = (a, b);
+    }
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        let _ = draw_lines(&root, axes, series, (x0, x1, y0, y1));
+        let _ = root.present();
+    }
+    svg
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn draw_lines(
+    root: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    axes: &Axes,
+    series: &[Series],
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+) -> DrawResult {
+    root.fill(&WHITE)?;
+    let title = if series.iter().all(|s| s.points.is_empty()) {
+        format!("{} (no data)", axes.title)
+    } else {
+        axes.title.to_string()
+    };
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    macro_rules! body {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(axes.x_label)
+                .y_desc(axes.y_label)
+                .light_line_style(RGBColor(235, 235, 235))
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
+                .draw()?;
+            for (i, s) in series.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|&(x, y)| (!axes.log_y || y > 0.0) && (!axes.log_x || x > 0.0))
+                    .collect();
+                let drawn = if axes.points_only {
+                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?
+                } else {
+                    chart.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+                };
+                drawn.label(s.label.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+                });
+            }
+            if !series.is_empty() {
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperRight)
+                    .draw()?;
+            }
+        }};
+    }
+    match (axes.log_x, axes.log_y) {
+        (false, false) => body!(b.build_cartesian_2d(x0..x1, y0..y1)?),
+        (false, true) => body!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
+        (true, false) => body!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
+        (true, true) => body!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
+    }
+    Ok(())
+}
+
+/// Tick labels without plotters' fixed one decimal: "1000", "0.001", "2.5".
+fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 || (v - v.round()).abs() < 1e-9 * a.max(1.0) && a >= 1.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// A vertical bar chart, one bar per named value.
+pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)]) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        let _ = draw_bars(&root, title, y_label, bars);
+        let _ = root.present();
+    }
+    svg
+}
+
+fn draw_bars(
+    root: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    title: &str,
+    y_label: &str,
+    bars: &[(String, f64)],
+) -> DrawResult {
+    root.fill(&WHITE)?;
+    let n = bars.len().max(1) as u32;
+    let top = bars.iter().map(|b| b.1).fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0u32..n - 1).into_segmented(), 0f64..top)?;
+    let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n as usize)
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .y_desc(y_label)
+        .y_label_formatter(&|v| tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    chart.draw_series(
+        Histogram::vertical(&chart)
+            .margin(20)
+            .style(Palette99::pick(0).filled())
+            .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+    )?;
+    // The value on top of each bar: the figure a reader wants without a ruler.
+    chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+        Text::new(
+            format!("{:.1}", b.1),
+            (SegmentValue::CenterOf(i as u32), b.1 + top * 0.01),
+            ("sans-serif", 13)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Bottom)),
+        )
+    }))?;
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! `xrunlab report` and `xrunlab compare` on committed fixtures produced by the real
+//! commands (tests/fixtures/results/README.md says how they were made).
+
+mod common;
+
+use common::{require, which, xrunlab};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results")
+        .join(format!("{name}.json"))
+}
+
+/// kind, fixture, inline SVG charts its section must carry.
+const FIXTURES: &[(&str, &str, usize)] = &[
+    ("check", "check", 0),
+    ("latency", "latency", 2),
+    ("latency", "latency-audio", 2),
+    ("run", "run", 3),
+    ("bench", "bench", 1),
+    ("stress", "stress", 0),
+];
+
+fn report_html(files: &[PathBuf], dir: &Path) -> String {
+    let out = dir.join("report.html");
+    xrunlab()
+        .arg("report")
+        .args(files)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    std::fs::read_to_string(&out).unwrap()
+}
+
+/// Nothing that could make a browser fetch: no scripts, no external src/href, no CSS url().
+fn assert_self_contained(html: &str) {
+    let lower = html.to_lowercase();
+    assert!(!lower.contains("<script"), "report has a script");
+    assert!(!lower.contains("url("), "report has a CSS url()");
+    for attr in ["src=", "href="] {
+        for (i, _) in lower.match_indices(attr) {
+            let v = lower[i + attr.len()..].trim_start_matches(['"', '\'']);
+            assert!(
+                v.starts_with('#'),
+                "{attr} points outside the page: {}",
+                &v[..v.len().min(60)]
+            );
+        }
+    }
+}
+
+fn section<'a>(html: &'a str, kind: &str) -> &'a str {
+    let start = html
+        .find(&format!("data-kind=\"{kind}\""))
+        .unwrap_or_else(|| panic!("no {kind} section"));
+    let rest = &html[start..];
+    &rest[..rest.find("</section>").unwrap()]
+}
+
+#[test]
+fn report_from_every_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, name, svgs) in FIXTURES {
+        let html = report_html(&[fixture(name)], dir.path());
+        assert_self_contained(&html);
+        let s = section(&html, kind);
+        assert!(s.contains("Environment"), "{name}: no environment");
+        // Every fixture was measured in a VM: the warning comes before the kind's part.
+        let warn = s.find("virtual machine").expect("VM warning");
+        assert!(
+            warn < s.find("</table>").unwrap(),
+            "{name}: warnings not first"
+        );
+        assert_eq!(s.matches("<svg").count(), *svgs, "{name}: charts");
+        assert_eq!(s.matches("</svg>").count(), *svgs, "{name}: charts closed");
+    }
+    let html = report_html(&[fixture("latency"), fixture("run")], dir.path());
+    assert!(section(&html, "latency").contains("Latency histogram per CPU"));
+    assert!(section(&html, "latency").contains("Latency over time"));
+    assert!(section(&html, "latency").contains("Percentiles"));
+    let run = section(&html, "run");
+    for part in [
+        "DSP load",
+        "Distributions",
+        "Xruns by cause",
+        "Xruns over the run",
+    ] {
+        assert!(run.contains(part), "run section lacks {part}");
+    }
+    let audio = report_html(&[fixture("latency-audio")], dir.path());
+    assert!(audio.contains("Audio period 64 frames @ 48000 Hz"));
+}
+
+#[test]
+fn unknown_kind_gets_a_generic_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("bench")).unwrap()).unwrap();
+    v["kind"] = "futurekind".into();
+    let p = dir.path().join("future.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let html = report_html(&[p.clone(), fixture("check")], dir.path());
+    let s = section(&html, "futurekind");
+    assert!(s.contains("no dedicated view"));
+    assert!(s.contains("ns_per_frame"));
+    assert!(html.contains("data-kind=\"check\""));
+    // The terminal summary takes it too.
+    xrunlab().arg("report").arg(&p).assert().success();
+}
+
+#[test]
+fn terminal_summary_without_output() {
+    let files: Vec<PathBuf> = FIXTURES.iter().map(|f| fixture(f.1)).collect();
+    let out = xrunlab().arg("report").args(&files).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (kind, name, _) in FIXTURES {
+        assert!(
+            text.contains(&format!("{name}.json ({kind}, complete)")),
+            "{text}"
+        );
+    }
+    for part in [
+        "p99.99 µs",
+        "DSP load",
+        "ns/frame p50",
+        "bogo ops",
+        "RT throttling",
+    ] {
+        assert!(text.contains(part), "summary lacks {part}");
+    }
+}
+
+#[test]
+fn bad_files_exit_2_naming_them_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema_version\": 1, \"kind\": \"latency\"}").unwrap();
+    let out = dir.path().join("r.html");
+    for f in [bad.clone(), dir.path().join("missing.json")] {
+        let o = xrunlab()
+            .args(["report"])
+            .arg(fixture("check"))
+            .arg(&f)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(f.file_name().unwrap().to_str().unwrap()),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn compare_latency_prints_table_2_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("c.html");
+    let out = xrunlab()
+        .arg("compare")
+        .arg(fixture("latency"))
+        .arg(fixture("latency-audio"))
+        .arg("--label")
+        .arg("latency-audio.json=with audio period")
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header = text
+        .lines()
+        .find(|l| l.contains("system"))
+        .expect("header row");
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    for c in ["min", "avg", "max", "p99"] {
+        assert!(cols.contains(&c), "{header}");
+    }
+    // One row per system: the default label (hostname kernel idle) and the override.
+    assert!(
+        text.lines().any(|l| l.contains("with audio period")),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.contains(" idle")), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_self_contained(&page);
+    assert!(page.contains("with audio period"));
+}
+
+#[test]
+fn compare_every_kind_with_itself() {
+    for (_, name, _) in FIXTURES {
+        let out = xrunlab()
+            .arg("compare")
+            .arg(fixture(name))
+            .arg(fixture(name))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        // Same label twice is numbered so the columns stay distinct.
+        assert!(text.contains("#1") && text.contains("#2"), "{name}: {text}");
+    }
+}
+
+#[test]
+fn compare_mismatched_kinds_exits_2_naming_them() {
+    let out = xrunlab()
+        .arg("compare")
+        .arg(fixture("latency"))
+        .arg(fixture("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("latency") && err.contains("run"), "{err}");
+    let out = xrunlab()
+        .args(["compare", "--label", "9=x"])
+        .arg(fixture("bench"))
+        .arg(fixture("bench"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The report as a browser sees it: every section and chart in the DOM, no console
+/// errors, nothing fetched.
+#[test]
+fn report_in_headless_chromium() {
+    let Some(chromium) = which("chromium") else {
+        let _ = require(false, "chromium (apt-get install chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = FIXTURES.iter().map(|f| fixture(f.1)).collect();
+    report_html(&files, dir.path());
+    let page = dir.path().join("report.html");
+    let out = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8(out.stdout).unwrap();
+    for (i, (kind, _, svgs)) in FIXTURES.iter().enumerate() {
+        assert!(
+            dom.contains(&format!("id=\"r{}\"", i + 1)),
+            "section {}",
+            i + 1
+        );
+        assert_eq!(section(&dom, kind).matches("<svg").count() > 0, *svgs > 0);
+    }
+    let total: usize = FIXTURES.iter().map(|f| f.2).sum();
+    assert_eq!(dom.matches("<svg").count(), total);
+    assert_self_contained(&dom);
+    let log = String::from_utf8_lossy(&out.stderr);
+    for bad in [
+        "CONSOLE(",
+        "Uncaught",
+        "net::ERR",
+        "Failed to load resource",
+    ] {
+        assert!(!log.contains(bad), "chromium reported {bad}:\n{log}");
+    }
+}
