@@ -137,10 +137,15 @@ fn five_second_run(server: &dyn AudioServer, expect_server: &str) {
     let matched = u(&j["server_xruns_matched"]);
     let ours = u(&r["xruns"]["total"]);
     assert!(matched <= server_xruns && matched <= ours, "{j}");
-    assert_eq!(
-        events.iter().filter(|e| e["our_xrun"] == true).count() as u64,
-        matched
-    );
+    // jackd2 may report one late cycle several times: matches count distinct cycles.
+    let mut cycles_matched: Vec<u64> = events
+        .iter()
+        .filter(|e| e["our_xrun"] == true)
+        .map(|e| u(&e["cycle"]))
+        .collect();
+    cycles_matched.sort_unstable();
+    cycles_matched.dedup();
+    assert_eq!(cycles_matched.len() as u64, matched);
     assert_eq!(u(&j["xruns_not_reported_by_server"]), ours - matched);
     for e in events.iter().filter(|e| e["our_xrun"] == true) {
         assert!(e["cause"].is_string(), "{e}");

@@ -36,6 +36,8 @@ fn job_loop_does_not_allocate() {
     std::thread::sleep(Duration::from_millis(500));
     let after = ALLOCS.load(Ordering::SeqCst);
     let r = t.stop();
-    assert!(r.stats.jobs > 300, "{} jobs", r.stats.jobs);
+    // ~400 releases; a host stall can cut that (seen: 175), and the point here is that
+    // jobs ran during the counted window, not how many.
+    assert!(r.stats.jobs > 100, "{} jobs", r.stats.jobs);
     assert_eq!(after - before, 0, "allocations during ~250 jobs");
 }

@@ -154,7 +154,9 @@ fn run_with_compete_voip_reports_its_jobs_beside_the_engine() {
     let r = &doc["results"];
     let jobs = r["compete"]["stats"]["jobs"].as_u64().unwrap();
     // 10 ms period for about 2 s (the task starts just before the engine, stops after it).
-    assert!((150..=250).contains(&jobs), "{jobs} jobs");
+    // A host stall can cut the count (so the lower bound is generous); the engine's own
+    // start and stop add a few releases on top of the 200.
+    assert!((100..=250).contains(&jobs), "{jobs} jobs");
     assert_eq!(doc["config"]["compete"]["name"], "voip");
     assert!(r["cycles"].as_u64().unwrap() > 1000);
     assert!(r["stress"].is_null());

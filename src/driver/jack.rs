@@ -147,7 +147,8 @@ pub struct JackReport {
     pub cycle_start_dll_error_max_ns: u64,
     /// xrun callbacks from the server during the run.
     pub server_xruns: u64,
-    /// Server xruns attributed to one of our late cycles.
+    /// Our late cycles that the server also reported. Counted per cycle: jackd2 can send
+    /// several xrun callbacks for one late cycle, and each of them is listed in the events.
     pub server_xruns_matched: u64,
     /// Our xruns (deadline misses) the server did not report.
     pub xruns_not_reported_by_server: u64,
@@ -923,6 +924,7 @@ impl OffsetStats {
 /// Attribute each server xrun to the last of our cycles that started before it was
 /// reported, preferring a cycle that missed its deadline within the history window.
 fn match_xruns(slots: &[XrunSlot], t0: u64, report: &mut JackReport) {
+    let mut matched_cycles: Vec<u64> = Vec::new();
     for s in slots {
         let before: Vec<&Brief> = s
             .history
@@ -947,8 +949,11 @@ fn match_xruns(slots: &[XrunSlot], t0: u64, report: &mut JackReport) {
                 lateness_ns: None,
             },
         };
-        if ev.our_xrun {
-            report.server_xruns_matched += 1;
+        if let (true, Some(c)) = (ev.our_xrun, ev.cycle) {
+            if !matched_cycles.contains(&c) {
+                matched_cycles.push(c);
+                report.server_xruns_matched += 1;
+            }
         }
         report.server_xrun_events.push(ev);
     }
@@ -1002,6 +1007,11 @@ mod tests {
         assert_eq!((e[0].cycle, e[0].our_xrun), (Some(12), true));
         assert_eq!(e[0].cause, Some(Cause::Overload));
         assert_eq!(e[0].lateness_ns, Some(2_000_000));
+        // A second report of the same late cycle is listed but not counted twice.
+        let mut r2 = JackReport::default();
+        match_xruns(&[late, late], 1_000_000_000, &mut r2);
+        assert_eq!(r2.server_xrun_events.len(), 2);
+        assert_eq!(r2.server_xruns_matched, 1);
         // No late cycle of ours: the report goes to the last cycle started before it.
         assert_eq!((e[1].cycle, e[1].our_xrun), (Some(13), false));
         assert_eq!(e[1].at_ns, 16_000_000);
