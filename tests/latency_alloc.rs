@@ -53,8 +53,11 @@ fn the_measuring_loop_does_not_allocate() {
     let (short, n_short) = allocations(20);
     let (long, n_long) = allocations(2_000);
     assert_eq!((n_short, n_long), (20, 2_000));
-    assert_eq!(
-        short, long,
+    // One allocation per cycle would add ~1980. The summary built after the loop may add a
+    // couple when a host stall stretches the run over another second of the series (seen:
+    // 27 vs 29), which is not the loop allocating.
+    assert!(
+        long <= short + 8,
         "allocations grew with the number of cycles: {short} for 20, {long} for 2000"
     );
 }
