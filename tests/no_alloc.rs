@@ -1,44 +1,10 @@
 //! DESIGN.md §5: no plugin allocates in `process`, `note_on` or `note_off`. A counting
 //! global allocator (this file is its own test binary) arms itself on the test thread only.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+use common::counting::{Counting, ALLOCS, ARMED};
+use std::sync::atomic::Ordering;
 use xrunlab::dsp::{registry, PluginContext};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn count() {
-    if ARMED.with(|a| a.get()) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: forwards to the system allocator; counting has no effect on the memory returned.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        count();
-        unsafe { System.dealloc(p, l) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -40,4 +40,5 @@ pub fn xrunlab() -> assert_cmd::Command {
     c.env_remove("XRUNLAB_LOG");
     c
 }
+pub mod counting;
 pub mod servers;
