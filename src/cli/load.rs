@@ -160,14 +160,7 @@ impl LoadArgs {
                 latency: LatencyModel::parse(&self.sim_latency)?,
                 events: self.inject.clone(),
             };
-            c.cost = CostModel {
-                costs: self
-                    .cost
-                    .iter()
-                    .map(|s| CostModel::parse_cost(s))
-                    .collect::<Result<_>>()?,
-                overhead_ns: self.cost_overhead,
-            };
+            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead)?;
         }
         c.validate()?;
         Ok(c)

@@ -207,14 +207,7 @@ impl RunArgs {
                 ComputeArg::Measured => ComputeKind::Measured,
                 ComputeArg::Model => ComputeKind::Model,
             };
-            c.cost = CostModel {
-                costs: self
-                    .cost
-                    .iter()
-                    .map(|s| CostModel::parse_cost(s))
-                    .collect::<Result<_>>()?,
-                overhead_ns: self.cost_overhead,
-            };
+            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead)?;
         }
         c.validate()?;
         Ok(c)

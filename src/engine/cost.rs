@@ -46,6 +46,18 @@ pub struct CostModel {
 }
 
 impl CostModel {
+    /// The model the `--cost` values and `--cost-overhead` describe (shared by every command
+    /// that can run on the sim driver).
+    pub fn from_flags(costs: &[String], overhead_ns: u64) -> Result<Self> {
+        Ok(CostModel {
+            costs: costs
+                .iter()
+                .map(|s| Self::parse_cost(s))
+                .collect::<Result<_>>()?,
+            overhead_ns,
+        })
+    }
+
     /// Parse one `--cost` value: `NAME=DURATION` (per instance per cycle) or
     /// `NAME=DURATION/frame` (per instance per frame), e.g. `burn=50us`, `reverb-heavy=120ns/frame`.
     pub fn parse_cost(s: &str) -> Result<PluginCost> {
