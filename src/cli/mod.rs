@@ -4,6 +4,7 @@
 mod check;
 mod compare;
 mod import;
+mod jack_args;
 mod latency;
 mod latencytest;
 mod load;

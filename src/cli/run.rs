@@ -55,20 +55,8 @@ pub struct RunArgs {
     /// Frames per period [default: 64; jack: the server's, see --set-buffer].
     #[arg(long)]
     pub buffer: Option<u32>,
-    /// jack: server name [default: $JACK_DEFAULT_SERVER or "default"].
-    #[arg(long, value_name = "NAME")]
-    pub server: Option<String>,
-    /// jack: our client name.
-    #[arg(long, value_name = "NAME", default_value = "xrunlab")]
-    pub client_name: String,
-    /// jack: connect ports, e.g. in=system:capture_1,in=system:capture_2,out=system:playback_1.
-    /// Without in= ports the engine processes the --input signal.
-    #[arg(long, value_name = "in=PORT,…,out=PORT,…")]
-    pub connect: Option<String>,
-    /// jack: apply --buffer to the server with jack_set_buffer_size instead of refusing a
-    /// size that differs from the server's.
-    #[arg(long)]
-    pub set_buffer: bool,
+    #[command(flatten)]
+    pub jack: super::jack_args::JackArgs,
     /// Periods of buffering n (the deadline is n−1 periods after the interrupt).
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
@@ -142,15 +130,6 @@ impl RunArgs {
             DriverArg::Sim => DriverKind::Sim,
             DriverArg::Jack => DriverKind::Jack,
         };
-        let jack_flags = self.server.is_some()
-            || self.client_name != "xrunlab"
-            || self.connect.is_some()
-            || self.set_buffer;
-        if driver != DriverKind::Jack && jack_flags {
-            return Err(Error::usage(
-                "--server, --client-name, --connect and --set-buffer need --driver jack",
-            ));
-        }
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
@@ -164,23 +143,9 @@ impl RunArgs {
         let mut c = RunConfig::new(driver, &self.chain)?;
         c.rate = self.rate.unwrap_or(48000);
         c.buffer_frames = self.buffer.unwrap_or(64);
-        if driver == DriverKind::Jack {
-            let mut j = crate::driver::jack::JackConfig {
-                server: self.server.clone(),
-                client_name: self.client_name.clone(),
-                set_buffer: self.set_buffer,
-                buffer_requested: self.buffer,
-                rate_requested: self.rate,
-                ..Default::default()
-            };
-            if let Some(spec) = &self.connect {
-                j.parse_connect(spec)?;
-            }
-            if self.set_buffer && self.buffer.is_none() {
-                return Err(Error::usage("--set-buffer needs --buffer N"));
-            }
-            c.jack = Some(j);
-        }
+        c.jack = self
+            .jack
+            .to_config(driver == DriverKind::Jack, self.buffer, self.rate)?;
         c.periods = self.periods;
         c.tracks = self.tracks;
         c.duration_ns = self.duration;
