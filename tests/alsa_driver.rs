@@ -238,6 +238,62 @@ fn a_period_the_device_rounds_is_used_and_warned_about() {
 }
 
 #[test]
+fn overload_underruns_are_recovered_and_matched_with_the_engine_cycle() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((server, dir, conf)) = setup() else {
+        return;
+    };
+    let out = dir.path().join("run.json");
+    // Two 90 % burns on one thread: every cycle computes 1.8 periods, so playback runs dry.
+    let (o, _) = alsa_run(
+        &server,
+        &conf,
+        &[
+            "--device",
+            "xrl",
+            "--chain",
+            "burn(90%):2",
+            "--duration",
+            "2s",
+            "--fail-on-xrun",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let d = read_json(&out);
+    assert_eq!(d["status"], "complete");
+    let r = &d["results"];
+    let a = &r["alsa"];
+    let expected = 2 * RATE as u64 / FRAMES as u64;
+    assert_eq!(u(&r["periods_elapsed"]), expected);
+    assert_eq!(u(&r["cycles"]) + u(&r["skipped_periods"]), expected);
+    assert!(u(&r["skipped_periods"]) > 0, "{r}");
+    let n = u(&a["xruns_recovered"]);
+    assert!(n > 0, "{a}");
+    let events = a["xrun_events"].as_array().unwrap();
+    assert_eq!(events.len() as u64, n);
+    for e in events {
+        assert_eq!(
+            e["kind"],
+            if e["stream"] == "capture" {
+                "overrun"
+            } else {
+                "underrun"
+            }
+        );
+        // Every cycle overran, so the cycle before each ALSA xrun did too, from overload.
+        if e["after_cycle"].is_u64() {
+            assert_eq!(e["engine_xrun"], true, "{e}");
+            assert_eq!(e["cause"], "overload", "{e}");
+        }
+    }
+    assert_eq!(u(&r["xruns"]["overload"]), u(&r["xruns"]["total"]));
+    let w = d["warnings"].to_string();
+    assert!(w.contains("xruns recovered"), "{w}");
+}
+
+#[test]
 fn a_missing_device_exits_3_with_the_alsa_error() {
     let o = Command::new(bin())
         .args([

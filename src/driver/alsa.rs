@@ -26,7 +26,7 @@
 //! latency measures only our own path from the poll wake to the status read.
 //!
 //! Xruns. An `EPIPE`/`ESTRPIPE` from wait, read or write, or a status in XRUN, is an ALSA
-//! xrun: we note the delay ALSA reports, recover (`snd_pcm_recover`, then re-fill and
+//! xrun: we note the delay ALSA reports, recover (stop both streams, prepare, re-fill and
 //! restart), and the device periods lost until the restart become skipped periods of the
 //! next cycle. Each ALSA xrun is kept (up to a preallocated number) with the engine's view
 //! of the last cycle before it: whether it missed its deadline and why.
@@ -685,6 +685,7 @@ impl AlsaDriver {
                 continue;
             }
             if let Ok(d) = dev.play.delay() {
+                #[allow(clippy::unnecessary_cast)] // Frames is a C long: 32 bits on some targets
                 let d = d as i64;
                 dmin = dmin.min(d);
                 dmax = dmax.max(d);
@@ -756,11 +757,17 @@ fn recover<S: Sample>(
         (true, Some(c)) => c,
         _ => &dev.play,
     };
+    #[allow(clippy::unnecessary_cast)] // Frames is a C long: 32 bits on some targets
     let delay = pcm.status().map(|s| s.get_delay() as i64).unwrap_or(0);
-    // Both streams restart together so they stay one period apart as they started.
-    let ok = pcm.recover(errno, true).is_ok()
-        && (dev.linked || pcm.state() != State::Running || dev.play.drop().is_ok())
-        && start(dev, pio, silence, ch, dev.cfg.access, lp.periods).is_ok();
+    // Stop both streams and start them afresh (prepare, pre-fill, start) rather than
+    // snd_pcm_recover one: an unlinked capture stream keeps running otherwise, and the
+    // pre-fill would block on a playback buffer that is still full. Prepare also brings a
+    // suspended device back.
+    let _ = dev.play.drop();
+    if let (Some(c), false) = (&dev.cap, dev.linked) {
+        let _ = c.drop();
+    }
+    let ok = start(dev, pio, silence, ch, dev.cfg.access, lp.periods).is_ok();
     report.xruns_recovered += 1;
     if report.xrun_events.len() < report.xrun_events.capacity() {
         let (after, engine_xrun, cause) = match lp.last {
