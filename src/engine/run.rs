@@ -481,39 +481,41 @@ pub fn run_observed(
         move || -> (StopReason, DriverStats) {
             let mut source = Generator::new(input, params.rate, seed);
             let mut sink = ContinuitySink::new(input, params.rate);
-            let out = match (driver_kind, jack_client, alsa_dev) {
-                (DriverKind::Alsa, _, Some(dev)) => {
-                    let mut d = AlsaDriver::new(dev, periods_total);
-                    let out = d.run(&mut engine, &stop2, &mut source, &mut sink);
-                    *alsa_out2.lock().unwrap_or_else(|e| e.into_inner()) = Some(d.report());
-                    out
-                }
-                (DriverKind::Jack, Some(client), _) => {
-                    let r = client.run(
-                        engine,
-                        periods_total,
+            if let Some(dev) = alsa_dev {
+                let mut d = AlsaDriver::new(dev, periods_total);
+                let out = d.run(&mut engine, &stop2, &mut source, &mut sink);
+                *alsa_out2.lock().unwrap_or_else(|e| e.into_inner()) = Some(d.report());
+                drop(engine);
+                return out;
+            }
+            let out =
+                match (driver_kind, jack_client) {
+                    (DriverKind::Jack, Some(client)) => {
+                        let r = client.run(
+                            engine,
+                            periods_total,
+                            &stop2,
+                            Some(Box::new(source)),
+                            Box::new(sink),
+                            &mut |tid| jack_tid2.store(tid, Ordering::SeqCst),
+                        );
+                        let out = match &r {
+                            Ok((reason, stats, _)) => (*reason, *stats),
+                            Err(_) => (StopReason::Stopped, DriverStats::default()),
+                        };
+                        *jack_out2.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(r.map(|(_, _, rep)| rep));
+                        return out;
+                    }
+                    (DriverKind::Sim, _) => SimDriver::new(params, &sim_cfg, seed, periods_total)
+                        .run(&mut engine, &stop2, &mut source, &mut sink),
+                    _ => VirtualDriver::new(params, periods_total).run(
+                        &mut engine,
                         &stop2,
-                        Some(Box::new(source)),
-                        Box::new(sink),
-                        &mut |tid| jack_tid2.store(tid, Ordering::SeqCst),
-                    );
-                    let out = match &r {
-                        Ok((reason, stats, _)) => (*reason, *stats),
-                        Err(_) => (StopReason::Stopped, DriverStats::default()),
-                    };
-                    *jack_out2.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(r.map(|(_, _, rep)| rep));
-                    return out;
-                }
-                (DriverKind::Sim, _, _) => SimDriver::new(params, &sim_cfg, seed, periods_total)
-                    .run(&mut engine, &stop2, &mut source, &mut sink),
-                _ => VirtualDriver::new(params, periods_total).run(
-                    &mut engine,
-                    &stop2,
-                    &mut source,
-                    &mut sink,
-                ),
-            };
+                        &mut source,
+                        &mut sink,
+                    ),
+                };
             drop(engine);
             out
         },
