@@ -130,19 +130,25 @@ fn five_seconds_through_the_jack_plugin_are_paced_in_real_time() {
         (0.8 * 5_333_333.0..=1.5 * 5_333_333.0).contains(&dp),
         "driver period mean {dp} ns"
     );
+    // The median, and loose: with other jobs on a 2-core VM, preemption inside the burn
+    // doubles it (seen: 22 % idle, 56 % while compiling).
     let dsp = f(&r["dsp_load_pct"]["p50"]);
     assert!(
-        (5.0..=60.0).contains(&dsp),
+        (5.0..=90.0).contains(&dsp),
         "DSP load p50 {dsp} % for burn(20%)"
     );
-    // The plugin's latency as ALSA reports it: what is queued after each write lies between
-    // one period and the whole buffer.
+    // The plugin's latency as ALSA reports it: what is queued after each write is at most
+    // the whole buffer, and on average more than a period (a write refills to about two).
     let delay = &a["delay_frames"];
     assert!(
-        u(&delay["min"]) >= FRAMES as u64 && u(&delay["max"]) <= 2 * FRAMES as u64,
+        delay["min"].as_i64().unwrap() >= 0 && u(&delay["max"]) <= 2 * FRAMES as u64,
         "delay {delay}"
     );
-    assert!(f(&delay["mean_ns"]) > 5_000_000.0, "delay {delay}");
+    assert!(f(&delay["mean"]) >= FRAMES as f64, "delay {delay}");
+    assert!(
+        (f(&delay["mean_ns"]) - f(&delay["mean"]) * 1e9 / RATE as f64).abs() < 1.0,
+        "delay {delay}"
+    );
     assert_eq!(
         u(&a["tstamp_cycles"]) + u(&a["wake_estimate_cycles"]),
         cycles,

@@ -606,19 +606,11 @@ impl AlsaDriver {
                 && stamp != 0
                 && stamp <= wake + 1_000_000
                 && stamp + 1_000_000_000 >= wake;
-            let base = if usable {
-                report.tstamp_cycles += 1;
-                stamp
-            } else {
-                report.wake_estimate_cycles += 1;
-                wake
-            };
+            let base = if usable { stamp } else { wake };
             let back = (avail - lp.period) * 1_000_000_000 / lp.rate;
             let raw = base.saturating_sub(back);
             let t_ideal = raw.min(wake).max(lp.prev_t_ideal);
-            if raw.min(wake) < lp.prev_t_ideal {
-                report.clamped_cycles += 1;
-            }
+            let clamped = raw.min(wake) < lp.prev_t_ideal;
             let skipped = if lp.recovered && lp.stats.cycles > 0 {
                 // Device time lost while stopped, in whole periods.
                 let gap = t_ideal.saturating_sub(lp.prev_t_ideal);
@@ -631,6 +623,7 @@ impl AlsaDriver {
             if k >= self.periods_total {
                 lp.stats.skipped_periods += self.periods_total - lp.next_k;
                 lp.next_k = self.periods_total;
+                lp.stats.periods_elapsed = self.periods_total;
                 break StopReason::Complete;
             }
             if lp.stats.cycles == 0 {
@@ -670,6 +663,12 @@ impl AlsaDriver {
             sink.consume(frame, &out_l, &out_r, !rec.xrun);
             interleave(&out_l, &out_r, &mut pbuf, ch);
             lp.stats.cycles += 1;
+            report.clamped_cycles += clamped as u64;
+            if usable {
+                report.tstamp_cycles += 1;
+            } else {
+                report.wake_estimate_cycles += 1;
+            }
             lp.stats.skipped_periods += skipped;
             lp.stats.xruns += rec.xrun as u64;
             lp.stats.periods_elapsed = k + 1;
