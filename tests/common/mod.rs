@@ -40,6 +40,7 @@ pub fn xrunlab() -> assert_cmd::Command {
     c.env_remove("XRUNLAB_LOG");
     c
 }
+pub mod alsa;
 pub mod counting;
 pub mod servers;
 
