@@ -519,6 +519,12 @@ impl Estimator {
         self.converged_at.is_some()
     }
 
+    /// Stream frame at which the estimate converged (the end of that window).
+    pub fn converged_at_frame(&self) -> Option<u64> {
+        self.converged_at
+            .map(|i| (self.estimates[i].t_s * self.cfg.rate as f64).round() as u64)
+    }
+
     /// The conclusion so far (allocates: call after the real-time part).
     pub fn result(&self) -> RtlMeasurement {
         let rate = self.cfg.rate as f64;
@@ -1158,11 +1164,18 @@ impl crate::driver::CycleHandler for LoopHandler {
     ) -> crate::engine::probe::CycleRecord {
         use std::sync::atomic::Ordering;
         let wake = crate::rt::clock::monotonic_ns();
-        let n = io.in_l.len().min(self.scratch.len());
-        self.scratch[..n].copy_from_slice(&io.in_l[..n]);
+        // Once converged the handler only waits for the driver to stop: later cycles (and
+        // their xruns) must not reach the result.
+        let done = self.est.converged();
         let frame = t.cycle * self.frames;
-        self.est
-            .process(frame, &self.scratch[..n], &mut io.out_l[..n]);
+        if done {
+            io.out_l.fill(0.0);
+        } else {
+            let n = io.in_l.len().min(self.scratch.len());
+            self.scratch[..n].copy_from_slice(&io.in_l[..n]);
+            self.est
+                .process(frame, &self.scratch[..n], &mut io.out_l[..n]);
+        }
         io.out_r.copy_from_slice(io.out_l);
         let end = crate::rt::clock::monotonic_ns();
         let mut rec = crate::engine::probe::CycleRecord {
@@ -1176,15 +1189,19 @@ impl crate::driver::CycleHandler for LoopHandler {
         };
         crate::engine::probe::account(&mut rec);
         if t.skipped_before > 0 {
-            // Neither the skipped periods' input nor their output exists.
-            let from = frame.saturating_sub(t.skipped_before as u64 * self.frames);
-            self.est.disturb(from, frame);
             self.skipped += t.skipped_before as u64;
+            if !done {
+                // Neither the skipped periods' input nor their output exists.
+                let from = frame.saturating_sub(t.skipped_before as u64 * self.frames);
+                self.est.disturb(from, frame);
+            }
         }
         if rec.xrun {
-            // This cycle's output missed the device.
-            self.est.disturb(frame, frame + self.frames);
             self.xruns += 1;
+            if !done {
+                // This cycle's output missed the device.
+                self.est.disturb(frame, frame + self.frames);
+            }
         }
         self.cycles.fetch_add(1, Ordering::Relaxed);
         if self.est.converged() {

@@ -253,15 +253,20 @@ pub(crate) fn run(
         .map(|h| h.est);
     // Server xrun notifications arrive late and off the cycle: exclude the windows around
     // the cycle each was matched to (two periods before it too, for the notification lag).
+    // Those after the estimate converged came while the client only waited to stop.
     let mut server_excluded = 0;
     if let Some(e) = est.as_mut() {
         let b = frames as u64;
+        let end = e.converged_at_frame().unwrap_or(u64::MAX);
         for ev in &report.server_xrun_events {
             let c = ev
                 .cycle
                 .unwrap_or(ev.at_ns.saturating_mul(rate as u64) / 1_000_000_000 / b);
-            e.disturb(c.saturating_sub(2) * b, (c + 1) * b);
-            server_excluded += 1;
+            let from = c.saturating_sub(2) * b;
+            if from < end {
+                e.disturb(from, (c + 1) * b);
+                server_excluded += 1;
+            }
         }
     }
     let measured = est
@@ -281,8 +286,9 @@ pub(crate) fn run(
             "the server declares {declared_frames} frames for this loop, more than measured"
         ));
     }
-    let converged = est.as_ref().is_some_and(|e| e.converged());
-    let mut interrupted = reason == StopReason::Stopped && !converged;
+    // Only the handler (on convergence) sets `stop`; any other stop is an interruption
+    // (signal, server gone, parameters changed).
+    let mut interrupted = reason == StopReason::Stopped && !stop.load(Ordering::SeqCst);
     if report.server_shutdown || report.param_change.is_some() {
         interrupted = true;
         warnings.push(match &report.param_change {
