@@ -7,4 +7,5 @@ pub mod loadtest;
 pub mod reservation;
 pub mod rtl;
 pub mod sched;
+pub mod sched_observe;
 pub mod stats;
