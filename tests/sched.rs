@@ -311,7 +311,11 @@ fn overcommitted_deadline_bandwidth_gives_the_admission_message() {
     let mut cfg = config(vec![SchedPolicy::Deadline], 500_000_000);
     cfg.budget_ns = 128 * 1_000_000_000 / 48000;
     cfg.compete = Some("10ms/9.9ms".parse().unwrap());
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.csv");
+    cfg.trace = Some(trace.display().to_string());
     let out = run(&cfg, &Silent);
+    assert!(!trace.exists(), "a refused run leaves no partial trace");
     hold.store(false, std::sync::atomic::Ordering::Relaxed);
     for h in holders {
         h.join().unwrap();

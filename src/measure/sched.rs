@@ -282,8 +282,16 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
         progress.set_message(&label);
         let is_dl = matches!(engine_policy, Policy::Deadline { .. });
         let rc = cfg.run_config(engine_policy, is_dl)?;
-        let (row, t) = run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress)
-            .map_err(|e| in_row(e, &label))?;
+        let (row, t) = match run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress) {
+            Ok(x) => x,
+            Err(e) => {
+                // A failed run leaves no half-written trace behind.
+                if let Some(p) = &cfg.trace {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(in_row(e, &label));
+            }
+        };
         trace = t;
         if row.status != Status::Complete {
             status = row.status;
