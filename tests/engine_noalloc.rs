@@ -29,6 +29,12 @@ fn spec(cost: Option<CostModel>) -> EngineSpec {
         // A tiny ring that fills up: the drop path must not allocate either.
         ring_capacity: 16,
         cost,
+        // Elements switched on during the counted cycles (k = 100, 200, 300): joining must
+        // not allocate either.
+        ramp: Some(xrunlab::engine::Ramp {
+            start: 0,
+            every_ns: 100 * (64 * 1_000_000_000 / 48000),
+        }),
         ..EngineSpec::new(
             48000,
             64,
@@ -74,6 +80,7 @@ fn no_allocation_in_the_cycle_path() {
         for k in 20..520 {
             let r = cycle(&mut engine, k, TimeBase::Real);
             assert_eq!(r.tracks, 3);
+            assert_eq!(r.active_clients as u64, (k / 100).min(3));
         }
         for k in 520..620 {
             cycle(

@@ -10,6 +10,14 @@ use xrunlab::progress::Silent;
 use xrunlab::results::Status;
 use xrunlab::rt::Policy;
 
+/// The DEADLINE tests share the machine's admission budget (95 % of each CPU): the
+/// over-commit test would make the others' reservations fail, so they take turns.
+static DEADLINE_BANDWIDTH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn bandwidth() -> std::sync::MutexGuard<'static, ()> {
+    DEADLINE_BANDWIDTH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
     let period_ns = 128 * 1_000_000_000 / 48000;
     SchedConfig {
@@ -24,6 +32,8 @@ fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
         budget_ns: period_ns * 9 / 10,
         controller: ControllerConfig::for_period(period_ns),
         compete: Some("voip".parse().unwrap()),
+        ramp_every_ns: None,
+        trace: None,
     }
 }
 
@@ -32,6 +42,7 @@ fn every_policy_runs_and_records_its_metrics() {
     if !require(is_root(), "root (FIFO and DEADLINE policies)") {
         return;
     }
+    let _bw = bandwidth();
     use SchedPolicy::*;
     let cfg = config(
         vec![Other, Fifo, Deadline, DeadlineAdaptive, DeadlineReclaim],
@@ -61,8 +72,45 @@ fn every_policy_runs_and_records_its_metrics() {
         assert!(e.driver_period_ns.count > 100, "{}", row.label);
         assert!(e.end_time_ns.max >= e.end_time_ns.min, "{}", row.label);
         assert!(e.cpu_ns.mean > 0.0, "{}", row.label);
+        // The row's helper saw exactly the records the collector folded.
+        let (p, end) = (&row.driver_period, &row.end_time);
+        assert_eq!(p.count, e.driver_period_ns.count, "{}", row.label);
+        assert_eq!(
+            (p.min_ns, p.max_ns),
+            (e.driver_period_ns.min, e.driver_period_ns.max)
+        );
+        assert!(p.std_ns > 0.0 && (p.mean_ns - e.driver_period_ns.mean).abs() < 1.0);
+        assert_eq!(
+            (end.min_ns, end.max_ns),
+            (e.end_time_ns.min, e.end_time_ns.max)
+        );
+        assert_eq!(end.cdf.first().unwrap().value_ns, end.min_ns);
+        assert_eq!(end.cdf.last().unwrap().value_ns, end.max_ns);
+        assert!(!row.end_time_series_ns.is_empty() && row.end_time_series_ns.len() <= 2000);
+        // A serial pipeline: each client ends after the one before it, in every cycle.
+        assert_eq!(row.clients.len(), 4);
+        for w in row.clients.windows(2) {
+            // No ramp: every client runs from the row's first processed cycle.
+            assert!(w[0].joined_cycle.is_some(), "{}", row.label);
+            assert_eq!(w[0].joined_cycle, w[1].joined_cycle, "{}", row.label);
+            assert!(w[0].end_ns.mean <= w[1].end_ns.mean, "{}", row.label);
+            assert!(w[0].end_ns.min <= w[1].end_ns.min, "{}", row.label);
+        }
         let c = row.compete.as_ref().expect("competitor stats");
         assert!(c.jobs > 50, "{}: {} jobs", row.label, c.jobs);
+        let cdf = &row.compete_response_cdf;
+        assert_eq!(
+            cdf.last().unwrap().value_ns,
+            c.response_ns.max,
+            "{}",
+            row.label
+        );
+        assert_eq!(
+            cdf.first().unwrap().value_ns,
+            c.response_ns.min,
+            "{}",
+            row.label
+        );
         let dl = matches!(row.engine_policy, Policy::Deadline { .. });
         assert_eq!(row.unpinned, dl, "{}", row.label);
         if matches!(row.policy, DeadlineAdaptive | DeadlineReclaim) {
@@ -74,11 +122,162 @@ fn every_policy_runs_and_records_its_metrics() {
                 .q_series
                 .iter()
                 .all(|q| q.set_q_ns >= lo && q.set_q_ns <= hi));
+            // Fed per cycle: one point per record (decimated only beyond 2000).
+            let n = e.cpu_ns.count as usize;
+            assert!(row.q_series.len() >= n.min(2000) / 2, "{}", row.label);
+            assert_eq!(
+                row.thread_budgets_ns.len(),
+                e.threads.len(),
+                "{}",
+                row.label
+            );
+            // The budget follows the load (4 × 5 % of P ≈ 533 µs) instead of the cap: its
+            // median sits well below 95 % of P.
+            let mut q: Vec<u64> = row.q_series.iter().map(|q| q.set_q_ns).collect();
+            q.sort_unstable();
+            assert!(
+                q[q.len() / 2] < hi * 3 / 4,
+                "{}: median Q {}",
+                row.label,
+                q[q.len() / 2]
+            );
         } else {
             assert!(row.q_series.is_empty(), "{}", row.label);
         }
     }
     assert!(r.warnings.iter().any(|w| w.contains("unpinned")));
+    assert!(r.results.budget_split.contains("split"));
+}
+
+/// `--ramp`: clients join one at a time, each join bumps the adaptive budget, and Set Q
+/// climbs with the load; the CSV trace has every cycle with Set Q and each client's end.
+#[test]
+fn ramp_adds_clients_and_each_join_bumps_the_budget() {
+    if !require(is_root(), "root (SCHED_DEADLINE)") {
+        return;
+    }
+    let _bw = bandwidth();
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("sched.csv");
+    let mut cfg = config(vec![SchedPolicy::DeadlineAdaptive], 2_500_000_000);
+    cfg.compete = None;
+    cfg.ramp_every_ns = Some(500_000_000);
+    cfg.trace = Some(trace.display().to_string());
+    let r = run(&cfg, &Silent).unwrap();
+    assert_eq!(r.status, Status::Complete);
+    let row = &r.results.rows[0];
+    assert_eq!(row.bumps_client, 4, "one bump per client joining");
+    let period = cfg.period_ns();
+    for (i, c) in row.clients.iter().enumerate() {
+        // Client i joins in period ceil((i+1)·500 ms / P), or the first one processed after.
+        let due = ((i as u64 + 1) * 500_000_000).div_ceil(period);
+        let joined = c.joined_cycle.expect("every client joined");
+        assert!(
+            joined >= due && joined < due + 40,
+            "client {i}: {joined} vs {due}"
+        );
+    }
+    // Set Q: at the floor with no client, then with 4 × 5 % of P running, far above it.
+    let q = &row.q_series;
+    let first: u64 = q
+        .iter()
+        .filter(|p| p.active_clients == 0)
+        .map(|p| p.set_q_ns)
+        .max()
+        .unwrap();
+    let last: u64 = q
+        .iter()
+        .filter(|p| p.active_clients == 4)
+        .map(|p| p.set_q_ns)
+        .max()
+        .unwrap();
+    assert!(
+        last > 4 * first,
+        "Set Q {first} ns with no client, {last} ns with four"
+    );
+    assert!(row.q_updates >= 5, "{}", row.q_updates);
+    // The trace: a header and one line per processed cycle.
+    let mut rd = csv::Reader::from_path(&trace).unwrap();
+    let h = rd.headers().unwrap().clone();
+    assert_eq!(&h[8], "set_q_ns");
+    assert_eq!(&h[h.len() - 1], "client3_end_ns");
+    let lines: Vec<csv::StringRecord> = rd.records().map(|x| x.unwrap()).collect();
+    assert_eq!(lines.len() as u64, row.engine.cpu_ns.count);
+    assert!(lines
+        .iter()
+        .all(|l| !l[8].is_empty() && &l[0] == "deadline-adaptive"));
+    let four = lines
+        .iter()
+        .find(|l| &l[7] == "4")
+        .expect("a cycle with four clients");
+    assert!(!four[h.len() - 1].is_empty());
+}
+
+/// A SCHED_DEADLINE thread cannot create threads: the error says so instead of a bare EAGAIN.
+#[test]
+fn creating_a_thread_from_a_deadline_thread_is_explained() {
+    if !require(is_root(), "root (SCHED_DEADLINE)") {
+        return;
+    }
+    let _bw = bandwidth();
+    let msg = std::thread::spawn(|| {
+        let p = Policy::Deadline {
+            runtime_ns: 1_000_000,
+            deadline_ns: 10_000_000,
+            period_ns: 10_000_000,
+            reclaim: false,
+        };
+        xrunlab::rt::policy::set_policy(0, &p).unwrap();
+        let r = xrunlab::rt::thread::spawn_rt(
+            xrunlab::rt::thread::ThreadSpec {
+                name: "xr-child".into(),
+                policy: Policy::Other { nice: 0 },
+                cpus: Vec::new(),
+            },
+            || (),
+        );
+        r.err().map(|e| (e.to_string(), e.exit_code()))
+    })
+    .join()
+    .unwrap();
+    let (msg, code) = msg.expect("the kernel refuses clone from a DEADLINE thread");
+    assert!(
+        msg.contains("SCHED_DEADLINE") && msg.contains("fork"),
+        "{msg}"
+    );
+    assert_eq!(code, 3);
+}
+
+/// DEADLINE on a thread pinned to fewer CPUs than its root domain: the message says unpin or
+/// use an exclusive cpuset.
+#[test]
+fn pinned_deadline_thread_gives_the_affinity_message() {
+    if !require(is_root(), "root (SCHED_DEADLINE)") {
+        return;
+    }
+    let _bw = bandwidth();
+    if xrunlab::rt::affinity::allowed_cpus().unwrap().len() < 2 {
+        eprintln!("skipped: one CPU, pinning cannot be narrower than the root domain");
+        return;
+    }
+    let o = xrunlab()
+        .args([
+            "run",
+            "--policy",
+            "deadline:500us/2666us",
+            "--buffer",
+            "128",
+        ])
+        .args(["--cpus", "0", "--duration", "1s", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("root domain") && err.contains("Unpin"),
+        "{err}"
+    );
+    assert!(err.contains("cpuset"), "{err}");
 }
 
 #[test]
@@ -86,6 +285,7 @@ fn overcommitted_deadline_bandwidth_gives_the_admission_message() {
     if !require(is_root(), "root (SCHED_DEADLINE)") {
         return;
     }
+    let _bw = bandwidth();
     // Hold a full-CPU reservation on all CPUs but one; the competitor (another full CPU) and
     // the engine (budget = P) cannot both fit under 95 % of every CPU.
     let n = xrunlab::rt::affinity::allowed_cpus().unwrap().len();
@@ -113,7 +313,11 @@ fn overcommitted_deadline_bandwidth_gives_the_admission_message() {
     let mut cfg = config(vec![SchedPolicy::Deadline], 500_000_000);
     cfg.budget_ns = 128 * 1_000_000_000 / 48000;
     cfg.compete = Some("10ms/9.9ms".parse().unwrap());
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.csv");
+    cfg.trace = Some(trace.display().to_string());
     let out = run(&cfg, &Silent);
+    assert!(!trace.exists(), "a refused run leaves no partial trace");
     hold.store(false, std::sync::atomic::Ordering::Relaxed);
     for h in holders {
         h.join().unwrap();
@@ -136,7 +340,51 @@ fn bad_input_is_a_usage_error() {
         &["sched", "--compete", "voip:fifo:10"],
         &["sched", "--percentile", "0"],
         &["sched", "--budget", "200%"],
+        &["sched", "--ramp", "40x1%"],
+        &["sched", "--ramp", "4x5%", "--graph", "3x5%"],
+        &["sched", "--ramp-every", "1s"],
+        &["sched", "--ramp", "4x5%", "--ramp-every", "1us"],
+        &["sched", "--driver", "alsa"],
     ] {
         xrunlab().args(args).assert().code(2);
+    }
+    let o = xrunlab()
+        .args(["sched", "--driver", "jack"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("virtual driver only") && err.contains("jackd"),
+        "{err}"
+    );
+}
+
+/// The ramp on the sim driver, exactly: the engine runs the first `start + k·P/every` chain
+/// elements in period k, reports them in every record, and gives each active element an end
+/// time in pipeline order. No privilege and no real time needed.
+#[test]
+fn ramp_switches_prebuilt_elements_on_at_exact_periods() {
+    use xrunlab::engine::run::{run_tapped, ComputeKind, DriverKind, RunConfig};
+    let mut c = RunConfig::new(DriverKind::Sim, "burn(1%):5").unwrap();
+    c.buffer_frames = 48; // P = 1 ms
+    c.duration_ns = 100_000_000;
+    c.compute = ComputeKind::Measured;
+    c.ramp = Some(xrunlab::engine::Ramp {
+        start: 1,
+        every_ns: 20_000_000,
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
+    assert_eq!(r.status, Status::Complete);
+    let recs: Vec<_> = rx.iter().collect();
+    assert_eq!(recs.len(), 100);
+    for rec in &recs {
+        let want = (1 + rec.cycle / 20).min(5) as u8;
+        assert_eq!(rec.active_clients, want, "cycle {}", rec.cycle);
+        let n = want as usize;
+        assert!(rec.client_end_ns[..n].windows(2).all(|w| w[0] <= w[1]));
+        assert!(rec.client_end_ns[0] > 0, "cycle {}", rec.cycle);
+        assert!(rec.client_end_ns[n..].iter().all(|&e| e == 0));
     }
 }

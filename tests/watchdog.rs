@@ -60,3 +60,49 @@ fn hang_plugin_trips_the_watchdog_which_demotes_and_writes_a_partial_result() {
         assert!(t["error"].is_null(), "{t}");
     }
 }
+
+/// A runaway SCHED_DEADLINE engine thread is still caught: DEADLINE outranks the FIFO 99
+/// watchdog, but its reservation is throttled (or, with reclaim, held under 95 % of a CPU),
+/// so the watchdog runs, demotes it and stops the run. Runtime = period with reclaim is the
+/// hardest case the kernel admits.
+#[test]
+fn a_runaway_deadline_thread_is_caught_by_the_watchdog() {
+    if !common::require(is_root(), "root (SCHED_DEADLINE)") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run.json");
+    let t = Instant::now();
+    let o = xrunlab()
+        .args([
+            "run",
+            "--chain",
+            "hang",
+            "--buffer",
+            "128",
+            "--watchdog",
+            "500ms",
+        ])
+        .args(["--policy", "deadline:2666us/2666us+reclaim"])
+        .args(["--duration", "30s", "--quiet", "-o"])
+        .arg(&out)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["status"], "watchdog");
+    assert_eq!(v["config"]["unpinned"], true, "DEADLINE runs unpinned");
+    let demoted = v["results"]["watchdog"]["demoted"].as_array().unwrap();
+    assert!(!demoted.is_empty());
+    for t in demoted {
+        assert_eq!(t["policy_after"], "other", "{t}");
+    }
+}

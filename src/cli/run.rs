@@ -169,6 +169,9 @@ impl RunArgs {
         if let Some(p) = self.policy {
             c.policy = p;
         }
+        // The kernel refuses a DEADLINE thread pinned narrower than its root domain: without
+        // --cpus leave the engine unpinned; with --cpus the refusal explains itself.
+        c.unpinned = matches!(c.policy, crate::rt::Policy::Deadline { .. }) && self.cpus.is_none();
         c.seed = self.seed;
         c.input = self.input;
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());

@@ -21,15 +21,24 @@ use clap::Args;
 /// SCHED_FLAG_RECLAIM (GRUB). For the deadline rows the competitor gets a DEADLINE reservation
 /// of 105 % of its execution time (+ reclaim in the last row).
 ///
-/// The controller runs on a non-RT helper thread: once per period it reads the engine threads'
-/// CPU clocks and applies Set Q with sched_setattr only when it moved by more than 1 %; the RT
-/// path never makes that syscall. Each engine thread is its own DEADLINE entity: the budget is
-/// split by each thread's measured CPU share. DEADLINE rows run the engine unpinned (the kernel
-/// refuses DEADLINE threads pinned to fewer CPUs than their root domain). All clients are active
-/// from the start (the seed's one-by-one ramp is not implemented). Needs root for FIFO/DEADLINE.
+/// The controller is fed every cycle's CPU time from the engine's per-cycle records (through
+/// the non-RT collector) and runs on a non-RT helper thread, which applies Set Q with
+/// sched_setattr at most once per cycle and only when it moved by more than 1 %; the RT path
+/// never makes that syscall. An xrun or a client joining bumps Q by --bump. Each engine thread
+/// is its own SCHED_DEADLINE entity (mainline cannot share one reservation between threads as
+/// AQuoSA did): the budget is split by each thread's measured CPU share, and the result says
+/// so (budget_split, thread_budgets_ns). DEADLINE rows run the engine unpinned (the kernel
+/// refuses DEADLINE threads pinned to fewer CPUs than their root domain).
+///
+/// --ramp NxPCT starts with no client and adds one every --ramp-every (default: the row's
+/// duration / (N+1)), as seed 003 added its dn1 clients one after the other; all N are built
+/// before the run and switched on without allocation. --trace writes every cycle of every row
+/// (driver period, end time, CPU time, Set Q, Predicted Q, each client's end time) to CSV.
+/// Needs root for FIFO/DEADLINE. Only the virtual driver: under JACK the server's own threads
+/// would stay outside the reservation (--driver jack is refused with the reason).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  sudo xrunlab sched --preset 48k128 --compete voip --duration 10s\n  sudo xrunlab sched --policies other,fifo --graph 10x7% --compete video -o sched.json\n  sudo xrunlab sched --policies deadline-adaptive --window 200 --percentile 99 --overprovision 10%"
+    after_help = "Examples:\n  sudo xrunlab sched --preset 48k128 --compete voip --duration 10s\n  sudo xrunlab sched --preset 96k128 --ramp 10x7% --ramp-every 5s --duration 60s --compete video --trace sched.csv -o sched.json\n  sudo xrunlab sched --policies other,fifo --graph 10x7% --compete video -o sched.json\n  sudo xrunlab sched --policies deadline-adaptive --window 200 --percentile 99 --overprovision 10%"
 )]
 pub struct SchedArgs {
     /// Comma-separated: other, fifo, deadline, deadline-adaptive, deadline-reclaim.
@@ -47,9 +56,26 @@ pub struct SchedArgs {
     pub rate: u32,
     #[arg(long, default_value_t = 128)]
     pub buffer: u32,
-    /// The graph: COUNTxSHARE burn clients in one serial pipeline.
-    #[arg(long, value_name = "NxPCT", default_value = "10x7%")]
+    /// The graph: COUNTxSHARE burn clients in one serial pipeline, all active from the start.
+    #[arg(
+        long,
+        value_name = "NxPCT",
+        default_value = "10x7%",
+        conflicts_with = "ramp"
+    )]
     pub graph: String,
+    /// The same pipeline, its clients added one at a time during each row.
+    #[arg(long, value_name = "NxPCT")]
+    pub ramp: Option<String>,
+    /// With --ramp: time between two clients joining [default: duration / (N+1)].
+    #[arg(long, value_name = "DURATION", requires = "ramp")]
+    pub ramp_every: Option<String>,
+    /// Per-cycle CSV trace of every row.
+    #[arg(long, value_name = "FILE.csv")]
+    pub trace: Option<std::path::PathBuf>,
+    /// Only `virtual`; `jack` is refused with the reason.
+    #[arg(long, value_name = "DRIVER", default_value = "virtual")]
+    pub driver: String,
     /// Length of each row.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub duration: String,
@@ -111,7 +137,18 @@ impl SchedArgs {
             return super::usage("--rate and --buffer must be positive");
         }
         let period_ns = buffer as u64 * 1_000_000_000 / rate as u64;
-        let (clients, client_pct) = parse_graph(&self.graph)?;
+        let (clients, client_pct) = parse_graph(self.ramp.as_deref().unwrap_or(&self.graph))?;
+        let driver = match self.driver.as_str() {
+            "virtual" => DriverKind::Virtual,
+            "jack" => DriverKind::Jack,
+            o => return super::usage(format!("unknown --driver '{o}'; sched runs on virtual")),
+        };
+        let duration_ns = parse_duration_ns(&self.duration)?;
+        let ramp_every_ns = match (&self.ramp, &self.ramp_every) {
+            (None, _) => None,
+            (Some(_), Some(e)) => Some(parse_duration_ns(e)?),
+            (Some(_), None) => Some(duration_ns / (clients as u64 + 1)),
+        };
         let budget_ns = if self.budget.trim_end().ends_with('%') {
             (parse_percent(&self.budget)? / 100.0 * period_ns as f64) as u64
         } else {
@@ -136,16 +173,18 @@ impl SchedArgs {
         };
         let cfg = SchedConfig {
             policies,
-            driver: DriverKind::Virtual,
+            driver,
             rate,
             buffer_frames: buffer,
             clients,
             client_pct,
-            duration_ns: parse_duration_ns(&self.duration)?,
+            duration_ns,
             prio: self.prio,
             budget_ns,
             controller,
             compete,
+            ramp_every_ns,
+            trace: self.trace.as_ref().map(|p| p.display().to_string()),
         };
         cfg.validate()?;
         Ok(cfg)

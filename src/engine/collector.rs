@@ -284,10 +284,22 @@ pub struct EarlyStop {
 /// Run the collector on a normal thread until `stop` is set (then drain) or the producer
 /// is gone.
 pub fn spawn(
+    consumer: rtrb::Consumer<CycleRecord>,
+    trace: Option<TraceWriter>,
+    stop: Arc<AtomicBool>,
+    early: Option<EarlyStop>,
+) -> Result<std::thread::JoinHandle<Result<Folded>>> {
+    spawn_tapped(consumer, trace, stop, early, None)
+}
+
+/// `spawn`, also forwarding every record to `tap` (a non-RT observer such as `xrunlab
+/// sched`'s reservation controller); a closed tap is dropped and the collection goes on.
+pub fn spawn_tapped(
     mut consumer: rtrb::Consumer<CycleRecord>,
     mut trace: Option<TraceWriter>,
     stop: Arc<AtomicBool>,
     early: Option<EarlyStop>,
+    mut tap: Option<std::sync::mpsc::Sender<CycleRecord>>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
     std::thread::Builder::new()
         .name("xr-collector".into())
@@ -303,6 +315,9 @@ pub fn spawn(
                             f.early_stop_cycle = Some(r.cycle);
                             e.driver_stop.store(true, Ordering::SeqCst);
                         }
+                    }
+                    if tap.as_ref().is_some_and(|t| t.send(r).is_err()) {
+                        tap = None;
                     }
                     if let Some(t) = trace.as_mut() {
                         if let Err(e) = t.write(&r) {

@@ -30,10 +30,33 @@ use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
 use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
 use crate::rt::Policy;
 use pool::Event;
-use probe::{account, CycleRecord, MAX_THREADS, MAX_TRACKS};
+use probe::{account, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// Chain elements switched on one at a time during a run (seed 003's clients joining JACK).
+/// Every instance is built before the first cycle and the engine runs the first `active` of
+/// them, so a client "joins" without any allocation or lock on the real-time path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Ramp {
+    /// Elements active from the first cycle.
+    pub start: u32,
+    /// One more element every this much device time.
+    pub every_ns: u64,
+}
+
+impl Ramp {
+    /// Elements active in device period `cycle` of a chain of `len` elements. A pure function
+    /// of the period index, so every driver (sim included) ramps identically.
+    pub fn active_at(&self, cycle: u64, period_ns: u64, len: usize) -> usize {
+        let added = (cycle as u128 * period_ns as u128 / self.every_ns.max(1) as u128)
+            .min(len as u128) as usize;
+        (self.start as usize + added).min(len)
+    }
+}
 
 /// How to build an engine.
 #[derive(Debug, Clone)]
@@ -60,6 +83,8 @@ pub struct EngineSpec {
     pub worker_spin_ns: u64,
     /// Spin budget before thread 0 sleeps waiting for the join.
     pub join_spin_ns: u64,
+    /// Switch chain elements on during the run; None = all from the start.
+    pub ramp: Option<Ramp>,
 }
 
 impl EngineSpec {
@@ -77,6 +102,7 @@ impl EngineSpec {
             block_when_full: false,
             worker_spin_ns: 5_000,
             join_spin_ns: 50_000,
+            ramp: None,
         }
     }
 }
@@ -85,6 +111,9 @@ struct Track {
     plugins: Vec<Box<dyn Plugin>>,
     l: Vec<f32>,
     r: Vec<f32>,
+    /// Real end time of each of the first MAX_CLIENTS elements; recorded for track 0 only
+    /// (empty elsewhere) to keep clock reads off the other tracks.
+    element_end: Vec<u64>,
 }
 
 /// A track is touched only by the thread that claimed it in the current cycle, and by
@@ -126,6 +155,8 @@ pub(crate) struct Shared {
     times: Box<[TrackTime]>,
     slots: Box<[ThreadSlot]>,
     input: Input,
+    /// Chain elements to run this cycle (set by thread 0 before a cycle is published).
+    active: AtomicUsize,
     worker_spin_ns: u64,
     /// Real time the current cycle entered the engine; 0 between cycles (for the watchdog).
     pub(crate) cycle_entered_ns: AtomicU64,
@@ -165,6 +196,7 @@ impl Shared {
     #[inline]
     fn run_tracks(&self, cycle: u32, joined: &mut bool) -> u64 {
         let frames = self.frames.load(Ordering::Relaxed) as usize;
+        let active = self.active.load(Ordering::Relaxed);
         let mut last = 0;
         while let Some(i) = self.claim(cycle, joined) {
             let t0 = monotonic_ns();
@@ -175,8 +207,12 @@ impl Shared {
             let (l, r) = (&mut tr.l[..frames], &mut tr.r[..frames]);
             l.copy_from_slice(&il[..frames]);
             r.copy_from_slice(&ir[..frames]);
-            for p in tr.plugins.iter_mut() {
+            let ends = &mut tr.element_end;
+            for (j, p) in tr.plugins.iter_mut().take(active).enumerate() {
                 p.process(l, r);
+                if let Some(e) = ends.get_mut(j) {
+                    *e = monotonic_ns();
+                }
             }
             let t1 = monotonic_ns();
             self.times[i].start.store(t0, Ordering::Relaxed);
@@ -252,6 +288,8 @@ pub struct Engine {
     cycle: u32,
     cost: Option<cost::TrackCosts>,
     period_ns: u64,
+    ramp: Option<Ramp>,
+    chain_len: usize,
 }
 
 impl Engine {
@@ -286,13 +324,21 @@ impl Engine {
             None => None,
         };
         let mut tracks = Vec::with_capacity(spec.tracks);
-        for _ in 0..spec.tracks {
+        let mut chain_len = 0;
+        for i in 0..spec.tracks {
             // A cost-modelled engine still validates the chain but never runs it.
             let plugins = registry::create_chain(&spec.chain, &ctx)?;
+            chain_len = plugins.len();
+            let timed = if i == 0 {
+                chain_len.min(MAX_CLIENTS)
+            } else {
+                0
+            };
             tracks.push(TrackCell(UnsafeCell::new(Track {
                 plugins,
                 l: vec![0.0; spec.frames],
                 r: vec![0.0; spec.frames],
+                element_end: vec![0; timed],
             })));
         }
         let sh = Arc::new(Shared {
@@ -308,6 +354,7 @@ impl Engine {
                 vec![0.0; spec.frames],
                 vec![0.0; spec.frames],
             ))),
+            active: AtomicUsize::new(chain_len),
             worker_spin_ns: spec.worker_spin_ns,
             cycle_entered_ns: AtomicU64::new(0),
             cycles_done: AtomicU64::new(0),
@@ -324,6 +371,8 @@ impl Engine {
             cycle: 0,
             cost,
             period_ns,
+            ramp: spec.ramp,
+            chain_len,
         };
         if engine.cost.is_none() {
             for idx in 1..spec.threads {
@@ -409,10 +458,18 @@ impl Engine {
                 crit = (i, last, cpu);
             }
         }
+        let off = |v: u64| v.saturating_sub(reference).min(u32::MAX as u64) as u32;
         for (i, t) in sh.times.iter().enumerate() {
-            let off = |v: u64| v.saturating_sub(reference).min(u32::MAX as u64) as u32;
             rec.track_start_ns[i] = off(t.start.load(Ordering::Relaxed));
             rec.track_end_ns[i] = off(t.end.load(Ordering::Relaxed));
+        }
+        {
+            // SAFETY: the cycle is joined; thread 0 is the only one touching tracks now.
+            let t0 = unsafe { &*sh.tracks[0].0.get() };
+            let ran = (rec.active_clients as usize).min(t0.element_end.len());
+            for (o, &e) in rec.client_end_ns.iter_mut().zip(&t0.element_end[..ran]) {
+                *o = off(e);
+            }
         }
         rec.cpu_ns = total;
         rec.crit_cpu_ns = crit.2;
@@ -478,6 +535,12 @@ impl CycleHandler for Engine {
             tracks: self.sh.tracks.len() as u8,
             ..CycleRecord::EMPTY
         };
+        let active = match &self.ramp {
+            Some(r) => r.active_at(t.cycle, self.period_ns, self.chain_len),
+            None => self.chain_len,
+        };
+        self.sh.active.store(active, Ordering::Relaxed);
+        rec.active_clients = active.min(u8::MAX as usize) as u8;
         let (extra_cpu, extra_int) = match t.time {
             TimeBase::Real => (0, 0),
             TimeBase::Simulated {
@@ -542,6 +605,21 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ramp_adds_one_element_per_step_up_to_the_chain() {
+        let r = Ramp {
+            start: 0,
+            every_ns: 5_000_000,
+        };
+        // P = 2 ms: steps at 5 ms → periods 3 (6 ms), 5 (10 ms), 8 (16 ms) ...
+        let p = 2_000_000;
+        let got: Vec<usize> = (0..12).map(|k| r.active_at(k, p, 3)).collect();
+        assert_eq!(got, [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3]);
+        let r = Ramp { start: 2, ..r };
+        assert_eq!(r.active_at(0, p, 3), 2);
+        assert_eq!(r.active_at(u64::MAX / 4, p, 3), 3, "no overflow");
+    }
 
     /// Every track is processed exactly once per cycle whoever claims it: with an
     /// oversubscribed pool (late workers, stealing), the bus sum must stay exact.

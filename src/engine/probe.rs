@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_TRACKS: usize = 64;
 /// Most engine threads (driver thread + workers) whose CPU time a record carries.
 pub const MAX_THREADS: usize = 32;
+/// Most chain elements of track 0 whose end times a record carries (seed 003's clients).
+pub const MAX_CLIENTS: usize = 32;
 
 /// Why a cycle missed its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -78,6 +80,11 @@ pub struct CycleRecord {
     /// Per track: start and end as ns after `wake`.
     pub track_start_ns: [u32; MAX_TRACKS],
     pub track_end_ns: [u32; MAX_TRACKS],
+    /// Chain elements that ran in each track (fewer than the chain while a ramp adds them).
+    pub active_clients: u8,
+    /// Track 0: when each of its first `active_clients` elements (up to MAX_CLIENTS) ended,
+    /// ns after `wake` — seed 003's per-client end times of a serial pipeline.
+    pub client_end_ns: [u32; MAX_CLIENTS],
 }
 
 impl CycleRecord {
@@ -100,6 +107,8 @@ impl CycleRecord {
         thread_cpu_ns: [0; MAX_THREADS],
         track_start_ns: [0; MAX_TRACKS],
         track_end_ns: [0; MAX_TRACKS],
+        active_clients: 0,
+        client_end_ns: [0; MAX_CLIENTS],
     };
 
     pub fn wake_latency_ns(&self) -> u64 {

@@ -95,6 +95,9 @@ pub struct RunConfig {
     /// DEADLINE thread whose affinity is narrower than its root domain (EPERM).
     #[serde(default)]
     pub unpinned: bool,
+    /// Switch the chain's elements on one at a time during the run (`xrunlab sched --ramp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<super::Ramp>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -136,6 +139,7 @@ impl RunConfig {
             compete: None,
             stop_on: None,
             unpinned: false,
+            ramp: None,
         })
     }
 
@@ -352,6 +356,17 @@ pub fn run_observed(
     progress: &dyn Progress,
     on_threads: &dyn Fn(&[libc::pid_t]),
 ) -> Result<RunResult> {
+    run_tapped(cfg, progress, on_threads, None)
+}
+
+/// `run_observed`, also sending every cycle record to `tap` from the (non-RT) collector
+/// thread; the tap's receiver sees the channel close once the run's records are all sent.
+pub fn run_tapped(
+    cfg: &RunConfig,
+    progress: &dyn Progress,
+    on_threads: &dyn Fn(&[libc::pid_t]),
+    tap: Option<std::sync::mpsc::Sender<super::probe::CycleRecord>>,
+) -> Result<RunResult> {
     // A JACK server decides buffer size and rate: open the client first and build the graph
     // for what it serves. Its cycle is always "done before the next cycle starts" (n = 2).
     let asked = cfg;
@@ -431,6 +446,7 @@ pub fn run_observed(
         ring_capacity,
         block_when_full: cfg.driver == DriverKind::Sim,
         worker_spin_ns: cfg.worker_spin_ns,
+        ramp: cfg.ramp,
         ..EngineSpec::new(
             cfg.rate,
             cfg.buffer_frames as usize,
@@ -451,7 +467,7 @@ pub fn run_observed(
         on,
         driver_stop: stop.clone(),
     });
-    let collector = collector::spawn(consumer, trace, collector_stop.clone(), early)?;
+    let collector = collector::spawn_tapped(consumer, trace, collector_stop.clone(), early, tap)?;
 
     // With JACK the driver thread only waits: the server's process thread runs the cycle.
     let (driver_cpu, driver_policy) = match cfg.driver {

@@ -5,6 +5,18 @@
 //! the run to stop and reports what it did. A thread stuck inside a plugin cannot be killed
 //! safely in-process, so it is abandoned: the run returns a partial result with status
 //! `watchdog`, and the CLI exits right after writing it, which ends the stuck thread too.
+//!
+//! SCHED_DEADLINE outranks every FIFO priority, so a FIFO 99 watchdog cannot preempt a
+//! runaway DEADLINE engine thread. It does not need to: the kernel bounds a DEADLINE thread by
+//! its own reservation. Without reclaim it is throttled once it has used its runtime Q in a
+//! period; with SCHED_FLAG_RECLAIM (GRUB) it may use idle bandwidth but never more than
+//! sched_rt_runtime_us / sched_rt_period_us (95 %) of a CPU; and admission keeps the sum of
+//! all DEADLINE bandwidth under 95 % of the root domain's CPUs, so a runtime = period thread
+//! (admitted on a machine with several CPUs) leaves the other CPUs to the unpinned watchdog.
+//! Either way the watchdog gets CPU time every period, sees the stuck cycle and demotes the
+//! thread with sched_setattr from outside. Running the watchdog itself as DEADLINE would add a
+//! reservation to admission control and buy nothing. `tests/watchdog.rs` checks it with a
+//! `hang` plugin under DEADLINE (runtime = period, with reclaim).
 
 use super::EngineMonitor;
 use crate::error::Result;
@@ -37,7 +49,8 @@ pub struct WatchdogReport {
     pub demoted: Vec<DemotedThread>,
 }
 
-/// The policy one step above the engine's, so the watchdog can always run.
+/// The policy one step above the engine's, so the watchdog can always run (for a DEADLINE
+/// engine FIFO 99 runs whenever the reservation is throttled: see the module notes).
 pub fn watchdog_policy(engine: &Policy) -> Policy {
     match *engine {
         Policy::Fifo { priority } | Policy::Rr { priority } => Policy::fifo((priority + 1).min(99)),

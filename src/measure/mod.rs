@@ -8,4 +8,5 @@ pub mod reservation;
 pub mod rtl;
 pub mod rtl_jack;
 pub mod sched;
+pub mod sched_observe;
 pub mod stats;

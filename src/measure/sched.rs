@@ -3,13 +3,20 @@
 //! an adaptive one with GRUB reclaiming, each against the same competing periodic task.
 //!
 //! The graph is one serial pipeline of M `burn` clients on one engine thread (JACK's pipeline of
-//! seed 003). The adaptive rows are driven by a non-RT helper thread: once per period it reads
-//! the engine threads' CPU clocks, feeds the controller and, when Set Q changed, applies it with
-//! `sched_setattr` — the RT path never makes a syscall for it. With several engine threads each
-//! is its own DEADLINE entity and the budget is split by each thread's measured CPU share.
+//! seed 003), optionally switched on one at a time (`--ramp`). Every row has a non-RT helper
+//! thread fed with each cycle's record by the engine's collector (`run_tapped`): it folds the
+//! row's seed-003 metrics (`sched_observe`) and, on the adaptive rows, feeds the controller with
+//! the cycle's CPU time and applies Set Q with `sched_setattr` — at most once per batch of
+//! records, so at most once per cycle, and never from the RT path. With several engine threads
+//! each is its own DEADLINE entity and the budget is split by each thread's measured CPU share.
 
-use super::reservation::{split_budget, Controller, ControllerConfig};
-use crate::engine::run::{run_observed, DriverKind, RunConfig, RunResults};
+use super::reservation::ControllerConfig;
+pub use super::sched_observe::QPoint;
+use super::sched_observe::{cdf, decimate_max, CdfPoint, ClientEnd, EndTimeStats, PeriodStats};
+use super::sched_observe::{RowObserver, RowTiming};
+use crate::engine::probe::{CycleRecord, MAX_CLIENTS};
+use crate::engine::run::{run_tapped, DriverKind, RunConfig, RunResults};
+use crate::engine::Ramp;
 use crate::error::{Error, Result};
 use crate::load::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
 use crate::progress::Progress;
@@ -18,8 +25,7 @@ use crate::rt::Policy;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -69,7 +75,16 @@ pub struct SchedConfig {
     pub controller: ControllerConfig,
     /// The competing task (its policy is replaced per row).
     pub compete: Option<PeriodicSpec>,
+    /// `--ramp`: no client at the start, one more every this long; None = all from the start.
+    #[serde(default)]
+    pub ramp_every_ns: Option<u64>,
+    /// Per-cycle CSV trace of every row (`--trace`).
+    #[serde(default)]
+    pub trace: Option<String>,
 }
+
+/// How the budget reaches several engine threads (also in `--help`).
+pub const BUDGET_SPLIT: &str = "each engine thread is its own SCHED_DEADLINE entity (mainline has no shared reservation like AQuoSA's): Set Q is split among them in proportion to each thread's measured CPU time over the row (thread_budgets_ns)";
 
 /// One row of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -82,27 +97,43 @@ pub struct SchedRow {
     pub status: Status,
     pub unpinned: bool,
     pub engine: RunResults,
-    /// Set Q and Predicted Q, one point per controller step (decimated to ≤ 2000 points).
+    /// Driver period wake(k) − wake(k−1) with its standard deviation (seed 003 Tables 1/3).
+    pub driver_period: PeriodStats,
+    /// Driver end time end − t_ideal: extremes and CDF (seed 003 Fig. 5a).
+    pub end_time: EndTimeStats,
+    /// Driver end time per cycle, the largest of each bucket of `series_stride` cycles.
+    pub end_time_series_ns: Vec<u64>,
+    pub series_stride: u64,
+    /// Per client of the pipeline: when it joined and its end time in the cycle.
+    pub clients: Vec<ClientEnd>,
+    /// Set Q and Predicted Q after each cycle, decimated to ≤ 2000 points (every cycle in the
+    /// `--trace` CSV). Empty on rows without the controller.
     pub q_series: Vec<QPoint>,
+    /// sched_setattr updates applied by the helper (at most one per cycle).
     pub q_updates: u64,
     /// sched_setattr calls that failed (e.g. admission), with the first error.
     pub q_errors: u64,
     pub q_first_error: Option<String>,
+    /// Controller bumps on an xrun and on a client joining.
+    pub bumps_xrun: u64,
+    pub bumps_client: u64,
+    /// The last budget applied to each engine thread (see `SchedResults::budget_split`).
+    pub thread_budgets_ns: Vec<u64>,
     pub compete: Option<PeriodicStats>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct QPoint {
-    pub t_ns: u64,
-    pub set_q_ns: u64,
-    pub predicted_q_ns: u64,
-    pub cpu_ns: u64,
+    /// The competitor's response time (release → completion) CDF and per-job series (largest
+    /// of each bucket of `compete_series_stride` jobs).
+    pub compete_response_cdf: Vec<CdfPoint>,
+    pub compete_response_series_ns: Vec<u64>,
+    pub compete_series_stride: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SchedResults {
     pub period_ns: u64,
+    /// How an adaptive budget is shared by several engine threads.
+    pub budget_split: String,
     pub rows: Vec<SchedRow>,
+    pub trace_file: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -113,8 +144,6 @@ pub struct SchedResult {
     pub warnings: Vec<String>,
 }
 
-const Q_SERIES_MAX: usize = 2000;
-
 impl SchedConfig {
     pub fn period_ns(&self) -> u64 {
         self.buffer_frames as u64 * 1_000_000_000 / self.rate as u64
@@ -124,8 +153,24 @@ impl SchedConfig {
         if self.policies.is_empty() {
             return Err(Error::usage("--policies is empty"));
         }
-        if !(1..=64).contains(&self.clients) {
-            return Err(Error::usage("--clients must be 1..64"));
+        if !(1..=MAX_CLIENTS as u32).contains(&self.clients) {
+            return Err(Error::usage(format!(
+                "the graph must have 1..{MAX_CLIENTS} clients"
+            )));
+        }
+        if let Some(e) = self.ramp_every_ns {
+            if e < self.period_ns() {
+                return Err(Error::usage("--ramp-every must be at least one period"));
+            }
+        }
+        match self.driver {
+            DriverKind::Virtual => {}
+            DriverKind::Jack => return Err(Error::usage(JACK_REFUSAL)),
+            DriverKind::Sim => {
+                return Err(Error::usage(
+                    "xrunlab sched needs real time to schedule: use the virtual driver",
+                ))
+            }
         }
         if !(0.0..=100.0).contains(&self.client_pct) {
             return Err(Error::usage("client share must be 0..100 %"));
@@ -155,6 +200,9 @@ impl SchedConfig {
         c.duration_ns = self.duration_ns;
         c.policy = policy;
         c.unpinned = unpinned;
+        c.ramp = self
+            .ramp_every_ns
+            .map(|every_ns| Ramp { start: 0, every_ns });
         c.validate()?;
         Ok(c)
     }
@@ -213,9 +261,16 @@ impl SchedConfig {
     }
 }
 
+/// Why `--driver jack` is refused (exit 2).
+pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. Under JACK the server owns the process thread and runs its own driver thread: a SCHED_DEADLINE reservation set on our client's thread would leave jackd's threads outside it (seed 003 put the server and every client in one AQuoSA reservation; mainline DEADLINE cannot share a reservation between threads), and the ramp and driver timing would be judged against a server xrunlab does not pace. For JACK beside a competing task use `xrunlab run --driver jack --compete voip`";
+
 /// Run every row in turn. Privilege or admission problems are errors naming the row.
 pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
     cfg.validate()?;
+    let mut trace = match &cfg.trace {
+        Some(p) => Some(TraceCsv::create(p, cfg.clients as usize)?),
+        None => None,
+    };
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
     let mut status = Status::Complete;
@@ -227,8 +282,17 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
         progress.set_message(&label);
         let is_dl = matches!(engine_policy, Policy::Deadline { .. });
         let rc = cfg.run_config(engine_policy, is_dl)?;
-        let row = run_row(cfg, &rc, &label, sp, compete_policy, progress)
-            .map_err(|e| in_row(e, &label))?;
+        let (row, t) = match run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress) {
+            Ok(x) => x,
+            Err(e) => {
+                // A failed run leaves no half-written trace behind.
+                if let Some(p) = &cfg.trace {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(in_row(e, &label));
+            }
+        };
+        trace = t;
         if row.status != Status::Complete {
             status = row.status;
         }
@@ -244,12 +308,17 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
             break;
         }
     }
+    if let Some(t) = trace {
+        t.finish()?;
+    }
     Ok(SchedResult {
         status,
         config: cfg.clone(),
         results: SchedResults {
             period_ns: cfg.period_ns(),
+            budget_split: BUDGET_SPLIT.into(),
             rows,
+            trace_file: cfg.trace.clone(),
         },
         warnings,
     })
@@ -261,8 +330,9 @@ fn run_row(
     label: &str,
     sp: SchedPolicy,
     compete_policy: Option<Policy>,
+    trace: Option<TraceCsv>,
     progress: &dyn Progress,
-) -> Result<SchedRow> {
+) -> Result<(SchedRow, Option<TraceCsv>)> {
     let competitor = match (&cfg.compete, compete_policy) {
         (Some(spec), Some(pol)) => {
             let mut s = spec.clone();
@@ -276,31 +346,44 @@ fn run_row(
         sp,
         SchedPolicy::DeadlineAdaptive | SchedPolicy::DeadlineReclaim
     );
-    let reclaim = sp == SchedPolicy::DeadlineReclaim;
-    let (tx, rx) = mpsc::channel::<Vec<libc::pid_t>>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let helper = if adaptive {
-        let ccfg = cfg.controller;
-        let stop2 = stop.clone();
-        Some(
-            std::thread::Builder::new()
-                .name("xr-qctl".into())
-                .spawn(move || controller_loop(ccfg, reclaim, rx, stop2))
-                .map_err(|e| Error::cannot_measure(format!("cannot start the controller: {e}")))?,
-        )
-    } else {
-        None
+    let observer = RowObserver::new(cfg.clients as usize, adaptive.then_some(cfg.controller))?;
+    let helper = Helper {
+        label: label.to_string(),
+        observer,
+        reclaim: sp == SchedPolicy::DeadlineReclaim,
+        period_ns: cfg.period_ns(),
+        trace,
     };
-    let out = run_observed(rc, progress, &|tids| {
-        let _ = tx.send(tids.to_vec());
-    });
-    stop.store(true, Ordering::Release);
-    drop(tx);
-    let q = helper.map(|h| h.join().unwrap_or_default());
+    let (rec_tx, rec_rx) = mpsc::channel::<CycleRecord>();
+    let (tid_tx, tid_rx) = mpsc::channel::<Vec<libc::pid_t>>();
+    let helper = std::thread::Builder::new()
+        .name("xr-qctl".into())
+        .spawn(move || helper.run(rec_rx, tid_rx))
+        .map_err(|e| Error::cannot_measure(format!("cannot start the controller: {e}")))?;
+    let out = run_tapped(
+        rc,
+        progress,
+        &|tids| {
+            let _ = tid_tx.send(tids.to_vec());
+        },
+        Some(rec_tx),
+    );
+    // The tap closes when the collector has sent the last record, which ends the helper.
+    let h = helper
+        .join()
+        .map_err(|_| Error::cannot_measure("the controller thread panicked"))?;
     let comp = competitor.map(|c| c.stop());
     let r = out?;
-    let q = q.unwrap_or_default();
-    Ok(SchedRow {
+    if let Some(e) = h.trace_error {
+        return Err(e);
+    }
+    let responses: Vec<u64> = comp
+        .as_ref()
+        .map(|c| c.trace.iter().map(|j| j.response_ns()).collect())
+        .unwrap_or_default();
+    let (compete_series, compete_stride) = decimate_max(&responses);
+    let t = h.timing;
+    let row = SchedRow {
         label: label.into(),
         policy: sp,
         engine_policy: rc.policy,
@@ -308,108 +391,192 @@ fn run_row(
         status: r.status,
         unpinned: rc.unpinned,
         engine: r.results,
-        q_series: q.series,
-        q_updates: q.updates,
-        q_errors: q.errors,
-        q_first_error: q.first_error,
+        driver_period: t.driver_period,
+        end_time: t.end_time,
+        end_time_series_ns: t.end_time_series_ns,
+        series_stride: t.series_stride,
+        clients: t.clients,
+        q_series: t.q_series,
+        q_updates: h.updates,
+        q_errors: h.errors,
+        q_first_error: h.first_error,
+        bumps_xrun: t.bumps_xrun,
+        bumps_client: t.bumps_client,
+        thread_budgets_ns: h.budgets,
+        compete_response_cdf: cdf(responses),
+        compete_response_series_ns: compete_series,
+        compete_series_stride: compete_stride,
         compete: comp.map(|c| c.stats),
-    })
+    };
+    Ok((row, h.trace))
 }
 
-#[derive(Debug, Default)]
-struct QLog {
-    series: Vec<QPoint>,
+/// The per-cycle CSV of `--trace`: one line per cycle of every row.
+struct TraceCsv {
+    w: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    path: String,
+    clients: usize,
+}
+
+impl TraceCsv {
+    fn create(path: &str, clients: usize) -> Result<Self> {
+        let f = std::fs::File::create(path)
+            .map_err(|e| Error::usage(format!("cannot create trace file {path}: {e}")))?;
+        let mut t = TraceCsv {
+            w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, f)),
+            path: path.into(),
+            clients,
+        };
+        let mut h: Vec<String> = [
+            "row",
+            "cycle",
+            "t_ns",
+            "driver_period_ns",
+            "end_time_ns",
+            "cpu_ns",
+            "xrun",
+            "active_clients",
+            "set_q_ns",
+            "predicted_q_ns",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        h.extend((0..clients).map(|i| format!("client{i}_end_ns")));
+        t.w.write_record(&h).map_err(|e| t.err(e))?;
+        Ok(t)
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> Error {
+        Error::io(
+            format!("writing trace {}", self.path),
+            std::io::Error::other(e.to_string()),
+        )
+    }
+
+    fn write(&mut self, row: &str, t_ns: u64, r: &CycleRecord, q: Option<&QPoint>) -> Result<()> {
+        let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let mut line = vec![
+            row.to_string(),
+            r.cycle.to_string(),
+            t_ns.to_string(),
+            r.driver_period_ns.to_string(),
+            r.end_time_ns().to_string(),
+            r.cpu_ns.to_string(),
+            (r.xrun as u8).to_string(),
+            r.active_clients.to_string(),
+            opt(q.map(|q| q.set_q_ns)),
+            opt(q.map(|q| q.predicted_q_ns)),
+        ];
+        let active = r.active_clients as usize;
+        line.extend(
+            (0..self.clients)
+                .map(|i| opt((i < active.min(MAX_CLIENTS)).then(|| r.client_end_ns[i] as u64))),
+        );
+        self.w.write_record(&line).map_err(|e| self.err(e))
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.w.flush().map_err(|e| self.err(e))
+    }
+}
+
+/// The row's non-RT helper: folds every record and, on adaptive rows, applies the budget.
+struct Helper {
+    label: String,
+    observer: RowObserver,
+    reclaim: bool,
+    period_ns: u64,
+    trace: Option<TraceCsv>,
+}
+
+struct HelperOut {
+    timing: RowTiming,
     updates: u64,
     errors: u64,
     first_error: Option<String>,
+    budgets: Vec<u64>,
+    trace: Option<TraceCsv>,
+    trace_error: Option<Error>,
 }
 
-/// The non-RT helper: one controller step per period from the engine threads' CPU clocks,
-/// `sched_setattr` only when Set Q moved by more than 1 %.
-fn controller_loop(
-    ccfg: ControllerConfig,
-    reclaim: bool,
-    rx: mpsc::Receiver<Vec<libc::pid_t>>,
-    stop: Arc<AtomicBool>,
-) -> QLog {
-    use crate::rt::clock::{monotonic_ns, sleep_until_ns, thread_cpu_ns_of};
-    let mut log = QLog::default();
-    let Ok(tids) = rx.recv() else { return log };
-    let Ok(mut ctl) = Controller::new(ccfg) else {
-        return log;
-    };
-    let n = tids.len();
-    let mut last_cpu: Vec<u64> = tids
-        .iter()
-        .map(|&t| thread_cpu_ns_of(t).unwrap_or(0))
-        .collect();
-    // Shares accumulate over the run so one noisy period does not swing the split.
-    let mut share = vec![0u64; n];
-    let mut delta = vec![0u64; n];
-    let mut parts = vec![0u64; n];
-    let mut applied = 0u64;
-    let mut raw = Vec::new();
-    let p = ccfg.period_ns;
-    let t0 = monotonic_ns();
-    let mut next = t0 + p;
-    while !stop.load(Ordering::Acquire) {
-        sleep_until_ns(next);
-        next += p;
-        let now = monotonic_ns();
-        if now > next {
-            // Fell behind (we are SCHED_OTHER): skip the missed steps rather than replay them.
-            next = now + p;
-        }
-        let mut total = 0;
-        let mut gone = false;
-        for i in 0..n {
-            // A thread without a CPU clock has exited: the run is over.
-            let Some(c) = thread_cpu_ns_of(tids[i]) else {
-                gone = true;
-                break;
-            };
-            delta[i] = c.saturating_sub(last_cpu[i]);
-            last_cpu[i] = c;
-            share[i] += delta[i];
-            total += delta[i];
-        }
-        if gone {
-            break;
-        }
-        let step = ctl.observe(total, false);
-        raw.push(QPoint {
-            t_ns: now - t0,
-            set_q_ns: step.set_q_ns,
-            predicted_q_ns: step.predicted_q_ns,
-            cpu_ns: total,
-        });
-        if applied == 0 || step.set_q_ns.abs_diff(applied) * 100 > applied {
-            split_budget(step.set_q_ns, &share, &mut parts);
-            for i in 0..n {
-                let pol = Policy::Deadline {
-                    runtime_ns: parts[i].min(p),
-                    deadline_ns: p,
-                    period_ns: p,
-                    reclaim,
-                };
-                if let Err(e) = crate::rt::policy::set_policy(tids[i], &pol) {
-                    if thread_cpu_ns_of(tids[i]).is_none() {
-                        // Exited between the read and the update: the run ended.
-                        continue;
-                    }
-                    log.errors += 1;
-                    if log.first_error.is_none() {
-                        log.first_error = Some(e.to_string());
+impl Helper {
+    fn run(
+        mut self,
+        records: mpsc::Receiver<CycleRecord>,
+        tids: mpsc::Receiver<Vec<libc::pid_t>>,
+    ) -> HelperOut {
+        use crate::rt::clock::thread_cpu_ns_of;
+        let mut out = HelperOut {
+            timing: RowTiming::default(),
+            updates: 0,
+            errors: 0,
+            first_error: None,
+            budgets: Vec::new(),
+            trace: None,
+            trace_error: None,
+        };
+        let mut engine_tids: Option<Vec<libc::pid_t>> = None;
+        let mut applied = 0u64;
+        let mut parts = Vec::new();
+        let mut t0 = None;
+        while let Ok(first) = records.recv() {
+            // Drain what has arrived, then apply at most once: never more than once a cycle.
+            let mut step = None;
+            for r in std::iter::once(first).chain(records.try_iter()) {
+                let s = self.observer.observe(&r);
+                step = s.or(step);
+                if let Some(t) = self.trace.as_mut() {
+                    let t_ns = r.t_ideal_ns - *t0.get_or_insert(r.t_ideal_ns);
+                    let q = s.map(|s| QPoint {
+                        cycle: r.cycle,
+                        t_ns,
+                        set_q_ns: s.set_q_ns,
+                        predicted_q_ns: s.predicted_q_ns,
+                        cpu_ns: r.cpu_ns,
+                        active_clients: r.active_clients as u32,
+                    });
+                    if let Err(e) = t.write(&self.label, t_ns, &r, q.as_ref()) {
+                        out.trace_error = Some(e);
+                        self.trace = None;
                     }
                 }
             }
+            if engine_tids.is_none() {
+                engine_tids = tids.try_recv().ok();
+            }
+            let (Some(step), Some(tids)) = (step, &engine_tids) else {
+                continue;
+            };
+            // Moves under 1 % are noise; a bump is 20 % by default.
+            if step.set_q_ns.abs_diff(applied) * 100 <= applied {
+                continue;
+            }
+            self.observer.split(step.set_q_ns, tids.len(), &mut parts);
+            for (&tid, &part) in tids.iter().zip(&parts) {
+                let pol = Policy::Deadline {
+                    runtime_ns: part.min(self.period_ns),
+                    deadline_ns: self.period_ns,
+                    period_ns: self.period_ns,
+                    reclaim: self.reclaim,
+                };
+                if let Err(e) = crate::rt::policy::set_policy(tid, &pol) {
+                    if thread_cpu_ns_of(tid).is_none() {
+                        // Exited between the record and the update: the run ended.
+                        continue;
+                    }
+                    out.errors += 1;
+                    out.first_error.get_or_insert_with(|| e.to_string());
+                }
+            }
             applied = step.set_q_ns;
-            log.updates += 1;
+            out.budgets.clone_from(&parts);
+            out.updates += 1;
         }
+        out.timing = self.observer.finish();
+        out.trace = self.trace;
+        out
     }
-    let stride = raw.len().div_ceil(Q_SERIES_MAX).max(1);
-    log.series = raw.into_iter().step_by(stride).collect();
-    log
 }
 
 /// Name the row in an error, keeping its exit code.

@@ -392,17 +392,17 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
     let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
     let mut t = new_table(&[
         "row",
-        "period min/avg/max µs",
+        "period min/avg/max/std µs",
         "end time min/p99/max µs",
         "CPU avg µs",
         "xruns",
-        "Set Q avg/max µs",
+        "Set Q avg/max µs (bumps)",
         "compete resp p50/p99/max ms",
         "compete misses",
     ]);
     for row in &r.rows {
         let e = &row.engine;
-        let p = &e.driver_period_ns;
+        let p = &row.driver_period;
         let end = &e.end_time_ns;
         let q = if row.q_series.is_empty() {
             "-".to_string()
@@ -410,7 +410,12 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
             let n = row.q_series.len() as f64;
             let avg = row.q_series.iter().map(|x| x.set_q_ns as f64).sum::<f64>() / n;
             let max = row.q_series.iter().map(|x| x.set_q_ns).max().unwrap_or(0);
-            format!("{}/{}", us(avg), us(max as f64))
+            format!(
+                "{}/{} ({})",
+                us(avg),
+                us(max as f64),
+                row.bumps_xrun + row.bumps_client
+            )
         };
         let (resp, miss) = match &row.compete {
             Some(c) => (
@@ -427,10 +432,11 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
         t.add_row(vec![
             Cell::new(&row.label),
             num(format!(
-                "{}/{}/{}",
-                us(p.min as f64),
-                us(p.mean),
-                us(p.max as f64)
+                "{}/{}/{}/{:.1}",
+                us(p.min_ns as f64),
+                us(p.mean_ns),
+                us(p.max_ns as f64),
+                p.std_ns / 1000.0
             )),
             num(format!(
                 "{}/{}/{}",

@@ -305,6 +305,34 @@ pub fn get_policy(tid: libc::pid_t) -> Result<Policy> {
     })
 }
 
+/// True when thread `tid`'s affinity covers fewer CPUs than are online, i.e. narrower than the
+/// default root domain (without exclusive cpusets the only one).
+fn pinned_narrower(tid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and the size passed is its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    // SAFETY: sysconf has no preconditions; CPU_COUNT reads the set the kernel filled.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    rc == 0 && online > 0 && (unsafe { libc::CPU_COUNT(&set) } as i64) < online as i64
+}
+
+/// A failed thread (or process) creation, explained when the caller is a SCHED_DEADLINE
+/// thread: the kernel refuses fork/clone from one with EAGAIN unless SCHED_FLAG_RESET_ON_FORK
+/// was set, because the child would inherit a reservation admission control never saw.
+pub fn explain_spawn(what: &str, err: std::io::Error) -> Error {
+    let dl = matches!(get_policy(0), Ok(Policy::Deadline { .. }));
+    if dl && err.raw_os_error() == Some(libc::EAGAIN) {
+        return Error::cannot_measure(format!(
+            "cannot create {what}: the calling thread runs SCHED_DEADLINE and the kernel refuses \
+             fork/clone from a DEADLINE thread (EAGAIN) — its child would inherit a reservation \
+             admission control never admitted. Create threads and processes before switching to \
+             DEADLINE, or from a non-DEADLINE thread"
+        ));
+    }
+    Error::io(format!("creating {what}"), err)
+}
+
 /// Turn the kernel's terse errno into advice a user can act on.
 fn explain(policy: &Policy, tid: libc::pid_t, err: std::io::Error) -> Error {
     let who = if tid == 0 {
@@ -313,7 +341,15 @@ fn explain(policy: &Policy, tid: libc::pid_t, err: std::io::Error) -> Error {
         format!("thread {tid}")
     };
     let deadline = matches!(policy, Policy::Deadline { .. });
+    // SAFETY: geteuid has no preconditions.
+    let privileged = unsafe { libc::geteuid() } == 0;
     let msg = match err.raw_os_error() {
+        Some(libc::EPERM) if deadline && privileged && pinned_narrower(tid) => format!(
+            "the kernel refused {policy} for {who} although xrunlab runs as root: a SCHED_DEADLINE \
+             thread may not be pinned to fewer CPUs than its root domain (admission control is per \
+             root domain). Unpin it (drop --cpus), or give it an exclusive cpuset partition holding \
+             just those CPUs (cgroup v2: cpuset.cpus plus cpuset.cpus.partition=root) and run there"
+        ),
         Some(libc::EPERM) if deadline => format!(
             "not permitted to set {policy} on {who}: SCHED_DEADLINE needs root or CAP_SYS_NICE \
              (RLIMIT_RTPRIO is not enough), and a DEADLINE thread may not be pinned to fewer CPUs than \

@@ -67,7 +67,7 @@ where
                 None
             }
         })
-        .map_err(|e| Error::io(format!("spawning thread {name}"), e))?;
+        .map_err(|e| super::policy::explain_spawn(&format!("thread {name}"), e))?;
     let tid = match rx.recv() {
         Ok(Ok(tid)) => tid,
         Ok(Err(e)) => {
