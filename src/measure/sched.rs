@@ -166,9 +166,9 @@ impl SchedConfig {
         match self.driver {
             DriverKind::Virtual => {}
             DriverKind::Jack => return Err(Error::usage(JACK_REFUSAL)),
-            DriverKind::Sim => {
+            DriverKind::Sim | DriverKind::Alsa => {
                 return Err(Error::usage(
-                    "xrunlab sched needs real time to schedule: use the virtual driver",
+                    "xrunlab sched schedules the engine against the virtual driver's exact clock: use --driver virtual",
                 ))
             }
         }
