@@ -78,11 +78,15 @@ fn summary(i: &Input) -> String {
             }
             Body::Stress { results, .. } => s.push_str(&table::stress(results)),
             Body::Load { config, results } => s.push_str(&table::load_summary(config, results)),
-            Body::Latencytest { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
-                let v = serde_json::to_value(doc).unwrap_or_default();
-                for (k, v) in report::flatten(v.get("results").unwrap_or(&v), 40) {
-                    s.push_str(&format!("{k}: {v}\n"));
-                }
+            Body::Latencytest { results, .. } => s.push_str(&super::latencytest::summary(results)),
+            Body::Sched { results, .. } => s.push_str(&table::sched_summary(results)),
+            Body::Rtl { config, results } => {
+                s.push_str(&super::rtl::summary(&crate::measure::rtl::RtlRunResult {
+                    status: doc.status,
+                    config: config.clone(),
+                    results: (**results).clone(),
+                    warnings: doc.warnings.clone(),
+                }))
             }
         },
         Loaded::Other { value, .. } => {

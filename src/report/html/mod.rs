@@ -7,7 +7,14 @@ pub(crate) use bench::label as bench_label;
 mod check;
 mod generic;
 mod latency;
+mod latencytest;
+mod load;
+pub(crate) use load::fig2_series as load_series;
+mod rtl;
 mod run;
+pub(crate) use run::cdf;
+mod sched;
+pub(crate) use sched::set_q as sched_set_q;
 mod stress;
 
 use super::{Input, Loaded};
@@ -75,10 +82,10 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Bench { config, results } => (bench::section(config, results)),
                     Body::Check { results, .. } => (check::section(results)),
                     Body::Stress { config, results } => (stress::section(config, results)),
-                    // Kinds without a dedicated section yet are shown field by field.
-                    Body::Latencytest { .. } | Body::Load { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
-                        (generic::section(doc.kind(), &serde_json::to_value(&**doc).unwrap_or_default()))
-                    }
+                    Body::Latencytest { config, results } => (latencytest::section(config, results)),
+                    Body::Load { config, results } => (load::section(config, results)),
+                    Body::Sched { config, results } => (sched::section(config, results)),
+                    Body::Rtl { config, results } => (rtl::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }
