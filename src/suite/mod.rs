@@ -539,3 +539,51 @@ pub fn summary(m: &Manifest, dir: &Path) -> String {
     ));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_lists_are_read_across_wraps() {
+        let help = "  --driver <DRIVER>  Which loop [possible values: sim,\n          virtual]\n";
+        assert!(accepts_driver(help, "virtual"));
+        assert!(accepts_driver(help, "sim"));
+        assert!(!accepts_driver(help, "jack"));
+        assert!(accepts_driver(
+            "  --driver <D>  virtual|jack|alsa\n",
+            "jack"
+        ));
+        assert!(!accepts_driver("  --jack-server <NAME>\n", "jack"));
+    }
+
+    #[test]
+    fn exit_code_follows_the_stages() {
+        let rec = |status| StageRecord {
+            stage: "x".into(),
+            argv: vec![],
+            status,
+            reason: None,
+            note: None,
+            exit_code: None,
+            duration_s: 0.0,
+            file: None,
+            log: None,
+        };
+        let mut m = Manifest {
+            tool: crate::results::Tool::default(),
+            mode: Mode::Smoke,
+            driver: "virtual".into(),
+            status: SuiteStatus::Complete,
+            started_at: String::new(),
+            ended_at: None,
+            stages: vec![rec(StageStatus::Ok), rec(StageStatus::Skipped)],
+            report: None,
+        };
+        assert_eq!(m.exit_code(), 0);
+        m.stages.push(rec(StageStatus::Failed));
+        assert_eq!(m.exit_code(), 1);
+        m.status = SuiteStatus::Interrupted;
+        assert_eq!(m.exit_code(), 3);
+    }
+}

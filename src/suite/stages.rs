@@ -275,3 +275,60 @@ pub const STAGES: &[Stage] = &[
         uses_stress_ng: false,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Every stage this build can run parses as the command line it is: a typo in the table
+    /// would otherwise show only as a failed stage at the end of a long suite.
+    #[test]
+    fn every_runnable_stage_parses() {
+        let mut parsed = 0;
+        for s in STAGES {
+            for mode in [Mode::Quick, Mode::Full, Mode::Smoke] {
+                let argv = s.argv(mode, "virtual");
+                assert!(
+                    !argv.iter().any(|a| a.contains('{')),
+                    "{}: {argv:?}",
+                    s.name
+                );
+                let mut full = vec!["xrunlab".to_string()];
+                full.extend(argv.iter().cloned());
+                full.extend(["-o".into(), "x.json".into()]);
+                match crate::cli::Cli::try_parse_from(&full) {
+                    Ok(_) => parsed += 1,
+                    // Guarded stages may name what this build lacks (event, rtl --driver jack);
+                    // the suite skips them with the reason.
+                    Err(e) => assert!(
+                        s.needs.contains(&Need::Subcommand) || s.needs.contains(&Need::Driver),
+                        "{} ({mode:?}): {e}",
+                        s.name
+                    ),
+                }
+            }
+        }
+        assert!(parsed >= 3 * 8, "{parsed}");
+    }
+
+    #[test]
+    fn names_are_unique_and_the_order_is_the_protocol() {
+        let names: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(n), "{n} twice");
+        }
+        let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(pos("check") < pos("latency-idle"));
+        assert!(pos("latency-idle") < pos("latency-stress"));
+        assert!(pos("latency-stress") < pos("load"));
+        assert!(pos("load") < pos("latencytest"));
+        assert!(pos("latencytest") < pos("rtl-virtual"));
+        assert!(pos("rtl-virtual") < pos("sched"));
+        assert!(pos("sched") < pos("event"));
+        assert_eq!(
+            STAGES[pos("load")].argv(Mode::Quick, "jack")[..3],
+            ["load", "--driver", "jack"]
+        );
+    }
+}

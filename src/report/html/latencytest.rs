@@ -88,7 +88,7 @@ pub fn section(cfg: &LatencytestConfig, r: &LatencytestResult) -> Markup {
             h4 { "Phase " (p.name) }
             @if let Some(st) = &p.stress { p { (crate::report::table::stress_line(st)) } }
             (figure(diagram(r, p), &format!(
-                "Each cycle at its start time t1: t3 − t1 is one loop (work plus the blocking write), t2 − t1 the work alone; a loop above the buffer line is an overrun (an audible dropout).{}",
+                "Each cycle at its start time t1: t3 − t1 is one loop (work plus the blocking write), t2 − t1 the work alone, drawn over it. A loop above the buffer line is an overrun (an audible dropout); where the work rises with it the work itself was held up, a loop spike alone was a late wake-up from the write.{}",
                 if p.series.dropped > 0 { format!(" {} later cycles are counted in the table but not drawn.", p.series.dropped) } else { String::new() })))
         }
     }
