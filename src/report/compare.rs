@@ -551,7 +551,7 @@ pub fn to_text(tables: &[Table]) -> String {
 
 /// Charts for the kinds whose seed shows a figure: Fig. 2 of seed 000 for `load` (one curve
 /// per system, plugin and buffer size), seed 003's end-time CDF for `sched`.
-fn figures(inputs: &[Input], labels: &[String]) -> Vec<String> {
+fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
     use super::plot::{line_chart, Axes, Series};
     let mut max = Vec::new();
     let mut per_inst = Vec::new();
@@ -599,35 +599,14 @@ fn figures(inputs: &[Input], labels: &[String]) -> Vec<String> {
     };
     let mut out = Vec::new();
     if !max.is_empty() {
-        out.push(line_chart(
-            &axes(
-                "Max instances per track",
-                "parallel tracks",
-                "instances per track",
-                false,
-            ),
-            &max,
-        ));
-        out.push(line_chart(
-            &axes(
-                "Mean DSP load per instance",
-                "parallel tracks",
-                "% of the period per instance",
-                false,
-            ),
-            &per_inst,
-        ));
+        out.push((line_chart(&axes("Max instances per track", "parallel tracks", "instances per track", false), &max),
+            "Seed 000 Fig. 2 for every system compared: the most plugin instances per track without a disqualifying xrun, one curve per system, plugin and buffer size (frames)."));
+        out.push((line_chart(&axes("Mean DSP load per instance", "parallel tracks", "% of the period per instance", false), &per_inst),
+            "Mean DSP load at the maximum divided by the instances per track, per system, plugin and buffer size."));
     }
     if !end.is_empty() {
-        out.push(line_chart(
-            &axes(
-                "Driver end time CDF",
-                "end − ideal start (µs, log)",
-                "share of cycles ≤ x",
-                true,
-            ),
-            &end,
-        ));
+        out.push((line_chart(&axes("Driver end time CDF", "end − ideal start (µs, log)", "share of cycles ≤ x", true), &end),
+            "Share of cycles whose last client finished within x of the ideal cycle start, one curve per system and policy row."));
     }
     out
 }
@@ -645,8 +624,8 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
                          td { (i.environment().map(super::table::system_line).unwrap_or_default()) } }
                 }
             }
-            @for svg in figures(inputs, labels) {
-                (maud::PreEscaped(svg))
+            @for (svg, caption) in figures(inputs, labels) {
+                (super::html::figure(svg, caption))
             }
             @for t in tables {
                 section.compare {

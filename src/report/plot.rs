@@ -77,6 +77,9 @@ pub fn line_chart(axes: &Axes, series: &[Series]) -> String {
     let (mut x0, mut x1, y0, y1) = bounds(series, axes.log_x, axes.log_y, axes.y_tight);
     if let Some((a, b)) = axes.x_range.filter(|(a, b)| b > a) {
         (x0, x1) = (a, b);
+    } else if axes.x_integer {
+        // Room for the markers of the first and last whole-number column.
+        (x0, x1) = (x0 - 0.25, x1 + 0.25);
     }
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();

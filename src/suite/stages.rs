@@ -156,7 +156,7 @@ pub const STAGES: &[Stage] = &[
         ],
         needs: &[Need::Driver],
         resumable: true,
-        uses_stress_ng: false,
+        uses_stress_ng: true,
     },
     Stage {
         name: "latencytest",
