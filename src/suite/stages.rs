@@ -125,7 +125,7 @@ pub const STAGES: &[Stage] = &[
             "--plugins",
             "reverb-light,reverb-heavy",
             "--duration",
-            "1s",
+            "500ms",
         ],
         // Seed 000 §3.1.1: 10 min trials, maxima validated for 2 h, under the stress line.
         full: &[
