@@ -119,6 +119,18 @@ fn suite_smoke_end_to_end_then_resume() {
         assert!(html.contains(&format!("data-kind=\"{kind}\"")), "{kind}");
     }
     assert!(!html.to_lowercase().contains("<script"));
+    // The suite's stage table heads it: what ran, and why anything did not.
+    assert!(html.contains("<section class=\"suite\""));
+    for s in m.stages.iter().filter(|s| s.stage != "report") {
+        assert!(
+            html.contains(&format!("<td>{}</td>", s.stage)),
+            "{}",
+            s.stage
+        );
+        if let Some(r) = &s.reason {
+            assert!(html.contains(r.as_str()), "{r}");
+        }
+    }
     eprintln!("suite --smoke took {took:?}");
 
     // --resume keeps every complete result and says so; nothing is rerun.

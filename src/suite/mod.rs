@@ -68,11 +68,15 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// DIR/manifest.json.
     pub fn read(dir: &Path) -> Result<Manifest> {
-        let p = dir.join(MANIFEST);
-        let t = std::fs::read_to_string(&p)
-            .map_err(|e| Error::input(&p, format!("cannot read: {e}")))?;
-        serde_json::from_str(&t).map_err(|e| Error::input(&p, format!("not a suite manifest: {e}")))
+        Manifest::read_file(&dir.join(MANIFEST))
+    }
+
+    pub fn read_file(p: &Path) -> Result<Manifest> {
+        let t =
+            std::fs::read_to_string(p).map_err(|e| Error::input(p, format!("cannot read: {e}")))?;
+        serde_json::from_str(&t).map_err(|e| Error::input(p, format!("not a suite manifest: {e}")))
     }
 
     fn write(&self, dir: &Path) -> Result<()> {
@@ -463,7 +467,11 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     } else if files.is_empty() {
         rec.reason = Some("no stage produced a result".into());
     } else {
-        let mut argv = vec!["report".to_string()];
+        let mut argv = vec![
+            "report".to_string(),
+            "--manifest".into(),
+            cfg.dir.join(MANIFEST).to_string_lossy().into_owned(),
+        ];
         argv.extend(
             files
                 .iter()
