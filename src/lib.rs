@@ -16,6 +16,7 @@ pub mod progress;
 pub mod report;
 pub mod results;
 pub mod rt;
+pub mod suite;
 pub mod system;
 pub mod units;
 

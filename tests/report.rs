@@ -20,6 +20,58 @@ const FIXTURES: &[(&str, &str, usize)] = &[
     ("run", "run", 3),
     ("bench", "bench", 1),
     ("stress", "stress", 0),
+    ("load", "load", 2),
+    ("latencytest", "latencytest", 2),
+    ("sched", "sched", 4),
+    ("rtl", "rtl", 1),
+    ("rtl", "rtl-model", 1),
+];
+
+/// What each kind's dedicated section shows (seed-shaped figures and tables).
+const PARTS: &[(&str, &[&str])] = &[
+    (
+        "load",
+        &[
+            "DSP load test",
+            "Max instances per track",
+            "Mean DSP load per instance",
+            "Cells",
+            "max/track",
+        ],
+    ),
+    (
+        "latencytest",
+        &[
+            "Audio loop latency",
+            "t3 − t1 (loop)",
+            "t2 − t1 (work)",
+            "Phase idle",
+            "Phase cpu",
+            "overruns",
+        ],
+    ),
+    (
+        "sched",
+        &[
+            "Scheduling policies",
+            "Driver end time CDF",
+            "Competing task response time CDF",
+            "Budget: deadline",
+            "Set Q",
+            "Predicted Q",
+            "fifo 10 / compete 15",
+        ],
+    ),
+    (
+        "rtl",
+        &[
+            "Round-trip latency",
+            "Modelled RTL (Table 1 shape)",
+            "Measured against the model",
+            "loop's ground truth",
+            "RTL estimate over the measurement",
+        ],
+    ),
 ];
 
 fn report_html(files: &[PathBuf], dir: &Path) -> String {
@@ -89,6 +141,19 @@ fn report_from_every_fixture() {
     ] {
         assert!(run.contains(part), "run section lacks {part}");
     }
+    for (kind, parts) in PARTS {
+        let html = report_html(&[fixture(kind)], dir.path());
+        let sec = section(&html, kind);
+        for part in *parts {
+            assert!(sec.contains(part), "{kind} section lacks {part}");
+        }
+        // Seed-shaped sections replace the generic field table.
+        assert!(!sec.contains("no dedicated view"), "{kind}");
+    }
+    let model = report_html(&[fixture("rtl-model")], dir.path());
+    let sec = section(&model, "rtl");
+    assert!(sec.contains("Modelled RTL per buffer size"));
+    assert!(sec.contains("as printed in seed 000"));
     let audio = report_html(&[fixture("latency-audio")], dir.path());
     assert!(audio.contains("Audio period 64 frames @ 48000 Hz"));
 }
@@ -128,6 +193,12 @@ fn terminal_summary_without_output() {
         "ns/frame p50",
         "bogo ops",
         "RT throttling",
+        "max/track",
+        "loop max ms",
+        "period P = ",
+        "deadline-adaptive",
+        "RTL model",
+        "measured − model",
     ] {
         assert!(text.contains(part), "summary lacks {part}");
     }
@@ -197,6 +268,104 @@ fn compare_latency_prints_table_2_shape() {
     assert!(page.contains("with audio period"));
 }
 
+fn json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+fn compare_text(a: &str, b: &str) -> String {
+    let out = xrunlab()
+        .arg("compare")
+        .arg(fixture(a))
+        .arg(fixture(b))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Seed 000 Table 1: one row per buffer size, the two systems' modelled RTL side by side.
+#[test]
+fn compare_rtl_prints_table_1_shape() {
+    let text = compare_text("rtl-model", "rtl-xenomai");
+    assert!(text.contains("seed 000 Table 1"), "{text}");
+    let (a, b) = (json("rtl-model"), json("rtl-xenomai"));
+    let rows = a["results"]["model"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for (ra, rb) in rows.iter().zip(b["results"]["model"].as_array().unwrap()) {
+        let buffer = ra["buffer_frames"].as_u64().unwrap();
+        assert_eq!(buffer, rb["buffer_frames"].as_u64().unwrap());
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!(" {buffer} frames ")))
+            .unwrap_or_else(|| panic!("no row for {buffer}:\n{text}"));
+        let cells: Vec<&str> = line
+            .split('│')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        for (cell, r) in cells[1..].iter().zip([ra, rb]) {
+            let want = format!(
+                "{:.2} ({} fr)",
+                r["rtl_ms"].as_f64().unwrap(),
+                r["rtl_frames"].as_u64().unwrap()
+            );
+            assert_eq!(*cell, want, "{line}");
+        }
+    }
+    // A measured loop adds the measured table beside the models.
+    let text = compare_text("rtl", "rtl-model");
+    assert!(text.contains("Round-trip latency, measured"), "{text}");
+    let d = json("rtl")["results"]["measured"]["delay_frames"]
+        .as_f64()
+        .unwrap();
+    assert!(text.contains(&format!("{d:.3}")), "{text}");
+}
+
+/// Fig. 2 for two systems and sched policies side by side, text and HTML with charts.
+#[test]
+fn compare_load_and_sched_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = compare_text("load", "load");
+    assert!(text.contains("Max instances per track"), "{text}");
+    assert!(text.contains("Mean DSP load per instance"), "{text}");
+    let v = json("load");
+    let cells = v["results"]["cells"].as_array().unwrap();
+    let c = &cells[0];
+    let key = format!(
+        "{} · {} · {}",
+        c["buffer_frames"],
+        c["tracks"],
+        c["plugin"].as_str().unwrap()
+    );
+    assert!(text.lines().any(|l| l.contains(&key)), "{key}: {text}");
+    let text = compare_text("sched", "sched");
+    for part in [
+        "Driver end time p50 / p99 / max",
+        "Set Q avg / max",
+        "deadline-adaptive",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    for (name, svgs) in [("load", 2), ("sched", 1)] {
+        let page = dir.path().join(format!("{name}.html"));
+        xrunlab()
+            .arg("compare")
+            .arg(fixture(name))
+            .arg(fixture(name))
+            .arg("-o")
+            .arg(&page)
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert_self_contained(&html);
+        assert_eq!(html.matches("<svg").count(), svgs, "{name}");
+    }
+}
+
 #[test]
 fn compare_every_kind_with_itself() {
     for (_, name, _) in FIXTURES {
@@ -254,6 +423,8 @@ fn report_in_headless_chromium() {
             "--disable-component-update",
             "--disable-sync",
             "--no-first-run",
+            // Any fetch would fail to resolve and show in the log as a console error.
+            "--host-resolver-rules=MAP * ~NOTFOUND",
             "--enable-logging=stderr",
             "--v=0",
         ])

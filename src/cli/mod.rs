@@ -17,6 +17,7 @@ mod run;
 mod sched;
 mod schema;
 mod stress;
+mod suite;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -68,6 +69,7 @@ pub enum Command {
     Sched(sched::SchedArgs),
     Stress(stress::StressCmdArgs),
     Latencytest(latencytest::LatencytestArgs),
+    Suite(suite::SuiteArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -97,6 +99,7 @@ pub fn main() -> ExitCode {
         Command::Sched(a) => sched::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Latencytest(a) => latencytest::run(a, &cli.global),
+        Command::Suite(a) => suite::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -10,12 +10,15 @@ use std::path::PathBuf;
 /// Present results: a self-contained HTML report with plots (-o FILE.html), or a terminal summary.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  xrunlab report lat.json run.json -o report.html\n  xrunlab report check.json          # terminal summary\n\nThe HTML file has inline CSS and SVG only: no scripts, nothing fetched."
+    after_help = "Examples:\n  xrunlab report lat.json run.json -o report.html\n  xrunlab report check.json          # terminal summary\n  xrunlab report --manifest out/manifest.json out/0*.json -o out/report.html   # a suite's results\n\nThe HTML file has inline CSS and SVG only: no scripts, nothing fetched."
 )]
 pub struct ReportArgs {
     /// Result files written by xrunlab (any kind).
     #[arg(required = true, value_name = "RESULT.json")]
     pub files: Vec<PathBuf>,
+    /// A suite's manifest.json: its stage table (what ran, what was skipped and why) heads the report.
+    #[arg(long, value_name = "MANIFEST.json")]
+    pub manifest: Option<PathBuf>,
 }
 
 pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
@@ -24,9 +27,13 @@ pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
         .iter()
         .map(|p| report::load(p))
         .collect::<Result<Vec<_>>>()?;
+    let manifest = match &a.manifest {
+        Some(p) => Some(crate::suite::Manifest::read_file(p)?),
+        None => None,
+    };
     match &g.output {
         Some(path) => {
-            let html = report::html::report(&inputs);
+            let html = report::html::report_with(&inputs, manifest.as_ref());
             crate::results::write_atomic(path, html.as_bytes())?;
             if !g.quiet {
                 output::stdout(&format!(
@@ -78,11 +85,15 @@ fn summary(i: &Input) -> String {
             }
             Body::Stress { results, .. } => s.push_str(&table::stress(results)),
             Body::Load { config, results } => s.push_str(&table::load_summary(config, results)),
-            Body::Latencytest { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
-                let v = serde_json::to_value(doc).unwrap_or_default();
-                for (k, v) in report::flatten(v.get("results").unwrap_or(&v), 40) {
-                    s.push_str(&format!("{k}: {v}\n"));
-                }
+            Body::Latencytest { results, .. } => s.push_str(&super::latencytest::summary(results)),
+            Body::Sched { results, .. } => s.push_str(&table::sched_summary(results)),
+            Body::Rtl { config, results } => {
+                s.push_str(&super::rtl::summary(&crate::measure::rtl::RtlRunResult {
+                    status: doc.status,
+                    config: config.clone(),
+                    results: (**results).clone(),
+                    warnings: doc.warnings.clone(),
+                }))
             }
         },
         Loaded::Other { value, .. } => {

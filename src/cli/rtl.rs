@@ -238,7 +238,7 @@ pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     })
 }
 
-fn summary(r: &RtlRunResult) -> String {
+pub(crate) fn summary(r: &RtlRunResult) -> String {
     let c = &r.config;
     let l = c.loopback.latency;
     let mut s = format!(

@@ -259,13 +259,241 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
                 .collect();
             vec![by_metric("Checks", m)]
         }
+        Body::Rtl { .. } => rtl(&docs, &header),
+        Body::Load { .. } => load(&docs, &header),
+        Body::Sched { .. } => sched(&docs, &header),
         // Kinds without a dedicated comparison yet: their fields side by side.
-        Body::Stress { .. }
-        | Body::Latencytest { .. }
-        | Body::Load { .. }
-        | Body::Sched { .. }
-        | Body::Rtl { .. } => vec![generic(inputs, labels)],
+        Body::Stress { .. } | Body::Latencytest { .. } => vec![generic(inputs, labels)],
     })
+}
+
+/// Values in first-seen order without repeats (the union of rows over results).
+fn union<T: PartialEq + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in items {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Seed 000 Table 1: modelled RTL per buffer size for each system, then the measured loops.
+fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let rtls: Vec<_> = docs
+        .iter()
+        .filter_map(|b| match b {
+            Body::Rtl { config, results } => Some((config, &**results)),
+            _ => None,
+        })
+        .collect();
+    let buffers = union(
+        rtls.iter()
+            .flat_map(|(_, r)| r.model.iter().map(|m| m.buffer_frames)),
+    );
+    let rows = buffers
+        .iter()
+        .map(|&b| {
+            std::iter::once(format!("{b} frames"))
+                .chain(rtls.iter().map(|(_, r)| {
+                    r.model
+                        .iter()
+                        .find(|m| m.buffer_frames == b)
+                        .map_or("-".into(), |m| {
+                            format!("{:.2} ({} fr)", m.rtl_ms, m.rtl_frames)
+                        })
+                }))
+                .collect()
+        })
+        .collect();
+    let mut out = vec![Table {
+        title: "Round-trip latency, modelled: ms (frames) per buffer size (seed 000 Table 1)"
+            .into(),
+        header: header.to_vec(),
+        rows,
+    }];
+    if rtls.iter().any(|(_, r)| r.measured.is_some()) {
+        let cell = |f: &dyn Fn(
+            &crate::measure::rtl::RtlConfig,
+            &crate::measure::rtl::RtlResults,
+        ) -> Option<String>| {
+            rtls.iter()
+                .map(|(c, r)| f(c, r).unwrap_or_else(|| "-".into()))
+                .collect::<Vec<_>>()
+        };
+        let metrics: Vec<(&str, Vec<String>)> = vec![
+            (
+                "loop",
+                cell(&|c, _| {
+                    c.driver
+                        .map(|d| format!("{d:?} @ {} frames", c.buffers[0]).to_lowercase())
+                }),
+            ),
+            (
+                "outcome",
+                cell(&|_, r| {
+                    r.measured
+                        .as_ref()
+                        .map(|m| format!("{:?}", m.outcome).to_lowercase())
+                }),
+            ),
+            (
+                "measured (frames)",
+                cell(&|_, r| r.measured.as_ref()?.delay_frames.map(|d| format!("{d:.3}"))),
+            ),
+            (
+                "measured (ms)",
+                cell(&|_, r| r.measured.as_ref()?.delay_ms.map(|d| format!("{d:.4}"))),
+            ),
+            (
+                "model (frames)",
+                cell(&|c, r| {
+                    r.measured
+                        .as_ref()
+                        .and(r.model.first())
+                        .filter(|_| c.driver.is_some())
+                        .map(|m| m.rtl_frames.to_string())
+                }),
+            ),
+            (
+                "measured − model (frames)",
+                cell(&|_, r| r.difference_frames.map(|d| format!("{d:+.3}"))),
+            ),
+            (
+                "polarity",
+                cell(&|_, r| {
+                    r.measured.as_ref()?.inverted.map(|i| {
+                        if i {
+                            "inverted".to_string()
+                        } else {
+                            "normal".to_string()
+                        }
+                    })
+                }),
+            ),
+            (
+                "xruns / cycles",
+                cell(&|c, r| c.driver.map(|_| format!("{} / {}", r.xruns, r.cycles))),
+            ),
+        ];
+        out.push(Table {
+            title: "Round-trip latency, measured".into(),
+            header: header.to_vec(),
+            rows: metrics
+                .into_iter()
+                .map(|(m, v)| std::iter::once(m.to_string()).chain(v).collect())
+                .collect(),
+        });
+    }
+    out
+}
+
+/// Seed 000 Fig. 2 as tables: per cell, the maximum instances per track and the mean DSP
+/// load per instance, systems side by side.
+fn load(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let loads: Vec<_> = docs
+        .iter()
+        .filter_map(|b| match b {
+            Body::Load { results, .. } => Some(results),
+            _ => None,
+        })
+        .collect();
+    let keys = union(loads.iter().flat_map(|r| {
+        r.cells
+            .iter()
+            .map(|c| (c.buffer_frames, c.tracks, c.plugin.clone()))
+    }));
+    let table = |title: &str, f: &dyn Fn(&crate::measure::loadtest::Cell) -> String| Table {
+        title: title.into(),
+        header: std::iter::once("buffer · tracks · plugin".to_string())
+            .chain(header[1..].iter().cloned())
+            .collect(),
+        rows: keys
+            .iter()
+            .map(|(b, t, p)| {
+                std::iter::once(format!("{b} · {t} · {p}"))
+                    .chain(
+                        loads
+                            .iter()
+                            .map(|r| r.cell(*b, *t, p).map_or("-".into(), f)),
+                    )
+                    .collect()
+            })
+            .collect(),
+    };
+    vec![
+        table("Max instances per track (Fig. 2 a/c/e…)", &|c| {
+            format!("{}{}", c.max_per_track, if c.capped { "+" } else { "" })
+        }),
+        table(
+            "Mean DSP load per instance, % of the period (Fig. 2 b/d/f…)",
+            &|c| format!("{:.2}", c.dsp_load_per_instance_pct),
+        ),
+    ]
+}
+
+/// Seed 003's rows (policies) side by side: end time, xruns, budget, the competitor.
+fn sched(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let scheds: Vec<_> = docs
+        .iter()
+        .filter_map(|b| match b {
+            Body::Sched { results, .. } => Some(&**results),
+            _ => None,
+        })
+        .collect();
+    let labels = union(
+        scheds
+            .iter()
+            .flat_map(|r| r.rows.iter().map(|x| x.label.clone())),
+    );
+    let table = |title: &str, f: &dyn Fn(&crate::measure::sched::SchedRow) -> String| Table {
+        title: title.into(),
+        header: std::iter::once("policy row".to_string())
+            .chain(header[1..].iter().cloned())
+            .collect(),
+        rows: labels
+            .iter()
+            .map(|l| {
+                std::iter::once(l.clone())
+                    .chain(
+                        scheds
+                            .iter()
+                            .map(|r| r.rows.iter().find(|x| x.label == *l).map_or("-".into(), f)),
+                    )
+                    .collect()
+            })
+            .collect(),
+    };
+    let us = |ns: u64| format!("{:.0}", ns as f64 / 1e3);
+    vec![
+        table("Driver end time p50 / p99 / max (µs)", &|x| {
+            let e = &x.engine.end_time_ns;
+            format!("{} / {} / {}", us(e.p50), us(e.p99), us(e.max))
+        }),
+        table("Xruns + skipped periods / cycles", &|x| {
+            format!(
+                "{} / {}",
+                x.engine.xruns.total + x.engine.skipped_periods,
+                x.engine.cycles
+            )
+        }),
+        table("Set Q avg / max (µs)", &|x| {
+            crate::report::html::sched_set_q(x)
+        }),
+        table(
+            "Competing task: deadline misses / jobs, response p99 (ms)",
+            &|x| {
+                x.compete.as_ref().map_or("-".into(), |c| {
+                    format!(
+                        "{} / {}, {:.2}",
+                        c.deadline_misses,
+                        c.jobs,
+                        c.response_ns.p99 as f64 / 1e6
+                    )
+                })
+            },
+        ),
+    ]
 }
 
 /// Any kind: every scalar field of the results side by side.
@@ -321,6 +549,68 @@ pub fn to_text(tables: &[Table]) -> String {
     out
 }
 
+/// Charts for the kinds whose seed shows a figure: Fig. 2 of seed 000 for `load` (one curve
+/// per system, plugin and buffer size), seed 003's end-time CDF for `sched`.
+fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
+    use super::plot::{line_chart, Axes, Series};
+    let mut max = Vec::new();
+    let mut per_inst = Vec::new();
+    let mut end = Vec::new();
+    for (i, l) in inputs.iter().zip(labels) {
+        let Loaded::Doc(d) = &i.item else { continue };
+        match &d.body {
+            Body::Load { config, results } => {
+                for (dst, f) in [
+                    (
+                        &mut max,
+                        (|c: &crate::measure::loadtest::Cell| c.max_per_track as f64)
+                            as fn(&_) -> f64,
+                    ),
+                    (&mut per_inst, |c| c.dsp_load_per_instance_pct),
+                ] {
+                    dst.extend(
+                        super::html::load_series(config, results, f)
+                            .into_iter()
+                            .map(|s| Series {
+                                label: format!("{l}: {}", s.label),
+                                points: s.points,
+                            }),
+                    );
+                }
+            }
+            Body::Sched { results, .. } => end.extend(results.rows.iter().map(|r| Series {
+                label: format!("{l}: {}", r.label),
+                points: super::html::cdf(&r.engine.end_time_ns),
+            })),
+            _ => {}
+        }
+    }
+    let axes = |title, x_label, y_label, log_x| Axes {
+        title,
+        x_label,
+        y_label,
+        log_x,
+        x_integer: !log_x,
+        legend_low: log_x,
+        log_y: false,
+        points_only: false,
+        x_range: None,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    if !max.is_empty() {
+        out.push((line_chart(&axes("Max instances per track", "parallel tracks", "instances per track", false), &max),
+            "Seed 000 Fig. 2 for every system compared: the most plugin instances per track without a disqualifying xrun, one curve per system, plugin and buffer size (frames)."));
+        out.push((line_chart(&axes("Mean DSP load per instance", "parallel tracks", "% of the period per instance", false), &per_inst),
+            "Mean DSP load at the maximum divided by the instances per track, per system, plugin and buffer size."));
+    }
+    if !end.is_empty() {
+        out.push((line_chart(&axes("Driver end time CDF", "end − ideal start (µs, log)", "share of cycles ≤ x", true), &end),
+            "Share of cycles whose last client finished within x of the ideal cycle start, one curve per system and policy row."));
+    }
+    out
+}
+
 /// Tables as a self-contained HTML page.
 pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String {
     super::html::page(
@@ -333,6 +623,9 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
                     tr { td { (l) } td { (i.path.display().to_string()) }
                          td { (i.environment().map(super::table::system_line).unwrap_or_default()) } }
                 }
+            }
+            @for (svg, caption) in figures(inputs, labels) {
+                (super::html::figure(svg, caption))
             }
             @for t in tables {
                 section.compare {

@@ -15,6 +15,7 @@ pub const W: u32 = 760;
 pub const H: u32 = 340;
 
 /// Axes of a line chart; `log_y` for counts spanning decades (OSADL's latency plots).
+#[derive(Default)]
 pub struct Axes<'a> {
     pub title: &'a str,
     pub x_label: &'a str,
@@ -26,9 +27,15 @@ pub struct Axes<'a> {
     pub x_range: Option<(f64, f64)>,
     /// Draw markers only (sparse events) instead of lines.
     pub points_only: bool,
+    /// Label only whole numbers on x (track counts).
+    pub x_integer: bool,
+    /// A linear y axis spanning the data only, not from 0 (estimates near a large value).
+    pub y_tight: bool,
+    /// The legend in the lower right corner (CDFs rise to the upper right).
+    pub legend_low: bool,
 }
 
-fn bounds(series: &[Series], log_x: bool, log_y: bool) -> (f64, f64, f64, f64) {
+fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f64, f64, f64) {
     let mut x0 = f64::INFINITY;
     let mut x1 = f64::NEG_INFINITY;
     let mut y0 = f64::INFINITY;
@@ -54,6 +61,9 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool) -> (f64, f64, f64, f64) {
     }
     if log_y {
         (x0, x1, y0 / 1.5, y1 * 2.0)
+    } else if y_tight {
+        let pad = ((y1 - y0) * 0.1).max(y1.abs() * 1e-4).max(1e-9);
+        (x0, x1, y0 - pad, y1 + pad)
     } else {
         let lo = y0.min(0.0);
         (x0, x1, lo, if y1 > lo { y1 * 1.05 } else { lo + 1.0 })
@@ -64,9 +74,12 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool) -> (f64, f64, f64, f64) {
 /// data (the axes are drawn with a "no data" title) so a section's layout does not shift.
 pub fn line_chart(axes: &Axes, series: &[Series]) -> String {
     let mut svg = String::new();
-    let (mut x0, mut x1, y0, y1) = bounds(series, axes.log_x, axes.log_y);
+    let (mut x0, mut x1, y0, y1) = bounds(series, axes.log_x, axes.log_y, axes.y_tight);
     if let Some((a, b)) = axes.x_range.filter(|(a, b)| b > a) {
         (x0, x1) = (a, b);
+    } else if axes.x_integer {
+        // Room for the markers of the first and last whole-number column.
+        (x0, x1) = (x0 - 0.25, x1 + 0.25);
     }
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -103,8 +116,14 @@ fn draw_lines(
                 .x_desc(axes.x_label)
                 .y_desc(axes.y_label)
                 .light_line_style(RGBColor(235, 235, 235))
-                .x_label_formatter(&|v| tick(*v))
-                .y_label_formatter(&|v| tick(*v))
+                .x_label_formatter(&|v| {
+                    if axes.x_integer && (v - v.round()).abs() > 1e-6 {
+                        String::new()
+                    } else {
+                        tick(*v)
+                    }
+                })
+                .y_label_formatter(&|v| tick_in(*v, y1 - y0, axes.log_y))
                 .draw()?;
             for (i, s) in series.iter().enumerate() {
                 let color = Palette99::pick(i).to_rgba();
@@ -117,6 +136,12 @@ fn draw_lines(
                 let drawn = if axes.points_only {
                     chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?
                 } else {
+                    // A few points (a grid's cells, a short run's hops) get markers too, so
+                    // a single one is still seen; reference lines do not.
+                    if pts.len() <= 60 && !is_reference(&pts) {
+                        chart
+                            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                    }
                     chart.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
                 };
                 drawn.label(s.label.clone()).legend(move |(x, y)| {
@@ -128,7 +153,11 @@ fn draw_lines(
                     .configure_series_labels()
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(if axes.legend_low {
+                        SeriesLabelPosition::LowerRight
+                    } else {
+                        SeriesLabelPosition::UpperRight
+                    })
                     .draw()?;
             }
         }};
@@ -142,18 +171,41 @@ fn draw_lines(
     Ok(())
 }
 
+/// A tick of a linear axis spanning `range`: as many decimals as the tick step needs
+/// (a tight axis around 160 frames reads 160.2, 160.4 — not 160 eight times).
+fn tick_in(v: f64, range: f64, log: bool) -> String {
+    if log || range >= 10.0 || range <= 0.0 {
+        return tick(v);
+    }
+    let decimals = (-(range / 10.0).log10()).ceil().clamp(0.0, 6.0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A horizontal or vertical two-point line: what [`hline`] and [`vline`] make.
+fn is_reference(pts: &[(f64, f64)]) -> bool {
+    pts.len() == 2 && (pts[0].0 == pts[1].0 || pts[0].1 == pts[1].1)
+}
+
 /// Tick labels without plotters' fixed one decimal: "1000", "0.001", "2.5".
 fn tick(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
+    } else if a >= 10_000.0 && (v / 1000.0 - (v / 1000.0).round()).abs() < 1e-9 {
+        // Log axes crowd their top decade: "60k" fits where "60000" collides.
+        format!("{:.0}k", v / 1000.0)
     } else if a >= 100.0 || (v - v.round()).abs() < 1e-9 * a.max(1.0) && a >= 1.0 {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.1}")
     } else {
         let s = format!("{v:.6}");
-        s.trim_end_matches('0').to_string()
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -214,4 +266,68 @@ fn draw_bars(
         )
     }))?;
     Ok(())
+}
+
+/// At most about `max` points of a time series, keeping each bucket's lowest and highest
+/// value in time order: a spike survives decimation, which is what a latency plot is for.
+pub fn decimate(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max || max < 4 {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max / 2);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in points.chunks(per) {
+        let lo = chunk
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map(|(i, _)| i);
+        let hi = chunk
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map(|(i, _)| i);
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+    }
+    out
+}
+
+/// A horizontal reference line (a deadline, a model value) across `x0..x1`, as a series.
+pub fn hline(label: impl Into<String>, y: f64, x0: f64, x1: f64) -> Series {
+    Series {
+        label: label.into(),
+        points: vec![(x0, y), (x1, y)],
+    }
+}
+
+/// A vertical reference line at `x` from `y0` to `y1`, as a series.
+pub fn vline(label: impl Into<String>, x: f64, y0: f64, y1: f64) -> Series {
+    Series {
+        label: label.into(),
+        points: vec![(x, y0), (x, y1)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimate_keeps_spikes_and_order() {
+        let mut pts: Vec<(f64, f64)> = (0..10_000).map(|i| (i as f64, 1.0)).collect();
+        pts[7_777].1 = 50.0;
+        pts[1_234].1 = -3.0;
+        let d = decimate(&pts, 500);
+        assert!(d.len() <= 502, "{}", d.len());
+        assert!(d.contains(&(7_777.0, 50.0)));
+        assert!(d.contains(&(1_234.0, -3.0)));
+        assert!(d.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(decimate(&pts[..10], 500).len(), 10);
+    }
 }

@@ -51,7 +51,7 @@ pub fn section(cfg: &LatencyConfig, r: &LatencyResult) -> Markup {
             (format!("{:.1}", r.elapsed_ns as f64 / 1e9)) " s measured"
             @if r.interrupted { " (interrupted: partial result)" } }
         (figure(line_chart(&Axes { title: "Latency histogram per CPU", x_label: "latency (µs)",
-                y_label: "wake-ups (log)", log_x: false, log_y: true, points_only: false, x_range: None }, &hist),
+                y_label: "wake-ups (log)", log_x: false, log_y: true, points_only: false, x_range: None, ..Default::default() }, &hist),
             &format!("Wake-ups per 1 µs bucket, one curve per CPU, count on a log scale (OSADL style). Wake-ups at or above the histogram bound ({}) are counted as overflows, not drawn.", crate::units::format_ns(cfg.hist_max_ns))))
         h4 { "Percentiles (µs)" }
         table.percentiles {
@@ -69,7 +69,7 @@ pub fn section(cfg: &LatencyConfig, r: &LatencyResult) -> Markup {
                 ", " (format!("{:.3}", at as f64 / 1e9)) " s into the run." }
         }
         (figure(line_chart(&Axes { title: "Latency over time (per second)", x_label: "time (s)",
-                y_label: "latency (µs, log)", log_x: false, log_y: true, points_only: false, x_range: None }, &over_time),
+                y_label: "latency (µs, log)", log_x: false, log_y: true, points_only: false, x_range: None, ..Default::default() }, &over_time),
             "Minimum, mean and maximum wake-up latency of each second of the run, per CPU."))
         h4 { "Missed periods and audio deadlines" }
         @if let Some(a) = cfg.audio_period {

@@ -7,7 +7,14 @@ pub(crate) use bench::label as bench_label;
 mod check;
 mod generic;
 mod latency;
+mod latencytest;
+mod load;
+pub(crate) use load::fig2_series as load_series;
+mod rtl;
 mod run;
+pub(crate) use run::cdf;
+mod sched;
+pub(crate) use sched::set_q as sched_set_q;
 mod stress;
 
 use super::{Input, Loaded};
@@ -31,10 +38,16 @@ code{background:#f4f4f4;padding:0 3px}
 
 /// A whole report over `inputs`, in the order given.
 pub fn report(inputs: &[Input]) -> String {
+    report_with(inputs, None)
+}
+
+/// A report headed by a suite's stage table when `manifest` is given.
+pub fn report_with(inputs: &[Input], manifest: Option<&crate::suite::Manifest>) -> String {
     page(
         "xrunlab report",
         html! {
             p { "xrunlab " (env!("CARGO_PKG_VERSION")) " — " (inputs.len()) " result(s)" }
+            @if let Some(m) = manifest { (suite_table(m)) }
             ul.toc {
                 @for (i, inp) in inputs.iter().enumerate() {
                     li { a href={ "#r" (i + 1) } { (inp.kind()) " — " (inp.name()) } }
@@ -45,6 +58,38 @@ pub fn report(inputs: &[Input]) -> String {
             }
         },
     )
+}
+
+/// What a suite ran, skipped (and why) and how long each stage took.
+fn suite_table(m: &crate::suite::Manifest) -> Markup {
+    use crate::suite::StageStatus;
+    html! {
+        section.suite {
+            h2 { "Suite" }
+            p { "xrunlab suite, " (format!("{:?}", m.mode).to_lowercase()) " mode, driver " (m.driver)
+                ", started " (m.started_at) "." }
+            table.stages {
+                tr { th { "stage" } th { "status" } th { "time" } th { "result, or why not" } }
+                @for s in &m.stages {
+                    tr {
+                        td { (s.stage) }
+                        @match s.status {
+                            StageStatus::Ok => td.ok { "ok" },
+                            StageStatus::Failed => td.fail { "FAILED" },
+                            StageStatus::Skipped => td.warn { "skipped" },
+                        }
+                        td.n style="white-space:nowrap" { (format!("{:.1} s", s.duration_s)) }
+                        td {
+                            @if let Some(f) = &s.file { code { (f) } " " }
+                            @if let Some(r) = &s.reason { (r) }
+                            @if let Some(x) = &s.note { " (" (x) ")" }
+                            @if s.status != StageStatus::Skipped { br; code { "xrunlab " (s.argv.join(" ")) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The HTML shell shared by the report and compare pages.
@@ -75,10 +120,10 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Bench { config, results } => (bench::section(config, results)),
                     Body::Check { results, .. } => (check::section(results)),
                     Body::Stress { config, results } => (stress::section(config, results)),
-                    // Kinds without a dedicated section yet are shown field by field.
-                    Body::Latencytest { .. } | Body::Load { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
-                        (generic::section(doc.kind(), &serde_json::to_value(&**doc).unwrap_or_default()))
-                    }
+                    Body::Latencytest { config, results } => (latencytest::section(config, results)),
+                    Body::Load { config, results } => (load::section(config, results)),
+                    Body::Sched { config, results } => (sched::section(config, results)),
+                    Body::Rtl { config, results } => (rtl::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }

@@ -29,6 +29,20 @@ pub(crate) fn exceedance(s: &Summary) -> Vec<(f64, f64)> {
     pts.into_iter().map(|(v, p)| (v as f64 / 1e3, p)).collect()
 }
 
+/// The CDF P(X ≤ x) through the stored percentiles, x in µs (seed 003's end-time and
+/// response-time CDFs); like [`exceedance`] it stops where the cycle count stops resolving.
+pub(crate) fn cdf(s: &Summary) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = exceedance(s)
+        .into_iter()
+        .map(|(x, p)| (x, if p >= 1.0 { 0.0 } else { 1.0 - p }))
+        .collect();
+    // The maximum is where every cycle is at or below.
+    if let Some(last) = pts.last_mut() {
+        last.1 = 1.0;
+    }
+    pts
+}
+
 fn load_row(name: &str, l: &LoadPct) -> Markup {
     html! { tr { td { (name) } (n(format!("{:.1}", l.mean))) (n(format!("{:.1}", l.p50)))
     (n(format!("{:.1}", l.p99))) (n(format!("{:.1}", l.max))) } }
@@ -100,7 +114,7 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
         }
         h4 { "Timing distributions" }
         (figure(line_chart(&Axes { title: "Distributions (exceedance)", x_label: "time (µs, log)",
-                y_label: "share of cycles above (log)", log_x: true, log_y: true, points_only: false, x_range: None }, &dist),
+                y_label: "share of cycles above (log)", log_x: true, log_y: true, points_only: false, x_range: None, ..Default::default() }, &dist),
             &format!("Share of cycles whose value exceeds x, drawn through the stored percentiles (min, p50 … p99.9999, max). Wake-up latency is wake − ideal; driver end time is end − ideal (its CDF is 1 − this curve); the budget before an xrun is {}.", format_ns(x.budget_ns))))
         table.timing {
             tr { th { "" } th { "min" } th { "p50" } th { "p99" } th { "p99.9" } th { "max" } th { "mean" } }
@@ -118,7 +132,7 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
             tr { (n(x.xruns.total)) (n(x.xruns.late_wakeup)) (n(x.xruns.overload)) (n(x.xruns.interference)) }
         }
         (figure(line_chart(&Axes { title: "Xruns over the run", x_label: "time (s)",
-                y_label: "driver end time (µs)", log_x: false, log_y: false, points_only: true, x_range: Some((0.0, x.periods_elapsed as f64 * x.period_ns as f64 / 1e9)) }, &timeline),
+                y_label: "driver end time (µs)", log_x: false, log_y: false, points_only: true, x_range: Some((0.0, x.periods_elapsed as f64 * x.period_ns as f64 / 1e9)), ..Default::default() }, &timeline),
             &format!("Each xrun recorded ({} of {}), at its time in the run, by cause; the height is the cycle's end time after its ideal start.", x.xrun_events.len(), x.xruns.total)))
     }
 }

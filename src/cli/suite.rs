@@ -1,0 +1,111 @@
+//! `xrunlab suite`.
+
+use super::{output, Global};
+use crate::error::{Error, Result};
+use crate::suite::{self, Manifest, Mode, SuiteConfig};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SuiteDriver {
+    Virtual,
+    Jack,
+}
+
+/// The whole protocol in one command: check, latency idle and under stress, the DSP load grid,
+/// latencytest, round-trip latency, scheduling policies, event latency, then one HTML report.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "-o DIR (default ./xrunlab-suite) receives everything. Each stage runs this binary as `xrunlab CMD … -o DIR/NN-stage.json` (the exact argv is in \
+DIR/manifest.json, its output in DIR/NN-stage.log), so every result is what the command gives by hand. \
+Stages whose prerequisites are missing (no JACK server, not root, a command this build lacks) are listed \
+as skipped with the reason. A failed stage does not stop the suite; the exit code is then 1. Ctrl-C stops \
+the running stage as it would by hand, writes the manifest and exits 3.\n\n\
+Examples:\n  xrunlab suite --quick                      # about 3 minutes → ./xrunlab-suite/report.html\n  \
+sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n  \
+xrunlab suite --full -o full                # the seeds' durations: days (the load grid alone)\n  \
+xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
+xrunlab suite --driver jack                 # load and event on a running JACK server"
+)]
+pub struct SuiteArgs {
+    /// Short durations and a tiny load grid (the default): a few minutes.
+    #[arg(long, conflicts_with_all = ["full", "smoke"])]
+    pub quick: bool,
+    /// The seeds' durations (10 min load trials validated for 2 h, 5 h of latency…): days.
+    #[arg(long, conflicts_with = "smoke")]
+    pub full: bool,
+    /// Seconds per stage: every stage once (for the test suite).
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+    /// Driver of the stages that take one (load, event); rtl runs on the virtual loop and,
+    /// when a JACK server answers, on JACK too.
+    #[arg(long, value_enum, default_value = "virtual")]
+    pub driver: SuiteDriver,
+    /// Continue the suite in DIR: stages whose result there is complete are kept.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+}
+
+pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
+    let asked = if a.full {
+        Some(Mode::Full)
+    } else if a.smoke {
+        Some(Mode::Smoke)
+    } else if a.quick {
+        Some(Mode::Quick)
+    } else {
+        None
+    };
+    let dir = match (&a.resume, &g.output) {
+        (Some(r), Some(o)) if r != o => {
+            return super::usage("--resume DIR already names the directory; drop -o")
+        }
+        (Some(r), _) => r.clone(),
+        (None, Some(o)) => o.clone(),
+        (None, None) => PathBuf::from("xrunlab-suite"),
+    };
+    let mut mode = asked.unwrap_or(Mode::Quick);
+    let mut driver = format!("{:?}", a.driver).to_lowercase();
+    if a.resume.is_some() {
+        if !dir.is_dir() {
+            return Err(Error::input(&dir, "no such directory to resume"));
+        }
+        if dir.join(suite::MANIFEST).exists() {
+            let prior = Manifest::read(&dir)?;
+            match asked {
+                Some(m) if m != prior.mode => {
+                    return super::usage(
+                        format!(
+                            "{} was run in {:?} mode; resume it in the same mode",
+                            dir.display(),
+                            prior.mode
+                        )
+                        .to_lowercase(),
+                    )
+                }
+                _ => mode = prior.mode,
+            }
+            driver = prior.driver;
+        }
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::cannot_measure(format!("cannot find this binary: {e}")))?;
+    let cfg = SuiteConfig {
+        dir: dir.clone(),
+        mode,
+        driver,
+        resume: a.resume.is_some(),
+        exe,
+        progress: !g.quiet,
+    };
+    let m = suite::run(&cfg)?;
+    if g.json {
+        output::stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&m).expect("manifest serialises")
+        ));
+    } else if !g.quiet {
+        output::stdout(&suite::summary(&m, &dir));
+    }
+    Ok(m.exit_code())
+}

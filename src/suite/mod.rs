@@ -1,0 +1,597 @@
+//! `xrunlab suite`: the whole protocol in one command. Every stage runs this same binary as
+//! a child with the argv of [`stages::STAGES`] and `-o DIR/NN-stage.json`, so each stage's
+//! output is exactly what the user would get by hand; the suite only plans, runs, records
+//! (DIR/manifest.json, rewritten after every stage) and ends with `xrunlab report`.
+
+pub mod stages;
+
+pub use stages::{Mode, Need, Stage, STAGES};
+
+use crate::error::{Error, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const REPORT: &str = "report.html";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StageStatus {
+    Ok,
+    Failed,
+    Skipped,
+}
+
+/// One line of the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StageRecord {
+    pub stage: String,
+    /// The child's arguments after the binary (`-o FILE` included when it ran).
+    pub argv: Vec<String>,
+    pub status: StageStatus,
+    /// Why it was skipped or failed.
+    pub reason: Option<String>,
+    /// What weakens an `ok` stage (e.g. stress-ng missing: an approximated load).
+    pub note: Option<String>,
+    pub exit_code: Option<i32>,
+    pub duration_s: f64,
+    /// The stage's result, relative to DIR (present when it exists).
+    pub file: Option<String>,
+    /// The child's stdout and stderr, relative to DIR.
+    pub log: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SuiteStatus {
+    Running,
+    Complete,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Manifest {
+    pub tool: crate::results::Tool,
+    pub mode: Mode,
+    pub driver: String,
+    pub status: SuiteStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub stages: Vec<StageRecord>,
+    /// The HTML report, relative to DIR, once written.
+    pub report: Option<String>,
+}
+
+impl Manifest {
+    /// DIR/manifest.json.
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        Manifest::read_file(&dir.join(MANIFEST))
+    }
+
+    pub fn read_file(p: &Path) -> Result<Manifest> {
+        let t =
+            std::fs::read_to_string(p).map_err(|e| Error::input(p, format!("cannot read: {e}")))?;
+        serde_json::from_str(&t).map_err(|e| Error::input(p, format!("not a suite manifest: {e}")))
+    }
+
+    fn write(&self, dir: &Path) -> Result<()> {
+        let mut s = serde_json::to_string_pretty(self).expect("manifest serialises");
+        s.push('\n');
+        crate::results::write_atomic(&dir.join(MANIFEST), s.as_bytes())
+    }
+
+    /// Exit code of the whole suite: 3 interrupted, 1 a stage failed, 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.status == SuiteStatus::Interrupted {
+            crate::error::EXIT_CANNOT_MEASURE
+        } else if self.stages.iter().any(|s| s.status == StageStatus::Failed) {
+            crate::error::EXIT_THRESHOLD
+        } else {
+            0
+        }
+    }
+}
+
+pub struct SuiteConfig {
+    pub dir: PathBuf,
+    pub mode: Mode,
+    /// `virtual` or `jack`: the driver of the stages whose argv says `{driver}`.
+    pub driver: String,
+    /// Keep the stages whose complete result is already in `dir`.
+    pub resume: bool,
+    /// The binary every stage runs (this one).
+    pub exe: PathBuf,
+    /// Progress lines on stderr.
+    pub progress: bool,
+}
+
+/// What the planner learnt about this build and machine; asked once per suite.
+struct Probe {
+    exe: PathBuf,
+    help: HashMap<String, Option<String>>,
+    jack: Option<bool>,
+}
+
+impl Probe {
+    /// `xrunlab CMD --help`, or None when this build has no such subcommand.
+    fn help(&mut self, cmd: &str) -> Option<&str> {
+        let exe = self.exe.clone();
+        self.help
+            .entry(cmd.to_string())
+            .or_insert_with(|| {
+                let out = Command::new(&exe)
+                    .args([cmd, "--help"])
+                    .stdin(Stdio::null())
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+            .as_deref()
+    }
+
+    fn jack_server(&mut self) -> bool {
+        *self.jack.get_or_insert_with(jack_server_answers)
+    }
+}
+
+/// Whether `--driver` of a command's help accepts `driver`: the "[possible values: …]" lists,
+/// read across line wraps, or, for a free-form `--driver`, the name in its help.
+fn accepts_driver(help: &str, driver: &str) -> bool {
+    let lists: Vec<&str> = help
+        .match_indices("possible values:")
+        .map(|(i, m)| {
+            let rest = &help[i + m.len()..];
+            &rest[..rest.find(']').unwrap_or(rest.len())]
+        })
+        .collect();
+    if lists
+        .iter()
+        .any(|l| l.split([',', ' ', '\n']).any(|v| v.trim() == driver))
+    {
+        return true;
+    }
+    help.lines()
+        .any(|l| l.contains("--driver") && l.contains(driver))
+}
+
+/// A JACK server answers a client that must not start one.
+pub fn jack_server_answers() -> bool {
+    jack::Client::new("xrunlab-suite-probe", jack::ClientOptions::NO_START_SERVER).is_ok()
+}
+
+fn stress_ng_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("stress-ng").is_file()))
+}
+
+/// The driver an argv runs on (`--driver X`), if it names one.
+fn argv_driver(argv: &[String]) -> Option<&str> {
+    argv.iter()
+        .position(|a| a == "--driver")
+        .and_then(|i| argv.get(i + 1))
+        .map(String::as_str)
+}
+
+/// Why `stage` cannot run here, if it cannot.
+fn unmet(stage: &Stage, argv: &[String], probe: &mut Probe) -> Option<String> {
+    let cmd = stage.command();
+    for need in stage.needs {
+        match need {
+            Need::Subcommand => {
+                if probe.help(cmd).is_none() {
+                    return Some(format!("xrunlab {cmd} not available in this build"));
+                }
+            }
+            Need::Driver => {
+                let Some(d) = argv_driver(argv) else { continue };
+                match probe.help(cmd) {
+                    None => return Some(format!("xrunlab {cmd} not available in this build")),
+                    Some(h) if !accepts_driver(h, d) => {
+                        return Some(format!("xrunlab {cmd} has no --driver {d} in this build"))
+                    }
+                    Some(_) => {}
+                }
+                if d == "jack" && !probe.jack_server() {
+                    return Some(
+                        "no JACK server answers (start jackd, or PipeWire with pipewire-jack)"
+                            .into(),
+                    );
+                }
+            }
+            Need::Root => {
+                // SAFETY: geteuid has no preconditions.
+                if unsafe { libc::geteuid() } != 0 {
+                    return Some(
+                        "needs root for SCHED_FIFO and SCHED_DEADLINE (run the suite with sudo)"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A complete result already in the directory (for --resume).
+fn complete_result(path: &Path) -> Option<bool> {
+    let input = crate::report::load(path).ok()?;
+    Some(input.status() == "complete")
+}
+
+/// The child running now, for the last-resort hook of a second Ctrl-C.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+fn kill_child_group() {
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the child leads its own process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGTERM);
+        }
+    }
+}
+
+struct Ran {
+    code: i32,
+    interrupted: bool,
+    secs: f64,
+}
+
+/// Run `exe argv` with its output in `log`, in its own process group so a terminal's
+/// Ctrl-C reaches the suite only, which passes exactly one SIGINT on: the child then stops
+/// as it would by hand (partial result, machine restored).
+fn run_child(exe: &Path, argv: &[String], log: &Path) -> Result<Ran> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log)
+        .map_err(|e| Error::cannot_measure(format!("cannot create {}: {e}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| Error::cannot_measure(format!("{}: {e}", log.display())))?;
+    let t = Instant::now();
+    let mut child = Command::new(exe)
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::cannot_measure(format!("cannot run {}: {e}", exe.display())))?;
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
+    let mut forwarded = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => return Err(Error::cannot_measure(format!("waiting for a stage: {e}"))),
+        }
+        if crate::rt::interrupt::requested() && !forwarded {
+            // SAFETY: pid is our live child.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    CHILD.store(0, Ordering::SeqCst);
+    use std::os::unix::process::ExitStatusExt;
+    Ok(Ran {
+        code: status
+            .code()
+            .unwrap_or_else(|| -status.signal().unwrap_or(0)),
+        interrupted: crate::rt::interrupt::requested(),
+        secs: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// The child's own error line, else its last line: what a failed stage says.
+fn failure_reason(code: i32, log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("xrunlab: error:"))
+        .or_else(|| text.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("")
+        .trim();
+    let line: String = line.chars().take(300).collect();
+    if line.is_empty() {
+        format!("exit {code}")
+    } else {
+        format!("exit {code}: {line}")
+    }
+}
+
+fn rel(dir: &Path, p: &Path) -> String {
+    p.strip_prefix(dir)
+        .unwrap_or(p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Run the suite into `cfg.dir`; the manifest comes back with its exit code.
+pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
+    std::fs::create_dir_all(&cfg.dir)
+        .map_err(|e| Error::input(&cfg.dir, format!("cannot create the directory: {e}")))?;
+    crate::rt::interrupt::set_last_resort_hook(kill_child_group);
+    let mut manifest = Manifest {
+        tool: crate::results::Tool::default(),
+        mode: cfg.mode,
+        driver: cfg.driver.clone(),
+        status: SuiteStatus::Running,
+        started_at: crate::rt::clock::wall_clock_rfc3339(),
+        ended_at: None,
+        stages: Vec::new(),
+        report: None,
+    };
+    manifest.write(&cfg.dir)?;
+    let mut probe = Probe {
+        exe: cfg.exe.clone(),
+        help: HashMap::new(),
+        jack: None,
+    };
+    let total = STAGES.len() + 1;
+    let say = |s: String| {
+        if cfg.progress {
+            eprintln!("{s}");
+        }
+    };
+    for (i, stage) in STAGES.iter().enumerate() {
+        let tag = format!("[{:>2}/{total}] {}", i + 1, stage.name);
+        let stem = format!("{:02}-{}", i + 1, stage.name);
+        let file = cfg.dir.join(format!("{stem}.json"));
+        let log = cfg.dir.join(format!("{stem}.log"));
+        let mut argv = stage.argv(cfg.mode, &cfg.driver);
+        let mut rec = StageRecord {
+            stage: stage.name.into(),
+            argv: argv.clone(),
+            status: StageStatus::Skipped,
+            reason: None,
+            note: None,
+            exit_code: None,
+            duration_s: 0.0,
+            file: None,
+            log: None,
+        };
+        if crate::rt::interrupt::requested() {
+            rec.reason = Some("suite interrupted".into());
+            manifest.stages.push(rec);
+            continue;
+        }
+        if let Some(why) = unmet(stage, &argv, &mut probe) {
+            say(format!("{tag}: skipped: {why}"));
+            rec.reason = Some(why);
+            manifest.stages.push(rec);
+            manifest.write(&cfg.dir)?;
+            continue;
+        }
+        let prior = if cfg.resume {
+            complete_result(&file)
+        } else {
+            None
+        };
+        match prior {
+            Some(true) => {
+                let why = format!("already done: {stem}.json is complete (--resume)");
+                say(format!("{tag}: skipped: {why}"));
+                rec.reason = Some(why);
+                rec.file = Some(rel(&cfg.dir, &file));
+                rec.log = log.exists().then(|| rel(&cfg.dir, &log));
+                manifest.stages.push(rec);
+                manifest.write(&cfg.dir)?;
+                continue;
+            }
+            Some(false) if stage.resumable => {
+                argv.push("--resume".into());
+                argv.push(file.to_string_lossy().into_owned());
+            }
+            // A stale or partial result must not pass for this run's.
+            _ => {
+                let _ = std::fs::remove_file(&file);
+            }
+        }
+        argv.push("-o".into());
+        argv.push(file.to_string_lossy().into_owned());
+        rec.argv = argv.clone();
+        if stage.uses_stress_ng && !stress_ng_installed() {
+            rec.note = Some(
+                "stress-ng not installed: the paper load is approximated by the built-in stressors"
+                    .into(),
+            );
+        }
+        say(format!("{tag}: xrunlab {}", argv.join(" ")));
+        let ran = run_child(&cfg.exe, &argv, &log)?;
+        rec.exit_code = Some(ran.code);
+        rec.duration_s = (ran.secs * 10.0).round() / 10.0;
+        rec.log = Some(rel(&cfg.dir, &log));
+        let parsed = crate::report::load(&file);
+        if file.exists() && parsed.is_ok() {
+            rec.file = Some(rel(&cfg.dir, &file));
+        }
+        if ran.interrupted {
+            rec.status = StageStatus::Failed;
+            rec.reason = Some("interrupted".into());
+        } else if ran.code != 0 {
+            rec.status = StageStatus::Failed;
+            rec.reason = Some(failure_reason(ran.code, &log));
+        } else if let Err(e) = parsed {
+            rec.status = StageStatus::Failed;
+            rec.reason = Some(format!("exit 0 but no valid result: {e}"));
+        } else {
+            rec.status = StageStatus::Ok;
+        }
+        say(format!(
+            "{tag}: {} in {:.1} s{}",
+            match rec.status {
+                StageStatus::Ok => "ok".to_string(),
+                _ => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
+            },
+            ran.secs,
+            rec.file
+                .as_ref()
+                .map(|f| format!(" → {f}"))
+                .unwrap_or_default()
+        ));
+        manifest.stages.push(rec);
+        manifest.write(&cfg.dir)?;
+    }
+    // The report over every result there is, partial ones included (they say so).
+    let tag = format!("[{total:>2}/{total}] report");
+    let files: Vec<String> = manifest
+        .stages
+        .iter()
+        .filter_map(|s| s.file.clone())
+        .collect();
+    let html = cfg.dir.join(REPORT);
+    let mut rec = StageRecord {
+        stage: "report".into(),
+        argv: Vec::new(),
+        status: StageStatus::Skipped,
+        reason: None,
+        note: None,
+        exit_code: None,
+        duration_s: 0.0,
+        file: None,
+        log: None,
+    };
+    if crate::rt::interrupt::requested() {
+        rec.reason = Some("suite interrupted".into());
+    } else if files.is_empty() {
+        rec.reason = Some("no stage produced a result".into());
+    } else {
+        let mut argv = vec![
+            "report".to_string(),
+            "--manifest".into(),
+            cfg.dir.join(MANIFEST).to_string_lossy().into_owned(),
+        ];
+        argv.extend(
+            files
+                .iter()
+                .map(|f| cfg.dir.join(f).to_string_lossy().into_owned()),
+        );
+        argv.push("-o".into());
+        argv.push(html.to_string_lossy().into_owned());
+        rec.argv = argv.clone();
+        let log = cfg.dir.join(format!("{total:02}-report.log"));
+        let ran = run_child(&cfg.exe, &argv, &log)?;
+        rec.exit_code = Some(ran.code);
+        rec.duration_s = (ran.secs * 10.0).round() / 10.0;
+        rec.log = Some(rel(&cfg.dir, &log));
+        if ran.code == 0 && html.exists() {
+            rec.status = StageStatus::Ok;
+            rec.file = Some(REPORT.into());
+            manifest.report = Some(REPORT.into());
+        } else {
+            rec.status = StageStatus::Failed;
+            rec.reason = Some(failure_reason(ran.code, &log));
+        }
+    }
+    say(format!(
+        "{tag}: {}",
+        match rec.status {
+            StageStatus::Ok => format!("ok → {}", html.display()),
+            StageStatus::Skipped => format!("skipped: {}", rec.reason.as_deref().unwrap_or("")),
+            StageStatus::Failed => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
+        }
+    ));
+    manifest.stages.push(rec);
+    manifest.status = if crate::rt::interrupt::requested() {
+        SuiteStatus::Interrupted
+    } else {
+        SuiteStatus::Complete
+    };
+    manifest.ended_at = Some(crate::rt::clock::wall_clock_rfc3339());
+    manifest.write(&cfg.dir)?;
+    Ok(manifest)
+}
+
+/// The manifest as a terminal table.
+pub fn summary(m: &Manifest, dir: &Path) -> String {
+    use crate::report::table::{new_table, num};
+    let mut t = new_table(&["stage", "status", "time", "result / reason"]);
+    for s in &m.stages {
+        t.add_row(vec![
+            comfy_table::Cell::new(&s.stage),
+            comfy_table::Cell::new(match s.status {
+                StageStatus::Ok => "ok",
+                StageStatus::Failed => "FAILED",
+                StageStatus::Skipped => "skipped",
+            }),
+            num(format!("{:.1} s", s.duration_s)),
+            comfy_table::Cell::new(match (&s.status, &s.reason, &s.file) {
+                (StageStatus::Ok, _, Some(f)) => match &s.note {
+                    Some(n) => format!("{f} ({n})"),
+                    None => f.clone(),
+                },
+                (_, Some(r), _) => r.clone(),
+                _ => String::new(),
+            }),
+        ]);
+    }
+    let mut s = format!("{t}\n");
+    s.push_str(&format!(
+        "results in {}/ (manifest {MANIFEST}{})\n",
+        dir.display(),
+        m.report
+            .as_ref()
+            .map(|r| format!(", report {r}"))
+            .unwrap_or_default()
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_lists_are_read_across_wraps() {
+        let help = "  --driver <DRIVER>  Which loop [possible values: sim,\n          virtual]\n";
+        assert!(accepts_driver(help, "virtual"));
+        assert!(accepts_driver(help, "sim"));
+        assert!(!accepts_driver(help, "jack"));
+        assert!(accepts_driver(
+            "  --driver <D>  virtual|jack|alsa\n",
+            "jack"
+        ));
+        assert!(!accepts_driver("  --jack-server <NAME>\n", "jack"));
+    }
+
+    #[test]
+    fn exit_code_follows_the_stages() {
+        let rec = |status| StageRecord {
+            stage: "x".into(),
+            argv: vec![],
+            status,
+            reason: None,
+            note: None,
+            exit_code: None,
+            duration_s: 0.0,
+            file: None,
+            log: None,
+        };
+        let mut m = Manifest {
+            tool: crate::results::Tool::default(),
+            mode: Mode::Smoke,
+            driver: "virtual".into(),
+            status: SuiteStatus::Complete,
+            started_at: String::new(),
+            ended_at: None,
+            stages: vec![rec(StageStatus::Ok), rec(StageStatus::Skipped)],
+            report: None,
+        };
+        assert_eq!(m.exit_code(), 0);
+        m.stages.push(rec(StageStatus::Failed));
+        assert_eq!(m.exit_code(), 1);
+        m.status = SuiteStatus::Interrupted;
+        assert_eq!(m.exit_code(), 3);
+    }
+}

@@ -1,0 +1,334 @@
+//! The suite's stage table: what each stage runs (an argv of this same binary, without
+//! `-o`), in quick, full and smoke mode, and what it needs to run at all.
+
+/// How long the stages run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Minutes: short durations, a tiny load grid (the README's first command).
+    Quick,
+    /// The seeds' durations: hours (seed 000: 10 min trials, 2 h validation, 5 h cyclictest).
+    Full,
+    /// Seconds: every stage once, for the test suite.
+    Smoke,
+}
+
+/// A condition a stage needs; unmet, the stage is listed as skipped with the reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// The subcommand exists in this build.
+    Subcommand,
+    /// The subcommand's `--driver` accepts the driver the stage's argv names (the suite's
+    /// `--driver` where the argv says `{driver}`); `jack` also needs a JACK server to answer.
+    Driver,
+    /// Root: SCHED_FIFO and SCHED_DEADLINE for every policy row.
+    Root,
+}
+
+pub struct Stage {
+    pub name: &'static str,
+    pub quick: &'static [&'static str],
+    pub full: &'static [&'static str],
+    pub smoke: &'static [&'static str],
+    pub needs: &'static [Need],
+    /// The command continues its own partial result with `--resume FILE`.
+    pub resumable: bool,
+    /// Said in the manifest when stress-ng is missing (the stage runs an approximation).
+    pub uses_stress_ng: bool,
+}
+
+impl Stage {
+    pub fn argv(&self, mode: Mode, driver: &str) -> Vec<String> {
+        let a = match mode {
+            Mode::Quick => self.quick,
+            Mode::Full => self.full,
+            Mode::Smoke => self.smoke,
+        };
+        a.iter().map(|s| s.replace("{driver}", driver)).collect()
+    }
+
+    /// The subcommand, for help probing.
+    pub fn command(&self) -> &'static str {
+        self.quick[0]
+    }
+}
+
+const AP: &str = "64@48000";
+
+/// The protocol, in order: check → latency idle → latency under `paper` stress → load grid →
+/// latencytest → rtl (model, virtual loop, JACK loop) → sched → event. The report follows.
+pub const STAGES: &[Stage] = &[
+    Stage {
+        name: "check",
+        quick: &["check"],
+        full: &["check"],
+        smoke: &["check"],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "latency-idle",
+        quick: &["latency", "--duration", "10s", "--audio-period", AP],
+        full: &["latency", "--duration", "1h", "--audio-period", AP],
+        smoke: &["latency", "--duration", "1s", "--audio-period", AP],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "latency-stress",
+        quick: &[
+            "latency",
+            "--stress",
+            "paper",
+            "--duration",
+            "10s",
+            "--audio-period",
+            AP,
+        ],
+        // Seed 000: cyclictest over 5 h under its stress-ng line.
+        full: &[
+            "latency",
+            "--stress",
+            "paper",
+            "--duration",
+            "5h",
+            "--audio-period",
+            AP,
+        ],
+        smoke: &[
+            "latency",
+            "--stress",
+            "paper",
+            "--duration",
+            "1s",
+            "--audio-period",
+            AP,
+        ],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: true,
+    },
+    Stage {
+        name: "load",
+        quick: &[
+            "load",
+            "--driver",
+            "{driver}",
+            "--buffers",
+            "128,256",
+            "--tracks",
+            "1,2",
+            "--plugins",
+            "reverb-light,reverb-heavy",
+            "--duration",
+            "500ms",
+        ],
+        // Seed 000 §3.1.1: 10 min trials, maxima validated for 2 h, under the stress line.
+        full: &[
+            "load",
+            "--driver",
+            "{driver}",
+            "--duration",
+            "10m",
+            "--validate",
+            "2h",
+            "--stress",
+            "paper",
+        ],
+        smoke: &[
+            "load",
+            "--driver",
+            "{driver}",
+            "--buffers",
+            "256",
+            "--tracks",
+            "1",
+            "--plugins",
+            "reverb-light",
+            "--duration",
+            "300ms",
+            "--max-instances",
+            "64",
+        ],
+        needs: &[Need::Driver],
+        resumable: true,
+        uses_stress_ng: true,
+    },
+    Stage {
+        name: "latencytest",
+        quick: &["latencytest", "--classes", "cpu", "--phase-duration", "5s"],
+        full: &["latencytest", "--phase-duration", "5m"],
+        smoke: &[
+            "latencytest",
+            "--classes",
+            "none",
+            "--phase-duration",
+            "500ms",
+        ],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "rtl-model",
+        quick: &["rtl", "--model", "--profile", "preemptrt-hifiberry"],
+        full: &["rtl", "--model", "--profile", "preemptrt-hifiberry"],
+        smoke: &["rtl", "--model", "--profile", "preemptrt-hifiberry"],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "rtl-virtual",
+        quick: &[
+            "rtl",
+            "--driver",
+            "virtual",
+            "--loopback",
+            "--buffer",
+            "64",
+            "--profile",
+            "preemptrt-hifiberry",
+            "--fraction",
+            "0.37",
+            "--duration",
+            "10s",
+        ],
+        full: &[
+            "rtl",
+            "--driver",
+            "virtual",
+            "--loopback",
+            "--buffer",
+            "64",
+            "--profile",
+            "preemptrt-hifiberry",
+            "--fraction",
+            "0.37",
+            "--duration",
+            "60s",
+        ],
+        smoke: &[
+            "rtl",
+            "--driver",
+            "virtual",
+            "--loopback",
+            "--buffer",
+            "64",
+            "--profile",
+            "preemptrt-hifiberry",
+            "--fraction",
+            "0.37",
+            "--duration",
+            "3s",
+        ],
+        needs: &[],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "rtl-jack",
+        quick: &["rtl", "--driver", "jack", "--duration", "10s"],
+        full: &["rtl", "--driver", "jack", "--duration", "60s"],
+        smoke: &["rtl", "--driver", "jack", "--duration", "3s"],
+        needs: &[Need::Driver],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "sched",
+        quick: &["sched", "--duration", "2s", "--compete", "voip"],
+        // Seed 003: one minute per configuration, JACK at 96 kHz / 128, the video-like rt-app.
+        full: &[
+            "sched",
+            "--preset",
+            "96k128",
+            "--compete",
+            "video",
+            "--duration",
+            "1m",
+        ],
+        smoke: &[
+            "sched",
+            "--policies",
+            "other,fifo",
+            "--duration",
+            "500ms",
+            "--compete",
+            "voip",
+        ],
+        needs: &[Need::Root],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+    Stage {
+        name: "event",
+        quick: &["event", "--driver", "{driver}", "--trials", "20"],
+        full: &["event", "--driver", "{driver}", "--trials", "200"],
+        smoke: &["event", "--driver", "{driver}", "--trials", "5"],
+        needs: &[Need::Subcommand, Need::Driver],
+        resumable: false,
+        uses_stress_ng: false,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Every stage this build can run parses as the command line it is: a typo in the table
+    /// would otherwise show only as a failed stage at the end of a long suite.
+    #[test]
+    fn every_runnable_stage_parses() {
+        let mut parsed = 0;
+        for s in STAGES {
+            for mode in [Mode::Quick, Mode::Full, Mode::Smoke] {
+                let argv = s.argv(mode, "virtual");
+                assert!(
+                    !argv.iter().any(|a| a.contains('{')),
+                    "{}: {argv:?}",
+                    s.name
+                );
+                let mut full = vec!["xrunlab".to_string()];
+                full.extend(argv.iter().cloned());
+                full.extend(["-o".into(), "x.json".into()]);
+                match crate::cli::Cli::try_parse_from(&full) {
+                    Ok(_) => parsed += 1,
+                    // Guarded stages may name what this build lacks (event, rtl --driver jack);
+                    // the suite skips them with the reason.
+                    Err(e) => assert!(
+                        s.needs.contains(&Need::Subcommand) || s.needs.contains(&Need::Driver),
+                        "{} ({mode:?}): {e}",
+                        s.name
+                    ),
+                }
+            }
+        }
+        assert!(parsed >= 3 * 8, "{parsed}");
+    }
+
+    #[test]
+    fn names_are_unique_and_the_order_is_the_protocol() {
+        let names: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(n), "{n} twice");
+        }
+        let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(pos("check") < pos("latency-idle"));
+        assert!(pos("latency-idle") < pos("latency-stress"));
+        assert!(pos("latency-stress") < pos("load"));
+        assert!(pos("load") < pos("latencytest"));
+        assert!(pos("latencytest") < pos("rtl-virtual"));
+        assert!(pos("rtl-virtual") < pos("sched"));
+        assert!(pos("sched") < pos("event"));
+        assert_eq!(
+            STAGES[pos("load")].argv(Mode::Quick, "jack")[..3],
+            ["load", "--driver", "jack"]
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! `xrunlab suite` end to end, in its hidden seconds-long mode: every stage really runs (as
+//! a child of the real binary), the manifest is typed back and checked against the stage
+//! table and the files, the report has a section per result; then --resume and Ctrl-C.
+
+mod common;
+
+use common::{is_root, xrunlab};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use xrunlab::suite::{Manifest, StageStatus, SuiteStatus, STAGES};
+
+fn manifest(dir: &Path) -> Manifest {
+    Manifest::read(dir).expect("manifest.json parses as a Manifest")
+}
+
+fn has_subcommand(cmd: &str) -> bool {
+    xrunlab()
+        .args([cmd, "--help"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+#[test]
+fn suite_smoke_end_to_end_then_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let t = Instant::now();
+    let out = xrunlab()
+        .args(["suite", "--smoke", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let m = manifest(&dir);
+    // Every stage of the table once, in order, then the report: none silently dropped.
+    let names: Vec<&str> = m.stages.iter().map(|s| s.stage.as_str()).collect();
+    let mut want: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+    want.push("report");
+    assert_eq!(names, want);
+    assert_eq!(m.status, SuiteStatus::Complete);
+    assert!(m.ended_at.is_some());
+    let failed: Vec<_> = m
+        .stages
+        .iter()
+        .filter(|s| s.status == StageStatus::Failed)
+        .collect();
+    assert!(failed.is_empty(), "failed stages: {failed:#?}\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // One progress line per stage on stderr.
+    for n in &want {
+        assert!(
+            stderr.contains(&format!("] {n}")),
+            "no progress for {n}:\n{stderr}"
+        );
+    }
+    let by = |n: &str| m.stages.iter().find(|s| s.stage == n).unwrap();
+    for s in &m.stages {
+        match s.status {
+            StageStatus::Ok => {
+                let f = dir.join(s.file.as_ref().expect("an ok stage names its file"));
+                assert!(f.exists(), "{}", f.display());
+                if s.stage != "report" {
+                    assert_eq!(s.argv[s.argv.len() - 2], "-o");
+                    assert_eq!(Path::new(&s.argv[s.argv.len() - 1]), f);
+                    let v: serde_json::Value =
+                        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                    assert_eq!(v["status"], "complete", "{}", s.stage);
+                }
+                assert_eq!(s.exit_code, Some(0));
+                assert!(dir.join(s.log.as_ref().unwrap()).exists());
+            }
+            StageStatus::Skipped => {
+                let why = s.reason.as_deref().unwrap_or("");
+                assert!(!why.is_empty(), "{} skipped without a reason", s.stage);
+                assert!(s.file.is_none() && s.exit_code.is_none());
+            }
+            StageStatus::Failed => unreachable!(),
+        }
+    }
+    for n in [
+        "check",
+        "latency-idle",
+        "latency-stress",
+        "load",
+        "latencytest",
+        "rtl-model",
+        "rtl-virtual",
+        "report",
+    ] {
+        assert_eq!(by(n).status, StageStatus::Ok, "{n}");
+    }
+    let sched = by("sched");
+    if is_root() {
+        assert_eq!(sched.status, StageStatus::Ok);
+    } else {
+        assert!(sched.reason.as_deref().unwrap().contains("root"));
+    }
+    let event = by("event");
+    if has_subcommand("event") {
+        assert_eq!(event.status, StageStatus::Ok);
+    } else {
+        assert_eq!(
+            event.reason.as_deref(),
+            Some("xrunlab event not available in this build")
+        );
+    }
+    // The report holds one section per stage result, kinds as the stages say.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let results = m
+        .stages
+        .iter()
+        .filter(|s| s.stage != "report" && s.file.is_some())
+        .count();
+    assert_eq!(html.matches("<section class=\"result\"").count(), results);
+    for kind in ["check", "latency", "load", "latencytest", "rtl"] {
+        assert!(html.contains(&format!("data-kind=\"{kind}\"")), "{kind}");
+    }
+    assert!(!html.to_lowercase().contains("<script"));
+    // The suite's stage table heads it: what ran, and why anything did not.
+    assert!(html.contains("<section class=\"suite\""));
+    for s in m.stages.iter().filter(|s| s.stage != "report") {
+        assert!(
+            html.contains(&format!("<td>{}</td>", s.stage)),
+            "{}",
+            s.stage
+        );
+        if let Some(r) = &s.reason {
+            assert!(html.contains(r.as_str()), "{r}");
+        }
+    }
+    eprintln!("suite --smoke took {took:?}");
+
+    // --resume keeps every complete result and says so; nothing is rerun.
+    let before = std::fs::metadata(dir.join("02-latency-idle.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let out = xrunlab()
+        .args(["suite", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = manifest(&dir);
+    for s in &r.stages {
+        let first = by(&s.stage);
+        if first.status == StageStatus::Ok && s.stage != "report" {
+            assert_eq!(s.status, StageStatus::Skipped, "{}", s.stage);
+            assert!(s.reason.as_deref().unwrap().contains("--resume"));
+            assert_eq!(s.file, first.file);
+        }
+    }
+    assert_eq!(by("report").status, StageStatus::Ok);
+    let after = std::fs::metadata(dir.join("02-latency-idle.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn suite_interrupted_writes_the_manifest_and_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("xrunlab"))
+        .args(["suite", "--smoke", "-q", "-o"])
+        .arg(&dir)
+        .spawn()
+        .unwrap();
+    // Ctrl-C once the first measuring stage is under way.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if dir.join("02-latency-idle.log").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: the pid is our child's.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let m = manifest(&dir);
+    assert_eq!(m.status, SuiteStatus::Interrupted);
+    let stopped = m
+        .stages
+        .iter()
+        .position(|s| s.reason.as_deref() == Some("interrupted"))
+        .expect("the running stage is marked interrupted");
+    assert_eq!(m.stages[stopped].status, StageStatus::Failed);
+    // The child stopped as by hand: its partial result is there and says so.
+    if let Some(f) = &m.stages[stopped].file {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap();
+        assert_eq!(v["status"], "interrupted");
+    }
+    // Everything after it is listed, as skipped because of the interruption.
+    assert_eq!(m.stages.len(), STAGES.len() + 1);
+    for s in &m.stages[stopped + 1..] {
+        assert_eq!(s.status, StageStatus::Skipped, "{}", s.stage);
+        assert_eq!(s.reason.as_deref(), Some("suite interrupted"));
+    }
+}
+
+#[test]
+fn suite_bad_usage_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["suite", "--quick", "--full"],
+        vec!["suite", "--driver", "alsa"],
+    ] {
+        let out = xrunlab().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = xrunlab()
+        .args(["suite", "--resume"])
+        .arg(tmp.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
+}
