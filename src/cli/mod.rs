@@ -3,6 +3,7 @@
 
 mod check;
 mod compare;
+mod event;
 mod import;
 mod jack_args;
 mod latency;
@@ -67,6 +68,7 @@ pub enum Command {
     Sched(sched::SchedArgs),
     Stress(stress::StressCmdArgs),
     Latencytest(latencytest::LatencytestArgs),
+    Event(event::EventArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -96,6 +98,7 @@ pub fn main() -> ExitCode {
         Command::Sched(a) => sched::run(a, &cli.global),
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Latencytest(a) => latencytest::run(a, &cli.global),
+        Command::Event(a) => event::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -78,7 +78,10 @@ fn summary(i: &Input) -> String {
             }
             Body::Stress { results, .. } => s.push_str(&table::stress(results)),
             Body::Load { config, results } => s.push_str(&table::load_summary(config, results)),
-            Body::Latencytest { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
+            Body::Latencytest { .. }
+            | Body::Sched { .. }
+            | Body::Rtl { .. }
+            | Body::Event { .. } => {
                 let v = serde_json::to_value(doc).unwrap_or_default();
                 for (k, v) in report::flatten(v.get("results").unwrap_or(&v), 40) {
                     s.push_str(&format!("{k}: {v}\n"));

@@ -264,7 +264,8 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         | Body::Latencytest { .. }
         | Body::Load { .. }
         | Body::Sched { .. }
-        | Body::Rtl { .. } => vec![generic(inputs, labels)],
+        | Body::Rtl { .. }
+        | Body::Event { .. } => vec![generic(inputs, labels)],
     })
 }
 

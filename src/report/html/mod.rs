@@ -76,7 +76,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Check { results, .. } => (check::section(results)),
                     Body::Stress { config, results } => (stress::section(config, results)),
                     // Kinds without a dedicated section yet are shown field by field.
-                    Body::Latencytest { .. } | Body::Load { .. } | Body::Sched { .. } | Body::Rtl { .. } => {
+                    Body::Latencytest { .. } | Body::Load { .. } | Body::Sched { .. } | Body::Rtl { .. } | Body::Event { .. } => {
                         (generic::section(doc.kind(), &serde_json::to_value(&**doc).unwrap_or_default()))
                     }
                 },
