@@ -173,7 +173,7 @@ pub fn parse_pairs(s: &str) -> Result<Vec<SeedPair>> {
         let (b, p) = item.split_once('/').ok_or_else(bad)?;
         let b: u32 = b.trim().parse().map_err(|_| bad())?;
         let p: u32 = p.trim().parse().map_err(|_| bad())?;
-        if p == 0 || b % p != 0 || !(2..=64).contains(&(b / p)) || p > 65536 {
+        if p == 0 || !b.is_multiple_of(p) || !(2..=64).contains(&(b / p)) || p > 65536 {
             return Err(bad());
         }
         out.push(SeedPair {
