@@ -235,15 +235,20 @@ fn summary(r: &EventRunResult) -> String {
             rate(r)
         ));
     }
+    let mut lines: Vec<String> = Vec::new();
     for x in &r.results.runs {
         if let Some(p) = &x.playback_latency_port {
             let l = x.playback_latency_frames.unwrap_or([0, 0]);
-            s.push_str(&format!(
+            let line = format!(
                 "jack period {}: playback latency of {p} = [{}, {}] frames\n",
                 x.period_frames, l[0], l[1]
-            ));
+            );
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
         }
     }
+    s.extend(lines);
     if let Some(b) = r.results.runs.iter().find_map(|x| x.background.as_ref()) {
         s.push_str(&format!("mono-bg background: {}\n", b.what));
     }

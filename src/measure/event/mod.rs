@@ -454,7 +454,14 @@ struct Onset {
     prev_check_ns: u64,
     onset_frame: u32,
     xrun: bool,
+    /// Push drivers: the delay (frames) reported right after the write that carried the
+    /// onset, and when it was read.
+    write_delay: Option<(i64, u64)>,
 }
+
+/// Reads (cycle, delay frames, time read) of the latest period a push driver wrote. Called
+/// on the driver thread; must not allocate or block.
+pub type DelayProbe = Box<dyn Fn() -> Option<(u64, i64, u64)> + Send>;
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
@@ -485,10 +492,38 @@ struct EventHandler {
     seen_seq: u64,
     prev_check_ns: u64,
     tone_cycles: u32,
+    /// Push drivers: the onset waits here until the delay of its write is known.
+    delay_probe: Option<DelayProbe>,
+    held: Option<Onset>,
+}
+
+impl EventHandler {
+    /// The write of the onset's cycle happened after that cycle's handler returned: pick up
+    /// its delay now (a later write means that one failed; the onset goes without).
+    fn release_held(&mut self) {
+        let (Some(o), Some(p)) = (self.held, &self.delay_probe) else {
+            return;
+        };
+        match p() {
+            Some((c, d, at)) if c == o.cycle => {
+                let _ = self.tx.push(Onset {
+                    write_delay: Some((d, at)),
+                    ..o
+                });
+                self.held = None;
+            }
+            Some((c, _, _)) if c > o.cycle => {
+                let _ = self.tx.push(o);
+                self.held = None;
+            }
+            _ => {}
+        }
+    }
 }
 
 impl CycleHandler for EventHandler {
     fn process_cycle(&mut self, io: &mut AudioIo<'_>, t: &CycleTiming) -> CycleRecord {
+        self.release_held();
         // The flag first, then the clock: a trigger seen here was published before `check`,
         // so te <= seen_ns holds exactly.
         let seq = self.sh.trigger_seq.load(Ordering::Acquire);
@@ -516,7 +551,7 @@ impl CycleHandler for EventHandler {
                 prev_check_ns,
             } => {
                 if let Some(i) = first_sound(io.out_l) {
-                    let _ = self.tx.push(Onset {
+                    let o = Onset {
                         seq,
                         cycle: t.cycle,
                         t_ideal_ns: t.t_ideal_ns,
@@ -524,7 +559,13 @@ impl CycleHandler for EventHandler {
                         prev_check_ns,
                         onset_frame: i as u32,
                         xrun: rec.xrun,
-                    });
+                        write_delay: None,
+                    };
+                    if self.delay_probe.is_some() {
+                        self.held = Some(o);
+                    } else {
+                        let _ = self.tx.push(o);
+                    }
                     self.sh.rendered_seq.store(seq, Ordering::Release);
                     self.phase = Phase::Sounding {
                         left: self.tone_cycles,
@@ -658,11 +699,66 @@ fn build_handler(
             seen_seq: 0,
             prev_check_ns: 0,
             tone_cycles: tone_cycles(period_ns),
+            delay_probe: None,
+            held: None,
         },
         rx,
         sh,
         monitor,
     ))
+}
+
+/// What a test (or another driver) sees of one rendered onset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnsetView {
+    pub trial: u64,
+    pub cycle: u64,
+    pub onset_frame: u32,
+    pub write_delay_frames: Option<i64>,
+}
+
+/// The trigger side of a handler made by [`cycle_handler`].
+pub struct TriggerHandle {
+    sh: Arc<Shared>,
+    rx: rtrb::Consumer<Onset>,
+}
+
+impl TriggerHandle {
+    /// Publish trial `seq` (1, 2, …) as the trigger thread does.
+    pub fn trigger(&self, seq: u64) {
+        self.sh.trigger_seq.store(seq, Ordering::Release);
+    }
+    /// The latest trial whose onset was rendered.
+    pub fn rendered(&self) -> u64 {
+        self.sh.rendered_seq.load(Ordering::Acquire)
+    }
+    /// The latest trial after which silence was rendered again.
+    pub fn silent(&self) -> u64 {
+        self.sh.silent_seq.load(Ordering::Acquire)
+    }
+    /// Onsets reported since the last call.
+    pub fn onsets(&mut self) -> Vec<OnsetView> {
+        drain(&mut self.rx)
+            .into_iter()
+            .map(|o| OnsetView {
+                trial: o.seq,
+                cycle: o.cycle,
+                onset_frame: o.onset_frame,
+                write_delay_frames: o.write_delay.map(|d| d.0),
+            })
+            .collect()
+    }
+}
+
+/// The event cycle handler (engine + synth + trigger/onset logic) without a driver: drive
+/// its cycles yourself and trigger through the handle. What the drivers of this module run.
+pub fn cycle_handler(
+    scenario: Scenario,
+    rate: u32,
+    frames: u32,
+) -> Result<(impl CycleHandler + Send, TriggerHandle)> {
+    let (h, rx, sh, _) = build_handler(scenario, rate, frames, Policy::Other { nice: 0 })?;
+    Ok((h, TriggerHandle { sh, rx }))
 }
 
 /// The background of mono-bg: `top -b -d 0.1` when installed, else the built-in stressor
@@ -795,14 +891,14 @@ fn trigger_loop(
 fn trials_from(
     times: &[(u64, u64)],
     onsets: &[Onset],
-    t_sound: &dyn Fn(&Onset) -> u64,
+    t_sound: &dyn Fn(&Onset) -> Option<u64>,
     device_frames: &dyn Fn(&Onset) -> Option<u64>,
 ) -> Vec<EventTrial> {
     onsets
         .iter()
         .filter_map(|o| {
             let &(te, published) = times.get((o.seq as usize).checked_sub(1)?)?;
-            let ts = t_sound(o);
+            let ts = t_sound(o)?;
             Some(EventTrial {
                 trial: o.seq as u32 - 1,
                 te_ns: te,
@@ -894,9 +990,11 @@ fn run_virtual(
         (s.periods as u64 - 1) * frames as u64 + cfg.fifo_frames as u64 + cfg.dac_frames as u64;
     let onsets = drain(&mut rx);
     let t_sound = |o: &Onset| {
-        t0 + ns_of_frames(
-            o.cycle * frames as u64 + out_delay + o.onset_frame as u64,
-            cfg.rate,
+        Some(
+            t0 + ns_of_frames(
+                o.cycle * frames as u64 + out_delay + o.onset_frame as u64,
+                cfg.rate,
+            ),
         )
     };
     let dev = |o: &Onset| {
@@ -1083,9 +1181,14 @@ fn run_jack_client(
     while tid.load(Ordering::SeqCst) == 0 && !th.is_finished() && t.elapsed().as_secs() < 3 {
         std::thread::sleep(Duration::from_millis(5));
     }
+    // tid 0 would make the watchdog demote itself: no process thread yet, nothing to guard.
+    let tids: Vec<libc::pid_t> = Some(tid.load(Ordering::SeqCst))
+        .filter(|&t| t != 0)
+        .into_iter()
+        .collect();
     let watchdog = match Watchdog::start(
         monitor,
-        vec![tid.load(Ordering::SeqCst)],
+        tids,
         default_bound_ns(period_ns),
         &cfg.policy,
         stop.clone(),
@@ -1128,7 +1231,8 @@ fn run_jack_client(
     }
     let port_lat = latency.as_ref().map(|l| l.0[1]).unwrap_or(0) as u64;
     let onsets = drain(&mut rx);
-    let t_sound = |o: &Onset| o.t_ideal_ns + ns_of_frames(port_lat + o.onset_frame as u64, rate);
+    let t_sound =
+        |o: &Onset| Some(o.t_ideal_ns + ns_of_frames(port_lat + o.onset_frame as u64, rate));
     let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
     if let Some(w) = &wd {
         warnings.push(format!(
