@@ -3,8 +3,10 @@
 //! workers — through the engine directly and through the virtual and sim driver loops.
 //! One test function only, so no other test allocates concurrently.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod common;
+
+use common::counting::{on_all_threads, Counting};
+use std::sync::atomic::AtomicBool;
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::sim::{LatencyModel, SimConfig, SimDriver};
 use xrunlab::driver::virtual_dev::VirtualDriver;
@@ -13,41 +15,11 @@ use xrunlab::engine::cost::CostModel;
 use xrunlab::engine::{Engine, EngineSpec};
 use xrunlab::rt::clock::monotonic_ns;
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 fn counted(what: &str, f: impl FnOnce()) {
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    f();
-    COUNTING.store(false, Ordering::SeqCst);
-    let n = ALLOCS.load(Ordering::SeqCst);
+    let ((), n) = on_all_threads(f);
     assert_eq!(n, 0, "{what}: {n} heap operations in the cycle path");
 }
 
@@ -69,10 +41,8 @@ fn spec(cost: Option<CostModel>) -> EngineSpec {
 #[test]
 fn no_allocation_in_the_cycle_path() {
     // The counter itself works.
-    COUNTING.store(true, Ordering::SeqCst);
-    std::hint::black_box(Box::new(1u64));
-    COUNTING.store(false, Ordering::SeqCst);
-    assert!(ALLOCS.swap(0, Ordering::SeqCst) > 0);
+    let (_, n) = on_all_threads(|| std::hint::black_box(Box::new(1u64)));
+    assert!(n > 0, "counting allocator is not active");
 
     let (mut engine, _consumer) = Engine::new(&spec(None)).unwrap();
     let (il, ir) = (vec![0.25f32; 64], vec![0.25f32; 64]);

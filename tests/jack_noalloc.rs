@@ -6,50 +6,20 @@
 
 mod common;
 
+use common::counting::{Counting, ALLOCS, ARMED};
 use common::require;
 use common::servers::JackdServer;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use xrunlab::driver::jack::{JackClient, JackConfig};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming};
 use xrunlab::engine::probe::CycleRecord;
 use xrunlab::engine::{Engine, EngineSpec};
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local! {
-    static JACK_THREAD: Cell<bool> = const { Cell::new(false) };
-}
-
-fn count() {
-    if COUNTING.load(Ordering::Relaxed) && JACK_THREAD.with(|c| c.get()) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        count();
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Marks the thread it runs on and starts counting after a few warm-up cycles.
+/// Arms the counter on the JACK process thread after a few warm-up cycles.
 struct Marked {
     engine: Engine,
     cycles: u64,
@@ -57,10 +27,9 @@ struct Marked {
 
 impl CycleHandler for Marked {
     fn process_cycle(&mut self, io: &mut AudioIo<'_>, t: &CycleTiming) -> CycleRecord {
-        JACK_THREAD.with(|c| c.set(true));
         self.cycles += 1;
         if self.cycles == 10 {
-            COUNTING.store(true, Ordering::SeqCst);
+            ARMED.with(|a| a.set(true));
         }
         self.engine.process_cycle(io, t)
     }
@@ -77,11 +46,9 @@ fn no_allocation_on_the_jack_process_thread() {
     }
     let s = s.unwrap();
     // The counter itself works on a marked thread.
-    JACK_THREAD.with(|c| c.set(true));
-    COUNTING.store(true, Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
     std::hint::black_box(Box::new(1u64));
-    COUNTING.store(false, Ordering::SeqCst);
-    JACK_THREAD.with(|c| c.set(false));
+    ARMED.with(|a| a.set(false));
     assert!(ALLOCS.swap(0, Ordering::SeqCst) > 0);
 
     let cfg = JackConfig {
@@ -116,13 +83,13 @@ fn no_allocation_on_the_jack_process_thread() {
             &mut |t| tid = t,
         )
         .unwrap();
-    COUNTING.store(false, Ordering::SeqCst);
+    // Read at once: the process thread is gone once `run` has closed the client.
+    let n = ALLOCS.load(Ordering::SeqCst);
     assert_eq!(reason, xrunlab::driver::StopReason::Complete);
     // Enough cycles ran to mean something; a host stall skips periods (seen: 295 of 375).
     assert!(stats.cycles > 100, "{stats:?}");
     assert_eq!(stats.cycles + stats.skipped_periods, stats.periods_elapsed);
     assert!(tid > 0);
     assert_eq!(report.server, "jackd2");
-    let n = ALLOCS.load(Ordering::SeqCst);
     assert_eq!(n, 0, "{n} heap operations on the JACK process thread");
 }

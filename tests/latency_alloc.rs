@@ -1,32 +1,16 @@
 //! DESIGN.md §5: the measuring loop never allocates. Counted with a global allocator: a run
 //! a hundred times longer must make exactly as many allocations, so none happens per cycle.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+mod common;
+
+use common::counting::{on_all_threads, Counting};
 use xrunlab::measure::latency::{measure, LatencyConfig};
 use xrunlab::rt::Policy;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
 
-fn allocations(loops: u64) -> (u64, u64) {
+fn allocations(loops: u64) -> (usize, u64) {
     // Policy OTHER, no mlock, no DMA guard: needs no privilege, same code path.
     let cfg = LatencyConfig {
         cpus: vec![xrunlab::rt::affinity::allowed_cpus().unwrap()[0]],
@@ -40,9 +24,7 @@ fn allocations(loops: u64) -> (u64, u64) {
         hist_max_ns: 1_000,
         ..LatencyConfig::default()
     };
-    let before = ALLOCS.load(Ordering::SeqCst);
-    let r = measure(&cfg, &xrunlab::progress::Silent).unwrap();
-    let n = ALLOCS.load(Ordering::SeqCst) - before;
+    let (r, n) = on_all_threads(|| measure(&cfg, &xrunlab::progress::Silent).unwrap());
     (n, r.per_cpu[0].stats.summary.count)
 }
 

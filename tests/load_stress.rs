@@ -3,7 +3,7 @@
 //! descendant inherits in its environment (found even if a process left its group).
 
 mod common;
-use common::{is_root, require, which, xrunlab};
+use common::{is_root, pids_with_env, require, which, xrunlab};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -22,22 +22,6 @@ fn spec(presets: &str) -> StressSpec {
     let mut s = StressSpec::presets(presets).unwrap();
     s.stressor_exe = Some(env!("CARGO_BIN_EXE_xrunlab").into());
     s
-}
-
-fn pids_with_env(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| {
-                    env.split(|&b| b == 0)
-                        .any(|kv| kv.starts_with(needle.as_bytes()))
-                })
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 /// Stressors started by this test process, from any session.

@@ -250,3 +250,77 @@ fn virtual_driver_loop_in_real_time() {
         }
     }
 }
+
+/// A loop of `delay` frames driven block by block, where the output of the blocks in
+/// `lost` never reaches the line (a missed deadline) and the estimator is told so.
+fn run_with_lost_blocks(
+    est: &mut Estimator,
+    delay: usize,
+    b: usize,
+    total: usize,
+    lost: std::ops::Range<usize>,
+    tell: bool,
+) {
+    let mut line = vec![0.0f32; total + delay + b];
+    let (mut inp, mut out) = (vec![0.0f32; b], vec![0.0f32; b]);
+    let mut frame = 0;
+    while frame + b <= total {
+        for (i, x) in inp.iter_mut().enumerate() {
+            *x = (frame + i).checked_sub(delay).map_or(0.0, |s| line[s]);
+        }
+        est.process(frame as u64, &inp, &mut out);
+        if lost.contains(&frame) {
+            if tell {
+                est.disturb(frame as u64, (frame + b) as u64);
+            }
+        } else {
+            line[frame..frame + b].copy_from_slice(&out);
+        }
+        frame += b;
+    }
+}
+
+#[test]
+fn windows_hit_by_an_xrun_are_left_out() {
+    let (delay, b) = (300usize, 64usize);
+    // Three lost blocks at 3.5 s of a 4.5 s run: inside the last second's windows.
+    let lost = 168_000..168_000 + 3 * b;
+    let mut est = Estimator::new(EstimatorConfig::new(48000, 5_000_000_000));
+    run_with_lost_blocks(&mut est, delay, b, 216_000, lost.clone(), true);
+    let m = est.result();
+    assert!(m.excluded_estimates > 0, "{}", m.message);
+    assert!(m.message.contains("left out"), "{}", m.message);
+    assert!((m.delay_frames.unwrap() - delay as f64).abs() <= 0.01);
+    // Exactly the windows overlapping the damage [lost.start, lost.end + delay) are out.
+    let w = m.window_frames as f64;
+    for e in &m.estimates {
+        let end = e.t_s * 48000.0;
+        let hit = end > lost.start as f64 && end - w < (lost.end + delay + 1) as f64;
+        assert_eq!(e.excluded, hit, "estimate ending at {end}");
+    }
+    // The same loop, untold: every estimate counts.
+    let mut est = Estimator::new(EstimatorConfig::new(48000, 5_000_000_000));
+    run_with_lost_blocks(&mut est, delay, b, 216_000, lost, false);
+    assert_eq!(est.result().excluded_estimates, 0);
+}
+
+#[test]
+fn a_late_xrun_report_undoes_convergence_it_hit() {
+    let spec = LoopbackSpec::new(lat(13, 2, 10));
+    let mut est = Estimator::new(EstimatorConfig::new(48000, 6_000_000_000));
+    let mut line = LoopLine::new(&spec, 64, 2, est.emitted_rms(), 7);
+    run_offline(&mut est, &mut line, 64, 6 * 48000);
+    let before = est.result();
+    assert!(before.converged);
+    let t = before.converged_after_s.unwrap();
+    // An xrun reported after the run, half a second before convergence was declared.
+    let at = ((t - 0.5) * 48000.0) as u64;
+    est.disturb(at, at + 64);
+    let after = est.result();
+    assert!(after.excluded_estimates > 0);
+    assert!(!after.converged, "{}", after.message);
+    assert!(after.message.contains("not converged"), "{}", after.message);
+    // The estimates that remain are still right.
+    let truth = model_frames(64, 2, &spec.latency) as f64;
+    assert!((after.delay_frames.unwrap() - truth).abs() <= 0.01);
+}

@@ -3,7 +3,7 @@
 //! SCHED_OTHER without mlock where the point is the wiring, so these tests need no privilege.
 
 mod common;
-use common::{is_root, require, xrunlab};
+use common::{is_root, pids_with_env, require, xrunlab};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,23 +16,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Processes whose environment holds `needle` (stressors inherit the command's environment).
-fn pids_with_env(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| {
-                    env.split(|&b| b == 0)
-                        .any(|kv| kv.starts_with(needle.as_bytes()))
-                })
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 const UNPRIVILEGED: [&str; 5] = [

@@ -1,6 +1,7 @@
 //! Command-line front end: one file per subcommand, parsing and printing only
 //! (DESIGN.md §2). Measurement logic lives in the library modules.
 
+mod alsa_args;
 mod check;
 mod compare;
 mod event;

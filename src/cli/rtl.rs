@@ -3,6 +3,7 @@
 use super::{output, Global};
 use crate::error::Result;
 use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
+use crate::measure::rtl_jack;
 use crate::report::table::{new_table, num};
 use crate::results::{Body, ResultDoc, Status};
 use crate::rt::Policy;
@@ -12,6 +13,7 @@ use clap::{Args, ValueEnum};
 pub enum RtlDriverArg {
     Sim,
     Virtual,
+    Jack,
 }
 
 /// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, seed 000 eq. 1) and measured by
@@ -23,6 +25,8 @@ Examples:
   xrunlab rtl --model --fifo 20 --codec 2+10 --buffers 64..512 --periods 2
   xrunlab rtl --driver virtual --loopback --buffer 64 --fifo 13 --codec 2+10 --fraction 0.37
   xrunlab rtl --driver sim --buffer 128 --fifo 20 --codec 2+10 --snr 20 --invert -o rtl.json
+  xrunlab rtl --driver jack                                      # our out_1 → our in_1 inside the graph
+  xrunlab rtl --driver jack --out system:playback_1 --in system:capture_1   # through a cable
 
 The model is periods·buffer + FIFO + ADC + DAC frames (with the default 2 periods, eq. 1).
 The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes back over a
@@ -30,6 +34,10 @@ The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes ba
 largest measurable delay is that window (60000 frames at 48 kHz). It stops once the estimate
 is stable to 0.01 frame over a second, or after --duration. The sim driver runs the virtual
 device's loop without real time (deterministic); virtual runs it on a timer-paced RT thread.
+With --driver jack the estimator is a JACK client at the server's buffer size and rate; it
+prints what the server's port latencies declare for the loop (playback + capture, plus the
+one period a loop closed inside the graph takes) and the extra latency the backend's -I/-O
+arguments would need, as jack_iodelay does. Windows an xrun touched are left out.
 Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
 estimate, or interrupted (partial result written).")]
 pub struct RtlArgs {
@@ -48,11 +56,12 @@ pub struct RtlArgs {
     /// Buffer sizes the model tabulates, e.g. 16..512 (powers of two) or 64,128.
     #[arg(long, default_value = "16..512")]
     pub buffers: String,
-    /// Buffer size of a measured loop.
-    #[arg(long, default_value_t = 64)]
-    pub buffer: u32,
-    #[arg(long, default_value_t = 48000)]
-    pub rate: u32,
+    /// Buffer size of a measured loop [default: 64; jack: the server's].
+    #[arg(long)]
+    pub buffer: Option<u32>,
+    /// Sample rate [default: 48000; jack: the server's].
+    #[arg(long)]
+    pub rate: Option<u32>,
     /// Periods of buffering n.
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
@@ -88,6 +97,14 @@ pub struct RtlArgs {
     pub policy: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// jack: the port our output feeds (e.g. system:playback_1); with --in. Default: our own input.
+    #[arg(long, value_name = "PORT")]
+    pub out: Option<String>,
+    /// jack: the port that feeds our input (e.g. system:capture_1); with --out.
+    #[arg(long = "in", value_name = "PORT")]
+    pub in_port: Option<String>,
+    #[command(flatten)]
+    pub jack: super::jack_args::JackArgs,
 }
 
 fn config(a: &RtlArgs) -> Result<RtlConfig> {
@@ -111,9 +128,12 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
         (true, Some(_)) => return super::usage("--model and --driver exclude each other"),
         (true, None) => None,
         (false, None) => {
-            return super::usage("say what to do: --model, or --driver sim|virtual --loopback")
+            return super::usage(
+                "say what to do: --model, --driver sim|virtual --loopback, or --driver jack",
+            )
         }
         (false, Some(RtlDriverArg::Sim)) => Some(RtlDriver::Sim),
+        (false, Some(RtlDriverArg::Jack)) => Some(RtlDriver::Jack),
         (false, Some(RtlDriverArg::Virtual)) => {
             if !a.loopback {
                 return super::usage(
@@ -123,12 +143,45 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
             Some(RtlDriver::Virtual)
         }
     };
+    let is_jack = driver == Some(RtlDriver::Jack);
+    let mut jack = a.jack.to_config(is_jack, a.buffer, a.rate)?;
+    if let Some(j) = jack.as_mut() {
+        if a.jack.connect.is_some() {
+            return super::usage("rtl's loop ports are --out PORT --in PORT, not --connect");
+        }
+        let virtual_only = a.loopback
+            || a.fraction != 0.0
+            || a.snr.is_some()
+            || a.invert
+            || a.unplugged
+            || a.gain != 0.0;
+        if virtual_only {
+            return super::usage(
+                "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; a JACK loop is what the graph is",
+            );
+        }
+        match (&a.out, &a.in_port) {
+            (Some(o), Some(i)) => {
+                j.connect_out = vec![o.clone()];
+                j.connect_in = vec![i.clone()];
+            }
+            (None, None) => {}
+            _ => {
+                return super::usage(
+                    "give both ends of the loop, --out PORT and --in PORT (or neither: our output into our own input)",
+                )
+            }
+        }
+    } else if a.out.is_some() || a.in_port.is_some() {
+        return super::usage("--out and --in need --driver jack");
+    }
     let buffers = if driver.is_some() {
-        vec![a.buffer]
+        vec![a.buffer.unwrap_or(64)]
     } else {
         crate::units::parse_uint_list(&a.buffers, true)?
     };
-    let mut cfg = RtlConfig::model(a.rate, buffers, a.periods, lat);
+    let mut cfg = RtlConfig::model(a.rate.unwrap_or(48000), buffers, a.periods, lat);
+    cfg.jack = jack;
     cfg.driver = driver;
     cfg.profile = a.profile.clone();
     cfg.loopback.fraction = a.fraction;
@@ -228,6 +281,112 @@ fn summary(r: &RtlRunResult) -> String {
     }
     let m = r.results.measured.as_ref().expect("checked");
     let row = &r.results.model[0];
+    if let Some(j) = &r.results.jack {
+        s = jack_summary(r, j, m);
+    } else {
+        s.push_str(&loop_summary(r, m, row));
+    }
+    if r.results.xruns + r.results.skipped_periods > 0 {
+        s.push_str(&format!(
+            "{} of {} cycles missed their deadline, {} periods skipped; {} estimates left out\n",
+            r.results.xruns, r.results.cycles, r.results.skipped_periods, m.excluded_estimates
+        ));
+    }
+    s
+}
+
+fn polarity_line(m: &rtl::RtlMeasurement) -> String {
+    format!(
+        "polarity {}; level {:.1} dBFS, SNR {:.1} dB; {}{}\n",
+        if m.inverted == Some(true) {
+            "INVERTED"
+        } else {
+            "normal"
+        },
+        m.level_dbfs,
+        m.snr_db,
+        m.message,
+        m.converged_after_s
+            .map(|t| format!(" after {t:.2} s"))
+            .unwrap_or_default()
+    )
+}
+
+/// Measured beside what the JACK server declares, and the -I/-O advice.
+fn jack_summary(r: &RtlRunResult, j: &rtl_jack::RtlJack, m: &rtl::RtlMeasurement) -> String {
+    let c = &r.config;
+    let ms = |f: f64| format!("{:.4}", f * 1000.0 / c.rate as f64);
+    let mut s = format!(
+        "RTL through JACK ({} {}), {} frames at {} Hz: {}\n",
+        j.driver.server,
+        j.driver.library_version,
+        c.buffers[0],
+        c.rate,
+        if j.self_loop {
+            format!(
+                "{} → {} (our output into our own input)",
+                j.in_port, j.out_port
+            )
+        } else {
+            format!(
+                "{n}:out_1 → {} … {} → {n}:in_1",
+                j.out_port,
+                j.in_port,
+                n = j.driver.client_name
+            )
+        }
+    );
+    let mut t = new_table(&["", "frames", "ms"]);
+    if let Some(d) = m.delay_frames.filter(|_| m.outcome == RtlOutcome::Measured) {
+        t.add_row(vec![num("measured"), num(format!("{d:.4}")), num(ms(d))]);
+    }
+    let dec = j.declared_frames as f64;
+    t.add_row(vec![
+        num(format!(
+            "declared: playback {} + capture {} + graph {}×{}",
+            j.playback_latency_frames[1],
+            j.capture_latency_frames[1],
+            j.graph_periods,
+            c.buffers[0]
+        )),
+        num(j.declared_frames),
+        num(ms(dec)),
+    ]);
+    if let Some(x) = j.extra_frames {
+        t.add_row(vec![
+            num("extra (measured − declared)"),
+            // No "-0.0000" for a rounding residue.
+            num(format!("{:+.4}", (x * 1e4).round() / 1e4 + 0.0)),
+            num(ms((x * 1e4).round() / 1e4 + 0.0)),
+        ]);
+    }
+    s.push_str(&format!("{t}\n"));
+    match m.outcome {
+        RtlOutcome::Measured => {
+            if let Some(io) = j.io_arg_frames {
+                s.push_str(&format!("use {io} for the backend arguments -I and -O\n"));
+            }
+            if let Some(x) = j.iodelay_extra_frames {
+                s.push_str(&format!(
+                    "jack_iodelay would print \"extra loopback latency\" {x:.0} frames (it counts no graph period)\n"
+                ));
+            }
+            s.push_str(&polarity_line(m));
+        }
+        _ => s.push_str(&format!("no measurement: {}\n", m.message)),
+    }
+    if j.driver.server_xruns > 0 {
+        s.push_str(&format!(
+            "the server reported {} xruns; {} were excluded after the run\n",
+            j.driver.server_xruns, j.server_xruns_excluded
+        ));
+    }
+    s
+}
+
+fn loop_summary(r: &RtlRunResult, m: &rtl::RtlMeasurement, row: &rtl::ModelRow) -> String {
+    let c = &r.config;
+    let mut s = String::new();
     match m.outcome {
         RtlOutcome::Measured => {
             let d = m.delay_frames.unwrap_or(0.0);
@@ -261,28 +420,9 @@ fn summary(r: &RtlRunResult) -> String {
                 ]);
             }
             s.push_str(&format!("{t}\n"));
-            s.push_str(&format!(
-                "polarity {}; level {:.1} dBFS, SNR {:.1} dB; {}{}\n",
-                if m.inverted == Some(true) {
-                    "INVERTED"
-                } else {
-                    "normal"
-                },
-                m.level_dbfs,
-                m.snr_db,
-                m.message,
-                m.converged_after_s
-                    .map(|t| format!(" after {t:.2} s"))
-                    .unwrap_or_default()
-            ));
+            s.push_str(&polarity_line(m));
         }
         _ => s.push_str(&format!("no measurement: {}\n", m.message)),
-    }
-    if r.results.xruns > 0 {
-        s.push_str(&format!(
-            "{} of {} cycles missed their deadline\n",
-            r.results.xruns, r.results.cycles
-        ));
     }
     s
 }

@@ -16,6 +16,7 @@ pub enum DriverArg {
     Virtual,
     Sim,
     Jack,
+    Alsa,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -36,28 +37,38 @@ Examples:
   xrunlab run --driver sim --chain 'burn(10%)' --inject late:100:2ms --inject preempt:200:3ms
   xrunlab run --chain 'burn(30%)' --stress cpu,proc --duration 30s       # under load
   xrunlab run --chain 'burn(30%)' --compete voip --duration 10s          # beside a VoIP-like RT task
+  xrunlab run --driver alsa --device hw:0 --buffer 128 --periods 2 --chain 'burn(20%)'
+  xrunlab run --driver alsa --device hw:Loopback --access mmap --buffer 64 --periods 3
 
 The sim driver is deterministic for a --seed. Its compute time comes from a cost model by
 default (burn(X%) costs X% of the period; other plugins cost what --cost declares, else 0);
 --sim-compute measured runs the DSP for real instead.
+With --driver alsa, --buffer is ALSA's period size, --periods ALSA's periods, and ALSA's buffer
+size is their product; the device may round them and the run uses what it accepted (the
+result's `alsa` section has the negotiated setup, the delay ALSA reports and the xruns it
+recovered). A device that cannot be opened exits 3 with ALSA's error.
 A cycle is an xrun when it ends after t_ideal + (n-1)·P; its cause is the largest of the
 scheduler's wake-up delay (late-wakeup), the critical path's CPU time (overload) and the rest
 of its wall time (interference). Exit codes: 0 ok, 1 --fail-on-xrun and xruns happened,
 2 bad usage, 3 cannot measure, interrupted or stopped by the watchdog (partial result written).")]
 pub struct RunArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
-    /// or a JACK server (jackd2, or PipeWire under pw-jack).
+    /// a JACK server (jackd2, or PipeWire under pw-jack), or an ALSA PCM (--device).
     #[arg(long, value_enum, default_value = "virtual")]
     pub driver: DriverArg,
     /// Sample rate in Hz [default: 48000; jack: the server's].
     #[arg(long)]
     pub rate: Option<u32>,
-    /// Frames per period [default: 64; jack: the server's, see --set-buffer].
+    /// Frames per period [default: 64; jack: the server's, see --set-buffer; alsa: ALSA's
+    /// period size].
     #[arg(long)]
     pub buffer: Option<u32>,
     #[command(flatten)]
     pub jack: super::jack_args::JackArgs,
-    /// Periods of buffering n (the deadline is n−1 periods after the interrupt).
+    #[command(flatten)]
+    pub alsa: super::alsa_args::AlsaArgs,
+    /// Periods of buffering n (the deadline is n−1 periods after the interrupt; alsa:
+    /// ALSA's periods).
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
     /// Tracks run in parallel, 1..64.
@@ -129,6 +140,7 @@ impl RunArgs {
             DriverArg::Virtual => DriverKind::Virtual,
             DriverArg::Sim => DriverKind::Sim,
             DriverArg::Jack => DriverKind::Jack,
+            DriverArg::Alsa => DriverKind::Alsa,
         };
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
@@ -146,6 +158,7 @@ impl RunArgs {
         c.jack = self
             .jack
             .to_config(driver == DriverKind::Jack, self.buffer, self.rate)?;
+        c.alsa = self.alsa.to_config(driver == DriverKind::Alsa)?;
         c.periods = self.periods;
         c.tracks = self.tracks;
         c.duration_ns = self.duration;

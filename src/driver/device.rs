@@ -9,7 +9,8 @@
 //! periods in between are *skipped*: the device played them with no fresh data. With n = 2
 //! no backlog can build up without an xrun.
 
-use super::DeviceParams;
+use super::signal::{InputSource, OutputSink};
+use super::{AudioIo, CycleHandler, CycleTiming, DeviceParams, DriverStats, TimeBase};
 
 #[derive(Debug, Clone)]
 pub struct DeviceClock {
@@ -35,7 +36,79 @@ pub struct NextCycle {
     pub skipped_before: u32,
 }
 
+impl NextCycle {
+    /// The timing the handler sees when this period woke at `wake_ns`.
+    #[inline]
+    pub fn timing(&self, wake_ns: u64, time: TimeBase) -> CycleTiming {
+        CycleTiming {
+            cycle: self.cycle,
+            t_ideal_ns: self.t_ideal_ns,
+            release_ns: self.release_ns,
+            wake_ns,
+            deadline_ns: self.deadline_ns,
+            prev_wake_ns: self.prev_wake_ns,
+            skipped_before: self.skipped_before,
+            time,
+        }
+    }
+}
+
+/// A software device's stereo period buffers, and the one step both software drivers take
+/// per period once it has woken: input in, handler, output out, clock advanced.
+pub struct PeriodBuffers {
+    in_l: Vec<f32>,
+    in_r: Vec<f32>,
+    out_l: Vec<f32>,
+    out_r: Vec<f32>,
+}
+
+impl PeriodBuffers {
+    pub fn new(frames: u32) -> Self {
+        let f = frames as usize;
+        PeriodBuffers {
+            in_l: vec![0.0; f],
+            in_r: vec![0.0; f],
+            out_l: vec![0.0; f],
+            out_r: vec![0.0; f],
+        }
+    }
+
+    #[inline]
+    pub fn process(
+        &mut self,
+        clock: &mut DeviceClock,
+        timing: &CycleTiming,
+        h: &mut dyn CycleHandler,
+        source: &mut dyn InputSource,
+        sink: &mut dyn OutputSink,
+    ) {
+        let first_frame = timing.cycle * clock.params.frames as u64;
+        source.fill(first_frame, &mut self.in_l, &mut self.in_r);
+        let mut io = AudioIo {
+            in_l: &self.in_l,
+            in_r: &self.in_r,
+            out_l: &mut self.out_l,
+            out_r: &mut self.out_r,
+        };
+        let rec = h.process_cycle(&mut io, timing);
+        sink.consume(first_frame, &self.out_l, &self.out_r, !rec.xrun);
+        clock.complete(rec.wake_ns, rec.end_ns, rec.xrun);
+    }
+}
+
 impl DeviceClock {
+    /// What a run of `periods_total` device periods did, counted within those periods.
+    pub fn stats(&self, periods_total: u64, sink: &dyn OutputSink) -> DriverStats {
+        let (skipped_periods, periods_elapsed) = self.totals_within(periods_total);
+        DriverStats {
+            cycles: self.cycles,
+            skipped_periods,
+            xruns: self.xruns,
+            periods_elapsed,
+            sink: sink.stats(),
+        }
+    }
+
     pub fn new(params: DeviceParams, t0_ns: u64) -> Self {
         DeviceClock {
             params,

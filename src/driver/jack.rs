@@ -959,6 +959,14 @@ fn match_xruns(slots: &[XrunSlot], t0: u64, report: &mut JackReport) {
     }
 }
 
+impl JackClient {
+    /// The name the server gave this client (it renames a taken one), so a caller can
+    /// address the ports `run` registers (`NAME:in_1`, `NAME:out_1`, …).
+    pub fn client_name(&self) -> &str {
+        self.client.name()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

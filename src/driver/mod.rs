@@ -10,6 +10,7 @@
 //!
 //! The device semantics shared by `virtual` and `sim` live in [`DeviceClock`].
 
+pub mod alsa;
 pub mod device;
 pub mod jack;
 pub mod signal;

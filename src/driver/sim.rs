@@ -8,8 +8,9 @@
 //! injected late wake-up. Injected long compute / preemption reach the handler through
 //! `TimeBase::Simulated`. Events aimed at a period that ends up skipped are not applied.
 
+use super::device::PeriodBuffers;
 use super::signal::{InputSource, OutputSink, Rng};
-use super::{AudioIo, CycleHandler, CycleTiming, DeviceClock, DeviceParams, DriverStats};
+use super::{CycleHandler, DeviceClock, DeviceParams, DriverStats};
 use super::{StopReason, TimeBase};
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
@@ -275,26 +276,19 @@ pub struct SimDriver {
     sampler: Sampler,
     events: Vec<SimEvent>,
     periods_total: u64,
-    in_l: Vec<f32>,
-    in_r: Vec<f32>,
-    out_l: Vec<f32>,
-    out_r: Vec<f32>,
+    buffers: PeriodBuffers,
 }
 
 impl SimDriver {
     pub fn new(params: DeviceParams, cfg: &SimConfig, seed: u64, periods_total: u64) -> Self {
         let mut events = cfg.events.clone();
         events.sort_by_key(|e| e.cycle);
-        let f = params.frames as usize;
         SimDriver {
             clock: DeviceClock::new(params, SIM_T0_NS),
             sampler: Sampler::new(&cfg.latency, seed),
             events,
             periods_total,
-            in_l: vec![0.0; f],
-            in_r: vec![0.0; f],
-            out_l: vec![0.0; f],
-            out_r: vec![0.0; f],
+            buffers: PeriodBuffers::new(params.frames),
         }
     }
 
@@ -309,7 +303,6 @@ impl SimDriver {
         source: &mut dyn InputSource,
         sink: &mut dyn OutputSink,
     ) -> (StopReason, DriverStats) {
-        let frames = self.clock.params.frames as u64;
         let mut ev = 0usize;
         let reason = loop {
             let n = self.clock.next_cycle();
@@ -335,40 +328,17 @@ impl SimDriver {
             let drawn = self.sampler.draw();
             let slept = n.release_ns == n.t_ideal_ns;
             let wake = n.release_ns + if slept { drawn } else { 0 } + late;
-            let timing = CycleTiming {
-                cycle: n.cycle,
-                t_ideal_ns: n.t_ideal_ns,
-                release_ns: n.release_ns,
-                wake_ns: wake,
-                deadline_ns: n.deadline_ns,
-                prev_wake_ns: n.prev_wake_ns,
-                skipped_before: n.skipped_before,
-                time: TimeBase::Simulated {
+            let timing = n.timing(
+                wake,
+                TimeBase::Simulated {
                     extra_cpu_ns: cpu,
                     extra_interference_ns: pre,
                 },
-            };
-            source.fill(n.cycle * frames, &mut self.in_l, &mut self.in_r);
-            let mut io = AudioIo {
-                in_l: &self.in_l,
-                in_r: &self.in_r,
-                out_l: &mut self.out_l,
-                out_r: &mut self.out_r,
-            };
-            let rec = h.process_cycle(&mut io, &timing);
-            sink.consume(n.cycle * frames, &self.out_l, &self.out_r, !rec.xrun);
-            self.clock.complete(rec.wake_ns, rec.end_ns, rec.xrun);
+            );
+            self.buffers
+                .process(&mut self.clock, &timing, h, source, sink);
         };
-        (
-            reason,
-            DriverStats {
-                cycles: self.clock.cycles,
-                skipped_periods: self.clock.totals_within(self.periods_total).0,
-                xruns: self.clock.xruns,
-                periods_elapsed: self.clock.totals_within(self.periods_total).1,
-                sink: sink.stats(),
-            },
-        )
+        (reason, self.clock.stats(self.periods_total, sink))
     }
 }
 

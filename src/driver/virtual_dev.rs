@@ -2,9 +2,9 @@
 //! `clock_nanosleep` on CLOCK_MONOTONIC (cyclictest's method), so the device clock is exact
 //! and never shifts with the engine (see `device.rs` for the semantics).
 
+use super::device::PeriodBuffers;
 use super::signal::{InputSource, OutputSink};
-use super::{AudioIo, CycleHandler, CycleTiming, DeviceClock, DeviceParams, DriverStats};
-use super::{StopReason, TimeBase};
+use super::{CycleHandler, DeviceClock, DeviceParams, DriverStats, StopReason, TimeBase};
 use crate::rt::clock::{monotonic_ns, sleep_until_ns};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -14,22 +14,15 @@ pub const START_DELAY_NS: u64 = 20_000_000;
 pub struct VirtualDriver {
     params: DeviceParams,
     periods_total: u64,
-    in_l: Vec<f32>,
-    in_r: Vec<f32>,
-    out_l: Vec<f32>,
-    out_r: Vec<f32>,
+    buffers: PeriodBuffers,
 }
 
 impl VirtualDriver {
     pub fn new(params: DeviceParams, periods_total: u64) -> Self {
-        let f = params.frames as usize;
         VirtualDriver {
             params,
             periods_total,
-            in_l: vec![0.0; f],
-            in_r: vec![0.0; f],
-            out_l: vec![0.0; f],
-            out_r: vec![0.0; f],
+            buffers: PeriodBuffers::new(params.frames),
         }
     }
 
@@ -43,7 +36,6 @@ impl VirtualDriver {
         sink: &mut dyn OutputSink,
     ) -> (StopReason, DriverStats) {
         let mut clock = DeviceClock::new(self.params, monotonic_ns() + START_DELAY_NS);
-        let frames = self.params.frames as u64;
         let reason = loop {
             let n = clock.next_cycle();
             if n.cycle >= self.periods_total {
@@ -60,37 +52,10 @@ impl VirtualDriver {
                 // A signal cut the sleep short: re-check the stop request, never run early.
                 continue;
             }
-            let timing = CycleTiming {
-                cycle: n.cycle,
-                t_ideal_ns: n.t_ideal_ns,
-                release_ns: n.release_ns,
-                wake_ns: wake,
-                deadline_ns: n.deadline_ns,
-                prev_wake_ns: n.prev_wake_ns,
-                skipped_before: n.skipped_before,
-                time: TimeBase::Real,
-            };
-            source.fill(n.cycle * frames, &mut self.in_l, &mut self.in_r);
-            let mut io = AudioIo {
-                in_l: &self.in_l,
-                in_r: &self.in_r,
-                out_l: &mut self.out_l,
-                out_r: &mut self.out_r,
-            };
-            let rec = h.process_cycle(&mut io, &timing);
-            sink.consume(n.cycle * frames, &self.out_l, &self.out_r, !rec.xrun);
-            clock.complete(rec.wake_ns, rec.end_ns, rec.xrun);
+            let timing = n.timing(wake, TimeBase::Real);
+            self.buffers.process(&mut clock, &timing, h, source, sink);
         };
-        (
-            reason,
-            DriverStats {
-                cycles: clock.cycles,
-                skipped_periods: clock.totals_within(self.periods_total).0,
-                xruns: clock.xruns,
-                periods_elapsed: clock.totals_within(self.periods_total).1,
-                sink: sink.stats(),
-            },
-        )
+        (reason, clock.stats(self.periods_total, sink))
     }
 }
 

@@ -4,6 +4,7 @@
 use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
 use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
+use crate::driver::alsa::{AlsaConfig, AlsaDevice, AlsaDriver, AlsaReport};
 use crate::driver::jack::{JackClient, JackConfig, JackReport};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
 use crate::driver::sim::{SimConfig, SimDriver};
@@ -28,6 +29,8 @@ pub enum DriverKind {
     Sim,
     /// The engine as a JACK client (jackd2, or PipeWire under pw-jack).
     Jack,
+    /// The engine pushing periods straight into an ALSA PCM.
+    Alsa,
 }
 
 /// Where the sim driver's compute time comes from.
@@ -70,6 +73,9 @@ pub struct RunConfig {
     /// `--driver jack` options (server, client name, connections, --set-buffer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<JackConfig>,
+    /// `--driver alsa` options (device, access).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alsa: Option<AlsaConfig>,
     /// How long a worker spins for the next cycle before sleeping on the futex. Longer than
     /// a period = workers never sleep (lowest wake overhead, a busy core each).
     #[serde(default = "default_worker_spin_ns")]
@@ -109,7 +115,7 @@ impl RunConfig {
             duration_ns: 10_000_000_000,
             cpus: Vec::new(),
             policy: match driver {
-                DriverKind::Virtual | DriverKind::Jack => Policy::fifo(80),
+                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => Policy::fifo(80),
                 DriverKind::Sim => Policy::Other { nice: 0 },
             },
             seed: 1,
@@ -119,11 +125,12 @@ impl RunConfig {
             mlock: driver != DriverKind::Sim,
             sim: SimConfig::default(),
             compute: match driver {
-                DriverKind::Virtual | DriverKind::Jack => ComputeKind::Measured,
+                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => ComputeKind::Measured,
                 DriverKind::Sim => ComputeKind::Model,
             },
             cost: CostModel::default(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
+            alsa: (driver == DriverKind::Alsa).then(AlsaConfig::default),
             worker_spin_ns: default_worker_spin_ns(),
             stress: Vec::new(),
             compete: None,
@@ -273,6 +280,9 @@ pub struct RunResults {
     /// `--driver jack`: the server's view beside ours (xruns it reported, its DSP meter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<JackReport>,
+    /// `--driver alsa`: the negotiated device setup, ALSA's delay and the xruns it recovered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alsa: Option<AlsaReport>,
     /// The load that ran during the run (None: no stress was asked for).
     #[serde(default)]
     pub stress: Option<crate::load::StressRecord>,
@@ -344,7 +354,8 @@ pub fn run_observed(
 ) -> Result<RunResult> {
     // A JACK server decides buffer size and rate: open the client first and build the graph
     // for what it serves. Its cycle is always "done before the next cycle starts" (n = 2).
-    let (cfg, jack_client) = match cfg.driver {
+    let asked = cfg;
+    let (cfg, jack_client, alsa_dev) = match cfg.driver {
         DriverKind::Jack => {
             let jc = cfg.jack.clone().unwrap_or_default();
             let client = JackClient::open(&jc, jc.buffer_requested, jc.rate_requested)?;
@@ -352,16 +363,37 @@ pub fn run_observed(
             c.rate = client.rate;
             c.buffer_frames = client.frames;
             c.periods = 2;
-            (std::borrow::Cow::Owned(c), Some(client))
+            (std::borrow::Cow::Owned(c), Some(client), None)
         }
-        _ => (std::borrow::Cow::Borrowed(cfg), None),
+        // An ALSA device negotiates rate, period and periods: build the graph for what it
+        // accepted.
+        DriverKind::Alsa => {
+            let ac = cfg.alsa.clone().unwrap_or_default();
+            let dev = AlsaDevice::open(&ac, cfg.rate, cfg.buffer_frames, cfg.periods)?;
+            let mut c = cfg.clone();
+            c.rate = dev.rate();
+            c.buffer_frames = dev.period_frames();
+            c.periods = dev.periods();
+            (std::borrow::Cow::Owned(c), None, Some(dev))
+        }
+        _ => (std::borrow::Cow::Borrowed(cfg), None, None),
     };
+    let mut warnings = Vec::new();
+    if alsa_dev.is_some() {
+        let got = (cfg.rate, cfg.buffer_frames, cfg.periods);
+        let asked = (asked.rate, asked.buffer_frames, asked.periods);
+        if got != asked {
+            warnings.push(format!(
+                "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
+                got.0, got.1, got.2, asked.0, asked.1, asked.2
+            ));
+        }
+    }
     let cfg = &*cfg;
     cfg.validate()?;
     let params = cfg.device();
     let period_ns = params.period_ns();
     let periods_total = cfg.periods_total();
-    let mut warnings = Vec::new();
     let cpus = if cfg.cpus.is_empty() {
         crate::rt::affinity::allowed_cpus()?
     } else {
@@ -434,6 +466,8 @@ pub fn run_observed(
     let jack_out: Arc<std::sync::Mutex<JackOutcome>> = Arc::default();
     let jack_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
     let (jack_out2, jack_tid2) = (jack_out.clone(), jack_tid.clone());
+    let alsa_out: Arc<std::sync::Mutex<Option<AlsaReport>>> = Arc::default();
+    let alsa_out2 = alsa_out.clone();
     let driver_thread = spawn_rt(
         ThreadSpec {
             name: "xr-driver".into(),
@@ -447,6 +481,13 @@ pub fn run_observed(
         move || -> (StopReason, DriverStats) {
             let mut source = Generator::new(input, params.rate, seed);
             let mut sink = ContinuitySink::new(input, params.rate);
+            if let Some(dev) = alsa_dev {
+                let mut d = AlsaDriver::new(dev, periods_total);
+                let out = d.run(&mut engine, &stop2, &mut source, &mut sink);
+                *alsa_out2.lock().unwrap_or_else(|e| e.into_inner()) = Some(d.report());
+                drop(engine);
+                return out;
+            }
             let out =
                 match (driver_kind, jack_client) {
                     (DriverKind::Jack, Some(client)) => {
@@ -563,6 +604,24 @@ pub fn run_observed(
             warnings.push("JACK: the server shut down during the run".to_string());
         }
     }
+    let alsa_report = alsa_out.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(a) = &alsa_report {
+        if let Some(n) = &a.capture_note {
+            warnings.push(format!("ALSA: playback only ({n})"));
+        }
+        if a.xruns_recovered > 0 {
+            warnings.push(format!(
+                "ALSA: {} xruns recovered (prepare and restart)",
+                a.xruns_recovered
+            ));
+        }
+        if a.stalled {
+            warnings.push("ALSA: the device stopped delivering periods; the run stopped".into());
+        }
+        if let Some(e) = &a.error {
+            warnings.push(format!("ALSA: {e}; the run stopped there"));
+        }
+    }
     let status = if jack_report.as_ref().is_some_and(|j| j.server_shutdown) {
         Status::ServerShutdown
     } else if wd_report.is_some() {
@@ -658,6 +717,7 @@ pub fn run_observed(
         trace_file: cfg.trace.clone(),
         watchdog: wd_report,
         jack: jack_report,
+        alsa: alsa_report,
         stress: None,
         compete: None,
     };

@@ -107,7 +107,7 @@ impl LoadConfig {
             cpus,
             reserve_cpu: None,
             policy: match driver {
-                DriverKind::Virtual | DriverKind::Jack => Policy::fifo(80),
+                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => Policy::fifo(80),
                 DriverKind::Sim => Policy::Other { nice: 0 },
             },
             mlock: driver != DriverKind::Sim,
@@ -205,7 +205,7 @@ impl LoadConfig {
         };
         let (instance_ns, source) = match self.driver {
             DriverKind::Sim => (self.cost.instance_cost(&e, &ctx)?.0 as f64, "cost-model"),
-            DriverKind::Virtual | DriverKind::Jack => {
+            DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => {
                 let b = crate::dsp::bench::bench_element(&e, &ctx, self.bench_ns)?;
                 (b.ns_per_frame * buffer as f64, "bench")
             }

@@ -7,5 +7,6 @@ pub mod latencytest;
 pub mod loadtest;
 pub mod reservation;
 pub mod rtl;
+pub mod rtl_jack;
 pub mod sched;
 pub mod stats;

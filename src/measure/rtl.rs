@@ -197,6 +197,10 @@ pub struct EstimatePoint {
     pub snr_db: f64,
     /// The delay wrapped: it is at least the maximum measurable.
     pub beyond_range: bool,
+    /// The window held frames an xrun or skipped period disturbed (lost output or input):
+    /// left out of the result and of convergence.
+    #[serde(default)]
+    pub excluded: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -235,6 +239,9 @@ pub struct RtlMeasurement {
     pub tones_hz: Vec<f64>,
     /// One estimate per hop.
     pub estimates: Vec<EstimatePoint>,
+    /// Estimates left out because their window was hit by an xrun.
+    #[serde(default)]
+    pub excluded_estimates: u64,
     pub message: String,
 }
 
@@ -262,6 +269,9 @@ pub struct Estimator {
     converged_at: Option<usize>,
     /// Estimates spanning one second.
     k_second: usize,
+    /// Estimates formed from now on whose window starts before this frame are excluded
+    /// (see [`Estimator::disturb`]).
+    taint_until: u64,
 }
 
 impl Estimator {
@@ -303,6 +313,7 @@ impl Estimator {
             estimates: Vec::with_capacity(max_hops),
             converged_at: None,
             k_second,
+            taint_until: 0,
         }
     }
 
@@ -361,9 +372,10 @@ impl Estimator {
         self.cur_hop += 1;
         self.hops_done += 1;
         if self.hops_done >= HOPS as u64 && self.estimates.len() < self.estimates.capacity() {
-            let e = self.estimate();
+            let mut e = self.estimate();
+            e.excluded = self.cur_hop * self.hop - self.w < self.taint_until;
             self.estimates.push(e);
-            if self.converged_at.is_none() && self.stable_last_second().is_some() {
+            if self.converged_at.is_none() && self.stable_ending(self.estimates.len() - 1) {
                 self.converged_at = Some(self.estimates.len() - 1);
             }
         }
@@ -399,6 +411,7 @@ impl Estimator {
             level_dbfs,
             snr_db,
             beyond_range: false,
+            excluded: false,
         };
         if level_dbfs < self.cfg.min_level_dbfs || snr_db < self.cfg.min_snr_db {
             return p;
@@ -444,39 +457,100 @@ impl Estimator {
         Some((h as f64 + 0.25) * self.hop as f64)
     }
 
-    fn stable_last_second(&self) -> Option<(f64, f64)> {
-        let n = self.estimates.len();
-        if n < self.k_second {
-            return None;
+    /// The `k_second` estimates ending at index `i` are all clean numbers of one polarity
+    /// within `CONVERGED_FRAMES` of each other.
+    fn stable_ending(&self, i: usize) -> bool {
+        if i + 1 < self.k_second {
+            return false;
         }
-        let last = &self.estimates[n - self.k_second..];
+        let last = &self.estimates[i + 1 - self.k_second..=i];
         let inv = last[0].inverted;
-        let (mut lo, mut hi, mut sum) = (f64::MAX, f64::MIN, 0.0);
+        let (mut lo, mut hi) = (f64::MAX, f64::MIN);
         for e in last {
-            let d = e.delay_frames?;
-            if e.inverted != inv {
-                return None;
+            let Some(d) = e.delay_frames else {
+                return false;
+            };
+            if e.excluded || e.inverted != inv {
+                return false;
             }
             lo = lo.min(d);
             hi = hi.max(d);
-            sum += d;
         }
-        (hi - lo <= CONVERGED_FRAMES).then_some((sum / last.len() as f64, hi - lo))
+        hi - lo <= CONVERGED_FRAMES
+    }
+
+    /// Stream frames `[from, to)` were disturbed: a cycle missed its deadline (its output
+    /// never reached the loop) or periods were skipped (neither their input nor their
+    /// output exists). The damage reaches the input at those frames and again one loop
+    /// delay later, so every window overlapping `[from, to + delay)` is excluded — the
+    /// ones already formed and the ones to come. Before a delay is known the whole window
+    /// stands in for it. Allocation-free: callable from the real-time cycle, and after a
+    /// run for xruns the server reported late.
+    pub fn disturb(&mut self, from: u64, to: u64) {
+        let delay = self
+            .estimates
+            .iter()
+            .rev()
+            .find_map(|e| e.delay_frames.filter(|_| !e.excluded))
+            .map(|d| d.ceil() as u64 + 1)
+            .unwrap_or(self.w)
+            .min(self.w);
+        let until = to + delay;
+        self.taint_until = self.taint_until.max(until);
+        let (w, hop) = (self.w, self.hop);
+        let mut hit_converged = false;
+        for (i, e) in self.estimates.iter_mut().enumerate() {
+            let end = (e.t_s * self.cfg.rate as f64).round() as u64;
+            // Window [end − W, end), end a multiple of the hop.
+            let end = end.div_ceil(hop) * hop;
+            if end > from && end.saturating_sub(w) < until && !e.excluded {
+                e.excluded = true;
+                if let Some(c) = self.converged_at {
+                    hit_converged |= i + self.k_second > c && i <= c;
+                }
+            }
+        }
+        if hit_converged {
+            self.converged_at = (0..self.estimates.len()).find(|&i| self.stable_ending(i));
+        }
     }
 
     pub fn converged(&self) -> bool {
         self.converged_at.is_some()
     }
 
+    /// Stream frame at which the estimate converged (the end of that window).
+    pub fn converged_at_frame(&self) -> Option<u64> {
+        self.converged_at
+            .map(|i| (self.estimates[i].t_s * self.cfg.rate as f64).round() as u64)
+    }
+
     /// The conclusion so far (allocates: call after the real-time part).
     pub fn result(&self) -> RtlMeasurement {
         let rate = self.cfg.rate as f64;
-        let last = self.estimates.last().copied();
-        let n = self.estimates.len();
-        let tail = &self.estimates[n.saturating_sub(self.k_second)..];
+        // Estimates an xrun disturbed do not count; the last second is the last k_second
+        // clean ones.
+        let clean: Vec<EstimatePoint> = self
+            .estimates
+            .iter()
+            .filter(|e| !e.excluded)
+            .copied()
+            .collect();
+        let excluded = (self.estimates.len() - clean.len()) as u64;
+        let last = clean.last().copied();
+        let n = clean.len();
+        let tail = &clean[n.saturating_sub(self.k_second)..];
         let valid: Vec<f64> = tail.iter().filter_map(|e| e.delay_frames).collect();
-        let (mut outcome, mut delay, mut spread, message);
+        let (mut outcome, mut delay, mut spread, mut message);
         match last {
+            None if excluded > 0 => {
+                outcome = RtlOutcome::NoEstimate;
+                delay = None;
+                spread = None;
+                message = format!(
+                    "no estimate: all {excluded} estimates were hit by xruns or skipped periods"
+                );
+            }
             None => {
                 outcome = RtlOutcome::NoEstimate;
                 delay = None;
@@ -530,6 +604,12 @@ impl Estimator {
             spread = None;
             delay = None;
         }
+        if excluded > 0 && outcome != RtlOutcome::NoEstimate {
+            message.push_str(&format!(
+                " ({excluded} of {} estimates left out: their window was hit by an xrun)",
+                self.estimates.len()
+            ));
+        }
         RtlMeasurement {
             outcome,
             delay_frames: delay,
@@ -554,6 +634,7 @@ impl Estimator {
             hop_frames: self.hop,
             tones_hz: self.tones_hz(),
             estimates: self.estimates.clone(),
+            excluded_estimates: excluded,
             message,
         }
     }
@@ -797,9 +878,7 @@ mod tests {
 // `xrunlab rtl`: the library entry point
 // ---------------------------------------------------------------------------------------
 
-/// What paces a measured loop. A JACK loop plugs in as another variant: its process
-/// callback calls [`Estimator::process`] with the input port's buffer and the output port's
-/// buffer at the frame JACK reports, and its model comes from the ports' declared latencies.
+/// What paces a measured loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RtlDriver {
@@ -807,6 +886,9 @@ pub enum RtlDriver {
     Sim,
     /// The timer-paced virtual device on an RT thread, its outputs looped back.
     Virtual,
+    /// A JACK client: its process callback runs the estimator on its ports (see
+    /// `measure::rtl_jack`); the server decides buffer size and rate.
+    Jack,
 }
 
 /// What `xrunlab rtl` was asked.
@@ -826,6 +908,10 @@ pub struct RtlConfig {
     pub seed: u64,
     /// Policy of the virtual driver's thread.
     pub policy: crate::rt::Policy,
+    /// The JACK client (`--driver jack`): server, name, and the loop's ports — `connect_out`
+    /// /`connect_in` hold `--out`/`--in`; both empty = our output into our own input.
+    #[serde(default)]
+    pub jack: Option<crate::driver::jack::JackConfig>,
 }
 
 impl RtlConfig {
@@ -841,6 +927,7 @@ impl RtlConfig {
             min_level_dbfs: -60.0,
             seed: 1,
             policy: crate::rt::Policy::fifo(80),
+            jack: None,
         }
     }
 
@@ -896,6 +983,13 @@ pub struct RtlResults {
     /// Device cycles run and cycles that missed their deadline (their output was lost).
     pub cycles: u64,
     pub xruns: u64,
+    /// Periods the device ran without our cycle (a late cycle made the server skip us).
+    #[serde(default)]
+    pub skipped_periods: u64,
+    /// `--driver jack`: the loop's ports, the server's declared latencies and the extra
+    /// latency its `-I`/`-O` would need.
+    #[serde(default)]
+    pub jack: Option<super::rtl_jack::RtlJack>,
 }
 
 #[derive(Debug, Clone)]
@@ -912,6 +1006,19 @@ pub fn run(
     progress: &dyn crate::progress::Progress,
 ) -> crate::Result<RtlRunResult> {
     use crate::results::Status;
+    // A JACK server decides buffer size and rate: open the client first and model what it
+    // serves.
+    let (cfg, jack_client) = match cfg.driver {
+        Some(RtlDriver::Jack) => {
+            let client = super::rtl_jack::open(cfg)?;
+            let mut c = cfg.clone();
+            c.rate = client.rate;
+            c.buffers = vec![client.frames];
+            (std::borrow::Cow::Owned(c), Some(client))
+        }
+        _ => (std::borrow::Cow::Borrowed(cfg), None),
+    };
+    let cfg = &*cfg;
     cfg.validate()?;
     let min = cfg
         .profile
@@ -934,6 +1041,8 @@ pub fn run(
         error_frames: None,
         cycles: 0,
         xruns: 0,
+        skipped_periods: 0,
+        jack: None,
     };
     let mut warnings = Vec::new();
     let Some(driver) = cfg.driver else {
@@ -947,7 +1056,7 @@ pub fn run(
     let buffer = cfg.buffers[0];
     let mut ecfg = EstimatorConfig::new(cfg.rate, cfg.duration_ns);
     ecfg.min_level_dbfs = cfg.min_level_dbfs;
-    let mut est = Estimator::new(ecfg);
+    let est = Estimator::new(ecfg);
     let line = LoopLine::new(
         &cfg.loopback,
         buffer,
@@ -956,40 +1065,57 @@ pub fn run(
         cfg.seed,
     );
     let max_frames = (cfg.duration_ns as u128 * cfg.rate as u128 / 1_000_000_000) as u64;
-    let mut status = Status::Complete;
-    match driver {
-        RtlDriver::Sim => {
-            let mut line = line;
+    let lr = match (driver, jack_client) {
+        (RtlDriver::Jack, Some(client)) => super::rtl_jack::run(cfg, client, est, progress)?,
+        (RtlDriver::Jack, None) => unreachable!("the JACK client is opened above"),
+        (RtlDriver::Sim, _) => {
+            let (mut est, mut line) = (est, line);
             progress.set_message("rtl (offline)");
             let frames = run_offline(&mut est, &mut line, buffer, max_frames);
-            res.cycles = frames / buffer as u64;
-        }
-        RtlDriver::Virtual => {
-            let (est2, cycles, xruns, stopped) = run_virtual(cfg, est, line, max_frames, progress)?;
-            est = est2;
-            res.cycles = cycles;
-            res.xruns = xruns;
-            if stopped {
-                status = Status::Interrupted;
-            }
-            if xruns > 0 {
-                warnings.push(format!(
-                    "{xruns} cycles missed their deadline: their output never reached the loop, which can bias the estimate"
-                ));
+            super::rtl_jack::LoopRun {
+                est: Some(est),
+                cycles: frames / buffer as u64,
+                xruns: 0,
+                skipped: 0,
+                interrupted: false,
+                warnings: Vec::new(),
+                jack: None,
             }
         }
-    }
+        (RtlDriver::Virtual, _) => run_virtual(cfg, est, line, max_frames, progress)?,
+    };
     progress.finish();
-    let m = est.result();
-    let model_f = model_frames(buffer, cfg.periods, &cfg.loopback.latency) as f64;
-    let truth = model_f + cfg.loopback.fraction;
-    res.truth_frames = Some(truth);
-    res.difference_frames = m.delay_frames.map(|d| d - model_f);
-    res.error_frames = m.delay_frames.map(|d| d - truth);
-    if m.outcome == RtlOutcome::Measured && !m.converged {
-        warnings.push(m.message.clone());
+    res.cycles = lr.cycles;
+    res.xruns = lr.xruns;
+    res.skipped_periods = lr.skipped;
+    res.jack = lr.jack;
+    warnings.extend(lr.warnings);
+    let status = if lr.interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    if lr.xruns + lr.skipped > 0 {
+        warnings.push(format!(
+            "{} cycles missed their deadline and {} periods were skipped: the estimates whose window they touched are left out",
+            lr.xruns, lr.skipped
+        ));
     }
-    res.measured = Some(m);
+    let model_f = model_frames(buffer, cfg.periods, &cfg.loopback.latency) as f64;
+    if let Some(est) = lr.est {
+        let m = est.result();
+        // Only the virtual loop has a ground truth.
+        if driver != RtlDriver::Jack {
+            let truth = model_f + cfg.loopback.fraction;
+            res.truth_frames = Some(truth);
+            res.error_frames = m.delay_frames.map(|d| d - truth);
+        }
+        res.difference_frames = m.delay_frames.map(|d| d - model_f);
+        if m.outcome == RtlOutcome::Measured && !m.converged {
+            warnings.push(m.message.clone());
+        }
+        res.measured = Some(m);
+    }
     Ok(RtlRunResult {
         status,
         config: cfg.clone(),
@@ -998,12 +1124,36 @@ pub fn run(
     })
 }
 
-struct LoopHandler {
-    est: Estimator,
+/// The estimator as the whole "graph" of a device cycle: the virtual device's and JACK's
+/// loops run this handler.
+pub(crate) struct LoopHandler {
+    pub(crate) est: Estimator,
     frames: u64,
+    /// A copy of the input: a server may hand out one buffer for a port and the port that
+    /// feeds it, and the estimator reads and writes sample by sample.
+    scratch: Vec<f32>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    cycles: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    xruns: u64,
+    pub(crate) cycles: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) xruns: u64,
+    pub(crate) skipped: u64,
+}
+
+impl LoopHandler {
+    pub(crate) fn new(
+        est: Estimator,
+        frames: u32,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        LoopHandler {
+            est,
+            frames: frames as u64,
+            scratch: vec![0.0; frames as usize],
+            stop,
+            cycles: Default::default(),
+            xruns: 0,
+            skipped: 0,
+        }
+    }
 }
 
 impl crate::driver::CycleHandler for LoopHandler {
@@ -1014,7 +1164,18 @@ impl crate::driver::CycleHandler for LoopHandler {
     ) -> crate::engine::probe::CycleRecord {
         use std::sync::atomic::Ordering;
         let wake = crate::rt::clock::monotonic_ns();
-        self.est.process(t.cycle * self.frames, io.in_l, io.out_l);
+        // Once converged the handler only waits for the driver to stop: later cycles (and
+        // their xruns) must not reach the result.
+        let done = self.est.converged();
+        let frame = t.cycle * self.frames;
+        if done {
+            io.out_l.fill(0.0);
+        } else {
+            let n = io.in_l.len().min(self.scratch.len());
+            self.scratch[..n].copy_from_slice(&io.in_l[..n]);
+            self.est
+                .process(frame, &self.scratch[..n], &mut io.out_l[..n]);
+        }
         io.out_r.copy_from_slice(io.out_l);
         let end = crate::rt::clock::monotonic_ns();
         let mut rec = crate::engine::probe::CycleRecord {
@@ -1027,7 +1188,21 @@ impl crate::driver::CycleHandler for LoopHandler {
             ..crate::engine::probe::CycleRecord::EMPTY
         };
         crate::engine::probe::account(&mut rec);
-        self.xruns += rec.xrun as u64;
+        if t.skipped_before > 0 {
+            self.skipped += t.skipped_before as u64;
+            if !done {
+                // Neither the skipped periods' input nor their output exists.
+                let from = frame.saturating_sub(t.skipped_before as u64 * self.frames);
+                self.est.disturb(from, frame);
+            }
+        }
+        if rec.xrun {
+            self.xruns += 1;
+            if !done {
+                // This cycle's output missed the device.
+                self.est.disturb(frame, frame + self.frames);
+            }
+        }
         self.cycles.fetch_add(1, Ordering::Relaxed);
         if self.est.converged() {
             self.stop.store(true, Ordering::Relaxed);
@@ -1044,9 +1219,9 @@ fn run_virtual(
     line: LoopLine,
     max_frames: u64,
     progress: &dyn crate::progress::Progress,
-) -> crate::Result<(Estimator, u64, u64, bool)> {
+) -> crate::Result<super::rtl_jack::LoopRun> {
     use crate::driver::Driver;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let buffer = cfg.buffers[0];
     let params = crate::driver::DeviceParams {
@@ -1056,14 +1231,8 @@ fn run_virtual(
     };
     let periods_total = max_frames.div_ceil(buffer as u64).max(1);
     let stop = Arc::new(AtomicBool::new(false));
-    let cycles = Arc::new(AtomicU64::new(0));
-    let mut handler = LoopHandler {
-        est,
-        frames: buffer as u64,
-        stop: stop.clone(),
-        cycles: cycles.clone(),
-        xruns: 0,
-    };
+    let mut handler = LoopHandler::new(est, buffer, stop.clone());
+    let cycles = handler.cycles.clone();
     let (mut src, mut sink) = loopback(line);
     let stop2 = stop.clone();
     let th = crate::rt::thread::spawn_rt(
@@ -1088,5 +1257,13 @@ fn run_virtual(
     // Stopping on convergence uses the same flag as a stop request; only a signal counts
     // as interrupted.
     let interrupted = reason == crate::driver::StopReason::Stopped && !h.est.converged();
-    Ok((h.est, cycles.load(Ordering::Relaxed), h.xruns, interrupted))
+    Ok(super::rtl_jack::LoopRun {
+        cycles: cycles.load(Ordering::Relaxed),
+        xruns: h.xruns,
+        skipped: h.skipped,
+        est: Some(h.est),
+        interrupted,
+        warnings: Vec::new(),
+        jack: None,
+    })
 }

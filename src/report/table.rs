@@ -219,6 +219,9 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
             w.demoted.len()
         ));
     }
+    if let Some(a) = &x.alsa {
+        s.push_str(&alsa_line(a));
+    }
     if let Some(st) = &x.stress {
         s.push_str(&stress_line(st));
     }
@@ -229,6 +232,24 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
         s.push_str(&format!("status: {:?} (partial result)\n", r.status));
     }
     s
+}
+
+/// The ALSA device as negotiated, the delay it reported and the xruns it recovered.
+fn alsa_line(a: &crate::driver::alsa::AlsaReport) -> String {
+    format!(
+        "alsa: '{}' {} {} {}ch, period {} × {} = buffer {} frames, {}; delay {:.0} frames ({}), {} xruns recovered\n",
+        a.device,
+        a.format,
+        a.access.as_str(),
+        a.channels,
+        a.period_frames,
+        a.periods,
+        a.buffer_frames,
+        if a.capture { "duplex" } else { "playback only" },
+        a.delay_frames.mean,
+        crate::units::format_ns(a.delay_frames.mean_ns.round() as u64),
+        a.xruns_recovered
+    )
 }
 
 /// Seed 004's Table 2 shape: min/avg/max (and p99) per phase and CPU, phases side by side.

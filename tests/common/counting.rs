@@ -1,21 +1,25 @@
 //! A counting global allocator for "no allocation on the real-time path" tests (DESIGN.md §5).
 //! Each test binary that uses it declares `#[global_allocator] static A: Counting = Counting;`
-//! itself; allocations are counted only on threads that armed the counter.
+//! itself. Heap operations (alloc, realloc, dealloc) are counted on threads that armed
+//! [`ARMED`], or on every thread while [`ALL_THREADS`] is set — the latter only in a test that
+//! is alone in its binary, since any concurrent test's allocations would count too.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Counting;
 
 pub static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+pub static ALL_THREADS: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     pub static ARMED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn count() {
-    if ARMED.with(|a| a.get()) {
+    if ALL_THREADS.load(Ordering::Relaxed) || ARMED.with(|a| a.get()) {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -38,4 +42,13 @@ unsafe impl GlobalAlloc for Counting {
         count();
         unsafe { System.dealloc(p, l) }
     }
+}
+
+/// Heap operations made on any thread while `f` runs.
+pub fn on_all_threads<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCS.load(Ordering::SeqCst);
+    ALL_THREADS.store(true, Ordering::SeqCst);
+    let r = f();
+    ALL_THREADS.store(false, Ordering::SeqCst);
+    (r, ALLOCS.load(Ordering::SeqCst) - before)
 }

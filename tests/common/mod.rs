@@ -40,5 +40,25 @@ pub fn xrunlab() -> assert_cmd::Command {
     c.env_remove("XRUNLAB_LOG");
     c
 }
+pub mod alsa;
 pub mod counting;
 pub mod servers;
+
+/// Processes whose environment holds `needle`: every descendant inherits the environment,
+/// so a marker variable finds a command's children even after they leave its process group.
+/// Written here rather than taken from the library so tests check the library's own scan.
+pub fn pids_with_env(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| {
+                    env.split(|&b| b == 0)
+                        .any(|kv| kv.starts_with(needle.as_bytes()))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}

@@ -1,0 +1,40 @@
+//! A test-local ALSA configuration with PCMs routed to a private JACK server through the
+//! ALSA `jack` plugin (Debian libasound2-plugins), so the `alsa` driver runs against the
+//! real ALSA API, paced in real time, without a sound card.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The system configuration ALSA_CONFIG_PATH replaces; ours includes it first, so every
+/// standard PCM and plugin definition stays available.
+const SYSTEM_CONF: &str = "/usr/share/alsa/alsa.conf";
+
+/// The plugin module, if installed (multiarch or plain lib directory).
+pub fn jack_plugin() -> Option<PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/usr/lib64",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join("alsa-lib/libasound_module_pcm_jack.so"))
+    .find(|p| p.is_file())
+}
+
+/// Write `asound.conf` into `dir`: `xrl` (duplex: capture and playback ports of the
+/// server's system client) and `xrlplay` (playback only). Returns its path, for
+/// ALSA_CONFIG_PATH.
+pub fn write_conf(dir: &Path) -> PathBuf {
+    let p = dir.join("asound.conf");
+    let text = format!(
+        "<{SYSTEM_CONF}>\n\
+         pcm.xrl {{\n  type jack\n  \
+           playback_ports {{ 0 system:playback_1 1 system:playback_2 }}\n  \
+           capture_ports {{ 0 system:capture_1 1 system:capture_2 }}\n}}\n\
+         pcm.xrlplay {{\n  type jack\n  \
+           playback_ports {{ 0 system:playback_1 1 system:playback_2 }}\n}}\n"
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
