@@ -427,3 +427,117 @@ fn jack_grid_sets_each_period_and_restores_the_servers() {
         assert!(text.contains("256"), "jack_bufsize says: {text}");
     }
 }
+
+/// A private jackd dummy server and an ALSA configuration whose `xrlplay` PCM plays into it
+/// through the ALSA `jack` plugin, or None (skip outside CI) when either is missing.
+fn alsa_setup(frames: u32) -> Option<(JackdServer, tempfile::TempDir, PathBuf)> {
+    if !require(
+        common::alsa::jack_plugin().is_some(),
+        "the ALSA jack plugin (apt install libasound2-plugins)",
+    ) {
+        return None;
+    }
+    let s = JackdServer::start(RATE as u32, frames);
+    if !require(
+        s.is_ok(),
+        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
+    ) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let conf = common::alsa::write_conf(dir.path());
+    Some((s.unwrap(), dir, conf))
+}
+
+fn event_json(server: &JackdServer, conf: &Path, out: &Path, args: &[&str]) -> Value {
+    let o = server
+        .command(&bin())
+        .env("ALSA_CONFIG_PATH", conf)
+        .arg("event")
+        .args(args)
+        .args(["--quiet", "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        server.log()
+    );
+    read_json(out)
+}
+
+#[test]
+fn alsa_pushes_so_latency_grows_with_its_buffer_while_jack_pulls_per_period() {
+    let _g = serial();
+    let Some((server, dir, conf)) = alsa_setup(256) else {
+        return;
+    };
+    let mean = |d: &Value| {
+        d["results"]["runs"][0]["latency"]["mean_ns"]
+            .as_f64()
+            .unwrap()
+    };
+    let mut alsa = Vec::new();
+    for n in ["2", "4"] {
+        let out = dir.path().join(format!("alsa{n}.json"));
+        let d = event_json(
+            &server,
+            &conf,
+            &out,
+            &["--driver", "alsa", "--device", "xrlplay", "--buffer", "256"]
+                .iter()
+                .copied()
+                .chain(["--periods", n, "--trials", "20"])
+                .collect::<Vec<_>>(),
+        );
+        let run = &d["results"]["runs"][0];
+        assert_eq!(run["alsa"]["periods"].to_string(), n, "{}", run["alsa"]);
+        let trials = run["trials"].as_array().unwrap();
+        assert!(trials.len() >= 18, "{} of 20 trials measured", trials.len());
+        for t in trials {
+            // The sound cannot come before the cycle that rendered it was even started.
+            assert!(u(&t["t_sound_ns"]) > u(&t["seen_ns"]), "{t}");
+        }
+        alsa.push(mean(&d));
+    }
+    // Push: two more periods of 256 frames queued ahead of every write (10.7 ms).
+    let d = alsa[1] - alsa[0];
+    let p = ns_of_frames(256) as f64;
+    assert!(d > p && d < 4.0 * p, "ALSA n=4 vs n=2: +{d} ns");
+    // Pull: the JACK client on the same server has no buffer of its own to fill; its latency
+    // is the server's (period + declared port latency), below the deeper ALSA queue's.
+    let out = dir.path().join("jack.json");
+    let j = event_json(
+        &server,
+        &conf,
+        &out,
+        &["--driver", "jack", "--trials", "20"],
+    );
+    assert!(
+        mean(&j) < alsa[1],
+        "jack {} vs alsa n=4 {}",
+        mean(&j),
+        alsa[1]
+    );
+}
+
+#[test]
+fn a_missing_alsa_device_is_exit_3_with_the_alsa_text() {
+    let a = xrunlab()
+        .env("ALSA_CONFIG_PATH", "/usr/share/alsa/alsa.conf")
+        .args([
+            "event",
+            "--driver",
+            "alsa",
+            "--device",
+            "xrl_no_such_pcm",
+            "--trials",
+            "1",
+        ])
+        .assert()
+        .code(3);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("xrl_no_such_pcm"), "{err}");
+}

@@ -20,7 +20,8 @@ Examples:
   xrunlab event --driver jack --buffer 128 --set-buffer --scenario mono-bg
   xrunlab event --driver virtual --trigger stdin --gpio gpiochip0:17   # Enter = trigger, GPIO edge for a scope
   xrunlab event --driver jack --trigger udp:9000 --trials 50          # any datagram = trigger
-  xrunlab event --grid --drivers virtual,jack -o grid.json             # seed 002's tables
+  xrunlab event --driver alsa --device hw:0 --buffer 64 --periods 4 --scenario poly
+  xrunlab event --grid --drivers virtual,jack,alsa --device hw:0 -o grid.json   # seed 002's tables
 
 Seed 002 gives a device buffer and a period; here --buffer is the period (frames per cycle)
 and --periods the number of periods n, so seed 002's buffer 256 / period 64 is
@@ -29,7 +30,8 @@ and --periods the number of periods n, so seed 002's buffer 256 / period 64 is
 or poly for three oscillators), and the time its first non-zero sample reaches the DAC comes
 from the driver's clock — virtual: t_ideal + (n−1)·period + FIFO + DAC + offset, exactly;
 jack: the cycle start + the playback latency of our output port (connected to the physical
-playback ports unless --connect says otherwise) + offset. Latency = t_sound − te, over
+playback ports unless --connect says otherwise) + offset; alsa: the delay ALSA reports right
+after the write that carried the onset (snd_pcm_delay) less the frames after it. Latency = t_sound − te, over
 --trials triggers at a random phase (internal trigger), with the under-runs seen. mono-bg
 runs `top -b -d 0.1` (or a built-in /proc reader when top is missing) in the background.
 A grid on JACK sets each period with jack_set_buffer_size and restores the server's size
@@ -37,10 +39,10 @@ afterwards; the server's nperiods is its own (it shows in the port latency).
 Exit codes: 0 measured, 2 bad usage, 3 cannot measure (no server, no GPIO chip),
 interrupted or no trial completed (partial result written).")]
 pub struct EventArgs {
-    /// The backend: virtual (timer-paced codec model) or jack.
+    /// The backend: virtual (timer-paced codec model), jack (pull) or alsa (push).
     #[arg(long)]
     pub driver: Option<EventDriver>,
-    /// Grid: the backends, e.g. virtual,jack.
+    /// Grid: the backends, e.g. virtual,jack,alsa.
     #[arg(long, value_name = "LIST")]
     pub drivers: Option<String>,
     /// Frames per period [default: 64; jack: the server's, see --set-buffer].
@@ -84,13 +86,17 @@ pub struct EventArgs {
     pub seed: u64,
     #[command(flatten)]
     pub jack: super::jack_args::JackArgs,
+    #[command(flatten)]
+    pub alsa: super::alsa_args::AlsaArgs,
 }
 
 fn config(a: &EventArgs) -> Result<EventConfig> {
     let drivers: Vec<EventDriver> = match (a.grid, a.driver, &a.drivers) {
         (_, Some(_), Some(_)) => return super::usage("--driver and --drivers exclude each other"),
         (false, None, Some(_)) => return super::usage("--drivers is for --grid; use --driver"),
-        (false, None, None) => return super::usage("say which backend: --driver virtual|jack"),
+        (false, None, None) => {
+            return super::usage("say which backend: --driver virtual|jack|alsa")
+        }
         (_, Some(d), None) => vec![d],
         (true, None, None) => vec![EventDriver::Virtual],
         (true, None, Some(list)) => {
@@ -154,6 +160,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     };
     let jack_buffer = if a.grid { None } else { a.buffer };
     cfg.jack = a.jack.to_config(is_jack, jack_buffer, None)?;
+    cfg.alsa = a.alsa.to_config(cfg.drivers.contains(&EventDriver::Alsa))?;
     cfg.validate()?;
     Ok(cfg)
 }
@@ -268,6 +275,7 @@ fn rate(r: &EventRunResult) -> u32 {
 
 fn xruns(x: &EventRun) -> String {
     match x.server_xruns {
+        Some(sx) if x.driver == EventDriver::Alsa => format!("{} (alsa {sx})", x.xruns),
         Some(sx) => format!("{} (server {sx})", x.xruns),
         None => x.xruns.to_string(),
     }

@@ -49,6 +49,8 @@ pub enum EventDriver {
     Virtual,
     /// The engine as a JACK client: cycle start + playback port latency.
     Jack,
+    /// Direct ALSA: the engine pushes periods; the delay ALSA reports after the write.
+    Alsa,
 }
 
 impl EventDriver {
@@ -56,6 +58,7 @@ impl EventDriver {
         match self {
             EventDriver::Virtual => "virtual",
             EventDriver::Jack => "jack",
+            EventDriver::Alsa => "alsa",
         }
     }
 }
@@ -66,8 +69,9 @@ impl std::str::FromStr for EventDriver {
         match s.trim() {
             "virtual" => Ok(EventDriver::Virtual),
             "jack" => Ok(EventDriver::Jack),
+            "alsa" => Ok(EventDriver::Alsa),
             _ => Err(Error::usage(format!(
-                "unknown event driver '{s}': use virtual or jack"
+                "unknown event driver '{s}': use virtual, jack or alsa"
             ))),
         }
     }
@@ -211,6 +215,9 @@ pub struct EventConfig {
     pub seed: u64,
     pub policy: Policy,
     pub jack: Option<crate::driver::jack::JackConfig>,
+    /// `--driver alsa`: the PCM and access.
+    #[serde(default)]
+    pub alsa: Option<crate::driver::alsa::AlsaConfig>,
 }
 
 impl EventConfig {
@@ -230,6 +237,7 @@ impl EventConfig {
             seed: 1,
             policy: Policy::fifo(80),
             jack: (driver == EventDriver::Jack).then(Default::default),
+            alsa: (driver == EventDriver::Alsa).then(Default::default),
         }
     }
 
@@ -399,13 +407,17 @@ pub struct EventRun {
     pub xruns: u64,
     /// Periods played without fresh data over the whole run (warm-up included).
     pub skipped_periods: u64,
-    /// JACK: xruns the server reported in that window (its full list is in `jack`).
+    /// JACK: xruns the server reported in that window (its full list is in `jack`); ALSA:
+    /// the xruns the device reported and the driver recovered from (list in `alsa`).
     pub server_xruns: Option<u64>,
     /// Virtual device: t_ideal of cycle 0 (the device clock's origin).
     pub device_t0_ns: Option<u64>,
     pub background: Option<Background>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<crate::driver::jack::JackReport>,
+    /// `--driver alsa`: what the device negotiated, its xruns and delays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alsa: Option<crate::driver::alsa::AlsaReport>,
     pub warnings: Vec<String>,
 }
 
@@ -1045,6 +1057,7 @@ fn run_virtual(
         device_t0_ns: Some(t0),
         background: None,
         jack: None,
+        alsa: None,
         warnings,
     })
 }
@@ -1294,6 +1307,153 @@ fn run_jack_client(
         device_t0_ns: None,
         background: None,
         jack: Some(report),
+        alsa: None,
+        warnings,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// ALSA
+// ---------------------------------------------------------------------------------------
+
+/// The engine pushes periods into an ALSA PCM. The onset's sound time is the delay ALSA
+/// reported right after the write that carried it, less the frames written after the onset.
+fn run_alsa(
+    cfg: &EventConfig,
+    s: &Setting,
+    gpio: Option<&GpioLine>,
+    progress: &dyn Progress,
+) -> Result<EventRun> {
+    use crate::driver::alsa::{AlsaDevice, AlsaDriver};
+    let ac = cfg.alsa.clone().unwrap_or_default();
+    let want = s.period_frames.unwrap_or(64);
+    let dev = AlsaDevice::open(&ac, cfg.rate, want, s.periods)?;
+    let (rate, frames, periods) = (dev.rate(), dev.period_frames(), dev.periods());
+    let mut warnings = Vec::new();
+    if (rate, frames, periods) != (cfg.rate, want, s.periods) {
+        warnings.push(format!(
+            "ALSA device '{}' negotiated {rate} Hz, period {frames} × {periods} (asked {} Hz, {want} × {})",
+            ac.device, cfg.rate, s.periods
+        ));
+    }
+    let period_ns = crate::engine::period_ns(rate, frames as usize);
+    let mut drv = AlsaDriver::new(dev, u64::MAX / 4);
+    let wd = drv.write_delay();
+    let (mut handler, mut rx, sh, monitor) = build_handler(s.scenario, rate, frames, cfg.policy)?;
+    handler.delay_probe = Some(Box::new(move || wd.latest()));
+    let _mlock = crate::rt::memory::MemoryLock::acquire()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, seed) = (stop.clone(), cfg.seed);
+    let th = spawn_rt(
+        ThreadSpec {
+            name: "xr-event-alsa".into(),
+            policy: cfg.policy,
+            cpus: Vec::new(),
+        },
+        move || {
+            let mut handler = handler;
+            let mut src = Generator::new(SignalKind::Silence, rate, seed);
+            let (reason, stats) = drv.run(&mut handler, &stop2, &mut src, &mut Discard);
+            drop(handler);
+            (drv.report(), reason, stats)
+        },
+    )?;
+    let watchdog = match Watchdog::start(
+        monitor,
+        vec![th.tid],
+        default_bound_ns(period_ns),
+        &cfg.policy,
+        stop.clone(),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            let _ = th.join();
+            return Err(e);
+        }
+    };
+    let finished = || th.is_finished() || watchdog.has_fired();
+    let times = trigger_loop(cfg, gpio, &sh, period_ns, &finished, progress);
+    stop.store(true, Ordering::SeqCst);
+    let wdr = watchdog.finish();
+    let (report, _reason, stats) = th.join();
+    let times = times?;
+    let onsets = drain(&mut rx);
+    let unmeasured = onsets.iter().filter(|o| o.write_delay.is_none()).count();
+    if unmeasured > 0 {
+        warnings.push(format!(
+            "{unmeasured} onsets were in a period whose write failed (ALSA xrun): not measured"
+        ));
+    }
+    let t_sound = |o: &Onset| {
+        o.write_delay.map(|(d, at)| {
+            // The onset sample sits (frames − offset) frames before the end of the queue.
+            let ahead = d - (frames as i64 - o.onset_frame as i64);
+            (at as i64 + ahead * 1_000_000_000 / rate as i64) as u64
+        })
+    };
+    let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
+    warnings.extend(times.warnings);
+    if let Some(w) = &wdr {
+        warnings.push(format!(
+            "the watchdog stopped a cycle stuck for {} ms",
+            w.stuck_ns / 1_000_000
+        ));
+    }
+    if let Some(e) = &report.error {
+        warnings.push(format!("ALSA: {e}"));
+    }
+    // Device xruns while the trials ran, as for JACK's server xruns.
+    let t0 = sh.t0_ns.load(Ordering::Relaxed);
+    let span = times
+        .te
+        .first()
+        .map(|f| f.0)
+        .zip(trials.last().map(|t| t.t_sound_ns + 2 * period_ns));
+    let device_xruns = match span {
+        Some((a, b)) => report
+            .xrun_events
+            .iter()
+            .filter(|e| (a..=b).contains(&(t0 + e.at_ns)))
+            .count() as u64,
+        None => 0,
+    };
+    let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
+    // At the period interrupt one period is free and n−1 are queued ahead of the write.
+    let queued = (periods as u64 - 1) * frames as u64;
+    let status = if wdr.is_some() {
+        Status::Watchdog
+    } else if times.interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    Ok(EventRun {
+        driver: EventDriver::Alsa,
+        scenario: s.scenario,
+        status,
+        rate,
+        period_frames: frames,
+        periods: Some(periods),
+        seed_buffer_frames: s.seed_buffer,
+        output_delay_frames: report.delay_frames.mean.max(0.0) as u64,
+        playback_latency_frames: None,
+        playback_latency_port: None,
+        model: ModelBand::new(
+            period_ns as f64,
+            ns_of_frames(queued + onset_typ as u64, rate) as f64,
+        ),
+        latency: LatencyStats::of(&trials.iter().map(|t| t.latency_ns).collect::<Vec<_>>()),
+        trials,
+        ignored_triggers: times.ignored,
+        cycles: times.window.0,
+        xruns: times.window.1,
+        skipped_periods: stats.skipped_periods,
+        server_xruns: Some(device_xruns),
+        device_t0_ns: None,
+        background: None,
+        jack: None,
+        alsa: Some(report),
         warnings,
     })
 }
@@ -1316,6 +1476,7 @@ fn run_setting(
     let outcome = match s.driver {
         EventDriver::Virtual => run_virtual(cfg, s, gpio, progress),
         EventDriver::Jack => run_jack(cfg, s, gpio, progress),
+        EventDriver::Alsa => run_alsa(cfg, s, gpio, progress),
     };
     let background = bg.map(|(session, what)| Background {
         what,
