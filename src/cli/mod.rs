@@ -4,6 +4,7 @@
 mod alsa_args;
 mod check;
 mod compare;
+mod event;
 mod import;
 mod jack_args;
 mod latency;
@@ -70,6 +71,7 @@ pub enum Command {
     Stress(stress::StressCmdArgs),
     Latencytest(latencytest::LatencytestArgs),
     Suite(suite::SuiteArgs),
+    Event(event::EventArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -100,6 +102,7 @@ pub fn main() -> ExitCode {
         Command::Stress(a) => stress::run(a, &cli.global),
         Command::Latencytest(a) => latencytest::run(a, &cli.global),
         Command::Suite(a) => suite::run(a, &cli.global),
+        Command::Event(a) => event::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -95,6 +95,14 @@ fn summary(i: &Input) -> String {
                     warnings: doc.warnings.clone(),
                 }))
             }
+            Body::Event { config, results } => s.push_str(&super::event::summary(
+                &crate::measure::event::EventRunResult {
+                    status: doc.status,
+                    config: config.clone(),
+                    results: (**results).clone(),
+                    warnings: doc.warnings.clone(),
+                },
+            )),
         },
         Loaded::Other { value, .. } => {
             for (k, v) in report::flatten(value.get("results").unwrap_or(value), 40) {

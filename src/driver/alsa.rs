@@ -44,7 +44,8 @@ use ::alsa::pcm::{Access, Format, HwParams, IoFormat, State, TstampType, IO, PCM
 use ::alsa::{Direction, ValueOr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// How the driver moves samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -417,11 +418,38 @@ impl AlsaDevice {
     }
 }
 
+/// The delay ALSA reported right after a cycle's period was written (`snd_pcm_delay`), for
+/// a handler that needs it per cycle (`xrunlab event`: when a sample of that period reaches
+/// the DAC). Written after the write and read by the handler, both on the driver thread.
+#[derive(Debug, Default)]
+pub struct WriteDelay {
+    /// Cycle + 1 of the latest write (0 = none yet).
+    cycle1: AtomicU64,
+    delay_frames: AtomicI64,
+    at_ns: AtomicU64,
+}
+
+impl WriteDelay {
+    /// (cycle, delay in frames, CLOCK_MONOTONIC right after the delay was read) of the
+    /// latest period written.
+    pub fn latest(&self) -> Option<(u64, i64, u64)> {
+        match self.cycle1.load(Ordering::Relaxed) {
+            0 => None,
+            c => Some((
+                c - 1,
+                self.delay_frames.load(Ordering::Relaxed),
+                self.at_ns.load(Ordering::Relaxed),
+            )),
+        }
+    }
+}
+
 /// The driver: an open device plus the run's length.
 pub struct AlsaDriver {
     dev: AlsaDevice,
     periods_total: u64,
     report: AlsaReport,
+    write_delay: Option<Arc<WriteDelay>>,
 }
 
 impl AlsaDriver {
@@ -432,7 +460,15 @@ impl AlsaDriver {
             dev,
             periods_total,
             report,
+            write_delay: None,
         }
+    }
+
+    /// Publish the delay after every write from now on (see [`WriteDelay`]).
+    pub fn write_delay(&mut self) -> Arc<WriteDelay> {
+        self.write_delay
+            .get_or_insert_with(|| Arc::new(WriteDelay::default()))
+            .clone()
     }
 
     /// What the run saw; complete once `run` returned.
@@ -549,6 +585,7 @@ impl AlsaDriver {
             stats: DriverStats::default(),
         };
         let (mut dmin, mut dmax) = (i64::MAX, i64::MIN);
+        let write_delay = self.write_delay.clone();
         let access = dev.cfg.access;
         if let Err(e) = start(dev, &pio, &silence, ch, access, lp.periods) {
             report.error = Some(format!("cannot start: {}", alsa_text(&e)));
@@ -690,6 +727,11 @@ impl AlsaDriver {
                 dmax = dmax.max(d);
                 lp.delay_sum += d as f64;
                 lp.delay_n += 1;
+                if let Some(w) = &write_delay {
+                    w.delay_frames.store(d, Ordering::Relaxed);
+                    w.at_ns.store(monotonic_ns(), Ordering::Relaxed);
+                    w.cycle1.store(k + 1, Ordering::Relaxed);
+                }
             }
         };
         if lp.delay_n > 0 {

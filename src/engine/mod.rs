@@ -602,6 +602,26 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Send note-on (`true`) or note-off to every plugin of every track (synths start or
+    /// stop their tone; others ignore it). Call it on the driver thread between cycles, where
+    /// thread 0 alone touches the tracks; real-time safe (no allocation, no lock).
+    pub fn note(&mut self, on: bool) {
+        for cell in self.sh.tracks.iter() {
+            // SAFETY: between cycles only thread 0 (the caller, through &mut self) touches
+            // the tracks; no cycle is published, so no worker claims one.
+            let tr = unsafe { &mut *cell.0.get() };
+            for p in tr.plugins.iter_mut() {
+                if on {
+                    p.note_on();
+                } else {
+                    p.note_off();
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

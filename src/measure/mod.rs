@@ -1,6 +1,7 @@
 //! The analyses (DESIGN.md §2 `measure/`): statistics shared by every measurement and the
 //! measurement-specific analyses built on them.
 
+pub mod event;
 pub mod latency;
 pub mod latencytest;
 pub mod loadtest;

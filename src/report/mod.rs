@@ -25,6 +25,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "load",
     "sched",
     "rtl",
+    "event",
 ];
 
 /// One input file of a report or comparison.

@@ -91,6 +91,11 @@ pub enum Body {
         config: crate::measure::rtl::RtlConfig,
         results: Box<crate::measure::rtl::RtlResults>,
     },
+    /// `event`: trigger-to-sound latency per backend, setting and scenario (seed 002).
+    Event {
+        config: crate::measure::event::EventConfig,
+        results: Box<crate::measure::event::EventResults>,
+    },
 }
 
 impl Body {
@@ -106,6 +111,7 @@ impl Body {
             Body::Load { .. } => "load",
             Body::Sched { .. } => "sched",
             Body::Rtl { .. } => "rtl",
+            Body::Event { .. } => "event",
         }
     }
 }

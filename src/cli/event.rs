@@ -1,0 +1,352 @@
+//! `xrunlab event`: parse, call `measure::event::run`, print and write the result.
+
+use super::{output, Global};
+use crate::error::Result;
+use crate::measure::event::{
+    self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, SEED_PAIRS,
+};
+use crate::report::table::{new_table, num};
+use crate::results::{Body, ResultDoc, Status};
+use crate::rt::Policy;
+use clap::Args;
+
+/// Trigger-to-sound latency (seed 002): from a trigger to the tone's first sample at the DAC.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  xrunlab event --driver virtual --buffer 64 --periods 2 --scenario mono
+  xrunlab event --driver virtual --buffer 32 --periods 4 --fifo 20 --dac 10 --trials 500 -o ev.json
+  xrunlab event --driver jack --scenario poly                      # the server's buffer size
+  xrunlab event --driver jack --buffer 128 --set-buffer --scenario mono-bg
+  xrunlab event --driver virtual --trigger stdin --gpio gpiochip0:17   # Enter = trigger, GPIO edge for a scope
+  xrunlab event --driver jack --trigger udp:9000 --trials 50          # any datagram = trigger
+  xrunlab event --driver alsa --device hw:0 --buffer 64 --periods 4 --scenario poly
+  xrunlab event --grid --drivers virtual,jack,alsa --device hw:0 -o grid.json   # seed 002's tables
+
+Seed 002 gives a device buffer and a period; here --buffer is the period (frames per cycle)
+and --periods the number of periods n, so seed 002's buffer 256 / period 64 is
+--buffer 64 --periods 4 (--pairs 256/64 in a grid). A trial: the trigger time te is read
+(CLOCK_MONOTONIC, triggering thread), the next audio cycle sends note-on to the synth (sine,
+or poly for three oscillators), and the time its first non-zero sample reaches the DAC comes
+from the driver's clock — virtual: t_ideal + (n−1)·period + FIFO + DAC + offset, exactly;
+jack: the cycle start + the playback latency of our output port (connected to the physical
+playback ports unless --connect says otherwise) + offset; alsa: the delay ALSA reports right
+after the write that carried the onset (snd_pcm_delay) less the frames after it. Latency = t_sound − te, over
+--trials triggers at a random phase (internal trigger), with the under-runs seen. mono-bg
+runs `top -b -d 0.1` (or a built-in /proc reader when top is missing) in the background.
+A grid on JACK sets each period with jack_set_buffer_size and restores the server's size
+afterwards; the server's nperiods is its own (it shows in the port latency).
+Exit codes: 0 measured, 2 bad usage, 3 cannot measure (no server, no GPIO chip),
+interrupted or no trial completed (partial result written).")]
+pub struct EventArgs {
+    /// The backend: virtual (timer-paced codec model), jack (pull) or alsa (push).
+    #[arg(long)]
+    pub driver: Option<EventDriver>,
+    /// Grid: the backends, e.g. virtual,jack,alsa.
+    #[arg(long, value_name = "LIST")]
+    pub drivers: Option<String>,
+    /// Frames per period [default: 64; jack: the server's, see --set-buffer].
+    #[arg(long)]
+    pub buffer: Option<u32>,
+    /// Periods of buffering n of the virtual device [default: 2].
+    #[arg(long)]
+    pub periods: Option<u32>,
+    /// Sample rate of the virtual device (jack: the server's).
+    #[arg(long, default_value_t = 48000)]
+    pub rate: u32,
+    /// mono, mono-bg or poly; a comma list runs each [default: mono; grid: all three].
+    #[arg(long, value_name = "LIST")]
+    pub scenario: Option<String>,
+    /// internal (random phase), stdin (Enter) or udp:PORT (any datagram).
+    #[arg(long, default_value = "internal")]
+    pub trigger: String,
+    /// Triggers per setting.
+    #[arg(long, default_value_t = 200)]
+    pub trials: u32,
+    /// Drive this GPIO line high at each trigger (CHIP:LINE, e.g. gpiochip0:17).
+    #[arg(long, value_name = "CHIP:LINE")]
+    pub gpio: Option<String>,
+    /// Reproduce seed 002's tables: every --pairs setting × scenario × driver.
+    #[arg(long)]
+    pub grid: bool,
+    /// Grid settings as seed 002's BUFFER/PERIOD, e.g. 128/64,256/64 [default: every pair of
+    /// seed 002's figures].
+    #[arg(long, value_name = "B/P,…")]
+    pub pairs: Option<String>,
+    /// Virtual device: output FIFO latency, frames.
+    #[arg(long, default_value_t = 0)]
+    pub fifo: u32,
+    /// Virtual device: DAC latency, frames.
+    #[arg(long, default_value_t = 0)]
+    pub dac: u32,
+    /// Scheduling policy of the audio thread (virtual) and the engine.
+    #[arg(long, default_value = "fifo:80")]
+    pub policy: Policy,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub jack: super::jack_args::JackArgs,
+    #[command(flatten)]
+    pub alsa: super::alsa_args::AlsaArgs,
+}
+
+fn config(a: &EventArgs) -> Result<EventConfig> {
+    let drivers: Vec<EventDriver> = match (a.grid, a.driver, &a.drivers) {
+        (_, Some(_), Some(_)) => return super::usage("--driver and --drivers exclude each other"),
+        (false, None, Some(_)) => return super::usage("--drivers is for --grid; use --driver"),
+        (false, None, None) => {
+            return super::usage("say which backend: --driver virtual|jack|alsa")
+        }
+        (_, Some(d), None) => vec![d],
+        (true, None, None) => vec![EventDriver::Virtual],
+        (true, None, Some(list)) => {
+            let mut v = Vec::new();
+            for d in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let d: EventDriver = d.parse()?;
+                if !v.contains(&d) {
+                    v.push(d);
+                }
+            }
+            if v.is_empty() {
+                return super::usage("--drivers needs at least one backend");
+            }
+            v
+        }
+    };
+    let scenarios = match &a.scenario {
+        Some(s) => {
+            let mut v = Vec::new();
+            for x in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let x: Scenario = x.parse()?;
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            }
+            if v.is_empty() {
+                return super::usage("--scenario needs mono, mono-bg or poly");
+            }
+            v
+        }
+        None if a.grid => Scenario::ALL.to_vec(),
+        None => vec![Scenario::Mono],
+    };
+    if !a.grid && a.pairs.is_some() {
+        return super::usage("--pairs is for --grid");
+    }
+    if a.grid && (a.buffer.is_some() || a.periods.is_some()) {
+        return super::usage("--grid takes its settings from --pairs, not --buffer/--periods");
+    }
+    let is_jack = drivers.contains(&EventDriver::Jack);
+    let mut cfg = EventConfig::new(drivers[0]);
+    cfg.drivers = drivers;
+    cfg.rate = a.rate;
+    cfg.buffer_frames = a.buffer;
+    cfg.periods = a.periods;
+    cfg.scenarios = scenarios;
+    cfg.trigger = a.trigger.parse()?;
+    cfg.trials = a.trials;
+    cfg.gpio = a.gpio.as_deref().map(str::parse).transpose()?;
+    cfg.fifo_frames = a.fifo;
+    cfg.dac_frames = a.dac;
+    cfg.seed = a.seed;
+    cfg.policy = a.policy;
+    cfg.grid = if a.grid {
+        Some(match &a.pairs {
+            Some(p) => event::parse_pairs(p)?,
+            None => SEED_PAIRS.to_vec(),
+        })
+    } else {
+        None
+    };
+    let jack_buffer = if a.grid { None } else { a.buffer };
+    cfg.jack = a.jack.to_config(is_jack, jack_buffer, None)?;
+    cfg.alsa = a.alsa.to_config(cfg.drivers.contains(&EventDriver::Alsa))?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
+    let started = crate::rt::clock::wall_clock_rfc3339();
+    let cfg = config(&a)?;
+    let env = crate::system::Environment::capture();
+    let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
+    let r = event::run(&cfg, progress.as_ref())?;
+    let human = summary(&r);
+    let mut doc = ResultDoc::new(
+        Body::Event {
+            config: r.config.clone(),
+            results: Box::new(r.results.clone()),
+        },
+        r.status,
+        started,
+        env,
+    );
+    doc.warnings.extend(r.warnings.iter().cloned());
+    output::emit(&doc, g, &human)?;
+    let measured = r.results.runs.iter().any(|x| x.latency.count > 0);
+    if r.status != Status::Complete {
+        output::stderr("xrunlab: event interrupted; partial result reported\n");
+        return Ok(crate::error::EXIT_CANNOT_MEASURE);
+    }
+    Ok(if measured {
+        0
+    } else {
+        crate::error::EXIT_CANNOT_MEASURE
+    })
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
+fn setting(r: &EventRun) -> String {
+    match r.periods {
+        Some(n) => format!("{}×{}", r.period_frames, n),
+        None => format!("{}", r.period_frames),
+    }
+}
+
+pub(crate) fn summary(r: &EventRunResult) -> String {
+    let mut s = String::new();
+    if r.config.grid.is_some() {
+        s.push_str(&grid_tables(r));
+    } else {
+        let mut t = new_table(&[
+            "driver",
+            "period×n",
+            "scenario",
+            "trials",
+            "min ms",
+            "mean ms",
+            "max ms",
+            "std ms",
+            "model mean ms",
+            "xruns",
+        ]);
+        for x in &r.results.runs {
+            t.add_row(vec![
+                num(x.driver.name()),
+                num(setting(x)),
+                num(x.scenario.name()),
+                num(x.latency.count),
+                num(ms(x.latency.min_ns as f64)),
+                num(ms(x.latency.mean_ns)),
+                num(ms(x.latency.max_ns as f64)),
+                num(ms(x.latency.std_ns)),
+                num(ms(x.model.mean_ns)),
+                num(xruns(x)),
+            ]);
+        }
+        s.push_str(&format!(
+            "Trigger-to-sound latency at {} Hz\n{t}\n",
+            rate(r)
+        ));
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for x in &r.results.runs {
+        if let Some(p) = &x.playback_latency_port {
+            let l = x.playback_latency_frames.unwrap_or([0, 0]);
+            let line = format!(
+                "jack period {}: playback latency of {p} = [{}, {}] frames\n",
+                x.period_frames, l[0], l[1]
+            );
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    s.extend(lines);
+    if let Some(b) = r.results.runs.iter().find_map(|x| x.background.as_ref()) {
+        s.push_str(&format!("mono-bg background: {}\n", b.what));
+    }
+    for k in &r.results.skipped {
+        s.push_str(&format!("skipped: {k}\n"));
+    }
+    s
+}
+
+fn rate(r: &EventRunResult) -> u32 {
+    r.results
+        .runs
+        .first()
+        .map(|x| x.rate)
+        .unwrap_or(r.config.rate)
+}
+
+fn xruns(x: &EventRun) -> String {
+    match x.server_xruns {
+        Some(sx) if x.driver == EventDriver::Alsa => format!("{} (alsa {sx})", x.xruns),
+        Some(sx) => format!("{} (server {sx})", x.xruns),
+        None => x.xruns.to_string(),
+    }
+}
+
+/// Seed 002's figures: one table per backend, rows = buffer/period, a mean-latency column
+/// per scenario, then the under-runs.
+fn grid_tables(r: &EventRunResult) -> String {
+    let scen = &r.config.scenarios;
+    let mut out = String::new();
+    for &d in &r.config.drivers {
+        let runs: Vec<&EventRun> = r.results.runs.iter().filter(|x| x.driver == d).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let mut head: Vec<String> = vec![
+            "buffer".into(),
+            "period".into(),
+            "n".into(),
+            "model mean ms".into(),
+        ];
+        head.extend(scen.iter().map(|c| format!("{} ms", c.name())));
+        head.push("under-runs".into());
+        let mut t = new_table(&head.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut rows: Vec<(Option<u32>, u32)> = Vec::new();
+        for x in &runs {
+            let key = (x.seed_buffer_frames, x.period_frames);
+            if !rows.contains(&key) {
+                rows.push(key);
+            }
+        }
+        for key in rows {
+            let cells: Vec<&&EventRun> = runs
+                .iter()
+                .filter(|x| (x.seed_buffer_frames, x.period_frames) == key)
+                .collect();
+            let first = cells[0];
+            let mut row = vec![
+                num(match first.periods {
+                    Some(n) => (first.period_frames * n).to_string(),
+                    None => "server".into(),
+                }),
+                num(first.period_frames),
+                num(first
+                    .periods
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "server".into())),
+                num(ms(first.model.mean_ns)),
+            ];
+            let mut under = Vec::new();
+            for c in scen {
+                match cells.iter().find(|x| x.scenario == *c) {
+                    Some(x) => {
+                        row.push(num(ms(x.latency.mean_ns)));
+                        under.push(xruns(x));
+                    }
+                    None => {
+                        row.push(num("-"));
+                        under.push("-".into());
+                    }
+                }
+            }
+            row.push(num(under.join(" / ")));
+            t.add_row(row);
+        }
+        out.push_str(&format!(
+            "{} — mean trigger-to-sound latency at {} Hz ({} trials per cell)\n{t}\n",
+            d.name(),
+            runs[0].rate,
+            r.config.trials
+        ));
+    }
+    out
+}
