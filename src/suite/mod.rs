@@ -184,11 +184,6 @@ fn unmet(stage: &Stage, argv: &[String], probe: &mut Probe) -> Option<String> {
     let cmd = stage.command();
     for need in stage.needs {
         match need {
-            Need::Subcommand => {
-                if probe.help(cmd).is_none() {
-                    return Some(format!("xrunlab {cmd} not available in this build"));
-                }
-            }
             Need::Driver => {
                 let Some(d) = argv_driver(argv) else { continue };
                 match probe.help(cmd) {
