@@ -180,6 +180,10 @@ pub const STAGES: &[Stage] = &[
         resumable: false,
         uses_stress_ng: false,
     },
+    // rtl stops once its estimate has converged (about 2.5 s on a quiet machine): the
+    // --duration limits leave room for a clean stretch when xruns spoil some windows, and
+    // quick/smoke use 4 periods of 256 frames, which a VM's 10–20 ms stalls rarely overrun
+    // (at 64 × 2 a loaded VM left no clean window in 15 s).
     Stage {
         name: "rtl-virtual",
         quick: &[
@@ -188,13 +192,15 @@ pub const STAGES: &[Stage] = &[
             "virtual",
             "--loopback",
             "--buffer",
-            "64",
+            "256",
+            "--periods",
+            "4",
             "--profile",
             "preemptrt-hifiberry",
             "--fraction",
             "0.37",
             "--duration",
-            "10s",
+            "30s",
         ],
         full: &[
             "rtl",
@@ -216,13 +222,15 @@ pub const STAGES: &[Stage] = &[
             "virtual",
             "--loopback",
             "--buffer",
-            "64",
+            "256",
+            "--periods",
+            "4",
             "--profile",
             "preemptrt-hifiberry",
             "--fraction",
             "0.37",
             "--duration",
-            "3s",
+            "15s",
         ],
         needs: &[],
         resumable: false,
@@ -230,9 +238,9 @@ pub const STAGES: &[Stage] = &[
     },
     Stage {
         name: "rtl-jack",
-        quick: &["rtl", "--driver", "jack", "--duration", "10s"],
+        quick: &["rtl", "--driver", "jack", "--duration", "30s"],
         full: &["rtl", "--driver", "jack", "--duration", "60s"],
-        smoke: &["rtl", "--driver", "jack", "--duration", "3s"],
+        smoke: &["rtl", "--driver", "jack", "--duration", "15s"],
         needs: &[Need::Driver],
         resumable: false,
         uses_stress_ng: false,
