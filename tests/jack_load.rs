@@ -93,11 +93,12 @@ fn check_cell(d: &Value, buffer: u64) {
     assert_eq!(u(&c["period_ns"]), period_ns);
     let limit = u(&c["limit"]["per_track"]);
     let max = u(&c["max_per_track"]);
-    // burn(10%) costs a tenth of the period: about 9-10 fit, by the bench.
-    assert!((4..=20).contains(&limit), "limit {limit}: {}", c["limit"]);
-    // More than the period holds cannot pass; a noisy VM can end trials well below it.
+    // burn(10%) costs a tenth of the period: about 9-10 fit, by a bench that a busy VM
+    // can slow down several-fold.
+    assert!((1..=20).contains(&limit), "limit {limit}: {}", c["limit"]);
+    // Eleven burn(10%) overrun the period; a noisy VM can end trials well below the limit.
     assert!(
-        max >= 1 && max >= limit / 3 && max <= limit + 2,
+        max >= 1 && max >= limit / 3 && max <= 12,
         "max {max} vs limit {limit}: {}",
         c["trials"]
     );
@@ -188,11 +189,41 @@ fn load_grid_on_jackd2_dummy() {
     grid_at_the_servers_size(&s, "jackd2");
 }
 
+/// PipeWire too, including --set-buffer: pipewire-jack changes the graph's quantum only
+/// for a client with jack.global-buffer-size, which xrunlab asks for.
 #[test]
 fn load_grid_on_pipewire_through_pw_jack() {
     let _g = serial();
     let Some(s) = start_pipewire() else { return };
     grid_at_the_servers_size(&s, "pipewire");
+    let dir = tempfile::tempdir().unwrap();
+    set_buffer_grid_restores(&s, &dir.path().join("load.json"));
+}
+
+/// --set-buffer: the cell runs at its own size, then the server gets its size back.
+fn set_buffer_grid_restores(s: &dyn AudioServer, out: &Path) {
+    let o = s
+        .command(&bin())
+        .args(grid_args(out, "1s"))
+        .args(["--buffers", "128", "--set-buffer"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\nserver:\n{}", show(&o), s.log());
+    let d = read_json(out);
+    assert_eq!(d["status"], "complete");
+    let j = &d["results"]["jack"];
+    assert_eq!(u(&j["original_buffer_frames"]), 256, "{j}");
+    assert_eq!(j["buffer_restored"], true, "{j}");
+    let c = &d["results"]["cells"][0];
+    assert_eq!(u(&c["buffer_frames"]), 128);
+    // Trials really ran at 128 frames: a full 1 s trial is 375 periods of 128.
+    for t in c["trials"].as_array().unwrap() {
+        if t["passed"] == true {
+            let p = u(&t["cycles"]) as f64;
+            assert!(p <= 375.0 * 1.05 && p >= 0.25 * 375.0, "{t}");
+        }
+    }
+    assert_eq!(server_buffer_size(s), 256);
 }
 
 /// A grid size the server does not run is refused with the server's value; with
@@ -224,28 +255,7 @@ fn load_buffers_other_than_the_servers_need_set_buffer_and_are_restored() {
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("48000"));
 
-    let o = s
-        .command(&bin())
-        .args(grid_args(&out, "1s"))
-        .args(["--buffers", "128", "--set-buffer"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}\nserver:\n{}", show(&o), s.log());
-    let d = read_json(&out);
-    assert_eq!(d["status"], "complete");
-    let j = &d["results"]["jack"];
-    assert_eq!(u(&j["original_buffer_frames"]), 256, "{j}");
-    assert_eq!(j["buffer_restored"], true, "{j}");
-    let c = &d["results"]["cells"][0];
-    assert_eq!(u(&c["buffer_frames"]), 128);
-    // Trials really ran at 128 frames: a full 1 s trial is 375 periods of 128.
-    for t in c["trials"].as_array().unwrap() {
-        if t["passed"] == true {
-            let p = u(&t["cycles"]) as f64;
-            assert!(p <= 375.0 * 1.05 && p >= 0.25 * 375.0, "{t}");
-        }
-    }
-    assert_eq!(server_buffer_size(&s), 256);
+    set_buffer_grid_restores(&s, &out);
 }
 
 /// SIGINT in the middle of a --set-buffer grid: exit 3, a partial result, and the server

@@ -506,6 +506,15 @@ fn library_identity() -> (String, String) {
 
 /// Open a client named `name` on the configured server, never starting one.
 fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
+    if cfg.set_buffer && std::env::var_os("PIPEWIRE_PROPS").is_none() {
+        // pipewire-jack applies jack_set_buffer_size to the calling client's own node only
+        // (node.force-quantum, effective while it is active) unless the client has
+        // jack.global-buffer-size, which jack.conf gives only to jack_bufsize. A buffer size
+        // is a server setting here, as on jackd2: ask for the global one (the settings
+        // metadata's clock.force-quantum). jackd2 ignores the variable. Written before any
+        // client of ours exists, while the process is still single-threaded.
+        std::env::set_var("PIPEWIRE_PROPS", "{ jack.global-buffer-size = true }");
+    }
     if let Some(s) = &cfg.server {
         // The crate has no way to pass JackServerName; libjack reads this variable at
         // open time. Only written when it differs: `load` opens a client per trial while
@@ -524,11 +533,25 @@ fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
     Ok(client)
 }
 
+/// The server's buffer size now. jackd2's clients read it from the server's shared state;
+/// an inactive pipewire-jack client keeps the size it saw at open, so there a fresh client
+/// is asked.
+fn server_frames(client: &jack::Client) -> u32 {
+    if library_identity().1 != "pipewire" {
+        return client.buffer_size();
+    }
+    let probe = format!("{}-probe", client.name());
+    match jack::Client::new(&probe, jack::ClientOptions::NO_START_SERVER) {
+        Ok((c, _)) => c.buffer_size(),
+        Err(_) => client.buffer_size(),
+    }
+}
+
 /// Ask the server for `want` frames per period (jack_set_buffer_size) and wait until the
-/// change has reached `client`: it arrives asynchronously (PipeWire re-negotiates the
-/// quantum), and a client must not start at the old size.
+/// change has reached it: it arrives asynchronously (PipeWire re-negotiates the quantum),
+/// and a client must not start at the old size.
 fn set_buffer_size(client: &jack::Client, want: u32) -> Result<()> {
-    let before = client.buffer_size();
+    let before = server_frames(client);
     if before == want {
         return Ok(());
     }
@@ -538,14 +561,17 @@ fn set_buffer_size(client: &jack::Client, want: u32) -> Result<()> {
         ))
     })?;
     let t = std::time::Instant::now();
-    while client.buffer_size() != want && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut now = server_frames(client);
+    while now != want && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        now = server_frames(client);
     }
-    match client.buffer_size() {
-        now if now == want => Ok(()),
-        now => Err(Error::cannot_measure(format!(
+    if now == want {
+        Ok(())
+    } else {
+        Err(Error::cannot_measure(format!(
             "asked the JACK server for {want} frames, it stays at {now}"
-        ))),
+        )))
     }
 }
 
@@ -666,7 +692,7 @@ impl JackControl {
 
     /// The server's buffer size now.
     pub fn frames(&self) -> u32 {
-        self.client.buffer_size()
+        server_frames(&self.client)
     }
 
     /// Switch the server to `frames` per period and wait until it took effect.
