@@ -220,7 +220,7 @@ fn set_buffer_grid_restores(s: &dyn AudioServer, out: &Path) {
     for t in c["trials"].as_array().unwrap() {
         if t["passed"] == true {
             let p = u(&t["cycles"]) as f64;
-            assert!(p <= 375.0 * 1.05 && p >= 0.25 * 375.0, "{t}");
+            assert!((0.25 * 375.0..=1.05 * 375.0).contains(&p), "{t}");
         }
     }
     assert_eq!(server_buffer_size(s), 256);
