@@ -504,8 +504,40 @@ fn library_identity() -> (String, String) {
     (version, server.to_string())
 }
 
+/// libjack's messages, to stderr (never stdout, which may carry `--json`), without the one
+/// jackd2's libjack prints for every external client: the jack crate always registers a
+/// thread-init callback, and libjack reports that its message-buffer thread cannot run it,
+/// which is not an error of ours (a grid of trials would print it once per trial).
+unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: libjack passes a NUL-terminated string valid for the call.
+    let m = unsafe { std::ffi::CStr::from_ptr(msg) }.to_bytes();
+    if m.starts_with(b"JackMessageBuffer::SetInitCallback") {
+        return;
+    }
+    // SAFETY: write(2) on stderr with a valid buffer; async-signal-safe and lock-free,
+    // since libjack may call this from its real-time threads.
+    unsafe {
+        libc::write(2, m.as_ptr().cast(), m.len());
+        libc::write(2, b"\n".as_ptr().cast(), 1);
+    }
+}
+
 /// Open a client named `name` on the configured server, never starting one.
 fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
+    static LOGGER: std::sync::Once = std::sync::Once::new();
+    // Without libjack the crate's function table panics on first use; Client::new below
+    // reports the missing library instead.
+    if jack::jack_sys::library().is_ok() {
+        LOGGER.call_once(|| {
+            jack::set_logger(jack::LoggerType::Custom {
+                info: jack_message,
+                error: jack_message,
+            })
+        });
+    }
     if cfg.set_buffer && std::env::var_os("PIPEWIRE_PROPS").is_none() {
         // pipewire-jack applies jack_set_buffer_size to the calling client's own node only
         // (node.force-quantum, effective while it is active) unless the client has
