@@ -517,11 +517,17 @@ unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
     if m.starts_with(b"JackMessageBuffer::SetInitCallback") {
         return;
     }
-    // SAFETY: write(2) on stderr with a valid buffer; async-signal-safe and lock-free,
-    // since libjack may call this from its real-time threads.
+    // The raw syscall, not libc::write: jackd2's libjack stops its threads with
+    // pthread_cancel (on deactivate and close), and a cancellation taken at write(), a
+    // cancellation point, would unwind through this Rust frame — the crate's own handler
+    // catches that unwind and glibc aborts the process ("FATAL: exception not rethrown":
+    // seen once in a load grid under the crate's default handler, which prints with
+    // eprintln!). syscall() is no cancellation point and takes no lock on libjack's
+    // real-time threads.
+    // SAFETY: write(2) on stderr with valid buffers.
     unsafe {
-        libc::write(2, m.as_ptr().cast(), m.len());
-        libc::write(2, b"\n".as_ptr().cast(), 1);
+        libc::syscall(libc::SYS_write, 2, m.as_ptr(), m.len());
+        libc::syscall(libc::SYS_write, 2, b"\n".as_ptr(), 1usize);
     }
 }
 
