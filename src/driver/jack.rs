@@ -1113,6 +1113,24 @@ impl JackClient {
                 report.cycle_start_from_frames = p.dll_unlocked;
                 report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
                 match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
+                // Reports that arrived after our last cycle (while the client was torn
+                // down) have no cycle to match; list them so every report appears once.
+                let total = sh.server_xruns.load(Ordering::SeqCst);
+                report.server_xruns = total;
+                let slots = &sh.xrun_times;
+                for n in p.xruns_seen..total {
+                    if report.server_xrun_events.len() >= MAX_XRUN_EVENTS {
+                        break;
+                    }
+                    let at = slots[n as usize % slots.len()].load(Ordering::Acquire);
+                    report.server_xrun_events.push(ServerXrun {
+                        at_ns: at.saturating_sub(p.first_t_ideal),
+                        cycle: None,
+                        our_xrun: false,
+                        cause: None,
+                        lateness_ns: None,
+                    });
+                }
                 report.xruns_not_reported_by_server =
                     stats.xruns.saturating_sub(report.server_xruns_matched);
                 stats
