@@ -406,3 +406,106 @@ fn hang_in_the_process_callback_is_stopped_by_the_watchdog() {
         assert_eq!(demoted["policy_after"], "other", "{demoted}");
     }
 }
+
+/// `name`'s (capture, playback) latency ranges as `jack_lsp -l` prints them.
+fn lsp_latency(server: &dyn AudioServer, lsp: &Path, name: &str) -> ((u64, u64), (u64, u64)) {
+    let o = server.command(lsp).args(["-l", name]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let range = |what: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("port {what} latency")))
+            .unwrap_or_else(|| panic!("no {what} latency for {name}:\n{text}"));
+        let nums: Vec<u64> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        (nums[0], nums[1])
+    };
+    (range("capture"), range("playback"))
+}
+
+/// Our ports answer JACK's latency callback: what enters in_N leaves through the playback
+/// port our outputs feed, and what leaves out_N entered at the capture port feeding our
+/// inputs, with nothing added by the engine. The in-process helper reads the same ranges.
+#[test]
+fn our_ports_carry_the_graphs_latency_and_the_helper_reads_it() {
+    let _g = serial();
+    let Some(s) = start_jackd() else { return };
+    let lsp = which("jack_lsp");
+    if !require(lsp.is_some(), "jack_lsp (jackd2 example clients)") {
+        return;
+    }
+    let lsp = lsp.unwrap();
+    let mut child = s
+        .command(&bin())
+        .args([
+            "run",
+            "--driver",
+            "jack",
+            "--chain",
+            "thru",
+            "--duration",
+            "20s",
+        ])
+        .args(["--client-name", "xrl-lat", "--quiet"])
+        .args([
+            "--connect",
+            "in=system:capture_1,in=system:capture_2,out=system:playback_1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Connected once our port lists the playback port.
+    let t = Instant::now();
+    loop {
+        let o = s
+            .command(&lsp)
+            .args(["-c", "xrl-lat:out_1"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&o.stdout).contains("system:playback_1") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "never connected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (cap, _) = lsp_latency(&s, &lsp, "system:capture_1");
+    let (_, play) = lsp_latency(&s, &lsp, "system:playback_1");
+    // The dummy driver has latency on both sides, so a zero here would be a missing answer.
+    assert!(cap.1 > 0 && play.1 > 0, "{cap:?} {play:?}");
+    let (in_cap, in_play) = lsp_latency(&s, &lsp, "xrl-lat:in_1");
+    let (out_cap, out_play) = lsp_latency(&s, &lsp, "xrl-lat:out_1");
+    assert_eq!(in_play, play, "playback latency of our input");
+    assert_eq!(out_cap, cap, "capture latency of our output");
+    assert_eq!((in_cap, out_play), (cap, play));
+    // out_2 feeds nothing, yet carries what entered through the inputs.
+    let (out2_cap, _) = lsp_latency(&s, &lsp, "xrl-lat:out_2");
+    assert_eq!(out2_cap, cap);
+
+    s.apply_env_to_self();
+    let c = xrunlab::driver::jack::JackClient::open(
+        &xrunlab::driver::jack::JackConfig {
+            client_name: "xrl-lat-reader".into(),
+            ..Default::default()
+        },
+        None,
+        None,
+    )
+    .unwrap();
+    let got = |p: &str, m| {
+        let (a, b) = c.port_latency_range(p, m).unwrap();
+        (a as u64, b as u64)
+    };
+    assert_eq!(got("xrl-lat:in_1", jack::LatencyType::Playback), play);
+    assert_eq!(got("system:capture_1", jack::LatencyType::Capture), cap);
+    let e = c
+        .port_latency_range("nobody:nothing", jack::LatencyType::Capture)
+        .unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    assert!(e.to_string().contains("nobody:nothing"), "{e}");
+    drop(c);
+    let _ = child.kill();
+    let _ = child.wait();
+}

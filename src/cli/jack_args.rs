@@ -48,7 +48,9 @@ impl JackArgs {
             return Ok(None);
         }
         if self.set_buffer && buffer.is_none() {
-            return Err(Error::usage("--set-buffer needs --buffer N"));
+            return Err(Error::usage(
+                "--set-buffer needs a size to set (--buffer N; for load, --buffers LIST)",
+            ));
         }
         let mut j = JackConfig {
             server: self.server.clone(),

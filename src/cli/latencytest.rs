@@ -20,6 +20,9 @@ device that blocks until one of --fragments slots is free (as an OSS/ALSA write 
 takes t3. t3 − t1 longer than the buffer is an overrun (an audible dropout); t2 − t1 should
 stay at the nominal burn. The idle phase runs first, then one phase per stress class. The
 graphics class runs only when an X11 display is reachable; otherwise it is listed as skipped.
+It takes no --driver: the loop is its own push-model device (it writes and blocks, as seed
+001's program did), not the engine, so it cannot run inside JACK; `run` and `load` can
+(--driver jack).
 
 Examples:
   xrunlab latencytest                                   # 44.1 kHz, 3 × 64 frames, 80 %, 10 s phases

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 pub enum LoadDriverArg {
     Virtual,
     Sim,
+    Jack,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -35,20 +36,29 @@ binary search. A trial stops at its first disqualifying xrun: with --criterion o
 default) only xruns caused by the DSP's CPU time disqualify, the others are reported.
 The stress load runs once for the whole grid. With -o the file is rewritten atomically after
 every cell, so an interrupted grid leaves a valid partial result that --resume continues.
+With --driver jack every trial is a client of the running server (jackd2, or PipeWire under
+pw-jack): the rate and, without --buffers, the buffer size are the server's; --set-buffer
+applies each size of --buffers to the server and restores its own size afterwards.
 
 Examples:
   xrunlab load --buffers 64,128,256,512 --tracks 1,2 --duration 10s -o load.json
   xrunlab load --duration 10m --validate 2h -o paper.json        # seed 000's protocol
   xrunlab load --resume paper.json                               # continue after Ctrl-C
   xrunlab load --buffers 256 --tracks 1 --plugins 'burn(10%)' --duration 2s --stress none
-  xrunlab load --driver sim --plugins reverb-heavy --cost reverb-heavy=40ns/frame --cost-overhead 20us")]
+  xrunlab load --driver sim --plugins reverb-heavy --cost reverb-heavy=40ns/frame --cost-overhead 20us
+  xrunlab load --driver jack --plugins reverb-heavy --tracks 1 --duration 10s   # inside jackd
+  pw-jack xrunlab load --driver jack --buffers 64,128,256 --set-buffer --tracks 1")]
 pub struct LoadArgs {
-    /// What paces the cycles.
+    /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
+    /// or a JACK server (jackd2, or PipeWire under pw-jack).
     #[arg(long, value_enum, default_value = "virtual")]
     pub driver: LoadDriverArg,
-    /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two).
-    #[arg(long, default_value = "16,32,64,128,256,512")]
-    pub buffers: String,
+    /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two)
+    /// [default: 16,32,64,128,256,512; jack: the server's, see --set-buffer].
+    #[arg(long)]
+    pub buffers: Option<String>,
+    #[command(flatten)]
+    pub jack: super::jack_args::JackArgs,
     /// Parallel track counts, e.g. 1,2 or 1..4 [default: 1..number of RT CPUs].
     #[arg(long)]
     pub tracks: Option<String>,
@@ -58,9 +68,9 @@ pub struct LoadArgs {
     /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)'.
     #[arg(long, default_value = "reverb-light,reverb-heavy")]
     pub plugins: String,
-    /// Sample rate in Hz.
-    #[arg(long, default_value_t = 48000)]
-    pub rate: u32,
+    /// Sample rate in Hz [default: 48000; jack: the server's].
+    #[arg(long)]
+    pub rate: Option<u32>,
     /// Periods of buffering n.
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
@@ -109,12 +119,13 @@ impl LoadArgs {
         let driver = match self.driver {
             LoadDriverArg::Virtual => DriverKind::Virtual,
             LoadDriverArg::Sim => DriverKind::Sim,
+            LoadDriverArg::Jack => DriverKind::Jack,
         };
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
             || !self.inject.is_empty();
-        if driver == DriverKind::Virtual && sim_flags {
+        if driver != DriverKind::Sim && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
             ));
@@ -136,12 +147,23 @@ impl LoadArgs {
         }
         let mut c = LoadConfig::new(driver, cpus);
         c.reserve_cpu = self.reserve_cpu;
-        c.buffers = crate::units::parse_uint_list(&self.buffers, true)?;
+        if let Some(b) = &self.buffers {
+            c.buffers = crate::units::parse_uint_list(b, true)?;
+        }
+        // The first size stands for "a size was given" (JackArgs refuses --set-buffer without).
+        c.jack = self.jack.to_config(
+            driver == DriverKind::Jack,
+            c.buffers
+                .first()
+                .copied()
+                .filter(|_| self.buffers.is_some()),
+            self.rate,
+        )?;
         if let Some(t) = &self.tracks {
             c.tracks = crate::units::parse_uint_list(t, false)?;
         }
         c.plugins = split_plugins(&self.plugins);
-        c.rate = self.rate;
+        c.rate = self.rate.unwrap_or(48000);
         c.periods = self.periods;
         c.duration_ns = self.duration;
         c.validate_ns = self.validate;
@@ -161,6 +183,9 @@ impl LoadArgs {
                 events: self.inject.clone(),
             };
             c.cost = CostModel::from_flags(&self.cost, self.cost_overhead)?;
+        }
+        if driver == DriverKind::Jack {
+            c.adopt_jack_server(self.buffers.is_some(), self.rate)?;
         }
         c.validate()?;
         Ok(c)

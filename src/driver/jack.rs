@@ -504,6 +504,262 @@ fn library_identity() -> (String, String) {
     (version, server.to_string())
 }
 
+/// libjack's messages, to stderr (never stdout, which may carry `--json`), without the one
+/// jackd2's libjack prints for every external client: the jack crate always registers a
+/// thread-init callback, and libjack reports that its message-buffer thread cannot run it,
+/// which is not an error of ours (a grid of trials would print it once per trial).
+unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: libjack passes a NUL-terminated string valid for the call.
+    let m = unsafe { std::ffi::CStr::from_ptr(msg) }.to_bytes();
+    if m.starts_with(b"JackMessageBuffer::SetInitCallback") {
+        return;
+    }
+    // The raw syscall, not libc::write: jackd2's libjack stops its threads with
+    // pthread_cancel (on deactivate and close), and a cancellation taken at write(), a
+    // cancellation point, would unwind through this Rust frame — the crate's own handler
+    // catches that unwind and glibc aborts the process ("FATAL: exception not rethrown":
+    // seen once in a load grid under the crate's default handler, which prints with
+    // eprintln!). syscall() is no cancellation point and takes no lock on libjack's
+    // real-time threads.
+    // SAFETY: write(2) on stderr with valid buffers.
+    unsafe {
+        libc::syscall(libc::SYS_write, 2, m.as_ptr(), m.len());
+        libc::syscall(libc::SYS_write, 2, b"\n".as_ptr(), 1usize);
+    }
+}
+
+/// Open a client named `name` on the configured server, never starting one.
+fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
+    static LOGGER: std::sync::Once = std::sync::Once::new();
+    // Without libjack the crate's function table panics on first use; Client::new below
+    // reports the missing library instead.
+    if jack::jack_sys::library().is_ok() {
+        LOGGER.call_once(|| {
+            jack::set_logger(jack::LoggerType::Custom {
+                info: jack_message,
+                error: jack_message,
+            })
+        });
+    }
+    if cfg.set_buffer && std::env::var_os("PIPEWIRE_PROPS").is_none() {
+        // pipewire-jack applies jack_set_buffer_size to the calling client's own node only
+        // (node.force-quantum, effective while it is active) unless the client has
+        // jack.global-buffer-size, which jack.conf gives only to jack_bufsize. A buffer size
+        // is a server setting here, as on jackd2: ask for the global one (the settings
+        // metadata's clock.force-quantum). jackd2 ignores the variable. Written before any
+        // client of ours exists, while the process is still single-threaded.
+        std::env::set_var("PIPEWIRE_PROPS", "{ jack.global-buffer-size = true }");
+    }
+    if let Some(s) = &cfg.server {
+        // The crate has no way to pass JackServerName; libjack reads this variable at
+        // open time. Only written when it differs: `load` opens a client per trial while
+        // its stress threads run, and an unchanged environment is one nobody races on.
+        if std::env::var_os("JACK_DEFAULT_SERVER").as_deref() != Some(s.as_ref()) {
+            std::env::set_var("JACK_DEFAULT_SERVER", s);
+        }
+    }
+    let (client, _status) =
+        jack::Client::new(name, jack::ClientOptions::NO_START_SERVER).map_err(|e| match e {
+            jack::Error::LibraryError(m) => {
+                Error::cannot_measure(format!("{NO_SERVER} (libjack could not be loaded: {m})"))
+            }
+            _ => Error::cannot_measure(NO_SERVER),
+        })?;
+    Ok(client)
+}
+
+/// The server's buffer size now. jackd2's clients read it from the server's shared state;
+/// an inactive pipewire-jack client keeps the size it saw at open, so there a fresh client
+/// is asked.
+fn server_frames(client: &jack::Client) -> u32 {
+    if library_identity().1 != "pipewire" {
+        return client.buffer_size();
+    }
+    let probe = format!("{}-probe", client.name());
+    match jack::Client::new(&probe, jack::ClientOptions::NO_START_SERVER) {
+        Ok((c, _)) => c.buffer_size(),
+        Err(_) => client.buffer_size(),
+    }
+}
+
+/// Ask the server for `want` frames per period (jack_set_buffer_size) and wait until the
+/// change has reached it: it arrives asynchronously (PipeWire re-negotiates the quantum),
+/// and a client must not start at the old size.
+fn set_buffer_size(client: &jack::Client, want: u32) -> Result<()> {
+    let before = server_frames(client);
+    if before == want {
+        return Ok(());
+    }
+    client.set_buffer_size(want).map_err(|e| {
+        Error::cannot_measure(format!(
+            "jack_set_buffer_size({want}) failed: {e} (the server stays at {before})"
+        ))
+    })?;
+    let t = std::time::Instant::now();
+    let mut now = server_frames(client);
+    while now != want && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        now = server_frames(client);
+    }
+    if now == want {
+        Ok(())
+    } else {
+        Err(Error::cannot_measure(format!(
+            "asked the JACK server for {want} frames, it stays at {now}"
+        )))
+    }
+}
+
+/// The latency range `(min, max)` in frames that the JACK graph assigns to the port called
+/// `port` (full name, e.g. `system:capture_1` or `xrunlab:out_1`), as
+/// jack_port_get_latency_range reports it:
+/// - `LatencyType::Capture`: how long ago the audio now at this port entered the system
+///   (for `system:capture_N`, the driver's input latency);
+/// - `LatencyType::Playback`: how long until audio written to this port now leaves the
+///   system (for `system:playback_N`, the driver's output latency).
+///
+/// The values are only as complete as the graph: the server recomputes them when ports are
+/// connected, so ask after connecting. An unknown port is a usage error naming it.
+pub fn port_latency_range(
+    client: &jack::Client,
+    port: &str,
+    mode: jack::LatencyType,
+) -> Result<(u32, u32)> {
+    let p = client
+        .port_by_name(port)
+        .ok_or_else(|| Error::usage(format!("no JACK port named `{port}`")))?;
+    Ok(p.get_latency_range(mode))
+}
+
+/// Frames the engine adds between its input and output ports: every plugin processes the
+/// period it is given within the same cycle (no look-ahead, no internal buffering), so what
+/// leaves in cycle k arrived in cycle k.
+pub const ENGINE_LATENCY_FRAMES: u32 = 0;
+
+/// Combine the ranges of the connected ports on one side of the engine and add `own` frames:
+/// the earliest and the latest any of them can be, shifted by what the processing adds
+/// (JACK's rule for a client's latency callback). Every input reaches every output (the
+/// chain mixes channels), so all ports of a side count.
+fn through_latency(ranges: impl IntoIterator<Item = (u32, u32)>, own: u32) -> (u32, u32) {
+    let (mut lo, mut hi, mut any) = (u32::MAX, 0u32, false);
+    for (a, b) in ranges {
+        lo = lo.min(a);
+        hi = hi.max(b);
+        any = true;
+    }
+    if !any {
+        (lo, hi) = (0, 0);
+    }
+    (lo.saturating_add(own), hi.saturating_add(own))
+}
+
+/// Our ports, for JACK's latency callback. It is heap-allocated and handed to libjack as the
+/// callback argument, so it must outlive the client: it is freed only after the client is
+/// closed, and leaked with it when the client is abandoned.
+struct LatencyPorts {
+    ins: Vec<*mut jack::jack_sys::jack_port_t>,
+    outs: Vec<*mut jack::jack_sys::jack_port_t>,
+    own: u32,
+}
+
+/// jack_set_latency_callback's callback, on the client's notification thread (not the
+/// process thread). Capture mode: our outputs carry what entered through our inputs, plus our
+/// processing. Playback mode: what enters our inputs leaves through our outputs, plus our
+/// processing.
+unsafe extern "C" fn on_latency(
+    mode: jack::jack_sys::jack_latency_callback_mode_t,
+    arg: *mut libc::c_void,
+) {
+    // SAFETY: arg is the LatencyPorts registered with this callback, alive until the client
+    // is closed (see `LatencyPorts`); the port pointers belong to that client.
+    let lp = unsafe { &*(arg as *const LatencyPorts) };
+    let get = |p: *mut jack::jack_sys::jack_port_t| {
+        let mut r = jack::jack_sys::jack_latency_range_t { min: 0, max: 0 };
+        // SAFETY: a registered port of the live client; r is a valid out-pointer.
+        unsafe { jack::jack_sys::jack_port_get_latency_range(p, mode, &mut r) };
+        (r.min, r.max)
+    };
+    let (from, to) = if mode == jack::jack_sys::JackCaptureLatency {
+        (&lp.ins, &lp.outs)
+    } else {
+        (&lp.outs, &lp.ins)
+    };
+    // An unconnected port has no latency to pass on; its (0, 0) would only widen the range.
+    // SAFETY: as above.
+    let connected = |p: &&*mut jack::jack_sys::jack_port_t| unsafe {
+        jack::jack_sys::jack_port_connected(**p) > 0
+    };
+    let (min, max) = through_latency(from.iter().filter(connected).map(|&p| get(p)), lp.own);
+    for &p in to {
+        let mut r = jack::jack_sys::jack_latency_range_t { min, max };
+        // SAFETY: as above.
+        unsafe { jack::jack_sys::jack_port_set_latency_range(p, mode, &mut r) };
+    }
+}
+
+/// A client that only manages the server for a series of runs (`load`'s grid): reads its
+/// buffer size and rate, sets the buffer size per cell, and puts the original size back
+/// when dropped — after the grid, on an error, or on an interrupt. It is never activated,
+/// so it is not part of the graph and costs the server nothing per cycle.
+pub struct JackControl {
+    client: jack::Client,
+    pub rate: u32,
+    /// The server's buffer size when we came.
+    pub original_frames: u32,
+    pub server: String,
+    pub library_version: String,
+    changed: bool,
+}
+
+impl JackControl {
+    pub fn open(cfg: &JackConfig) -> Result<JackControl> {
+        let client = connect(cfg, &format!("{}-ctl", cfg.client_name))?;
+        let (library_version, server) = library_identity();
+        Ok(JackControl {
+            rate: client.sample_rate(),
+            original_frames: client.buffer_size(),
+            client,
+            server,
+            library_version,
+            changed: false,
+        })
+    }
+
+    /// The server's buffer size now.
+    pub fn frames(&self) -> u32 {
+        server_frames(&self.client)
+    }
+
+    /// Switch the server to `frames` per period and wait until it took effect.
+    pub fn set_frames(&mut self, frames: u32) -> Result<()> {
+        if frames != self.frames() {
+            self.changed = true;
+        }
+        set_buffer_size(&self.client, frames)
+    }
+
+    /// Put the original buffer size back if we changed it; true when we had. Drop does this
+    /// too, but only this call reports a failure. One attempt either way.
+    pub fn restore(&mut self) -> Result<bool> {
+        let changed = std::mem::take(&mut self.changed);
+        if changed {
+            set_buffer_size(&self.client, self.original_frames)?;
+        }
+        Ok(changed)
+    }
+}
+
+impl Drop for JackControl {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!("xrunlab: warning: {e}");
+        }
+    }
+}
+
 impl JackClient {
     /// Connect to the server. `requested_frames` / `requested_rate` are the user's explicit
     /// `--buffer` / `--rate` (None = take the server's).
@@ -512,20 +768,7 @@ impl JackClient {
         requested_frames: Option<u32>,
         requested_rate: Option<u32>,
     ) -> Result<JackClient> {
-        if let Some(s) = &cfg.server {
-            // The crate has no way to pass JackServerName; libjack reads this variable at
-            // open time. Set before any engine thread exists.
-            std::env::set_var("JACK_DEFAULT_SERVER", s);
-        }
-        let (client, _status) =
-            jack::Client::new(&cfg.client_name, jack::ClientOptions::NO_START_SERVER).map_err(
-                |e| match e {
-                    jack::Error::LibraryError(m) => Error::cannot_measure(format!(
-                        "{NO_SERVER} (libjack could not be loaded: {m})"
-                    )),
-                    _ => Error::cannot_measure(NO_SERVER),
-                },
-            )?;
+        let client = connect(cfg, &cfg.client_name)?;
         let (library_version, server) = library_identity();
         let rate = client.sample_rate();
         let mut frames = client.buffer_size();
@@ -544,23 +787,7 @@ impl JackClient {
                         "--buffer {want}: the JACK server's buffer size is {frames} (omit --buffer, or add --set-buffer to change the server's)"
                     )));
                 }
-                client.set_buffer_size(want).map_err(|e| {
-                    Error::cannot_measure(format!(
-                        "jack_set_buffer_size({want}) failed: {e} (the server stays at {frames})"
-                    ))
-                })?;
-                // The change reaches clients asynchronously (PipeWire re-negotiates the
-                // quantum); wait for it rather than start at the old size.
-                let t = std::time::Instant::now();
-                while client.buffer_size() != want && t.elapsed() < Duration::from_secs(5) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                if client.buffer_size() != want {
-                    return Err(Error::cannot_measure(format!(
-                        "asked the JACK server for {want} frames, it stays at {}",
-                        client.buffer_size()
-                    )));
-                }
+                set_buffer_size(&client, want)?;
                 buffer_set_from = Some(frames);
                 frames = want;
             }
@@ -574,6 +801,12 @@ impl JackClient {
             library_version,
             server,
         })
+    }
+
+    /// The latency range of any port in the graph (ours or another client's), by its full
+    /// name; see [`port_latency_range`].
+    pub fn port_latency_range(&self, port: &str, mode: jack::LatencyType) -> Result<(u32, u32)> {
+        port_latency_range(&self.client, port, mode)
     }
 
     pub fn server(&self) -> &str {
@@ -637,6 +870,29 @@ impl JackClient {
                 .register_port("out_2", jack::AudioOut::default())
                 .map_err(reg)?,
         ];
+        // Answer the server's latency questions for our ports (before activation, as
+        // libjack requires of every callback).
+        let latency_ports = Box::into_raw(Box::new(LatencyPorts {
+            ins: ins.iter().map(|p| p.raw()).collect(),
+            outs: outs.iter().map(|p| p.raw()).collect(),
+            own: ENGINE_LATENCY_FRAMES,
+        }));
+        // SAFETY: the client is open and inactive; latency_ports stays valid until the
+        // client is closed (freed below only after the teardown closed it).
+        let rc = unsafe {
+            jack::jack_sys::jack_set_latency_callback(
+                client.raw(),
+                Some(on_latency),
+                latency_ports as *mut libc::c_void,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: libjack refused it, so nothing else holds the pointer.
+            drop(unsafe { Box::from_raw(latency_ports) });
+            return Err(Error::cannot_measure(
+                "JACK refused our latency callback (jack_set_latency_callback)",
+            ));
+        }
         let in_names: Vec<String> = ins.iter().filter_map(|p| p.name().ok()).collect();
         let out_names: Vec<String> = outs.iter().filter_map(|p| p.name().ok()).collect();
         let client_name = client.name().to_string();
@@ -809,8 +1065,11 @@ impl JackClient {
         let process = match rx.recv_timeout(Duration::from_secs(3)) {
             Ok(p) => {
                 let _ = teardown.join();
+                // SAFETY: the client is closed, so libjack calls on_latency no more.
+                drop(unsafe { Box::from_raw(latency_ports) });
                 p
             }
+            // The client may still call back into latency_ports: leave it allocated.
             Err(_) => None,
         };
         let param_change = match (new_frames, new_rate) {
@@ -854,6 +1113,24 @@ impl JackClient {
                 report.cycle_start_from_frames = p.dll_unlocked;
                 report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
                 match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
+                // Reports that arrived after our last cycle (while the client was torn
+                // down) have no cycle to match; list them so every report appears once.
+                let total = sh.server_xruns.load(Ordering::SeqCst);
+                report.server_xruns = total;
+                let slots = &sh.xrun_times;
+                for n in p.xruns_seen..total {
+                    if report.server_xrun_events.len() >= MAX_XRUN_EVENTS {
+                        break;
+                    }
+                    let at = slots[n as usize % slots.len()].load(Ordering::Acquire);
+                    report.server_xrun_events.push(ServerXrun {
+                        at_ns: at.saturating_sub(p.first_t_ideal),
+                        cycle: None,
+                        our_xrun: false,
+                        cause: None,
+                        lateness_ns: None,
+                    });
+                }
                 report.xruns_not_reported_by_server =
                     stats.xruns.saturating_sub(report.server_xruns_matched);
                 stats
@@ -970,6 +1247,14 @@ impl JackClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_through_the_engine_spans_its_connected_ports() {
+        assert_eq!(through_latency([], 0), (0, 0));
+        assert_eq!(through_latency([], 64), (64, 64));
+        assert_eq!(through_latency([(256, 256), (128, 512)], 0), (128, 512));
+        assert_eq!(through_latency([(256, 256)], 32), (288, 288));
+    }
 
     #[test]
     fn connect_spec_parses_and_rejects() {

@@ -17,6 +17,7 @@
 //! in parallel, so the load of the critical path is that of one track's chain, and any rise
 //! of this figure with the track count is the cost of parallelism (seed 000 Fig. 2b).
 
+use crate::driver::jack::{JackConfig, JackControl, JackLoad};
 use crate::driver::sim::SimConfig;
 use crate::dsp::{parse_chain, ChainElement, PluginContext};
 use crate::engine::collector::StopCriterion;
@@ -75,7 +76,7 @@ pub struct LoadConfig {
     /// The CPU kept free of real-time work, if any.
     pub reserve_cpu: Option<usize>,
     pub policy: Policy,
-    /// mlockall during each trial (virtual driver).
+    /// mlockall during each trial (virtual and jack drivers).
     pub mlock: bool,
     /// The search never goes above this many instances per track.
     pub max_instances: u32,
@@ -88,6 +89,9 @@ pub struct LoadConfig {
     pub bench_ns: u64,
     /// Stress labels as asked (the record of what ran is in the results).
     pub stress: Vec<String>,
+    /// `--driver jack`: the client options; every trial is a client of this server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jack: Option<JackConfig>,
 }
 
 impl LoadConfig {
@@ -117,7 +121,45 @@ impl LoadConfig {
             cost: CostModel::default(),
             bench_ns: 300_000_000,
             stress: Vec::new(),
+            jack: (driver == DriverKind::Jack).then(JackConfig::default),
         }
+    }
+
+    /// `--driver jack`: take the running server's rate and, without `buffers_given`, its
+    /// buffer size as the grid's only one. A grid buffer size the server does not run is a
+    /// usage error naming the server's, unless `--set-buffer` lets each cell apply its own.
+    /// `rate_given` is an explicit `--rate`, checked against the server's.
+    pub fn adopt_jack_server(
+        &mut self,
+        buffers_given: bool,
+        rate_given: Option<u32>,
+    ) -> Result<()> {
+        let jc = self.jack.get_or_insert_with(JackConfig::default).clone();
+        let ctl = JackControl::open(&jc)?;
+        let frames = ctl.frames();
+        if let Some(r) = rate_given.filter(|&r| r != ctl.rate) {
+            return Err(Error::usage(format!(
+                "--rate {r}: the JACK server runs at {} Hz (omit --rate)",
+                ctl.rate
+            )));
+        }
+        self.rate = ctl.rate;
+        if !buffers_given {
+            self.buffers = vec![frames];
+        } else if !jc.set_buffer {
+            if let Some(b) = self.buffers.iter().find(|&&b| b != frames) {
+                return Err(Error::usage(format!(
+                    "--buffers: {b} frames, but the JACK server's buffer size is {frames} \
+                     (omit --buffers, or add --set-buffer to apply each size to the server)"
+                )));
+            }
+        }
+        if self.periods != 2 {
+            return Err(Error::usage(
+                "--periods: a JACK client's cycle must end before the next one starts (n = 2)",
+            ));
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -185,8 +227,15 @@ impl LoadConfig {
         c.cpus = self.cpus.clone();
         c.policy = self.policy;
         c.seed = self.seed;
-        c.mlock = self.mlock && self.driver == DriverKind::Virtual;
+        c.mlock = self.mlock && self.driver != DriverKind::Sim;
         c.stop_on = Some(self.criterion.stop_on());
+        // The grid sets the server's buffer size per cell (run_load); a trial only checks it.
+        c.jack = self.jack.as_ref().map(|j| JackConfig {
+            buffer_requested: Some(buffer),
+            rate_requested: Some(self.rate),
+            set_buffer: false,
+            ..j.clone()
+        });
         if self.driver == DriverKind::Sim {
             c.sim = self.sim.clone();
             c.cost = self.cost.clone();
@@ -284,6 +333,31 @@ pub struct Cell {
     pub trials: Vec<Trial>,
     /// Wall-clock time spent on the cell, benchmark included.
     pub time_spent_ns: u64,
+    /// `--driver jack`: the server's view of that trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jack: Option<CellJack>,
+}
+
+/// What the JACK server said about the passing trial at a cell's maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CellJack {
+    /// `jack_cpu_load()` sampled during the trial (the server's meter beside our DSP load).
+    pub cpu_load_pct: JackLoad,
+    /// xrun callbacks from the server during the trial.
+    pub server_xruns: u64,
+}
+
+/// `--driver jack`: the server the grid ran in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JackGrid {
+    /// "jackd2" or "pipewire", from the loaded libjack.
+    pub server: String,
+    pub library_version: String,
+    /// The server's buffer size when the grid started.
+    pub original_buffer_frames: u32,
+    /// `--set-buffer` changed the server's buffer size and the grid put the original back
+    /// (false: it never changed it, or restoring failed, which the warnings say).
+    pub buffer_restored: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -294,6 +368,8 @@ pub struct LoadResults {
     pub cells_total: u32,
     /// What ran as stress during the grid (one session for all cells).
     pub stress: Option<StressRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jack: Option<JackGrid>,
 }
 
 impl LoadResults {
@@ -424,6 +500,7 @@ pub fn run_load(
         cells: Vec::new(),
         cells_total: grid.len() as u32,
         stress: None,
+        jack: None,
     };
     // Keep prior cells in grid order; cells outside this grid are dropped.
     let mut todo = Vec::new();
@@ -445,6 +522,20 @@ pub fn run_load(
             }
         }
     }
+    // One control client for the grid: it sets each cell's buffer size (--set-buffer) and,
+    // dropped on any way out of this function, puts the server's original size back.
+    let mut control = match (&cfg.driver, &cfg.jack) {
+        (DriverKind::Jack, Some(j)) => Some((JackControl::open(j)?, j.set_buffer)),
+        _ => None,
+    };
+    if let Some((c, _)) = &control {
+        results.jack = Some(JackGrid {
+            server: c.server.clone(),
+            library_version: c.library_version.clone(),
+            original_buffer_frames: c.original_frames,
+            buffer_restored: false,
+        });
+    }
     let session = match stress {
         Some(s) if !s.is_idle() => Some(StressSession::start(s, std::time::Duration::ZERO)?),
         _ => None,
@@ -455,6 +546,22 @@ pub fn run_load(
     let mut err = None;
     for (b, t, p) in todo {
         progress.set_message(&format!("{b} frames/{t} tr/{p}"));
+        if let Some((c, set)) = control.as_mut() {
+            let now = c.frames();
+            let applied = if *set {
+                c.set_frames(b)
+            } else if now != b {
+                Err(Error::cannot_measure(format!(
+                    "the JACK server's buffer size changed to {now} during the grid (cell: {b})"
+                )))
+            } else {
+                Ok(())
+            };
+            if let Err(e) = applied {
+                err = Some(e);
+                break;
+            }
+        }
         match run_cell(cfg, b, t, &p, &mut warnings) {
             Ok(Some(cell)) => {
                 results.cells.push(cell);
@@ -485,6 +592,19 @@ pub fn run_load(
     }
     progress.finish();
     results.stress = session.map(StressSession::stop);
+    if let Some((mut c, _)) = control.take() {
+        match c.restore() {
+            Ok(changed) => {
+                if let Some(j) = results.jack.as_mut() {
+                    j.buffer_restored = changed;
+                }
+            }
+            Err(e) => warnings.push(format!(
+                "JACK: could not restore the server's buffer size of {} frames: {e}",
+                c.original_frames
+            )),
+        }
+    }
     if let Some(e) = err {
         return Err(e);
     }
@@ -568,6 +688,13 @@ fn run_cell(
         periods: cfg.periods,
     }
     .period_ns();
+    let jack = r
+        .as_ref()
+        .and_then(|r| r.results.jack.as_ref())
+        .map(|j| CellJack {
+            cpu_load_pct: j.jack_cpu_load_pct,
+            server_xruns: j.server_xruns,
+        });
     let (dsp, xr, p99, wmax) = match &r {
         Some(r) => (
             r.results.dsp_load_pct,
@@ -593,5 +720,6 @@ fn run_cell(
         wake_latency_max_ns: wmax,
         trials,
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
+        jack,
     }))
 }
