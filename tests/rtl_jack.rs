@@ -167,7 +167,21 @@ fn measure_self_loop(server: &dyn AudioServer, frames: u32) -> (f64, f64, Value)
     // The run stops once converged (about 2.5 s on a quiet machine); the long limit leaves
     // room for a clean stretch when host stalls make the server skip periods, each of which
     // costs a window's worth of estimates (seen: all 44 of an 8 s run under load 12).
-    let (o, v) = rtl(server, &["--duration", "30s"]);
+    let (mut o, mut v) = rtl(server, &["--duration", "30s"]);
+    // When host stalls spoil every window there is no estimate to compare; that is the
+    // machine (the run counted the disturbances), so measure once more (seen on PipeWire
+    // under a noisy host: 2228 periods skipped in 30 s).
+    if v["results"]["measured"]["outcome"] == "no-estimate"
+        && v["results"]["skipped_periods"].as_u64().unwrap_or(0)
+            + v["results"]["xruns"].as_u64().unwrap_or(0)
+            > 0
+    {
+        eprintln!(
+            "no estimate: {}; measuring again",
+            v["results"]["measured"]["message"]
+        );
+        (o, v) = rtl(server, &["--duration", "30s"]);
+    }
     assert!(
         o.status.success(),
         "{}\nresult: {} {}\nwarnings: {}\nserver log:\n{}",
