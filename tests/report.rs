@@ -25,10 +25,21 @@ const FIXTURES: &[(&str, &str, usize)] = &[
     ("sched", "sched", 4),
     ("rtl", "rtl", 1),
     ("rtl", "rtl-model", 1),
+    ("event", "event", 2),
+    ("event", "event-grid", 1),
 ];
 
 /// What each kind's dedicated section shows (seed-shaped figures and tables).
 const PARTS: &[(&str, &[&str])] = &[
+    (
+        "event",
+        &[
+            "Trigger-to-sound latency",
+            "model min / mean / max ms",
+            "Mean latency: measured vs model",
+            "latency per trial",
+        ],
+    ),
     (
         "load",
         &[

@@ -297,6 +297,20 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
+    /// Over the trials whose rendering cycle met its deadline. When it did not, the device
+    /// played something else in that period and the tone reached the DAC at some later,
+    /// unrecorded time: its computed latency is meaningless (seen: −8.6 ms), so such a trial
+    /// counts as an under-run, not as a latency.
+    pub fn in_time(trials: &[EventTrial]) -> Self {
+        Self::of(
+            &trials
+                .iter()
+                .filter(|t| !t.xrun)
+                .map(|t| t.latency_ns)
+                .collect::<Vec<_>>(),
+        )
+    }
+
     pub fn of(v: &[i64]) -> Self {
         if v.is_empty() {
             return LatencyStats::default();
@@ -1047,7 +1061,7 @@ fn run_virtual(
             period_ns as f64,
             ns_of_frames(out_delay + onset_typ as u64, cfg.rate) as f64,
         ),
-        latency: LatencyStats::of(&trials.iter().map(|t| t.latency_ns).collect::<Vec<_>>()),
+        latency: LatencyStats::in_time(&trials),
         trials,
         ignored_triggers: times.ignored,
         cycles: times.window.0,
@@ -1297,7 +1311,7 @@ fn run_jack_client(
             period_ns as f64,
             ns_of_frames(port_lat + onset_typ as u64, rate) as f64,
         ),
-        latency: LatencyStats::of(&trials.iter().map(|t| t.latency_ns).collect::<Vec<_>>()),
+        latency: LatencyStats::in_time(&trials),
         trials,
         ignored_triggers: times.ignored,
         cycles: times.window.0,
@@ -1443,7 +1457,7 @@ fn run_alsa(
             period_ns as f64,
             ns_of_frames(queued + onset_typ as u64, rate) as f64,
         ),
-        latency: LatencyStats::of(&trials.iter().map(|t| t.latency_ns).collect::<Vec<_>>()),
+        latency: LatencyStats::in_time(&trials),
         trials,
         ignored_triggers: times.ignored,
         cycles: times.window.0,

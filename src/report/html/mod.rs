@@ -5,6 +5,7 @@
 mod bench;
 pub(crate) use bench::label as bench_label;
 mod check;
+mod event;
 mod generic;
 mod latency;
 mod latencytest;
@@ -124,10 +125,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Load { config, results } => (load::section(config, results)),
                     Body::Sched { config, results } => (sched::section(config, results)),
                     Body::Rtl { config, results } => (rtl::section(config, results)),
-                    // No dedicated section yet: shown field by field.
-                    Body::Event { .. } => {
-                        (generic::section(doc.kind(), &serde_json::to_value(&**doc).unwrap_or_default()))
-                    }
+                    Body::Event { config, results } => (event::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }
