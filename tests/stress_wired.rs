@@ -141,7 +141,13 @@ fn run_with_compete_voip_reports_its_jobs_beside_the_engine() {
     // start and stop add a few releases on top of the 200.
     assert!((100..=250).contains(&jobs), "{jobs} jobs");
     assert_eq!(doc["config"]["compete"]["name"], "voip");
-    assert!(r["cycles"].as_u64().unwrap() > 1000);
+    // 1500 periods of 64 frames in 2 s; host stalls skip some (seen: under 1000 ran).
+    let (cycles, skipped) = (
+        r["cycles"].as_u64().unwrap(),
+        r["skipped_periods"].as_u64().unwrap(),
+    );
+    assert_eq!(cycles + skipped, r["periods_elapsed"].as_u64().unwrap());
+    assert!(cycles > 300, "{cycles} cycles");
     assert!(r["stress"].is_null());
 }
 
