@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::servers::{AudioServer, JackdServer, PipeWireServer};
+use common::servers::{require_jackd, require_pipewire, AudioServer};
 use common::{require, which};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -156,33 +156,19 @@ fn five_second_run(server: &dyn AudioServer, expect_server: &str) {
 #[test]
 fn five_seconds_on_jackd2_dummy() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     five_second_run(&s, "jackd2");
 }
 
 #[test]
 fn five_seconds_on_pipewire_through_pw_jack() {
     let _g = serial();
-    let Some(s) = start_pipewire() else { return };
+    let Some(s) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
     five_second_run(&s, "pipewire");
-}
-
-fn start_jackd() -> Option<JackdServer> {
-    let s = JackdServer::start(RATE, FRAMES);
-    let ok = require(
-        s.is_ok(),
-        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
-    );
-    ok.then(|| s.unwrap())
-}
-
-fn start_pipewire() -> Option<PipeWireServer> {
-    let s = PipeWireServer::start(RATE, FRAMES);
-    let ok = require(
-        s.is_ok(),
-        &format!("a private PipeWire with pw-jack: {:?}", s.as_ref().err()),
-    );
-    ok.then(|| s.unwrap())
 }
 
 /// Kill the server 2 s into a 30 s run: the run must end promptly with exit 3, status
@@ -239,14 +225,18 @@ fn killed_mid_run(mut server: Box<dyn AudioServer>) {
 #[test]
 fn jackd2_killed_mid_run_gives_server_shutdown_and_partial_json() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     killed_mid_run(Box::new(s));
 }
 
 #[test]
 fn pipewire_killed_mid_run_gives_server_shutdown_and_partial_json() {
     let _g = serial();
-    let Some(s) = start_pipewire() else { return };
+    let Some(s) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
     killed_mid_run(Box::new(s));
 }
 
@@ -296,7 +286,9 @@ fn jack_options_need_the_jack_driver() {
 #[test]
 fn buffer_size_is_the_servers_unless_set_and_a_change_stops_the_run() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
 
@@ -372,7 +364,9 @@ fn buffer_size_is_the_servers_unless_set_and_a_change_stops_the_run() {
 #[test]
 fn hang_in_the_process_callback_is_stopped_by_the_watchdog() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let t = Instant::now();
@@ -431,7 +425,9 @@ fn lsp_latency(server: &dyn AudioServer, lsp: &Path, name: &str) -> ((u64, u64),
 #[test]
 fn our_ports_carry_the_graphs_latency_and_the_helper_reads_it() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     let lsp = which("jack_lsp");
     if !require(lsp.is_some(), "jack_lsp (jackd2 example clients)") {
         return;

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::servers::{AudioServer, JackdServer, PipeWireServer};
-use common::{require, which};
+use common::servers::{require_jackd, require_pipewire, AudioServer};
+use common::which;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -142,24 +142,6 @@ fn check_cell(d: &Value, buffer: u64) {
     assert!(j["server_xruns"].is_u64(), "{j}");
 }
 
-fn start_jackd() -> Option<JackdServer> {
-    let s = JackdServer::start(RATE, FRAMES);
-    let ok = require(
-        s.is_ok(),
-        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
-    );
-    ok.then(|| s.unwrap())
-}
-
-fn start_pipewire() -> Option<PipeWireServer> {
-    let s = PipeWireServer::start(RATE, FRAMES);
-    let ok = require(
-        s.is_ok(),
-        &format!("a private PipeWire with pw-jack: {:?}", s.as_ref().err()),
-    );
-    ok.then(|| s.unwrap())
-}
-
 /// Without --buffers the grid runs at the server's size and rate.
 fn grid_at_the_servers_size(server: &dyn AudioServer, expect_server: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -194,7 +176,9 @@ fn grid_at_the_servers_size(server: &dyn AudioServer, expect_server: &str) {
 #[test]
 fn load_grid_on_jackd2_dummy() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     grid_at_the_servers_size(&s, "jackd2");
 }
 
@@ -203,7 +187,9 @@ fn load_grid_on_jackd2_dummy() {
 #[test]
 fn load_grid_on_pipewire_through_pw_jack() {
     let _g = serial();
-    let Some(s) = start_pipewire() else { return };
+    let Some(s) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
     grid_at_the_servers_size(&s, "pipewire");
     let dir = tempfile::tempdir().unwrap();
     set_buffer_grid_restores(&s, &dir.path().join("load.json"));
@@ -240,7 +226,9 @@ fn set_buffer_grid_restores(s: &dyn AudioServer, out: &Path) {
 #[test]
 fn load_buffers_other_than_the_servers_need_set_buffer_and_are_restored() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("load.json");
 
@@ -272,7 +260,9 @@ fn load_buffers_other_than_the_servers_need_set_buffer_and_are_restored() {
 #[test]
 fn interrupted_set_buffer_grid_restores_the_servers_size() {
     let _g = serial();
-    let Some(s) = start_jackd() else { return };
+    let Some(s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("load.json");
     let mut child = s

@@ -352,3 +352,24 @@ impl Drop for PipeWireServer {
         stop_child(&mut self.child, Duration::from_secs(3));
     }
 }
+
+/// A private jackd dummy server, or None after `require` said why there is none (a skip
+/// outside CI; under CI `require` fails the test).
+pub fn require_jackd(rate: u32, frames: u32) -> Option<JackdServer> {
+    let s = JackdServer::start(rate, frames);
+    let ok = super::require(
+        s.is_ok(),
+        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
+    );
+    ok.then(|| s.unwrap())
+}
+
+/// A private PipeWire daemon reached through pw-jack, or None as for [`require_jackd`].
+pub fn require_pipewire(rate: u32, frames: u32) -> Option<PipeWireServer> {
+    let s = PipeWireServer::start(rate, frames);
+    let ok = super::require(
+        s.is_ok(),
+        &format!("a private PipeWire with pw-jack: {:?}", s.as_ref().err()),
+    );
+    ok.then(|| s.unwrap())
+}
