@@ -188,11 +188,19 @@ pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
         output::stderr("xrunlab: event interrupted; partial result reported\n");
         return Ok(crate::error::EXIT_CANNOT_MEASURE);
     }
-    Ok(if measured {
-        0
-    } else {
-        crate::error::EXIT_CANNOT_MEASURE
-    })
+    if measured {
+        return Ok(0);
+    }
+    let trials: usize = r.results.runs.iter().map(|x| x.trials.len()).sum();
+    output::stderr(&format!(
+        "xrunlab: event measured no trial: {}\n",
+        if trials == 0 {
+            "no trigger arrived".to_string()
+        } else {
+            format!("all {trials} trials overlapped an xrun, so their timing is not the device's")
+        }
+    ));
+    Ok(crate::error::EXIT_CANNOT_MEASURE)
 }
 
 fn ms(ns: f64) -> String {
