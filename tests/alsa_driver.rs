@@ -7,7 +7,7 @@ mod common;
 
 use common::require;
 use common::servers::{AudioServer, JackdServer};
-use serde_json::Value;
+use common::{bin, f, read_json, show, u};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -18,27 +18,6 @@ const FRAMES: u32 = 256;
 /// One server test at a time: two jackd dummies plus burn clients on a 2-core VM would
 /// measure each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
 
 /// A private jackd dummy server and an ALSA configuration whose PCMs reach it, or None
 /// (skip outside CI) when jackd or the plugin is missing.
@@ -69,11 +48,6 @@ fn alsa_run(server: &JackdServer, conf: &Path, args: &[&str]) -> (Output, Durati
     let t = Instant::now();
     let o = c.output().unwrap();
     (o, t.elapsed())
-}
-
-fn read_json(p: &Path) -> Value {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap()
 }
 
 #[test]

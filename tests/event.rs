@@ -6,6 +6,7 @@
 mod common;
 
 use common::servers::{AudioServer, JackdServer};
+use common::{bin, read_json, u};
 use common::{require, xrunlab};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,18 +21,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"))
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
 }
 
 fn ns_of_frames(frames: u64) -> u64 {

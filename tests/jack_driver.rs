@@ -5,10 +5,10 @@
 mod common;
 
 use common::servers::{require_jackd, require_pipewire, AudioServer};
+use common::{bin, f, read_json, show, u};
 use common::{require, which};
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RATE: u32 = 48000;
@@ -21,10 +21,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 const FRAMES: u32 = 256;
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"))
-}
 
 fn run_args(out: &Path, duration: &str) -> Vec<String> {
     [
@@ -42,28 +38,6 @@ fn run_args(out: &Path, duration: &str) -> Vec<String> {
     .map(|s| s.to_string())
     .chain([out.display().to_string()])
     .collect()
-}
-
-fn read_json(p: &Path) -> Value {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The 5 s burn(20%) run of issue 7 on `server`, checked against what the server says.

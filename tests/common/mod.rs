@@ -62,3 +62,35 @@ pub fn pids_with_env(needle: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// The binary under test, for tests that need a `std::process::Command` (to spawn, pipe or
+/// run it through a server's environment) rather than assert_cmd's.
+pub fn bin() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"))
+}
+
+/// A finished command's status and both streams, for assertion messages.
+pub fn show(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A result file, parsed; a missing or broken file fails the test naming the path.
+pub fn read_json(p: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A JSON field that must be an unsigned integer.
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+}
+
+/// A JSON field that must be a number.
+pub fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
