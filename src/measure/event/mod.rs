@@ -943,6 +943,35 @@ fn trials_from(
         .collect()
 }
 
+/// The warning a run carries when the watchdog had to stop a stuck cycle.
+fn watchdog_warning(wd: Option<&crate::engine::watchdog::WatchdogReport>) -> Option<String> {
+    wd.map(|w| {
+        format!(
+            "the watchdog stopped a cycle stuck for {} ms",
+            w.stuck_ns / 1_000_000
+        )
+    })
+}
+
+/// How many of the xruns a server or device reported (at these CLOCK_MONOTONIC times) fell
+/// while the trials ran: from the first trigger to two periods after the last tone sounded.
+/// Activation and teardown cause their own, which are no trial's business.
+fn xruns_during_trials(
+    te: &[(u64, u64)],
+    trials: &[EventTrial],
+    period_ns: u64,
+    at: impl Iterator<Item = u64>,
+) -> u64 {
+    match te
+        .first()
+        .zip(trials.last())
+        .map(|(f, t)| (f.0, t.t_sound_ns + 2 * period_ns))
+    {
+        Some((a, b)) => at.filter(|t| (a..=b).contains(t)).count() as u64,
+        None => 0,
+    }
+}
+
 fn drain(rx: &mut rtrb::Consumer<Onset>) -> Vec<Onset> {
     let mut v = Vec::new();
     while let Ok(o) = rx.pop() {
@@ -1032,12 +1061,7 @@ fn run_virtual(
     };
     let trials = trials_from(&times.te, &onsets, &t_sound, &dev);
     let mut warnings = times.warnings;
-    if let Some(w) = &wd {
-        warnings.push(format!(
-            "the watchdog stopped a cycle stuck for {} ms",
-            w.stuck_ns / 1_000_000
-        ));
-    }
+    warnings.extend(watchdog_warning(wd.as_ref()));
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     let status = if wd.is_some() {
         Status::Watchdog
@@ -1261,30 +1285,18 @@ fn run_jack_client(
     let t_sound =
         |o: &Onset| Some(o.t_ideal_ns + ns_of_frames(port_lat + o.onset_frame as u64, rate));
     let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
-    if let Some(w) = &wd {
-        warnings.push(format!(
-            "the watchdog stopped a cycle stuck for {} ms",
-            w.stuck_ns / 1_000_000
-        ));
-    }
+    warnings.extend(watchdog_warning(wd.as_ref()));
     if let Some(c) = &report.param_change {
         warnings.push(format!("JACK: {c}; the run stopped there"));
     }
     // Server xruns while the trials ran (activation and teardown can cause their own).
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
-    let span = times
-        .te
-        .first()
-        .map(|f| f.0)
-        .zip(trials.last().map(|t| t.t_sound_ns + 2 * period_ns));
-    let server_xruns = match span {
-        Some((a, b)) => report
-            .server_xrun_events
-            .iter()
-            .filter(|e| (a..=b).contains(&(t0 + e.at_ns)))
-            .count() as u64,
-        None => 0,
-    };
+    let server_xruns = xruns_during_trials(
+        &times.te,
+        &trials,
+        period_ns,
+        report.server_xrun_events.iter().map(|e| t0 + e.at_ns),
+    );
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     let status = if report.server_shutdown {
         Status::ServerShutdown
@@ -1408,30 +1420,18 @@ fn run_alsa(
     };
     let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
     warnings.extend(times.warnings);
-    if let Some(w) = &wdr {
-        warnings.push(format!(
-            "the watchdog stopped a cycle stuck for {} ms",
-            w.stuck_ns / 1_000_000
-        ));
-    }
+    warnings.extend(watchdog_warning(wdr.as_ref()));
     if let Some(e) = &report.error {
         warnings.push(format!("ALSA: {e}"));
     }
     // Device xruns while the trials ran, as for JACK's server xruns.
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
-    let span = times
-        .te
-        .first()
-        .map(|f| f.0)
-        .zip(trials.last().map(|t| t.t_sound_ns + 2 * period_ns));
-    let device_xruns = match span {
-        Some((a, b)) => report
-            .xrun_events
-            .iter()
-            .filter(|e| (a..=b).contains(&(t0 + e.at_ns)))
-            .count() as u64,
-        None => 0,
-    };
+    let device_xruns = xruns_during_trials(
+        &times.te,
+        &trials,
+        period_ns,
+        report.xrun_events.iter().map(|e| t0 + e.at_ns),
+    );
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     // At the period interrupt one period is free and n−1 are queued ahead of the write.
     let queued = (periods as u64 - 1) * frames as u64;
