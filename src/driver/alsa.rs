@@ -851,7 +851,26 @@ fn interleave<S: Sample>(l: &[f32], r: &[f32], out: &mut [S], ch: usize) {
     }
 }
 
-/// Write one period, however many calls it takes.
+/// Move one period through a PCM, however many calls it takes: `step(done)` moves what it
+/// can from frame `done` on and returns how many frames it moved; 0 means the device has no
+/// room yet, so wait for it.
+fn whole_period(
+    pcm: &PCM,
+    frames: usize,
+    mut step: impl FnMut(usize) -> std::result::Result<usize, ::alsa::Error>,
+) -> std::result::Result<(), ::alsa::Error> {
+    let mut done = 0;
+    while done < frames {
+        let n = step(done)?;
+        if n == 0 {
+            pcm.wait(Some(1000))?;
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// Write one period.
 fn write_period<S: Sample>(
     pcm: &PCM,
     io: &IO<'_, S>,
@@ -860,30 +879,23 @@ fn write_period<S: Sample>(
     access: AlsaAccess,
 ) -> std::result::Result<(), ::alsa::Error> {
     let frames = buf.len() / ch;
-    let mut done = 0;
-    while done < frames {
-        let n = match access {
-            AlsaAccess::Rw => io.writei(&buf[done * ch..])?,
+    whole_period(pcm, frames, |done| {
+        let src = &buf[done * ch..];
+        match access {
+            AlsaAccess::Rw => io.writei(src),
             AlsaAccess::Mmap => {
                 pcm.avail_update()?;
-                let src = &buf[done * ch..];
-                let n = io.mmap(frames - done, |dst| {
+                io.mmap(frames - done, |dst| {
                     let k = dst.len().min(src.len());
                     dst[..k].copy_from_slice(&src[..k]);
                     k / ch
-                })?;
-                if n == 0 {
-                    pcm.wait(Some(1000))?;
-                }
-                n
+                })
             }
-        };
-        done += n;
-    }
-    Ok(())
+        }
+    })
 }
 
-/// Read one period, however many calls it takes.
+/// Read one period.
 fn read_period<S: Sample>(
     pcm: &PCM,
     io: &IO<'_, S>,
@@ -892,27 +904,20 @@ fn read_period<S: Sample>(
     access: AlsaAccess,
 ) -> std::result::Result<(), ::alsa::Error> {
     let frames = buf.len() / ch;
-    let mut done = 0;
-    while done < frames {
-        let n = match access {
-            AlsaAccess::Rw => io.readi(&mut buf[done * ch..])?,
+    whole_period(pcm, frames, |done| {
+        let dst = &mut buf[done * ch..];
+        match access {
+            AlsaAccess::Rw => io.readi(dst),
             AlsaAccess::Mmap => {
                 pcm.avail_update()?;
-                let dst = &mut buf[done * ch..];
-                let n = io.mmap(frames - done, |src| {
+                io.mmap(frames - done, |src| {
                     let k = src.len().min(dst.len());
                     dst[..k].copy_from_slice(&src[..k]);
                     k / ch
-                })?;
-                if n == 0 {
-                    pcm.wait(Some(1000))?;
-                }
-                n
+                })
             }
-        };
-        done += n;
-    }
-    Ok(())
+        }
+    })
 }
 
 #[cfg(test)]
