@@ -294,10 +294,20 @@ fn buffer_size_is_the_servers_unless_set_and_a_change_stops_the_run() {
     let d = read_json(&out);
     assert_eq!(u(&d["results"]["jack"]["buffer_frames"]), 128);
     assert_eq!(u(&d["results"]["jack"]["buffer_set_from"]), 256);
+    assert_eq!(d["results"]["jack"]["buffer_restored"], true);
     let periods = u(&d["results"]["periods_elapsed"]) as f64;
     assert!((periods - 375.0).abs() <= 0.05 * 375.0, "periods {periods}");
 
-    // Now at 128: change it under a running client.
+    // The server is back at its own size: a run without --buffer finds 256.
+    let o = s
+        .command(&bin())
+        .args(run_args(&out, "300ms"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(u(&read_json(&out)["results"]["jack"]["buffer_frames"]), 256);
+
+    // Change it under a running client.
     let bufsize = which("jack_bufsize");
     if !require(bufsize.is_some(), "jack_bufsize (jackd2 example clients)") {
         return;
@@ -328,7 +338,7 @@ fn buffer_size_is_the_servers_unless_set_and_a_change_stops_the_run() {
     assert_eq!(d["status"], "interrupted");
     assert_eq!(
         d["results"]["jack"]["param_change"],
-        "buffer size changed from 128 to 512 frames"
+        "buffer size changed from 256 to 512 frames"
     );
 }
 

@@ -124,6 +124,10 @@ pub struct JackReport {
     pub buffer_frames: u32,
     /// The buffer size was changed with jack_set_buffer_size (`--set-buffer`) from this.
     pub buffer_set_from: Option<u32>,
+    /// That original size was put back when the run ended. False when nothing was changed,
+    /// or when someone else changed the size during the run (theirs is left alone).
+    #[serde(default)]
+    pub buffer_restored: bool,
     /// CLOCK_MONOTONIC − JACK clock, ns: mean and largest magnitude over the run's samples.
     pub clock_offset_ns: i64,
     pub clock_offset_max_abs_ns: i64,
@@ -468,6 +472,8 @@ pub struct JackClient {
     pub rate: u32,
     pub frames: u32,
     buffer_set_from: Option<u32>,
+    /// Holds the size `--set-buffer` changed, to put the original back after the run.
+    control: Option<JackControl>,
     library_version: String,
     server: String,
 }
@@ -760,6 +766,25 @@ impl Drop for JackControl {
     }
 }
 
+/// Put back the size `--set-buffer` changed, unless someone else changed it meanwhile (the
+/// run then stopped on that change, and the newer choice is theirs). True when restored.
+fn restore_buffer(control: Option<JackControl>, ours: u32) -> bool {
+    let Some(mut c) = control else {
+        return false;
+    };
+    if c.frames() != ours {
+        c.changed = false;
+        return false;
+    }
+    match c.restore() {
+        Ok(restored) => restored,
+        Err(e) => {
+            eprintln!("xrunlab: warning: {e}");
+            false
+        }
+    }
+}
+
 impl JackClient {
     /// Connect to the server. `requested_frames` / `requested_rate` are the user's explicit
     /// `--buffer` / `--rate` (None = take the server's).
@@ -780,6 +805,7 @@ impl JackClient {
             }
         }
         let mut buffer_set_from = None;
+        let mut control = None;
         if let Some(want) = requested_frames {
             if want != frames {
                 if !cfg.set_buffer {
@@ -787,7 +813,11 @@ impl JackClient {
                         "--buffer {want}: the JACK server's buffer size is {frames} (omit --buffer, or add --set-buffer to change the server's)"
                     )));
                 }
-                set_buffer_size(&client, want)?;
+                // Through a control client, which puts the original size back when the
+                // run ends, fails or is interrupted (it restores on drop).
+                let mut c = JackControl::open(cfg)?;
+                c.set_frames(want)?;
+                control = Some(c);
                 buffer_set_from = Some(frames);
                 frames = want;
             }
@@ -798,6 +828,7 @@ impl JackClient {
             rate,
             frames,
             buffer_set_from,
+            control,
             library_version,
             server,
         })
@@ -833,6 +864,7 @@ impl JackClient {
             rate,
             frames,
             buffer_set_from,
+            control,
             library_version,
             server,
         } = self;
@@ -1072,6 +1104,13 @@ impl JackClient {
             // The client may still call back into latency_ports: leave it allocated.
             Err(_) => None,
         };
+        let buffer_restored = if shutdown {
+            // Closing a client of a dead server can block in libjack; nothing to restore.
+            std::mem::forget(control);
+            false
+        } else {
+            restore_buffer(control, frames)
+        };
         let param_change = match (new_frames, new_rate) {
             (0, 0) => None,
             (f2, 0) => Some(format!("buffer size changed from {frames} to {f2} frames")),
@@ -1088,6 +1127,7 @@ impl JackClient {
             rate,
             buffer_frames: frames,
             buffer_set_from,
+            buffer_restored,
             clock_offset_ns: offsets.mean(),
             clock_offset_max_abs_ns: offsets.max_abs,
             server_period_ns: 0.0,
