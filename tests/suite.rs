@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{is_root, xrunlab};
+use common::servers::{require_jackd, AudioServer};
+use common::{bin, is_root, read_json, show, xrunlab};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab::suite::{Manifest, StageStatus, SuiteStatus, STAGES};
@@ -223,4 +224,65 @@ fn suite_bad_usage_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
+}
+
+/// On a JACK server the suite's engine stages run as its clients at the server's buffer size
+/// (512 here, a size none of the stage tables names), and the server is left at that size.
+#[test]
+fn suite_smoke_on_a_jack_server_uses_its_buffer_size() {
+    let _g = serial();
+    let Some(server) = require_jackd(48000, 512) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let o = server
+        .command(&bin())
+        .args(["suite", "--smoke", "--driver", "jack", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let m = manifest(&dir);
+    let failed: Vec<_> = m
+        .stages
+        .iter()
+        .filter(|s| s.status == StageStatus::Failed)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "failed stages: {failed:#?}\n{}",
+        show(&o)
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let file = |n: &str| {
+        let s = m.stages.iter().find(|s| s.stage == n).unwrap();
+        assert_eq!(s.status, StageStatus::Ok, "{n}");
+        read_json(&dir.join(s.file.as_ref().unwrap()))
+    };
+    let load = file("load");
+    assert_eq!(load["config"]["driver"], "jack", "{}", load["config"]);
+    let cells = load["results"]["cells"].as_array().expect("load cells");
+    assert!(!cells.is_empty());
+    for c in cells {
+        assert_eq!(c["buffer_frames"], 512, "{c}");
+    }
+    assert_eq!(file("event")["results"]["runs"][0]["driver"], "jack");
+    // Nothing changed the server's size: a run without --buffer finds 512.
+    let out = tmp.path().join("after.json");
+    let o = server
+        .command(&bin())
+        .args([
+            "run",
+            "--driver",
+            "jack",
+            "--duration",
+            "200ms",
+            "--quiet",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(read_json(&out)["results"]["jack"]["buffer_frames"], 512);
 }
