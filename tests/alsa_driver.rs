@@ -98,11 +98,13 @@ fn five_seconds_through_the_jack_plugin_are_paced_in_real_time() {
     assert!(cycles as f64 >= 0.5 * expected as f64, "cycles {cycles}");
     assert!(took >= Duration::from_millis(4700), "finished in {took:?}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
-    // Successive wake-ups are one period apart on average.
+    // Successive wake-ups are one period apart on average, or more where a host stall made
+    // the driver skip periods: the cycles ran over all the periods that elapsed.
     let dp = f(&r["driver_period_ns"]["mean"]);
+    let spaced = 5_333_333.0 * expected as f64 / cycles as f64;
     assert!(
-        (0.8 * 5_333_333.0..=1.5 * 5_333_333.0).contains(&dp),
-        "driver period mean {dp} ns"
+        (0.8 * spaced..=1.25 * spaced).contains(&dp),
+        "driver period mean {dp} ns; {expected} periods over {cycles} cycles"
     );
     // The median, and loose: with other jobs on a 2-core VM, preemption inside the burn
     // doubles it (seen: 22 % idle, 56 % while compiling).
