@@ -913,6 +913,45 @@ fn trigger_loop(
     Ok(out)
 }
 
+/// Run the trials while the device thread `th` cycles under the watchdog; then stop the
+/// thread and return the trial times, the watchdog's report and what the thread returned.
+#[allow(clippy::too_many_arguments)]
+fn trials_on_device_thread<T>(
+    cfg: &EventConfig,
+    gpio: Option<&GpioLine>,
+    sh: &Shared,
+    period_ns: u64,
+    progress: &dyn Progress,
+    th: crate::rt::thread::RtThread<T>,
+    monitor: crate::engine::EngineMonitor,
+    stop: &Arc<AtomicBool>,
+) -> Result<(
+    TrialTimes,
+    Option<crate::engine::watchdog::WatchdogReport>,
+    T,
+)> {
+    let watchdog = match Watchdog::start(
+        monitor,
+        vec![th.tid],
+        default_bound_ns(period_ns),
+        &cfg.policy,
+        stop.clone(),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            let _ = th.join();
+            return Err(e);
+        }
+    };
+    let finished = || th.is_finished() || watchdog.has_fired();
+    let times = trigger_loop(cfg, gpio, sh, period_ns, &finished, progress);
+    stop.store(true, Ordering::SeqCst);
+    let wd = watchdog.finish();
+    let out = th.join();
+    Ok((times?, wd, out))
+}
+
 /// Pair what the cycle reported with the trigger times.
 fn trials_from(
     times: &[(u64, u64)],
@@ -1019,27 +1058,8 @@ fn run_virtual(
             (sink, reason, stats)
         },
     )?;
-    let watchdog = Watchdog::start(
-        monitor,
-        vec![th.tid],
-        default_bound_ns(period_ns),
-        &cfg.policy,
-        stop.clone(),
-    );
-    let watchdog = match watchdog {
-        Ok(w) => w,
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            let _ = th.join();
-            return Err(e);
-        }
-    };
-    let finished = || th.is_finished() || watchdog.has_fired();
-    let times = trigger_loop(cfg, gpio, &sh, period_ns, &finished, progress);
-    stop.store(true, Ordering::SeqCst);
-    let wd = watchdog.finish();
-    let (sink, _reason, stats) = th.join();
-    let times = times?;
+    let (times, wd, (sink, _reason, stats)) =
+        trials_on_device_thread(cfg, gpio, &sh, period_ns, progress, th, monitor, &stop)?;
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
     let out_delay =
         (s.periods as u64 - 1) * frames as u64 + cfg.fifo_frames as u64 + cfg.dac_frames as u64;
@@ -1384,26 +1404,8 @@ fn run_alsa(
             (drv.report(), reason, stats)
         },
     )?;
-    let watchdog = match Watchdog::start(
-        monitor,
-        vec![th.tid],
-        default_bound_ns(period_ns),
-        &cfg.policy,
-        stop.clone(),
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            let _ = th.join();
-            return Err(e);
-        }
-    };
-    let finished = || th.is_finished() || watchdog.has_fired();
-    let times = trigger_loop(cfg, gpio, &sh, period_ns, &finished, progress);
-    stop.store(true, Ordering::SeqCst);
-    let wdr = watchdog.finish();
-    let (report, _reason, stats) = th.join();
-    let times = times?;
+    let (times, wdr, (report, _reason, stats)) =
+        trials_on_device_thread(cfg, gpio, &sh, period_ns, progress, th, monitor, &stop)?;
     let onsets = drain(&mut rx);
     let unmeasured = onsets.iter().filter(|o| o.write_delay.is_none()).count();
     if unmeasured > 0 {
