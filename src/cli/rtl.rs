@@ -14,6 +14,7 @@ pub enum RtlDriverArg {
     Sim,
     Virtual,
     Jack,
+    Alsa,
 }
 
 /// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, seed 000 eq. 1) and measured by
@@ -27,6 +28,8 @@ Examples:
   xrunlab rtl --driver sim --buffer 128 --fifo 20 --codec 2+10 --snr 20 --invert -o rtl.json
   xrunlab rtl --driver jack                                      # our out_1 → our in_1 inside the graph
   xrunlab rtl --driver jack --out system:playback_1 --in system:capture_1   # through a cable
+  xrunlab rtl --driver alsa --device hw:0 --buffer 128 --periods 2 --fifo 20 --codec 2+10
+  xrunlab rtl --driver alsa --device hw:Loopback --access mmap --buffer 256 --periods 3
 
 The model is periods·buffer + FIFO + ADC + DAC frames (with the default 2 periods, eq. 1).
 The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes back over a
@@ -37,7 +40,12 @@ device's loop without real time (deterministic); virtual runs it on a timer-pace
 With --driver jack the estimator is a JACK client at the server's buffer size and rate; it
 prints what the server's port latencies declare for the loop (playback + capture, plus the
 one period a loop closed inside the graph takes) and the extra latency the backend's -I/-O
-arguments would need, as jack_iodelay does. Windows an xrun touched are left out.
+arguments would need, as jack_iodelay does. With --driver alsa the tones go out on the
+device's playback stream and come back on its capture stream (a loopback cable, or a PCM whose
+playback reaches its capture); --buffer is ALSA's period size and --periods its periods (the
+device may round them: the model uses what it accepted). It prints the round trip ALSA
+declares (playback + capture delay read together each cycle) and measured − declared, the
+latency the driver does not report (FIFO, converters). Windows an xrun touched are left out.
 Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
 estimate, or interrupted (partial result written).")]
 pub struct RtlArgs {
@@ -56,7 +64,8 @@ pub struct RtlArgs {
     /// Buffer sizes the model tabulates, e.g. 16..512 (powers of two) or 64,128.
     #[arg(long, default_value = "16..512")]
     pub buffers: String,
-    /// Buffer size of a measured loop [default: 64; jack: the server's].
+    /// Buffer size of a measured loop [default: 64; jack: the server's; alsa: ALSA's period
+    /// size].
     #[arg(long)]
     pub buffer: Option<u32>,
     /// Sample rate [default: 48000; jack: the server's].
@@ -92,7 +101,7 @@ pub struct RtlArgs {
     /// Return level below which the result is "signal too weak", dBFS.
     #[arg(long, default_value_t = -60.0, allow_hyphen_values = true)]
     pub min_level: f64,
-    /// Scheduling policy of the virtual device's thread.
+    /// Scheduling policy of the virtual or ALSA loop's thread.
     #[arg(long, default_value = "fifo:80")]
     pub policy: String,
     #[arg(long, default_value_t = 1)]
@@ -105,6 +114,8 @@ pub struct RtlArgs {
     pub in_port: Option<String>,
     #[command(flatten)]
     pub jack: super::jack_args::JackArgs,
+    #[command(flatten)]
+    pub alsa: super::alsa_args::AlsaArgs,
 }
 
 fn config(a: &RtlArgs) -> Result<RtlConfig> {
@@ -129,11 +140,12 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
         (true, None) => None,
         (false, None) => {
             return super::usage(
-                "say what to do: --model, --driver sim|virtual --loopback, or --driver jack",
+                "say what to do: --model, --driver sim|virtual --loopback, --driver jack or --driver alsa",
             )
         }
         (false, Some(RtlDriverArg::Sim)) => Some(RtlDriver::Sim),
         (false, Some(RtlDriverArg::Jack)) => Some(RtlDriver::Jack),
+        (false, Some(RtlDriverArg::Alsa)) => Some(RtlDriver::Alsa),
         (false, Some(RtlDriverArg::Virtual)) => {
             if !a.loopback {
                 return super::usage(
@@ -145,20 +157,22 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     };
     let is_jack = driver == Some(RtlDriver::Jack);
     let mut jack = a.jack.to_config(is_jack, a.buffer, a.rate)?;
+    let alsa = a.alsa.to_config(driver == Some(RtlDriver::Alsa))?;
+    let virtual_only =
+        a.loopback || a.fraction != 0.0 || a.snr.is_some() || a.invert || a.unplugged || a.gain != 0.0;
+    if virtual_only && (is_jack || alsa.is_some()) {
+        return super::usage(format!(
+            "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; {}",
+            if is_jack {
+                "a JACK loop is what the graph is"
+            } else {
+                "an ALSA loop is what the device's cable is"
+            }
+        ));
+    }
     if let Some(j) = jack.as_mut() {
         if a.jack.connect.is_some() {
             return super::usage("rtl's loop ports are --out PORT --in PORT, not --connect");
-        }
-        let virtual_only = a.loopback
-            || a.fraction != 0.0
-            || a.snr.is_some()
-            || a.invert
-            || a.unplugged
-            || a.gain != 0.0;
-        if virtual_only {
-            return super::usage(
-                "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; a JACK loop is what the graph is",
-            );
         }
         match (&a.out, &a.in_port) {
             (Some(o), Some(i)) => {
@@ -182,6 +196,7 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     };
     let mut cfg = RtlConfig::model(a.rate.unwrap_or(48000), buffers, a.periods, lat);
     cfg.jack = jack;
+    cfg.alsa = alsa;
     cfg.driver = driver;
     cfg.profile = a.profile.clone();
     cfg.loopback.fraction = a.fraction;
