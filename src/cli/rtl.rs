@@ -299,9 +299,30 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
     if let Some(j) = &r.results.jack {
         s = jack_summary(r, j, m);
     } else {
+        if let Some(a) = &r.results.alsa {
+            let d = &a.driver;
+            s.push_str(&format!(
+                "RTL through ALSA '{}' ({}, {}, {} ch), period {} × {} periods at {} Hz: playback → capture\n",
+                d.device,
+                d.format,
+                d.access.as_str(),
+                d.channels,
+                d.period_frames,
+                d.periods,
+                d.rate
+            ));
+        }
         s.push_str(&loop_summary(r, m, row));
     }
-    if r.results.xruns + r.results.skipped_periods > 0 {
+    if let Some(a) = &r.results.alsa {
+        let x = &a.driver;
+        if x.xruns_recovered + r.results.skipped_periods > 0 {
+            s.push_str(&format!(
+                "{} ALSA xruns recovered, {} periods skipped; {} estimates left out\n",
+                x.xruns_recovered, r.results.skipped_periods, m.excluded_estimates
+            ));
+        }
+    } else if r.results.xruns + r.results.skipped_periods > 0 {
         s.push_str(&format!(
             "{} of {} cycles missed their deadline, {} periods skipped; {} estimates left out\n",
             r.results.xruns, r.results.cycles, r.results.skipped_periods, m.excluded_estimates
@@ -420,7 +441,7 @@ fn loop_summary(r: &RtlRunResult, m: &rtl::RtlMeasurement, row: &rtl::ModelRow) 
                 num("measured − model"),
                 num(format!(
                     "{:+.4}",
-                    r.results.difference_frames.unwrap_or(0.0)
+                    (r.results.difference_frames.unwrap_or(0.0) * 1e4).round() / 1e4 + 0.0
                 )),
                 num(format!(
                     "{:+.5}",
@@ -434,10 +455,35 @@ fn loop_summary(r: &RtlRunResult, m: &rtl::RtlMeasurement, row: &rtl::ModelRow) 
                     num(""),
                 ]);
             }
+            if let Some(a) = &r.results.alsa {
+                let ms = |f: f64| format!("{:+.5}", f * 1000.0 / c.rate as f64);
+                if let Some(l) = a.driver.loop_delay_last_frames {
+                    t.add_row(vec![
+                        num("declared by ALSA (playback + capture delay)"),
+                        num(l),
+                        num(ms(l as f64).trim_start_matches('+').to_string()),
+                    ]);
+                }
+                if let Some(x) = a.extra_frames {
+                    // No "-0.0000" for a rounding residue.
+                    let x = (x * 1e4).round() / 1e4 + 0.0;
+                    t.add_row(vec![
+                        num("extra (measured − declared)"),
+                        num(format!("{x:+.4}")),
+                        num(ms(x)),
+                    ]);
+                }
+            }
             s.push_str(&format!("{t}\n"));
             s.push_str(&polarity_line(m));
         }
         _ => s.push_str(&format!("no measurement: {}\n", m.message)),
+    }
+    if let Some(d) = r.results.alsa.as_ref().and_then(|a| a.declared_frames) {
+        s.push_str(&format!(
+            "ALSA's declared round trip over the run: min {} / mean {:.1} / max {} frames\n",
+            d.min, d.mean, d.max
+        ));
     }
     s
 }

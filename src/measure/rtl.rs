@@ -1014,6 +1014,20 @@ pub struct RtlResults {
     pub alsa: Option<super::rtl_alsa::RtlAlsa>,
 }
 
+impl RtlResults {
+    /// What the loop's own stack declares for it — the JACK server's port latencies (plus
+    /// the graph's period), or ALSA's playback + capture delay at the end of the run — with
+    /// measured − declared and what declared it. None on the virtual loop.
+    pub fn declared(&self) -> Option<(f64, Option<f64>, &'static str)> {
+        if let Some(j) = &self.jack {
+            return Some((j.declared_frames as f64, j.extra_frames, "JACK port latencies"));
+        }
+        let a = self.alsa.as_ref()?;
+        let l = a.driver.loop_delay_last_frames?;
+        Some((l as f64, a.extra_frames, "ALSA playback + capture delay"))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RtlRunResult {
     pub status: crate::results::Status,
@@ -1137,7 +1151,14 @@ pub fn run(
     } else {
         Status::Complete
     };
-    if lr.xruns + lr.skipped > 0 {
+    if res.alsa.is_some() {
+        if lr.xruns + lr.skipped > 0 {
+            warnings.push(format!(
+                "{} cycles ended past the engine's deadline and {} periods were skipped; on an ALSA device only its own xruns lose output, and the estimates around those are left out",
+                lr.xruns, lr.skipped
+            ));
+        }
+    } else if lr.xruns + lr.skipped > 0 {
         warnings.push(format!(
             "{} cycles missed their deadline and {} periods were skipped: the estimates whose window they touched are left out",
             lr.xruns, lr.skipped
