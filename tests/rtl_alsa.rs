@@ -219,7 +219,14 @@ fn missing_device_exits_3_with_the_alsa_text() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rtl.json");
     let o = common::xrunlab()
-        .args(["rtl", "--driver", "alsa", "--device", "xrl_no_such_pcm", "-o"])
+        .args([
+            "rtl",
+            "--driver",
+            "alsa",
+            "--device",
+            "xrl_no_such_pcm",
+            "-o",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -237,17 +244,41 @@ fn missing_device_exits_3_with_the_alsa_text() {
 #[test]
 fn bad_flag_combinations_exit_2_without_a_file() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--driver", "alsa", "--loopback"], "shape the virtual loop"),
-        (&["--driver", "alsa", "--fraction", "0.3"], "shape the virtual loop"),
-        (&["--driver", "alsa", "--snr", "20"], "shape the virtual loop"),
-        (&["--driver", "alsa", "--out", "a:b", "--in", "c:d"], "--out and --in need --driver jack"),
+        (
+            &["--driver", "alsa", "--loopback"],
+            "shape the virtual loop",
+        ),
+        (
+            &["--driver", "alsa", "--fraction", "0.3"],
+            "shape the virtual loop",
+        ),
+        (
+            &["--driver", "alsa", "--snr", "20"],
+            "shape the virtual loop",
+        ),
+        (
+            &["--driver", "alsa", "--out", "a:b", "--in", "c:d"],
+            "--out and --in need --driver jack",
+        ),
         (&["--driver", "alsa", "--server", "x"], "need --driver jack"),
-        (&["--driver", "jack", "--device", "xrl"], "--device and --access need --driver alsa"),
-        (&["--driver", "virtual", "--loopback", "--access", "mmap"], "need --driver alsa"),
+        (
+            &["--driver", "jack", "--device", "xrl"],
+            "--device and --access need --driver alsa",
+        ),
+        (
+            &["--driver", "virtual", "--loopback", "--access", "mmap"],
+            "need --driver alsa",
+        ),
         (&["--model", "--device", "hw:0"], "need --driver alsa"),
         (&["--driver", "alsa", "--device", " "], "empty device name"),
-        (&["--driver", "alsa", "--periods", "1"], "--periods 1 is outside 2..64"),
-        (&["--driver", "alsa", "--buffer", "0"], "buffer sizes must be within"),
+        (
+            &["--driver", "alsa", "--periods", "1"],
+            "--periods 1 is outside 2..64",
+        ),
+        (
+            &["--driver", "alsa", "--buffer", "0"],
+            "buffer sizes must be within",
+        ),
         (&["--driver", "alsa", "--access", "dma"], "invalid value"),
     ];
     let dir = tempfile::tempdir().unwrap();

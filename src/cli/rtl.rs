@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
 use crate::measure::rtl_jack;
 use crate::report::table::{new_table, num};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::Body;
 use crate::rt::Policy;
 use clap::{Args, ValueEnum};
 
@@ -158,8 +158,12 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     let is_jack = driver == Some(RtlDriver::Jack);
     let mut jack = a.jack.to_config(is_jack, a.buffer, a.rate)?;
     let alsa = a.alsa.to_config(driver == Some(RtlDriver::Alsa))?;
-    let virtual_only =
-        a.loopback || a.fraction != 0.0 || a.snr.is_some() || a.invert || a.unplugged || a.gain != 0.0;
+    let virtual_only = a.loopback
+        || a.fraction != 0.0
+        || a.snr.is_some()
+        || a.invert
+        || a.unplugged
+        || a.gain != 0.0;
     if virtual_only && (is_jack || alsa.is_some()) {
         return super::usage(format!(
             "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; {}",
@@ -226,26 +230,20 @@ pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     let env = crate::system::Environment::capture();
     let progress = crate::progress::for_terminal(g.quiet || cfg.driver.is_none(), 0);
     let r = rtl::run(&cfg, progress.as_ref())?;
+    let body = Body::Rtl {
+        config: r.config.clone(),
+        results: Box::new(r.results.clone()),
+    };
     let human = summary(&r);
-    let mut doc = ResultDoc::new(
-        Body::Rtl {
-            config: r.config.clone(),
-            results: Box::new(r.results.clone()),
-        },
-        r.status,
-        started,
-        env,
-    );
-    doc.warnings.extend(r.warnings.iter().cloned());
-    output::emit(&doc, g, &human)?;
+    if let Some(code) =
+        output::emit_measured(body, r.status, started, env, &r.warnings, g, &human, "rtl")?
+    {
+        return Ok(code);
+    }
     let ok = match &r.results.measured {
         None => true,
         Some(m) => m.outcome == RtlOutcome::Measured,
     };
-    if r.status != Status::Complete {
-        output::stderr("xrunlab: rtl interrupted; partial result reported\n");
-        return Ok(crate::error::EXIT_CANNOT_MEASURE);
-    }
     Ok(if ok {
         0
     } else {

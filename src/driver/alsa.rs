@@ -25,6 +25,11 @@
 //! whole JACK periods and its timestamp is the time of the status call, so there wake-up
 //! latency measures only our own path from the poll wake to the status read.
 //!
+//! Capture. In duplex the captured period is read every cycle; the engine gets it as its
+//! input only when asked (`capture_input`, for `xrunlab rtl`), the --input signal
+//! otherwise. After each write the playback and capture delays are read back to back: their
+//! sum is the round trip ALSA declares for a cable from output to input.
+//!
 //! Xruns. An `EPIPE`/`ESTRPIPE` from wait, read or write, or a status in XRUN, is an ALSA
 //! xrun: we note the delay ALSA reports, recover (stop both streams, prepare, re-fill and
 //! restart), and the device periods lost until the restart become skipped periods of the
@@ -665,7 +670,8 @@ impl AlsaDriver {
             last: None,
             stats: DriverStats::default(),
         };
-        let (mut play_d, mut cap_d, mut loop_d) = (DelayAcc::EMPTY, DelayAcc::EMPTY, DelayAcc::EMPTY);
+        let (mut play_d, mut cap_d, mut loop_d) =
+            (DelayAcc::EMPTY, DelayAcc::EMPTY, DelayAcc::EMPTY);
         let mut loop_last = None;
         let from_capture = self.capture_input && cio.is_some();
         report.capture_input = from_capture;

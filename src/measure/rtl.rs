@@ -1020,7 +1020,11 @@ impl RtlResults {
     /// measured − declared and what declared it. None on the virtual loop.
     pub fn declared(&self) -> Option<(f64, Option<f64>, &'static str)> {
         if let Some(j) = &self.jack {
-            return Some((j.declared_frames as f64, j.extra_frames, "JACK port latencies"));
+            return Some((
+                j.declared_frames as f64,
+                j.extra_frames,
+                "JACK port latencies",
+            ));
         }
         let a = self.alsa.as_ref()?;
         let l = a.driver.loop_delay_last_frames?;
@@ -1057,8 +1061,7 @@ pub fn run(
             cfg.validate()?;
             let dev = super::rtl_alsa::open(cfg)?;
             let mut c = cfg.clone();
-            (c.rate, c.buffers, c.periods) =
-                (dev.rate(), vec![dev.period_frames()], dev.periods());
+            (c.rate, c.buffers, c.periods) = (dev.rate(), vec![dev.period_frames()], dev.periods());
             if (c.rate, c.buffers[0], c.periods) != (cfg.rate, cfg.buffers[0], cfg.periods) {
                 warnings.push(format!(
                     "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",

@@ -119,9 +119,7 @@ pub(crate) fn run(
         warnings.push(format!("ALSA: {e}; the run stopped there"));
     }
     let m = est.result();
-    let measured = m
-        .delay_frames
-        .filter(|_| m.outcome == RtlOutcome::Measured);
+    let measured = m.delay_frames.filter(|_| m.outcome == RtlOutcome::Measured);
     let declared = report.loop_delay_frames;
     let last = report.loop_delay_last_frames;
     let extra = measured.zip(last).map(|(d, l)| d - l as f64);
