@@ -7,14 +7,18 @@
 //! the playback client runs before the capture client it feeds, so inside a cycle the
 //! loop adds nothing. The driver pre-fills n ALSA periods P of silence, so output frame i
 //! of the engine is playback stream frame nP + i; capture stream frame j is the engine's
-//! input frame j. If the capture client's transfers lag the playback client's by m whole
-//! server cycles (it was activated m cycles later, or a client missed cycles since), input
-//! frame j carries output frame j − (nP − mJ): the loop is exactly nP − mJ frames, an
-//! integer, on the lattice nP − mJ, and at most a couple of cycles either way of nP — the
-//! bound [J, nP + 2J] — with m a matter of start-up timing, so two runs agree modulo J.
-//! ALSA's declared round trip (playback + capture delay read together) counts the same
-//! frames: nP + written − played on one side, captured − read on the other, which sums
-//! to the same nP − mJ whenever no server cycle falls between the two reads.
+//! input frame j. If the capture client's transfers lag the playback client's by m server
+//! cycles, input frame j carries output frame j − (nP − mJ): the loop is exactly nP − mJ
+//! frames, an integer on that lattice. m is start-up timing: the playback client moves
+//! only once ALSA marks playback running (after its start callback activated the client and
+//! connected its ports), the capture client copies from its activation on (in pcm_jack.c
+//! only the playback side waits for RUNNING), even while its
+//! own port connections are still being made (a server round trip per channel) — so m is
+//! a small integer of either sign, and a client that misses a server cycle later moves it
+//! by one. Seen on this VM: m from −2 to 2. Hence the bound [J, nP + 2J], and two runs
+//! agree modulo J. ALSA's declared round trip (playback + capture delay read together)
+//! counts the same frames: nP + written − played on one side, captured − read on the
+//! other, which sums to nP − mJ whenever no server cycle falls between the two reads.
 
 mod common;
 
