@@ -12,9 +12,9 @@
 //! frames, an integer on that lattice. m is start-up timing: the playback client moves
 //! only once ALSA marks playback running (after its start callback activated the client and
 //! connected its ports), the capture client copies from its activation on (in pcm_jack.c
-//! only the playback side waits for RUNNING), even while its
-//! own port connections are still being made (a server round trip per channel) — so m is
-//! a small integer of either sign, and a client that misses a server cycle later moves it
+//! only the playback side waits for RUNNING), even while its own port connections are
+//! still being made (a server round trip per channel) — so m is a small integer of either
+//! sign, and a client that misses a server cycle later moves it
 //! by one. Seen on this VM: m from −2 to 2. Hence the bound [J, nP + 2J], and two runs
 //! agree modulo J. ALSA's declared round trip (playback + capture delay read together)
 //! counts the same frames: nP + written − played on one side, captured − read on the
