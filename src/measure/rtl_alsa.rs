@@ -133,7 +133,7 @@ pub(crate) fn run(
 
     // Only the handler (on convergence) sets `stop`; any other stop is an interruption
     // (a signal, a stalled device, a failed recovery).
-    let interrupted = reason == StopReason::Stopped && !est.converged();
+    let interrupted = reason == StopReason::Stopped && !stop.load(Ordering::SeqCst);
     let cycles = cycles.load(Ordering::Relaxed);
     Ok(LoopRun {
         cycles,
