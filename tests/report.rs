@@ -25,6 +25,7 @@ const FIXTURES: &[(&str, &str, usize)] = &[
     ("sched", "sched", 4),
     ("rtl", "rtl", 1),
     ("rtl", "rtl-model", 1),
+    ("rtl", "rtl-alsa", 1),
     ("event", "event", 2),
     ("event", "event-grid", 1),
 ];
@@ -165,6 +166,14 @@ fn report_from_every_fixture() {
     let sec = section(&model, "rtl");
     assert!(sec.contains("Modelled RTL per buffer size"));
     assert!(sec.contains("as printed in seed 000"));
+    // A loop through a device shows what its stack declares beside the measurement.
+    let alsa = report_html(&[fixture("rtl-alsa")], dir.path());
+    let sec = section(&alsa, "rtl");
+    assert!(
+        sec.contains("declared (ALSA playback + capture delay)"),
+        "{sec}"
+    );
+    assert!(sec.contains("measured − declared"), "{sec}");
     let audio = report_html(&[fixture("latency-audio")], dir.path());
     assert!(audio.contains("Audio period 64 frames @ 48000 Hz"));
 }
@@ -334,6 +343,19 @@ fn compare_rtl_prints_table_1_shape() {
         .as_f64()
         .unwrap();
     assert!(text.contains(&format!("{d:.3}")), "{text}");
+    // An ALSA loop beside the virtual one: its device and what ALSA declared for it.
+    let text = compare_text("rtl-alsa", "rtl");
+    let v = json("rtl-alsa");
+    let last = v["results"]["alsa"]["driver"]["loop_delay_last_frames"]
+        .as_i64()
+        .unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.contains("declared by the stack (frames)"))
+        .unwrap_or_else(|| panic!("no declared row:\n{text}"));
+    assert!(row.contains(&last.to_string()), "{row}");
+    assert!(text.contains("alsa 'xrlloop' @ 256 frames × 3"), "{text}");
+    assert!(text.contains("measured − declared (frames)"), "{text}");
 }
 
 /// Fig. 2 for two systems and sched policies side by side, text and HTML with charts.

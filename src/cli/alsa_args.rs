@@ -1,5 +1,5 @@
-//! The ALSA device flags shared by the engine-based commands (`run`, later `event`): one
-//! definition so they read and validate the same everywhere.
+//! The ALSA device flags shared by `run`, `event` and `rtl`: one definition so they read
+//! and validate the same everywhere.
 
 use crate::driver::alsa::{AlsaAccess, AlsaConfig};
 use crate::error::{Error, Result};

@@ -6,7 +6,7 @@ use crate::measure::event::{
     self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, SEED_PAIRS,
 };
 use crate::report::table::{new_table, num};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::Body;
 use crate::rt::Policy;
 use clap::Args;
 
@@ -171,23 +171,24 @@ pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
     let env = crate::system::Environment::capture();
     let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
     let r = event::run(&cfg, progress.as_ref())?;
+    let body = Body::Event {
+        config: r.config.clone(),
+        results: Box::new(r.results.clone()),
+    };
     let human = summary(&r);
-    let mut doc = ResultDoc::new(
-        Body::Event {
-            config: r.config.clone(),
-            results: Box::new(r.results.clone()),
-        },
+    if let Some(code) = output::emit_measured(
+        body,
         r.status,
         started,
         env,
-    );
-    doc.warnings.extend(r.warnings.iter().cloned());
-    output::emit(&doc, g, &human)?;
-    let measured = r.results.runs.iter().any(|x| x.latency.count > 0);
-    if r.status != Status::Complete {
-        output::stderr("xrunlab: event interrupted; partial result reported\n");
-        return Ok(crate::error::EXIT_CANNOT_MEASURE);
+        &r.warnings,
+        g,
+        &human,
+        "event",
+    )? {
+        return Ok(code);
     }
+    let measured = r.results.runs.iter().any(|x| x.latency.count > 0);
     if measured {
         return Ok(0);
     }

@@ -19,6 +19,32 @@ pub fn stderr(text: &str) {
     let _ = err.write_all(text.as_bytes());
 }
 
+/// Wrap a measurement's result in the envelope (environment, its warnings) and emit it;
+/// `Some(exit 3)` when the run was interrupted (said on stderr: the result is partial),
+/// None when the command decides its exit code from the result.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_measured(
+    body: crate::results::Body,
+    status: crate::results::Status,
+    started: String,
+    env: crate::system::Environment,
+    warnings: &[String],
+    g: &Global,
+    human: &str,
+    command: &str,
+) -> Result<Option<u8>> {
+    let mut doc = ResultDoc::new(body, status, started, env);
+    doc.warnings.extend(warnings.iter().cloned());
+    emit(&doc, g, human)?;
+    if status != crate::results::Status::Complete {
+        stderr(&format!(
+            "xrunlab: {command} interrupted; partial result reported\n"
+        ));
+        return Ok(Some(crate::error::EXIT_CANNOT_MEASURE));
+    }
+    Ok(None)
+}
+
 /// Emit a finished (or partial) result as the global options ask.
 pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
     if let Some(path) = &g.output {

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
 use crate::measure::rtl_jack;
 use crate::report::table::{new_table, num};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::Body;
 use crate::rt::Policy;
 use clap::{Args, ValueEnum};
 
@@ -14,6 +14,7 @@ pub enum RtlDriverArg {
     Sim,
     Virtual,
     Jack,
+    Alsa,
 }
 
 /// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, seed 000 eq. 1) and measured by
@@ -27,6 +28,8 @@ Examples:
   xrunlab rtl --driver sim --buffer 128 --fifo 20 --codec 2+10 --snr 20 --invert -o rtl.json
   xrunlab rtl --driver jack                                      # our out_1 → our in_1 inside the graph
   xrunlab rtl --driver jack --out system:playback_1 --in system:capture_1   # through a cable
+  xrunlab rtl --driver alsa --device hw:0 --buffer 128 --periods 2 --fifo 20 --codec 2+10
+  xrunlab rtl --driver alsa --device hw:Loopback --access mmap --buffer 256 --periods 3
 
 The model is periods·buffer + FIFO + ADC + DAC frames (with the default 2 periods, eq. 1).
 The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes back over a
@@ -37,7 +40,12 @@ device's loop without real time (deterministic); virtual runs it on a timer-pace
 With --driver jack the estimator is a JACK client at the server's buffer size and rate; it
 prints what the server's port latencies declare for the loop (playback + capture, plus the
 one period a loop closed inside the graph takes) and the extra latency the backend's -I/-O
-arguments would need, as jack_iodelay does. Windows an xrun touched are left out.
+arguments would need, as jack_iodelay does. With --driver alsa the tones go out on the
+device's playback stream and come back on its capture stream (a loopback cable, or a PCM whose
+playback reaches its capture); --buffer is ALSA's period size and --periods its periods (the
+device may round them: the model uses what it accepted). It prints the round trip ALSA
+declares (playback + capture delay read together each cycle) and measured − declared, the
+latency the driver does not report (FIFO, converters). Windows an xrun touched are left out.
 Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
 estimate, or interrupted (partial result written).")]
 pub struct RtlArgs {
@@ -56,7 +64,8 @@ pub struct RtlArgs {
     /// Buffer sizes the model tabulates, e.g. 16..512 (powers of two) or 64,128.
     #[arg(long, default_value = "16..512")]
     pub buffers: String,
-    /// Buffer size of a measured loop [default: 64; jack: the server's].
+    /// Buffer size of a measured loop [default: 64; jack: the server's; alsa: ALSA's period
+    /// size].
     #[arg(long)]
     pub buffer: Option<u32>,
     /// Sample rate [default: 48000; jack: the server's].
@@ -92,7 +101,7 @@ pub struct RtlArgs {
     /// Return level below which the result is "signal too weak", dBFS.
     #[arg(long, default_value_t = -60.0, allow_hyphen_values = true)]
     pub min_level: f64,
-    /// Scheduling policy of the virtual device's thread.
+    /// Scheduling policy of the virtual or ALSA loop's thread.
     #[arg(long, default_value = "fifo:80")]
     pub policy: String,
     #[arg(long, default_value_t = 1)]
@@ -105,6 +114,8 @@ pub struct RtlArgs {
     pub in_port: Option<String>,
     #[command(flatten)]
     pub jack: super::jack_args::JackArgs,
+    #[command(flatten)]
+    pub alsa: super::alsa_args::AlsaArgs,
 }
 
 fn config(a: &RtlArgs) -> Result<RtlConfig> {
@@ -129,11 +140,12 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
         (true, None) => None,
         (false, None) => {
             return super::usage(
-                "say what to do: --model, --driver sim|virtual --loopback, or --driver jack",
+                "say what to do: --model, --driver sim|virtual --loopback, --driver jack or --driver alsa",
             )
         }
         (false, Some(RtlDriverArg::Sim)) => Some(RtlDriver::Sim),
         (false, Some(RtlDriverArg::Jack)) => Some(RtlDriver::Jack),
+        (false, Some(RtlDriverArg::Alsa)) => Some(RtlDriver::Alsa),
         (false, Some(RtlDriverArg::Virtual)) => {
             if !a.loopback {
                 return super::usage(
@@ -145,20 +157,26 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     };
     let is_jack = driver == Some(RtlDriver::Jack);
     let mut jack = a.jack.to_config(is_jack, a.buffer, a.rate)?;
+    let alsa = a.alsa.to_config(driver == Some(RtlDriver::Alsa))?;
+    let virtual_only = a.loopback
+        || a.fraction != 0.0
+        || a.snr.is_some()
+        || a.invert
+        || a.unplugged
+        || a.gain != 0.0;
+    if virtual_only && (is_jack || alsa.is_some()) {
+        return super::usage(format!(
+            "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; {}",
+            if is_jack {
+                "a JACK loop is what the graph is"
+            } else {
+                "an ALSA loop is what the device's cable is"
+            }
+        ));
+    }
     if let Some(j) = jack.as_mut() {
         if a.jack.connect.is_some() {
             return super::usage("rtl's loop ports are --out PORT --in PORT, not --connect");
-        }
-        let virtual_only = a.loopback
-            || a.fraction != 0.0
-            || a.snr.is_some()
-            || a.invert
-            || a.unplugged
-            || a.gain != 0.0;
-        if virtual_only {
-            return super::usage(
-                "--loopback, --fraction, --snr, --invert, --unplugged and --gain shape the virtual loop; a JACK loop is what the graph is",
-            );
         }
         match (&a.out, &a.in_port) {
             (Some(o), Some(i)) => {
@@ -182,6 +200,7 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     };
     let mut cfg = RtlConfig::model(a.rate.unwrap_or(48000), buffers, a.periods, lat);
     cfg.jack = jack;
+    cfg.alsa = alsa;
     cfg.driver = driver;
     cfg.profile = a.profile.clone();
     cfg.loopback.fraction = a.fraction;
@@ -211,26 +230,20 @@ pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     let env = crate::system::Environment::capture();
     let progress = crate::progress::for_terminal(g.quiet || cfg.driver.is_none(), 0);
     let r = rtl::run(&cfg, progress.as_ref())?;
+    let body = Body::Rtl {
+        config: r.config.clone(),
+        results: Box::new(r.results.clone()),
+    };
     let human = summary(&r);
-    let mut doc = ResultDoc::new(
-        Body::Rtl {
-            config: r.config.clone(),
-            results: Box::new(r.results.clone()),
-        },
-        r.status,
-        started,
-        env,
-    );
-    doc.warnings.extend(r.warnings.iter().cloned());
-    output::emit(&doc, g, &human)?;
+    if let Some(code) =
+        output::emit_measured(body, r.status, started, env, &r.warnings, g, &human, "rtl")?
+    {
+        return Ok(code);
+    }
     let ok = match &r.results.measured {
         None => true,
         Some(m) => m.outcome == RtlOutcome::Measured,
     };
-    if r.status != Status::Complete {
-        output::stderr("xrunlab: rtl interrupted; partial result reported\n");
-        return Ok(crate::error::EXIT_CANNOT_MEASURE);
-    }
     Ok(if ok {
         0
     } else {
@@ -284,9 +297,30 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
     if let Some(j) = &r.results.jack {
         s = jack_summary(r, j, m);
     } else {
+        if let Some(a) = &r.results.alsa {
+            let d = &a.driver;
+            s.push_str(&format!(
+                "RTL through ALSA '{}' ({}, {}, {} ch), period {} × {} periods at {} Hz: playback → capture\n",
+                d.device,
+                d.format,
+                d.access.as_str(),
+                d.channels,
+                d.period_frames,
+                d.periods,
+                d.rate
+            ));
+        }
         s.push_str(&loop_summary(r, m, row));
     }
-    if r.results.xruns + r.results.skipped_periods > 0 {
+    if let Some(a) = &r.results.alsa {
+        let x = &a.driver;
+        if x.xruns_recovered + r.results.skipped_periods > 0 {
+            s.push_str(&format!(
+                "{} ALSA xruns recovered, {} periods skipped; {} estimates left out\n",
+                x.xruns_recovered, r.results.skipped_periods, m.excluded_estimates
+            ));
+        }
+    } else if r.results.xruns + r.results.skipped_periods > 0 {
         s.push_str(&format!(
             "{} of {} cycles missed their deadline, {} periods skipped; {} estimates left out\n",
             r.results.xruns, r.results.cycles, r.results.skipped_periods, m.excluded_estimates
@@ -405,7 +439,7 @@ fn loop_summary(r: &RtlRunResult, m: &rtl::RtlMeasurement, row: &rtl::ModelRow) 
                 num("measured − model"),
                 num(format!(
                     "{:+.4}",
-                    r.results.difference_frames.unwrap_or(0.0)
+                    (r.results.difference_frames.unwrap_or(0.0) * 1e4).round() / 1e4 + 0.0
                 )),
                 num(format!(
                     "{:+.5}",
@@ -419,10 +453,35 @@ fn loop_summary(r: &RtlRunResult, m: &rtl::RtlMeasurement, row: &rtl::ModelRow) 
                     num(""),
                 ]);
             }
+            if let Some(a) = &r.results.alsa {
+                let ms = |f: f64| format!("{:+.5}", f * 1000.0 / c.rate as f64);
+                if let Some(l) = a.driver.loop_delay_last_frames {
+                    t.add_row(vec![
+                        num("declared by ALSA (playback + capture delay)"),
+                        num(l),
+                        num(ms(l as f64).trim_start_matches('+').to_string()),
+                    ]);
+                }
+                if let Some(x) = a.extra_frames {
+                    // No "-0.0000" for a rounding residue.
+                    let x = (x * 1e4).round() / 1e4 + 0.0;
+                    t.add_row(vec![
+                        num("extra (measured − declared)"),
+                        num(format!("{x:+.4}")),
+                        num(ms(x)),
+                    ]);
+                }
+            }
             s.push_str(&format!("{t}\n"));
             s.push_str(&polarity_line(m));
         }
         _ => s.push_str(&format!("no measurement: {}\n", m.message)),
+    }
+    if let Some(d) = r.results.alsa.as_ref().and_then(|a| a.declared_frames) {
+        s.push_str(&format!(
+            "ALSA's declared round trip over the run: min {} / mean {:.1} / max {} frames\n",
+            d.min, d.mean, d.max
+        ));
     }
     s
 }

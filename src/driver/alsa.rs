@@ -25,6 +25,11 @@
 //! whole JACK periods and its timestamp is the time of the status call, so there wake-up
 //! latency measures only our own path from the poll wake to the status read.
 //!
+//! Capture. In duplex the captured period is read every cycle; the engine gets it as its
+//! input only when asked (`capture_input`, for `xrunlab rtl`), the --input signal
+//! otherwise. After each write the playback and capture delays are read back to back: their
+//! sum is the round trip ALSA declares for a cable from output to input.
+//!
 //! Xruns. An `EPIPE`/`ESTRPIPE` from wait, read or write, or a status in XRUN, is an ALSA
 //! xrun: we note the delay ALSA reports, recover (stop both streams, prepare, re-fill and
 //! restart), and the device periods lost until the restart become skipped periods of the
@@ -133,6 +138,10 @@ pub struct AlsaXrun {
     /// The engine's view of that last cycle: it missed its deadline, and why.
     pub engine_xrun: bool,
     pub cause: Option<Cause>,
+    /// The first cycle after the restart (None: the run ended first). Cycles between
+    /// `after_cycle` and it were skipped.
+    #[serde(default)]
+    pub resumed_cycle: Option<u64>,
 }
 
 /// Frames of delay ALSA reported after each period was written (`snd_pcm_delay`): what a
@@ -144,6 +153,41 @@ pub struct DelayFrames {
     pub max: i64,
     /// The mean as time at the negotiated rate, ns.
     pub mean_ns: f64,
+}
+
+/// Running min/mean/max of a delay, kept on the driver thread without allocating.
+#[derive(Debug, Clone, Copy)]
+struct DelayAcc {
+    min: i64,
+    max: i64,
+    sum: f64,
+    n: u64,
+}
+
+impl DelayAcc {
+    const EMPTY: DelayAcc = DelayAcc {
+        min: i64::MAX,
+        max: i64::MIN,
+        sum: 0.0,
+        n: 0,
+    };
+    fn add(&mut self, d: i64) {
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        self.sum += d as f64;
+        self.n += 1;
+    }
+    fn finish(&self, rate: u64) -> Option<DelayFrames> {
+        (self.n > 0).then(|| {
+            let mean = self.sum / self.n as f64;
+            DelayFrames {
+                min: self.min,
+                mean,
+                max: self.max,
+                mean_ns: mean * 1e9 / rate as f64,
+            }
+        })
+    }
 }
 
 /// What the result's `alsa` section holds.
@@ -171,6 +215,23 @@ pub struct AlsaReport {
     pub buffer_frames: u32,
     /// ALSA's delay after each write: the latency the device reports.
     pub delay_frames: DelayFrames,
+    /// Duplex: the capture stream's delay (frames captured and not yet read), read right
+    /// after the playback delay.
+    #[serde(default)]
+    pub capture_delay_frames: Option<DelayFrames>,
+    /// Duplex: playback + capture delay read together after each write: the round trip ALSA
+    /// declares (a frame written now plays in the playback delay; the frame captured at
+    /// that moment is read after the capture delay and everything before it).
+    #[serde(default)]
+    pub loop_delay_frames: Option<DelayFrames>,
+    /// The same sum at the last cycle: what ALSA declared when the run ended (a loop's
+    /// structure can shift during a run, e.g. a JACK-side xrun behind a plugin).
+    #[serde(default)]
+    pub loop_delay_last_frames: Option<i64>,
+    /// Duplex: the engine got the captured periods as its input (`xrunlab rtl`), not the
+    /// generated --input signal.
+    #[serde(default)]
+    pub capture_input: bool,
     /// Cycles whose t_ideal came from the device's status timestamp / from our wake-up.
     pub tstamp_cycles: u64,
     pub wake_estimate_cycles: u64,
@@ -196,6 +257,7 @@ fn alsa_text(e: &::alsa::Error) -> String {
 trait Sample: IoFormat + Send + 'static {
     const ZERO: Self;
     fn from_f32(x: f32) -> Self;
+    fn to_f32(self) -> f32;
 }
 
 impl Sample for f32 {
@@ -203,6 +265,10 @@ impl Sample for f32 {
     #[inline]
     fn from_f32(x: f32) -> Self {
         x
+    }
+    #[inline]
+    fn to_f32(self) -> f32 {
+        self
     }
 }
 
@@ -213,6 +279,10 @@ impl Sample for i32 {
         // f64: 2^31−1 is not representable in f32, and the cast saturates anyway.
         (x.clamp(-1.0, 1.0) as f64 * i32::MAX as f64) as i32
     }
+    #[inline]
+    fn to_f32(self) -> f32 {
+        (self as f64 / i32::MAX as f64) as f32
+    }
 }
 
 impl Sample for i16 {
@@ -220,6 +290,10 @@ impl Sample for i16 {
     #[inline]
     fn from_f32(x: f32) -> Self {
         (x.clamp(-1.0, 1.0) * i16::MAX as f32) as i16
+    }
+    #[inline]
+    fn to_f32(self) -> f32 {
+        self as f32 / i16::MAX as f32
     }
 }
 
@@ -398,6 +472,14 @@ impl AlsaDevice {
     pub fn periods(&self) -> u32 {
         self.neg.periods
     }
+    /// Capture was opened beside playback with the same setup (full duplex).
+    pub fn has_capture(&self) -> bool {
+        self.cap.is_some()
+    }
+    /// Why there is no capture stream.
+    pub fn capture_note(&self) -> Option<&str> {
+        self.capture_note.as_deref()
+    }
 
     fn report(&self) -> AlsaReport {
         AlsaReport {
@@ -450,6 +532,7 @@ pub struct AlsaDriver {
     periods_total: u64,
     report: AlsaReport,
     write_delay: Option<Arc<WriteDelay>>,
+    capture_input: bool,
 }
 
 impl AlsaDriver {
@@ -461,7 +544,14 @@ impl AlsaDriver {
             periods_total,
             report,
             write_delay: None,
+            capture_input: false,
         }
+    }
+
+    /// Hand the engine the captured periods as its input instead of the InputSource
+    /// (a loop measurement). Without a capture stream the source stays the input.
+    pub fn capture_input(&mut self) {
+        self.capture_input = true;
     }
 
     /// Publish the delay after every write from now on (see [`WriteDelay`]).
@@ -513,8 +603,6 @@ struct Loop {
     /// Set by a recovery: the next cycle counts the periods lost since `prev_t_ideal`.
     recovered: bool,
     last: Option<(u64, bool, Option<Cause>)>,
-    delay_sum: f64,
-    delay_n: u64,
     stats: DriverStats,
 }
 
@@ -580,11 +668,13 @@ impl AlsaDriver {
             first_t_ideal: 0,
             recovered: false,
             last: None,
-            delay_sum: 0.0,
-            delay_n: 0,
             stats: DriverStats::default(),
         };
-        let (mut dmin, mut dmax) = (i64::MAX, i64::MIN);
+        let (mut play_d, mut cap_d, mut loop_d) =
+            (DelayAcc::EMPTY, DelayAcc::EMPTY, DelayAcc::EMPTY);
+        let mut loop_last = None;
+        let from_capture = self.capture_input && cio.is_some();
+        report.capture_input = from_capture;
         let write_delay = self.write_delay.clone();
         let access = dev.cfg.access;
         if let Err(e) = start(dev, &pio, &silence, ch, access, lp.periods) {
@@ -655,8 +745,13 @@ impl AlsaDriver {
             } else {
                 0
             };
-            lp.recovered = false;
             let k = lp.next_k + skipped;
+            if lp.recovered {
+                if let Some(x) = report.xrun_events.last_mut() {
+                    x.resumed_cycle.get_or_insert(k);
+                }
+            }
+            lp.recovered = false;
             if k >= self.periods_total {
                 lp.stats.skipped_periods += self.periods_total - lp.next_k;
                 lp.next_k = self.periods_total;
@@ -678,7 +773,8 @@ impl AlsaDriver {
             };
             if let Some(cio) = &cio {
                 // Duplex: the captured period is read to keep the linked stream flowing;
-                // the engine processes the --input signal so the output stays checkable.
+                // the engine processes the --input signal so the output stays checkable,
+                // unless a loop measurement asked for the capture (`capture_input`).
                 if let Err(e) = read_period(dev.cap.as_ref().unwrap(), cio, &mut cbuf, ch, access) {
                     if !recover(dev, &pio, &silence, ch, &mut lp, report, e.errno(), true) {
                         break 'run StopReason::Stopped;
@@ -687,7 +783,11 @@ impl AlsaDriver {
                 }
             }
             let frame = k * lp.period;
-            source.fill(frame, &mut in_l, &mut in_r);
+            if from_capture {
+                deinterleave(&cbuf, &mut in_l, &mut in_r, ch);
+            } else {
+                source.fill(frame, &mut in_l, &mut in_r);
+            }
             let rec: CycleRecord = {
                 let mut io = AudioIo {
                     in_l: &in_l,
@@ -720,13 +820,19 @@ impl AlsaDriver {
                 }
                 continue;
             }
-            if let Ok(d) = dev.play.delay() {
+            // Both delays back to back, so the pair describes one instant.
+            let play_delay = dev.play.delay();
+            let cap_delay = dev.cap.as_ref().map(|c| c.delay());
+            #[allow(clippy::unnecessary_cast)] // Frames is a C long: 32 bits on some targets
+            if let (Ok(p), Some(Ok(c))) = (&play_delay, &cap_delay) {
+                cap_d.add(*c as i64);
+                loop_d.add(*p as i64 + *c as i64);
+                loop_last = Some(*p as i64 + *c as i64);
+            }
+            if let Ok(d) = play_delay {
                 #[allow(clippy::unnecessary_cast)] // Frames is a C long: 32 bits on some targets
                 let d = d as i64;
-                dmin = dmin.min(d);
-                dmax = dmax.max(d);
-                lp.delay_sum += d as f64;
-                lp.delay_n += 1;
+                play_d.add(d);
                 if let Some(w) = &write_delay {
                     w.delay_frames.store(d, Ordering::Relaxed);
                     w.at_ns.store(monotonic_ns(), Ordering::Relaxed);
@@ -734,15 +840,12 @@ impl AlsaDriver {
                 }
             }
         };
-        if lp.delay_n > 0 {
-            let mean = lp.delay_sum / lp.delay_n as f64;
-            report.delay_frames = DelayFrames {
-                min: dmin,
-                mean,
-                max: dmax,
-                mean_ns: mean * 1e9 / lp.rate as f64,
-            };
+        if let Some(d) = play_d.finish(lp.rate) {
+            report.delay_frames = d;
         }
+        report.capture_delay_frames = cap_d.finish(lp.rate);
+        report.loop_delay_frames = loop_d.finish(lp.rate);
+        report.loop_delay_last_frames = loop_last;
         lp.stats.sink = sink.stats();
         (reason, lp.stats)
     }
@@ -828,6 +931,7 @@ fn recover<S: Sample>(
             recovery_ns: monotonic_ns() - t,
             engine_xrun,
             cause,
+            resumed_cycle: None,
         });
     }
     lp.recovered = true;
@@ -848,6 +952,13 @@ fn interleave<S: Sample>(l: &[f32], r: &[f32], out: &mut [S], ch: usize) {
         for s in &mut frame[2..] {
             *s = S::ZERO;
         }
+    }
+}
+
+fn deinterleave<S: Sample>(buf: &[S], l: &mut [f32], r: &mut [f32], ch: usize) {
+    for (i, frame) in buf.chunks_exact(ch).enumerate() {
+        l[i] = frame[0].to_f32();
+        r[i] = frame[ch.min(2) - 1].to_f32();
     }
 }
 

@@ -515,6 +515,17 @@ impl Estimator {
         }
     }
 
+    /// `disturb` for a disturbance learnt after the run (a server's or device's xrun
+    /// report): only one that began before the estimate converged is applied — later ones
+    /// came while the loop only waited to stop. True when applied.
+    pub fn disturb_before_convergence(&mut self, from: u64, to: u64) -> bool {
+        if from >= self.converged_at_frame().unwrap_or(u64::MAX) {
+            return false;
+        }
+        self.disturb(from, to);
+        true
+    }
+
     pub fn converged(&self) -> bool {
         self.converged_at.is_some()
     }
@@ -889,6 +900,9 @@ pub enum RtlDriver {
     /// A JACK client: its process callback runs the estimator on its ports (see
     /// `measure::rtl_jack`); the server decides buffer size and rate.
     Jack,
+    /// The `alsa` driver in full duplex: playback out, capture in (see
+    /// `measure::rtl_alsa`); the device negotiates rate, period and periods.
+    Alsa,
 }
 
 /// What `xrunlab rtl` was asked.
@@ -912,6 +926,9 @@ pub struct RtlConfig {
     /// /`connect_in` hold `--out`/`--in`; both empty = our output into our own input.
     #[serde(default)]
     pub jack: Option<crate::driver::jack::JackConfig>,
+    /// The ALSA device (`--driver alsa`): PCM name and access.
+    #[serde(default)]
+    pub alsa: Option<crate::driver::alsa::AlsaConfig>,
 }
 
 impl RtlConfig {
@@ -928,6 +945,7 @@ impl RtlConfig {
             seed: 1,
             policy: crate::rt::Policy::fifo(80),
             jack: None,
+            alsa: None,
         }
     }
 
@@ -990,6 +1008,28 @@ pub struct RtlResults {
     /// latency its `-I`/`-O` would need.
     #[serde(default)]
     pub jack: Option<super::rtl_jack::RtlJack>,
+    /// `--driver alsa`: the device as negotiated, the round trip ALSA declares and the
+    /// latency it does not.
+    #[serde(default)]
+    pub alsa: Option<super::rtl_alsa::RtlAlsa>,
+}
+
+impl RtlResults {
+    /// What the loop's own stack declares for it — the JACK server's port latencies (plus
+    /// the graph's period), or ALSA's playback + capture delay at the end of the run — with
+    /// measured − declared and what declared it. None on the virtual loop.
+    pub fn declared(&self) -> Option<(f64, Option<f64>, &'static str)> {
+        if let Some(j) = &self.jack {
+            return Some((
+                j.declared_frames as f64,
+                j.extra_frames,
+                "JACK port latencies",
+            ));
+        }
+        let a = self.alsa.as_ref()?;
+        let l = a.driver.loop_delay_last_frames?;
+        Some((l as f64, a.extra_frames, "ALSA playback + capture delay"))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -1006,17 +1046,31 @@ pub fn run(
     progress: &dyn crate::progress::Progress,
 ) -> crate::Result<RtlRunResult> {
     use crate::results::Status;
-    // A JACK server decides buffer size and rate: open the client first and model what it
-    // serves.
-    let (cfg, jack_client) = match cfg.driver {
+    // A JACK server decides buffer size and rate, an ALSA device negotiates rate, period
+    // and periods: open them first and model what they serve.
+    let mut warnings = Vec::new();
+    let (cfg, jack_client, alsa_dev) = match cfg.driver {
         Some(RtlDriver::Jack) => {
             let client = super::rtl_jack::open(cfg)?;
             let mut c = cfg.clone();
             c.rate = client.rate;
             c.buffers = vec![client.frames];
-            (std::borrow::Cow::Owned(c), Some(client))
+            (std::borrow::Cow::Owned(c), Some(client), None)
         }
-        _ => (std::borrow::Cow::Borrowed(cfg), None),
+        Some(RtlDriver::Alsa) => {
+            cfg.validate()?;
+            let dev = super::rtl_alsa::open(cfg)?;
+            let mut c = cfg.clone();
+            (c.rate, c.buffers, c.periods) = (dev.rate(), vec![dev.period_frames()], dev.periods());
+            if (c.rate, c.buffers[0], c.periods) != (cfg.rate, cfg.buffers[0], cfg.periods) {
+                warnings.push(format!(
+                    "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
+                    c.rate, c.buffers[0], c.periods, cfg.rate, cfg.buffers[0], cfg.periods
+                ));
+            }
+            (std::borrow::Cow::Owned(c), None, Some(dev))
+        }
+        _ => (std::borrow::Cow::Borrowed(cfg), None, None),
     };
     let cfg = &*cfg;
     cfg.validate()?;
@@ -1043,8 +1097,8 @@ pub fn run(
         xruns: 0,
         skipped_periods: 0,
         jack: None,
+        alsa: None,
     };
-    let mut warnings = Vec::new();
     let Some(driver) = cfg.driver else {
         return Ok(RtlRunResult {
             status: Status::Complete,
@@ -1065,10 +1119,13 @@ pub fn run(
         cfg.seed,
     );
     let max_frames = (cfg.duration_ns as u128 * cfg.rate as u128 / 1_000_000_000) as u64;
-    let lr = match (driver, jack_client) {
-        (RtlDriver::Jack, Some(client)) => super::rtl_jack::run(cfg, client, est, progress)?,
-        (RtlDriver::Jack, None) => unreachable!("the JACK client is opened above"),
-        (RtlDriver::Sim, _) => {
+    let lr = match (driver, jack_client, alsa_dev) {
+        (RtlDriver::Jack, Some(client), _) => super::rtl_jack::run(cfg, client, est, progress)?,
+        (RtlDriver::Alsa, _, Some(dev)) => super::rtl_alsa::run(cfg, dev, est, progress)?,
+        (RtlDriver::Jack | RtlDriver::Alsa, _, _) => {
+            unreachable!("the JACK client or ALSA device is opened above")
+        }
+        (RtlDriver::Sim, _, _) => {
             let (mut est, mut line) = (est, line);
             progress.set_message("rtl (offline)");
             let frames = run_offline(&mut est, &mut line, buffer, max_frames);
@@ -1080,22 +1137,31 @@ pub fn run(
                 interrupted: false,
                 warnings: Vec::new(),
                 jack: None,
+                alsa: None,
             }
         }
-        (RtlDriver::Virtual, _) => run_virtual(cfg, est, line, max_frames, progress)?,
+        (RtlDriver::Virtual, _, _) => run_virtual(cfg, est, line, max_frames, progress)?,
     };
     progress.finish();
     res.cycles = lr.cycles;
     res.xruns = lr.xruns;
     res.skipped_periods = lr.skipped;
     res.jack = lr.jack;
+    res.alsa = lr.alsa;
     warnings.extend(lr.warnings);
     let status = if lr.interrupted {
         Status::Interrupted
     } else {
         Status::Complete
     };
-    if lr.xruns + lr.skipped > 0 {
+    if res.alsa.is_some() {
+        if lr.xruns + lr.skipped > 0 {
+            warnings.push(format!(
+                "{} cycles ended past the engine's deadline and {} periods were skipped; on an ALSA device only its own xruns lose output, and the estimates around those are left out",
+                lr.xruns, lr.skipped
+            ));
+        }
+    } else if lr.xruns + lr.skipped > 0 {
         warnings.push(format!(
             "{} cycles missed their deadline and {} periods were skipped: the estimates whose window they touched are left out",
             lr.xruns, lr.skipped
@@ -1105,7 +1171,7 @@ pub fn run(
     if let Some(est) = lr.est {
         let m = est.result();
         // Only the virtual loop has a ground truth.
-        if driver != RtlDriver::Jack {
+        if matches!(driver, RtlDriver::Sim | RtlDriver::Virtual) {
             let truth = model_f + cfg.loopback.fraction;
             res.truth_frames = Some(truth);
             res.error_frames = m.delay_frames.map(|d| d - truth);
@@ -1136,6 +1202,10 @@ pub(crate) struct LoopHandler {
     pub(crate) cycles: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pub(crate) xruns: u64,
     pub(crate) skipped: u64,
+    /// A cycle past its deadline lost its output (virtual device, JACK). An ALSA device
+    /// plays a late period if its buffer has not run dry, and reports the times it did as
+    /// its own xruns: there only those disturb the loop (see `rtl_alsa`).
+    pub(crate) late_loses_output: bool,
 }
 
 impl LoopHandler {
@@ -1152,6 +1222,7 @@ impl LoopHandler {
             cycles: Default::default(),
             xruns: 0,
             skipped: 0,
+            late_loses_output: true,
         }
     }
 }
@@ -1198,7 +1269,7 @@ impl crate::driver::CycleHandler for LoopHandler {
         }
         if rec.xrun {
             self.xruns += 1;
-            if !done {
+            if !done && self.late_loses_output {
                 // This cycle's output missed the device.
                 self.est.disturb(frame, frame + self.frames);
             }
@@ -1235,25 +1306,18 @@ fn run_virtual(
     let cycles = handler.cycles.clone();
     let (mut src, mut sink) = loopback(line);
     let stop2 = stop.clone();
-    let th = crate::rt::thread::spawn_rt(
-        crate::rt::thread::ThreadSpec {
-            name: "xr-rtl".into(),
-            policy: cfg.policy,
-            cpus: Vec::new(),
-        },
+    let (h, reason) = on_rt_thread(
+        cfg.policy,
+        "rtl (virtual loop)",
+        periods_total,
+        &cycles,
+        progress,
         move || {
             let mut drv = crate::driver::virtual_dev::VirtualDriver::new(params, periods_total);
             let (reason, _) = drv.run(&mut handler, &stop2, &mut src, &mut sink);
             (handler, reason)
         },
     )?;
-    progress.set_total(periods_total);
-    progress.set_message("rtl (virtual loop)");
-    while !th.is_finished() {
-        progress.set_position(cycles.load(Ordering::Relaxed));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let (h, reason) = th.join();
     // Stopping on convergence uses the same flag as a stop request; only a signal counts
     // as interrupted.
     let interrupted = reason == crate::driver::StopReason::Stopped && !h.est.converged();
@@ -1265,5 +1329,33 @@ fn run_virtual(
         interrupted,
         warnings: Vec::new(),
         jack: None,
+        alsa: None,
     })
+}
+
+/// Run a device loop on an RT thread (`policy`) and show its cycles as progress until it
+/// ends: the virtual and ALSA loops.
+pub(crate) fn on_rt_thread<T: Send + 'static>(
+    policy: crate::rt::Policy,
+    message: &str,
+    periods_total: u64,
+    cycles: &std::sync::atomic::AtomicU64,
+    progress: &dyn crate::progress::Progress,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> crate::Result<T> {
+    let th = crate::rt::thread::spawn_rt(
+        crate::rt::thread::ThreadSpec {
+            name: "xr-rtl".into(),
+            policy,
+            cpus: Vec::new(),
+        },
+        body,
+    )?;
+    progress.set_total(periods_total);
+    progress.set_message(message);
+    while !th.is_finished() {
+        progress.set_position(cycles.load(std::sync::atomic::Ordering::Relaxed));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(th.join())
 }

@@ -70,10 +70,11 @@ pub(crate) struct LoopRun {
     pub interrupted: bool,
     pub warnings: Vec<String>,
     pub jack: Option<RtlJack>,
+    pub alsa: Option<super::rtl_alsa::RtlAlsa>,
 }
 
-/// Our output goes to the graph, not to a recorder.
-struct NoSink;
+/// Our output goes to the loop, not to a recorder.
+pub(crate) struct NoSink;
 
 impl OutputSink for NoSink {
     fn consume(&mut self, _: u64, _: &[f32], _: &[f32], _: bool) {}
@@ -257,16 +258,12 @@ pub(crate) fn run(
     let mut server_excluded = 0;
     if let Some(e) = est.as_mut() {
         let b = frames as u64;
-        let end = e.converged_at_frame().unwrap_or(u64::MAX);
         for ev in &report.server_xrun_events {
             let c = ev
                 .cycle
                 .unwrap_or(ev.at_ns.saturating_mul(rate as u64) / 1_000_000_000 / b);
-            let from = c.saturating_sub(2) * b;
-            if from < end {
-                e.disturb(from, (c + 1) * b);
-                server_excluded += 1;
-            }
+            server_excluded +=
+                e.disturb_before_convergence(c.saturating_sub(2) * b, (c + 1) * b) as u64;
         }
     }
     let measured = est
@@ -332,5 +329,6 @@ pub(crate) fn run(
         interrupted,
         warnings,
         jack: Some(jack),
+        alsa: None,
     })
 }

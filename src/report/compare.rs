@@ -326,9 +326,14 @@ fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
         let metrics: Vec<(&str, Vec<String>)> = vec![
             (
                 "loop",
-                cell(&|c, _| {
-                    c.driver
-                        .map(|d| format!("{d:?} @ {} frames", c.buffers[0]).to_lowercase())
+                cell(&|c, r| {
+                    c.driver.map(|d| match &r.alsa {
+                        Some(a) => format!(
+                            "alsa '{}' @ {} frames × {}",
+                            a.driver.device, c.buffers[0], c.periods
+                        ),
+                        None => format!("{d:?} @ {} frames", c.buffers[0]).to_lowercase(),
+                    })
                 }),
             ),
             (
@@ -360,6 +365,14 @@ fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
             (
                 "measured − model (frames)",
                 cell(&|_, r| r.difference_frames.map(|d| format!("{d:+.3}"))),
+            ),
+            (
+                "declared by the stack (frames)",
+                cell(&|_, r| r.declared().map(|(d, _, _)| format!("{d:.0}"))),
+            ),
+            (
+                "measured − declared (frames)",
+                cell(&|_, r| r.declared()?.1.map(|x| format!("{:+.3}", x + 0.0))),
             ),
             (
                 "polarity",

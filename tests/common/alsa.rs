@@ -23,7 +23,8 @@ pub fn jack_plugin() -> Option<PathBuf> {
 }
 
 /// Write `asound.conf` into `dir`: `xrl` (duplex: capture and playback ports of the
-/// server's system client) and `xrlplay` (playback only). Returns its path, for
+/// server's system client), `xrlplay` (playback only) and `xrlloop` (duplex, its playback
+/// looped into its capture inside JACK, see `LOOP_PCM`). Returns its path, for
 /// ALSA_CONFIG_PATH.
 pub fn write_conf(dir: &Path) -> PathBuf {
     let p = dir.join("asound.conf");
@@ -33,8 +34,32 @@ pub fn write_conf(dir: &Path) -> PathBuf {
            playback_ports {{ 0 system:playback_1 1 system:playback_2 }}\n  \
            capture_ports {{ 0 system:capture_1 1 system:capture_2 }}\n}}\n\
          pcm.xrlplay {{\n  type jack\n  \
-           playback_ports {{ 0 system:playback_1 1 system:playback_2 }}\n}}\n"
+           playback_ports {{ 0 system:playback_1 1 system:playback_2 }}\n}}\n\
+         {LOOP_PCM}"
     );
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// `xrlloop`: the plugin opens each stream as its own JACK client; `asym` gives each its
+/// own PCM so the clients get fixed names, and the capture client's ports are connected
+/// to the playback client's outputs when capture starts (playback starts first, so they
+/// exist). The playback side also feeds the system ports: the plugin needs a port name
+/// per channel.
+pub const LOOP_PCM: &str = "\
+pcm.xrlloop {
+  type asym
+  playback.pcm \"xrlloop_p\"
+  capture.pcm \"xrlloop_c\"
+}
+pcm.xrlloop_p {
+  type jack
+  name \"xrlloopP\"
+  playback_ports { 0 system:playback_1 1 system:playback_2 }
+}
+pcm.xrlloop_c {
+  type jack
+  name \"xrlloopC\"
+  capture_ports { 0 xrlloopP:out_000 1 xrlloopP:out_001 }
+}
+";

@@ -92,6 +92,12 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
                     @if let Some(d) = r.difference_frames {
                         tr { td { "measured − model" } (n(format!("{d:+.4}"))) (n(format!("{:+.5}", d * 1000.0 / c.rate as f64))) }
                     }
+                    @if let Some((d, x, what)) = r.declared() {
+                        tr { td { "declared (" (what) ")" } (n(format!("{d:.0}"))) (n(format!("{:.5}", d * 1000.0 / c.rate as f64))) }
+                        @if let Some(x) = x {
+                            tr { td { "measured − declared" } (n(format!("{:+.4}", x + 0.0))) (n(format!("{:+.5}", x * 1000.0 / c.rate as f64 + 0.0))) }
+                        }
+                    }
                     @if let (Some(t), Some(e)) = (r.truth_frames, r.error_frames) {
                         tr { td { "loop's ground truth" } (n(format!("{t:.4}"))) (n(format!("{:.5}", t * 1000.0 / c.rate as f64))) }
                         tr { td { "measured − truth" } (n(format!("{e:+.4}"))) (n("")) }
