@@ -25,6 +25,7 @@ mod common;
 
 use common::require;
 use common::servers::{AudioServer, JackdServer};
+use common::{bin, f, show, u};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -35,27 +36,6 @@ const JACK_FRAMES: u32 = 128;
 
 /// One server test at a time: two loops on a 2-core VM would measure each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
 
 /// A private jackd dummy at J frames and an ALSA configuration with `xrlloop`, or None
 /// (skip outside CI) when jackd or the plugin is missing.
