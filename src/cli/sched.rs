@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::load::periodic::PeriodicSpec;
 use crate::measure::reservation::ControllerConfig;
 use crate::measure::sched::{self, SchedConfig, SchedPolicy};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::Body;
 use crate::units::{parse_duration_ns, parse_percent};
 use clap::Args;
 
@@ -198,19 +198,19 @@ pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
     let r = sched::run(&cfg, progress.as_ref())?;
     let human = crate::report::table::sched_summary(&r.results);
     let env = crate::system::Environment::capture();
-    let mut doc = ResultDoc::new(
-        Body::Sched {
-            config: r.config.clone(),
-            results: Box::new(r.results.clone()),
-        },
+    let body = Body::Sched {
+        config: r.config.clone(),
+        results: Box::new(r.results.clone()),
+    };
+    Ok(output::emit_measured(
+        body,
         r.status,
         started,
         env,
-    );
-    doc.warnings.extend(r.warnings.iter().cloned());
-    output::emit(&doc, g, &human)?;
-    Ok(match r.status {
-        Status::Complete => 0,
-        _ => crate::error::EXIT_CANNOT_MEASURE,
-    })
+        &r.warnings,
+        g,
+        &human,
+        "sched",
+    )?
+    .unwrap_or(0))
 }
