@@ -2,7 +2,7 @@
 //! model, and the estimator's per-hop estimates over time.
 
 use super::{figure, n};
-use crate::measure::rtl::{RtlConfig, RtlOutcome, RtlResults};
+use crate::measure::rtl::{RtlConfig, RtlDriver, RtlOutcome, RtlResults};
 use crate::report::plot::{hline, line_chart, Axes, Series};
 use maud::{html, Markup};
 
@@ -112,7 +112,13 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
             } @else {
                 p.fail { "No measurement (" (format!("{:?}", m.outcome).to_lowercase()) "): " (m.message) }
             }
-            p { (r.cycles) " device cycles, " (r.xruns) " missed their deadline (their output was lost); largest measurable delay "
+            p { (r.cycles) " device cycles, " (r.xruns) " missed their deadline "
+                (if c.driver == Some(RtlDriver::Alsa) {
+                    "(on an ALSA device a late write still plays unless the device ran dry: its own xruns are what lose output)"
+                } else {
+                    "(their output was lost)"
+                })
+                "; largest measurable delay "
                 (m.max_measurable_frames) " frames (" (format!("{:.0}", m.max_measurable_ms)) " ms); tones "
                 (m.tones_hz.iter().map(|t| format!("{t:.0}")).collect::<Vec<_>>().join(", ")) " Hz." }
             @if let Some(svg) = estimates_chart(c, r) {
