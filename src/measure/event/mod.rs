@@ -1124,8 +1124,8 @@ fn run_virtual(
 // JACK
 // ---------------------------------------------------------------------------------------
 
-/// A second, passive client that looks at the graph: physical playback ports, the
-/// playback latency our port gets once connected, and the server's buffer size to restore.
+/// A second, passive client that looks at the graph: physical playback ports and the
+/// playback latency our port gets once connected.
 struct JackProbe {
     client: jack::Client,
 }
@@ -1166,16 +1166,6 @@ impl JackProbe {
         let (lo, hi) = port.get_latency_range(jack::LatencyType::Playback);
         Some(([lo, hi], name))
     }
-
-    fn buffer_size(&self) -> u32 {
-        self.client.buffer_size()
-    }
-
-    fn set_buffer_size(&self, frames: u32) -> Result<()> {
-        self.client.set_buffer_size(frames).map_err(|e| {
-            Error::cannot_measure(format!("jack_set_buffer_size({frames}) failed: {e}"))
-        })
-    }
 }
 
 fn run_jack(
@@ -1187,12 +1177,12 @@ fn run_jack(
     use crate::driver::jack::JackClient;
     let mut jc = cfg.jack.clone().unwrap_or_default();
     if s.seed_buffer.is_some() {
-        // Grid: the period is set on the server for this row and restored after it.
+        // Grid: the period is set on the server for this row; the client puts the
+        // server's own size back when the row ends (JackClient restores what it set).
         jc.set_buffer = true;
         jc.buffer_requested = s.period_frames;
     }
     let probe = JackProbe::open(&jc)?;
-    let original = probe.buffer_size();
     let mut warnings = Vec::new();
     if jc.connect_out.is_empty() {
         jc.connect_out = probe.physical_playback().into_iter().take(2).collect();
@@ -1204,17 +1194,7 @@ fn run_jack(
         }
     }
     let client = JackClient::open(&jc, jc.buffer_requested, None)?;
-    let outcome = run_jack_client(cfg, s, client, &jc, &probe, gpio, progress);
-    if probe.buffer_size() != original {
-        if let Err(e) = probe.set_buffer_size(original) {
-            warnings.push(format!("could not restore the server's buffer size: {e}"));
-        }
-        let t = std::time::Instant::now();
-        while probe.buffer_size() != original && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let mut run = outcome?;
+    let mut run = run_jack_client(cfg, s, client, &jc, &probe, gpio, progress)?;
     run.warnings.splice(0..0, warnings);
     Ok(run)
 }
