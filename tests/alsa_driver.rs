@@ -5,7 +5,6 @@
 
 mod common;
 
-use common::require;
 use common::servers::{AudioServer, JackdServer};
 use common::{bin, f, read_json, show, u};
 use std::path::{Path, PathBuf};
@@ -22,22 +21,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// A private jackd dummy server and an ALSA configuration whose PCMs reach it, or None
 /// (skip outside CI) when jackd or the plugin is missing.
 fn setup() -> Option<(JackdServer, tempfile::TempDir, PathBuf)> {
-    if !require(
-        common::alsa::jack_plugin().is_some(),
-        "the ALSA jack plugin (apt install libasound2-plugins)",
-    ) {
-        return None;
-    }
-    let s = JackdServer::start(RATE, FRAMES);
-    if !require(
-        s.is_ok(),
-        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
-    ) {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let conf = common::alsa::write_conf(dir.path());
-    Some((s.unwrap(), dir, conf))
+    common::alsa::require_plugin_on_jackd(RATE, FRAMES)
 }
 
 fn alsa_run(server: &JackdServer, conf: &Path, args: &[&str]) -> (Output, Duration) {

@@ -457,22 +457,7 @@ fn jack_grid_sets_each_period_and_restores_the_servers() {
 /// A private jackd dummy server and an ALSA configuration whose `xrlplay` PCM plays into it
 /// through the ALSA `jack` plugin, or None (skip outside CI) when either is missing.
 fn alsa_setup(frames: u32) -> Option<(JackdServer, tempfile::TempDir, PathBuf)> {
-    if !require(
-        common::alsa::jack_plugin().is_some(),
-        "the ALSA jack plugin (apt install libasound2-plugins)",
-    ) {
-        return None;
-    }
-    let s = JackdServer::start(RATE as u32, frames);
-    if !require(
-        s.is_ok(),
-        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
-    ) {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let conf = common::alsa::write_conf(dir.path());
-    Some((s.unwrap(), dir, conf))
+    common::alsa::require_plugin_on_jackd(RATE as u32, frames)
 }
 
 fn event_json(server: &JackdServer, conf: &Path, out: &Path, args: &[&str]) -> Value {

@@ -23,7 +23,6 @@
 
 mod common;
 
-use common::require;
 use common::servers::{AudioServer, JackdServer};
 use common::{bin, f, show, u};
 use serde_json::Value;
@@ -40,22 +39,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// A private jackd dummy at J frames and an ALSA configuration with `xrlloop`, or None
 /// (skip outside CI) when jackd or the plugin is missing.
 fn setup() -> Option<(JackdServer, tempfile::TempDir, PathBuf)> {
-    if !require(
-        common::alsa::jack_plugin().is_some(),
-        "the ALSA jack plugin (apt install libasound2-plugins)",
-    ) {
-        return None;
-    }
-    let s = JackdServer::start(RATE, JACK_FRAMES);
-    if !require(
-        s.is_ok(),
-        &format!("a jackd2 dummy server: {:?}", s.as_ref().err()),
-    ) {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let conf = common::alsa::write_conf(dir.path());
-    Some((s.unwrap(), dir, conf))
+    common::alsa::require_plugin_on_jackd(RATE, JACK_FRAMES)
 }
 
 /// `xrunlab rtl --driver alsa ARGS -o FILE`; the output and the result (Null if none).

@@ -63,3 +63,22 @@ pcm.xrlloop_c {
   capture_ports { 0 xrlloopP:out_000 1 xrlloopP:out_001 }
 }
 ";
+
+/// A private jackd dummy server at `rate`/`frames` and an ALSA configuration (see
+/// [`write_conf`]) whose PCMs reach it, or None (skip outside CI) when jackd or the plugin
+/// is missing. Keep the directory alive as long as the configuration is used.
+pub fn require_plugin_on_jackd(
+    rate: u32,
+    frames: u32,
+) -> Option<(super::servers::JackdServer, tempfile::TempDir, PathBuf)> {
+    if !super::require(
+        jack_plugin().is_some(),
+        "the ALSA jack plugin (apt install libasound2-plugins)",
+    ) {
+        return None;
+    }
+    let server = super::servers::require_jackd(rate, frames)?;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path());
+    Some((server, dir, conf))
+}
