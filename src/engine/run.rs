@@ -203,6 +203,11 @@ pub struct XrunCounts {
     pub late_wakeup: u64,
     pub overload: u64,
     pub interference: u64,
+    /// Of `total` (and of the cause it is counted under): cycles late only by the backlog
+    /// the xrun before them left, whose cause is that xrun's. Only a JACK server, which never
+    /// skips a late client's cycles, produces them (see `engine::probe`).
+    #[serde(default)]
+    pub inherited: u64,
 }
 
 /// Percent-of-period summary (DSP load = wall/P, CPU load = CPU/P).
@@ -709,6 +714,7 @@ pub fn run_tapped(
             late_wakeup: folded.late_wakeup,
             overload: folded.overload,
             interference: folded.interference,
+            inherited: folded.inherited,
         },
         dropped_records: dropped,
         dsp_load_pct: LoadPct::of(&wall, period_ns),
