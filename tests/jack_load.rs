@@ -111,7 +111,11 @@ fn check_cell(d: &Value, buffer: u64) {
     assert!((1..=20).contains(&limit), "limit {limit}: {}", c["limit"]);
     // Eleven burn(10%) overrun the period.
     assert!(max <= 12, "max {max} vs limit {limit}: {}", c["trials"]);
-    assert!(in_band(max, limit), "max {max} vs limit {limit}: {}", c["trials"]);
+    assert!(
+        in_band(max, limit),
+        "max {max} vs limit {limit}: {}",
+        c["trials"]
+    );
     let trials = c["trials"].as_array().unwrap();
     for t in trials {
         let x = &t["xruns"];

@@ -1041,8 +1041,7 @@ impl JackClient {
         // when a trial stopped in the middle of a heavy cycle. A cycle stuck for longer is
         // the case below.
         let t = std::time::Instant::now();
-        while sh.in_callback.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(150)
-        {
+        while sh.in_callback.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(150) {
             std::thread::sleep(Duration::from_micros(200));
         }
         let entered = sh.in_cycle_ns.load(Ordering::SeqCst);
