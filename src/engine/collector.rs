@@ -289,6 +289,8 @@ impl StopCriterion {
 /// Checked here, off the real-time path: the driver only sees its ordinary stop flag.
 pub struct EarlyStop {
     pub on: StopCriterion,
+    /// Xruns of earlier cycles do not stop the run (they are still recorded).
+    pub from_cycle: u64,
     pub driver_stop: Arc<AtomicBool>,
 }
 
@@ -322,7 +324,7 @@ pub fn spawn_tapped(
                 while let Ok(r) = consumer.pop() {
                     f.fold(&r);
                     if let (Some(e), Some(c), None) = (&early, r.cause, f.early_stop_cycle) {
-                        if e.on.matches(c) {
+                        if e.on.matches(c) && r.cycle >= e.from_cycle {
                             f.early_stop_cycle = Some(r.cycle);
                             e.driver_stop.store(true, Ordering::SeqCst);
                         }

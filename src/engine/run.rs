@@ -91,6 +91,9 @@ pub struct RunConfig {
     /// shorter than asked, and `RunResult::early_stop_cycle` says where).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on: Option<StopCriterion>,
+    /// `stop_on` ignores xruns of cycles before this one (a load trial's warm-up).
+    #[serde(default)]
+    pub stop_from_cycle: u64,
     /// Leave every engine thread unpinned. SCHED_DEADLINE needs it: the kernel refuses a
     /// DEADLINE thread whose affinity is narrower than its root domain (EPERM).
     #[serde(default)]
@@ -138,6 +141,7 @@ impl RunConfig {
             stress: Vec::new(),
             compete: None,
             stop_on: None,
+            stop_from_cycle: 0,
             unpinned: false,
             ramp: None,
         })
@@ -470,6 +474,7 @@ pub fn run_tapped(
     let stop = Arc::new(AtomicBool::new(false));
     let early = cfg.stop_on.map(|on| EarlyStop {
         on,
+        from_cycle: cfg.stop_from_cycle,
         driver_stop: stop.clone(),
     });
     let collector = collector::spawn_tapped(consumer, trace, collector_stop.clone(), early, tap)?;
