@@ -82,6 +82,21 @@ fn server_buffer_size(server: &dyn AudioServer) -> u32 {
         .unwrap_or_else(|_| panic!("jack_bufsize said {}", show(&o)))
 }
 
+/// The cell's maximum and its physical limit (instances per track).
+fn max_and_limit(d: &Value) -> (u64, u64) {
+    let c = &d["results"]["cells"][0];
+    (u(&c["max_per_track"]), u(&c["limit"]["per_track"]))
+}
+
+/// The band the maximum must reach: burn(10%) costs a tenth of the period, so about 9-10
+/// fit; a noisy VM ends trials below that (host stalls, a CPU slowed by its neighbours), so a
+/// third of the bench's limit is the floor. Before the engine gave a JACK client's catch-up
+/// cycles after a stall the cause of the xrun before them (they were counted as overload),
+/// grids on jackd2 and PipeWire found 0-3 here against limits of 8-10.
+fn in_band(max: u64, limit: u64) -> bool {
+    max >= 1 && max >= limit / 3
+}
+
 /// The cell's search is self-consistent and its maximum lies near the physical limit.
 fn check_cell(d: &Value, buffer: u64) {
     let cells = d["results"]["cells"].as_array().unwrap();
@@ -91,25 +106,36 @@ fn check_cell(d: &Value, buffer: u64) {
     assert_eq!(u(&c["tracks"]), 1);
     let period_ns = buffer * 1_000_000_000 / RATE as u64;
     assert_eq!(u(&c["period_ns"]), period_ns);
-    let limit = u(&c["limit"]["per_track"]);
-    let max = u(&c["max_per_track"]);
-    // burn(10%) costs a tenth of the period: about 9-10 fit, by a bench that a busy VM
-    // can slow down several-fold.
+    let (max, limit) = max_and_limit(d);
+    let warmup = u(&d["config"]["warmup_cycles"]);
+    assert!(warmup >= 1, "a real driver's trials have a warm-up");
+    // A bench that a busy VM can slow down several-fold.
     assert!((1..=20).contains(&limit), "limit {limit}: {}", c["limit"]);
-    // Eleven burn(10%) overrun the period; a noisy VM can end trials well below the limit.
+    // Eleven burn(10%) overrun the period.
     assert!(max <= 12, "max {max} vs limit {limit}: {}", c["trials"]);
-    // A newly activated JACK client gets a few first cycles that end late and are counted
-    // as overload, on pipewire-jack 0.3.65 and on jackd2 alike (seen on a quiet host: trials
-    // of 6–9 × burn(10%) stopped at cycles 1–13, maxima 0–2 against a limit of 9). Until the
-    // engine discounts a client's start-up cycles, the maximum under JACK is checked for
-    // consistency only; the band around the physical limit is the virtual driver's test.
+    assert!(
+        in_band(max, limit),
+        "max {max} vs limit {limit}: {}",
+        c["trials"]
+    );
     let trials = c["trials"].as_array().unwrap();
     for t in trials {
-        let ovl = u(&t["xruns"]["overload"]);
+        let x = &t["xruns"];
+        let ovl = u(&x["overload"]);
+        // Every xrun has exactly one cause; inherited ones are counted under theirs.
+        assert_eq!(
+            u(&x["total"]),
+            u(&x["late_wakeup"]) + ovl + u(&x["interference"]),
+            "{t}"
+        );
+        assert!(u(&x["inherited"]) <= u(&x["total"]), "{t}");
+        // Overloads in a trial's warm-up cycles are recorded, not judged.
+        let judged = ovl - u(&t["warmup_disqualifying"]);
         if t["passed"] == true {
-            assert_eq!(ovl, 0, "{t}");
+            assert_eq!(judged, 0, "{t}");
         } else {
-            assert!(ovl >= 1 && t["stopped_at_cycle"].is_u64(), "{t}");
+            assert!(judged >= 1, "{t}");
+            assert!(u(&t["stopped_at_cycle"]) >= warmup, "{t}");
         }
     }
     let passed = |n: u64| {
@@ -122,11 +148,6 @@ fn check_cell(d: &Value, buffer: u64) {
             .iter()
             .any(|t| u(&t["instances_per_track"]) == n && t["passed"] == false)
     };
-    if max == 0 {
-        assert!(failed(1), "max 0 without a failing trial at 1");
-        eprintln!("PipeWire: no count passed a trial: {}", c["trials"]);
-        return;
-    }
     assert!(passed(max), "no passing trial at the maximum {max}");
     assert!(failed(max + 1), "no failing trial at {}", max + 1);
     // The passing trial at the maximum is what the cell reports.
@@ -160,7 +181,20 @@ fn grid_at_the_servers_size(server: &dyn AudioServer, expect_server: &str) {
         );
         read_json(&out)
     };
-    let d = grid();
+    // Host stalls only lower a maximum (they end trials early); a driver that cannot reach
+    // the band does not reach it on a second or third grid either. Measure again, and say so.
+    let mut d = grid();
+    for again in 1..=2 {
+        let (max, limit) = max_and_limit(&d);
+        if in_band(max, limit) {
+            break;
+        }
+        eprintln!(
+            "grid {again}: max {max} below a third of the limit {limit} (trials: {}); measuring again",
+            d["results"]["cells"][0]["trials"]
+        );
+        d = grid();
+    }
     assert_eq!(d["kind"], "load");
     assert_eq!(d["status"], "complete");
     assert_eq!(d["config"]["driver"], "jack");

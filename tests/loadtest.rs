@@ -203,6 +203,42 @@ fn a_trial_stops_at_its_first_disqualifying_xrun() {
 }
 
 #[test]
+fn overloads_in_the_warm_up_are_recorded_not_judged() {
+    // A 1 ms compute spike at cycle 10 of every trial (P = 1 ms): an overload at any count.
+    let mut c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 0);
+    c.duration_ns = 200_000_000;
+    c.sim.events = vec!["compute:10:1ms".parse().unwrap()];
+    assert_eq!(c.warmup_cycles, 0, "the sim driver has no start-up");
+    let (r, _) = go(&c, None);
+    assert_eq!(
+        r.cells[0].max_per_track, 0,
+        "without a warm-up the spike decides"
+    );
+    assert!(r.cells[0]
+        .trials
+        .iter()
+        .all(|t| t.stopped_at_cycle == Some(10)));
+
+    c.warmup_cycles = 11;
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    assert_eq!(cell.max_per_track, expected_max(48, 500.0, 0));
+    for t in &cell.trials {
+        if t.passed {
+            // Recorded, and all of it in the warm-up.
+            assert!(t.xruns.overload >= 1, "{t:?}");
+            assert_eq!(t.warmup_disqualifying, t.xruns.overload, "{t:?}");
+        } else {
+            // Too many instances overload every cycle they run (each skips the next period):
+            // the first judged one stops the trial, the earlier ones are the warm-up's.
+            assert!(t.stopped_at_cycle.is_some_and(|k| k >= 11), "{t:?}");
+            assert!(t.warmup_disqualifying >= 1, "{t:?}");
+            assert!(t.xruns.overload > t.warmup_disqualifying, "{t:?}");
+        }
+    }
+}
+
+#[test]
 fn the_criterion_decides_whether_late_wakeups_disqualify() {
     // A 3 ms late wake-up at cycle 10 of every trial: a late-wakeup xrun whatever the load.
     let mut c = sim_cfg(&[48], &[1], &[("reverb-heavy", 500.0)], 0);

@@ -33,7 +33,12 @@ pub enum CriterionArg {
 Each cell starts at the physical limit (instances of the plugin that fit one period per engine
 thread, from a short benchmark), brackets the maximum by steps 1, 2, 4… and closes it by
 binary search. A trial stops at its first disqualifying xrun: with --criterion overload (the
-default) only xruns caused by the DSP's CPU time disqualify, the others are reported.
+default) only xruns caused by the DSP's CPU time disqualify, the others are reported. A cycle
+that is late only because the xrun before it left a backlog (a JACK server runs a late
+client's next cycles back to back) carries that xrun's cause (counted in xruns.inherited).
+The first 8 cycles of every trial on a real driver are its warm-up (config.warmup_cycles; 0 on
+sim): a JACK client's first cycles run while its process is still starting around them, so
+their xruns are recorded (trials[].warmup_disqualifying) but do not decide the trial.
 The stress load runs once for the whole grid. With -o the file is rewritten atomically after
 every cell, so an interrupted grid leaves a valid partial result that --resume continues.
 With --driver jack every trial is a client of the running server (jackd2, or PipeWire under

@@ -49,7 +49,8 @@ result's `alsa` section has the negotiated setup, the delay ALSA reports and the
 recovered). A device that cannot be opened exits 3 with ALSA's error.
 A cycle is an xrun when it ends after t_ideal + (n-1)·P; its cause is the largest of the
 scheduler's wake-up delay (late-wakeup), the critical path's CPU time (overload) and the rest
-of its wall time (interference). Exit codes: 0 ok, 1 --fail-on-xrun and xruns happened,
+of its wall time (interference); a cycle late only by the backlog the xrun before it left (JACK
+runs a late client's next cycles back to back) keeps that xrun's cause. Exit codes: 0 ok, 1 --fail-on-xrun and xruns happened,
 2 bad usage, 3 cannot measure, interrupted or stopped by the watchdog (partial result written).")]
 pub struct RunArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,

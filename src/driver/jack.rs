@@ -223,6 +223,12 @@ struct Shared {
     /// Wake time of the cycle in progress, 0 between cycles: a cycle stuck in a plugin
     /// must not be torn down (see the teardown in `run`).
     in_cycle_ns: AtomicU64,
+    /// Our process callback is running (any branch of it). jackd2's libjack stops the
+    /// process thread on deactivate with pthread_cancel, and the thread's cancellation type
+    /// is asynchronous: a cancel that lands inside the callback unwinds through Rust frames
+    /// and aborts the process ("FATAL: exception not rethrown"). The teardown waits for the
+    /// callback to be out of our code before it deactivates.
+    in_callback: AtomicBool,
     /// Mirrors of the process thread's counters: if the server dies, the handler goes down
     /// with the client and these are what is left.
     cycles_done: AtomicU64,
@@ -311,6 +317,24 @@ impl<H: CycleHandler> Process<H> {
 impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
     fn process(&mut self, _: &jack::Client, ps: &jack::ProcessScope) -> jack::Control {
         let wake = monotonic_ns();
+        self.sh.in_callback.store(true, Ordering::SeqCst);
+        let c = self.cycle(ps, wake);
+        self.sh.in_callback.store(false, Ordering::SeqCst);
+        c
+    }
+
+    fn buffer_size(&mut self, _: &jack::Client, size: jack::Frames) -> jack::Control {
+        if size != self.frames {
+            self.sh.new_frames.store(size, Ordering::SeqCst);
+        }
+        jack::Control::Continue
+    }
+}
+
+impl<H: CycleHandler + Send> Process<H> {
+    /// One process callback; `wake` was read first thing in it.
+    #[inline]
+    fn cycle(&mut self, ps: &jack::ProcessScope, wake: u64) -> jack::Control {
         if self.sh.process_tid.load(Ordering::Relaxed) == 0 {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() };
@@ -453,13 +477,6 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
         self.sh
             .periods_elapsed
             .store(self.stats.periods_elapsed, Ordering::Relaxed);
-        jack::Control::Continue
-    }
-
-    fn buffer_size(&mut self, _: &jack::Client, size: jack::Frames) -> jack::Control {
-        if size != self.frames {
-            self.sh.new_frames.store(size, Ordering::SeqCst);
-        }
         jack::Control::Continue
     }
 }
@@ -878,6 +895,7 @@ impl JackClient {
             clock_offset_ns: AtomicI64::new(0),
             process_tid: AtomicI32::new(0),
             in_cycle_ns: AtomicU64::new(0),
+            in_callback: AtomicBool::new(false),
             cycles_done: AtomicU64::new(0),
             xruns: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
@@ -1049,6 +1067,15 @@ impl JackClient {
         // last cycles are not half-measured while the server tears us down.
         sh.done.store(true, Ordering::SeqCst);
         let shutdown = shutdown || stalled;
+        // Deactivate only while the process thread is outside our callback (see
+        // `in_callback`): a cycle in progress finishes first, and the callbacks after it see
+        // `done` and return within microseconds. Seen without this wait: a load grid aborted
+        // when a trial stopped in the middle of a heavy cycle. A cycle stuck for longer is
+        // the case below.
+        let t = std::time::Instant::now();
+        while sh.in_callback.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(150) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let entered = sh.in_cycle_ns.load(Ordering::SeqCst);
         if entered != 0 && monotonic_ns().saturating_sub(entered) > 100_000_000 {
             // A cycle is stuck in the handler (the watchdog's case). libjack would

@@ -71,6 +71,12 @@ pub struct XrunEvent {
     pub end_time_ns: u64,
     /// Time since the first cycle's ideal start.
     pub at_ns: u64,
+    /// release − t_ideal: how late the previous cycle left this one to start.
+    #[serde(default)]
+    pub backlog_ns: u64,
+    /// Late only by that backlog: the cause is the previous xrun's (see `engine::probe`).
+    #[serde(default)]
+    pub inherited: bool,
 }
 
 /// Everything folded from the records.
@@ -81,6 +87,8 @@ pub struct Folded {
     pub late_wakeup: u64,
     pub overload: u64,
     pub interference: u64,
+    /// Of `xruns`, those whose cause was inherited from the xrun before them.
+    pub inherited: u64,
     pub skipped: u64,
     pub wake_latency: Dist,
     pub sched_latency: Dist,
@@ -131,6 +139,7 @@ impl Folded {
         }
         if let Some(c) = r.cause {
             self.xruns += 1;
+            self.inherited += r.inherited as u64;
             match c {
                 Cause::LateWakeup => self.late_wakeup += 1,
                 Cause::Overload => self.overload += 1,
@@ -147,6 +156,8 @@ impl Folded {
                     interference_ns: r.interference_ns(),
                     end_time_ns: r.end_time_ns(),
                     at_ns: r.t_ideal_ns - t0,
+                    backlog_ns: r.backlog_ns(),
+                    inherited: r.inherited,
                 });
             }
         }
@@ -278,6 +289,8 @@ impl StopCriterion {
 /// Checked here, off the real-time path: the driver only sees its ordinary stop flag.
 pub struct EarlyStop {
     pub on: StopCriterion,
+    /// Xruns of earlier cycles do not stop the run (they are still recorded).
+    pub from_cycle: u64,
     pub driver_stop: Arc<AtomicBool>,
 }
 
@@ -311,7 +324,7 @@ pub fn spawn_tapped(
                 while let Ok(r) = consumer.pop() {
                     f.fold(&r);
                     if let (Some(e), Some(c), None) = (&early, r.cause, f.early_stop_cycle) {
-                        if e.on.matches(c) {
+                        if e.on.matches(c) && r.cycle >= e.from_cycle {
                             f.early_stop_cycle = Some(r.cycle);
                             e.driver_stop.store(true, Ordering::SeqCst);
                         }

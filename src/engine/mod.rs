@@ -30,7 +30,7 @@ use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
 use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
 use crate::rt::Policy;
 use pool::Event;
-use probe::{account, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS};
+use probe::{account_after, Cause, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
@@ -290,6 +290,9 @@ pub struct Engine {
     period_ns: u64,
     ramp: Option<Ramp>,
     chain_len: usize,
+    /// Cause of the previous cycle's xrun (None: it was in time): a cycle late only by the
+    /// backlog it left inherits it (see `probe`).
+    prev_cause: Option<Cause>,
 }
 
 impl Engine {
@@ -373,6 +376,7 @@ impl Engine {
             period_ns,
             ramp: spec.ramp,
             chain_len,
+            prev_cause: None,
         };
         if engine.cost.is_none() {
             for idx in 1..spec.threads {
@@ -569,7 +573,8 @@ impl CycleHandler for Engine {
         rec.crit_cpu_ns += extra_cpu;
         rec.cpu_ns += extra_cpu;
         rec.end_ns = t.wake_ns + wall + extra_cpu + extra_int;
-        account(&mut rec);
+        account_after(&mut rec, self.prev_cause);
+        self.prev_cause = rec.cause;
         self.push(rec);
         self.sh.cycles_done.fetch_add(1, Ordering::Relaxed);
         self.sh.cycle_entered_ns.store(0, Ordering::Release);

@@ -13,10 +13,21 @@
 //! ```
 //!
 //! `wake_latency = wake − t_ideal` is reported exactly as DESIGN.md defines it; the cause
-//! compares `sched_latency` (which equals it whenever there is no backlog, i.e. always for
-//! n = 2) so that a backlog inherited from an earlier overrun is not blamed on the scheduler.
+//! compares `sched_latency` (which equals it whenever there is no backlog) so that a backlog
+//! inherited from an earlier overrun is not blamed on the scheduler.
 //! Ties go to `overload`, then `late-wakeup`, then `interference`, so the result is exact and
 //! reproducible on the sim driver.
+//!
+//! Backlog after an xrun. The `virtual` and `sim` devices resynchronise after an xrun (the
+//! periods in between are skipped), so with n = 2 a cycle never starts with a backlog. A JACK
+//! server does not skip a late client: it hands over the next cycle at once, and a client
+//! that lost 30 ms to a host stall processes several cycles back to back, each starting long
+//! after its `t_ideal`. Those cycles miss their deadlines because the cycle before them did,
+//! and by the largest-component rule alone they would be blamed on their own CPU time
+//! (`overload`): release = the previous end, so the scheduler is not late, and crit_cpu is the
+//! largest of what is left. So a cycle that would have been in time had it been released at
+//! its `t_ideal` (`end − backlog ≤ deadline`) inherits the cause of the xrun before it, and is
+//! marked `inherited`. A chain of such cycles keeps the first one's cause.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -71,6 +82,8 @@ pub struct CycleRecord {
     pub skipped_before: u32,
     pub xrun: bool,
     pub cause: Option<Cause>,
+    /// The cause is the previous xrun's: this cycle was late only by its backlog.
+    pub inherited: bool,
     pub threads: u8,
     pub tracks: u8,
     /// Index of the critical thread (0 = the driver thread).
@@ -101,6 +114,7 @@ impl CycleRecord {
         skipped_before: 0,
         xrun: false,
         cause: None,
+        inherited: false,
         threads: 0,
         tracks: 0,
         crit_thread: 0,
@@ -133,17 +147,30 @@ impl CycleRecord {
     }
 }
 
-/// Decide xrun and cause from the timestamps already in `r`; sets `xrun` and `cause`.
+/// Decide xrun and cause from the timestamps already in `r`; sets `xrun`, `cause` and
+/// `inherited`. For a cycle with no predecessor in view (or none that was an xrun).
 pub fn account(r: &mut CycleRecord) {
+    account_after(r, None);
+}
+
+/// `account` for a cycle processed right after one whose xrun had cause `before` (None: the
+/// previous cycle was in time, or there was none). See the module notes on backlog.
+pub fn account_after(r: &mut CycleRecord, before: Option<Cause>) {
     r.xrun = r.end_ns > r.deadline_ns;
-    r.cause = if r.xrun {
-        Some(cause_of(
+    let own_end = r.end_ns.saturating_sub(r.backlog_ns());
+    let inherit = match before {
+        Some(c) if r.xrun && r.backlog_ns() > 0 && own_end <= r.deadline_ns => Some(c),
+        _ => None,
+    };
+    r.inherited = inherit.is_some();
+    r.cause = if !r.xrun {
+        None
+    } else {
+        inherit.or(Some(cause_of(
             r.sched_latency_ns(),
             r.crit_cpu_ns,
             r.interference_ns(),
-        ))
-    } else {
-        None
+        )))
     };
 }
 
@@ -192,6 +219,35 @@ mod tests {
         assert_eq!(r.interference_ns(), 990);
         assert_eq!(cause_of(5, 5, 5), Cause::Overload);
         assert_eq!(cause_of(5, 4, 5), Cause::LateWakeup);
+    }
+
+    /// A JACK client catching up after a stalled cycle: each cycle starts at the previous
+    /// end, long after its t_ideal, and does its ordinary work.
+    #[test]
+    fn cycles_late_only_by_their_backlog_inherit_the_cause_before_them() {
+        // P = 1000, n = 2: deadline t_ideal + 1000. 600 of CPU per cycle.
+        let mut r = rec(1000, 2300, 2900, 600, 2000);
+        r.release_ns = 2250; // the stalled cycle ended 1250 after this t_ideal
+        account_after(&mut r, Some(Cause::Interference));
+        assert!(r.xrun);
+        assert_eq!(r.backlog_ns(), 1250);
+        assert_eq!(r.cause, Some(Cause::Interference), "not overload");
+        assert!(r.inherited);
+        // The same cycle after an in-time predecessor (no xrun to inherit): the rule of the
+        // largest component stands.
+        let mut r2 = r;
+        account_after(&mut r2, None);
+        assert_eq!((r2.cause, r2.inherited), (Some(Cause::Overload), false));
+        // Its own work would not have fit either: no inheritance, its own cause.
+        let mut r3 = rec(1000, 1300, 2400, 1050, 2000);
+        r3.release_ns = 1250;
+        account_after(&mut r3, Some(Cause::Interference));
+        assert_eq!((r3.cause, r3.inherited), (Some(Cause::Overload), false));
+        // In time despite a backlog: no xrun, nothing inherited.
+        let mut r4 = rec(1000, 1100, 1900, 700, 2000);
+        r4.release_ns = 1080;
+        account_after(&mut r4, Some(Cause::LateWakeup));
+        assert_eq!((r4.xrun, r4.cause, r4.inherited), (false, None, false));
     }
 
     #[test]

@@ -91,6 +91,9 @@ pub struct RunConfig {
     /// shorter than asked, and `RunResult::early_stop_cycle` says where).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on: Option<StopCriterion>,
+    /// `stop_on` ignores xruns of cycles before this one (a load trial's warm-up).
+    #[serde(default)]
+    pub stop_from_cycle: u64,
     /// Leave every engine thread unpinned. SCHED_DEADLINE needs it: the kernel refuses a
     /// DEADLINE thread whose affinity is narrower than its root domain (EPERM).
     #[serde(default)]
@@ -138,6 +141,7 @@ impl RunConfig {
             stress: Vec::new(),
             compete: None,
             stop_on: None,
+            stop_from_cycle: 0,
             unpinned: false,
             ramp: None,
         })
@@ -203,6 +207,11 @@ pub struct XrunCounts {
     pub late_wakeup: u64,
     pub overload: u64,
     pub interference: u64,
+    /// Of `total` (and of the cause it is counted under): cycles late only by the backlog
+    /// the xrun before them left, whose cause is that xrun's. Only a JACK server, which never
+    /// skips a late client's cycles, produces them (see `engine::probe`).
+    #[serde(default)]
+    pub inherited: u64,
 }
 
 /// Percent-of-period summary (DSP load = wall/P, CPU load = CPU/P).
@@ -465,6 +474,7 @@ pub fn run_tapped(
     let stop = Arc::new(AtomicBool::new(false));
     let early = cfg.stop_on.map(|on| EarlyStop {
         on,
+        from_cycle: cfg.stop_from_cycle,
         driver_stop: stop.clone(),
     });
     let collector = collector::spawn_tapped(consumer, trace, collector_stop.clone(), early, tap)?;
@@ -709,6 +719,7 @@ pub fn run_tapped(
             late_wakeup: folded.late_wakeup,
             overload: folded.overload,
             interference: folded.interference,
+            inherited: folded.inherited,
         },
         dropped_records: dropped,
         dsp_load_pct: LoadPct::of(&wall, period_ns),

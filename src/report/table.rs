@@ -207,6 +207,12 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
         x.xruns.interference,
         x.skipped_periods
     ));
+    if x.xruns.inherited > 0 {
+        s.push_str(&format!(
+            "  ({} late only by the previous xrun's backlog, counted under its cause)",
+            x.xruns.inherited
+        ));
+    }
     if x.dropped_records > 0 {
         s.push_str(&format!("  dropped records {}", x.dropped_records));
     }
