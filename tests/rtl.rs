@@ -281,27 +281,78 @@ fn run_with_lost_blocks(
 }
 
 #[test]
-fn windows_hit_by_an_xrun_are_left_out() {
+fn hops_hit_by_an_xrun_are_left_out_and_estimates_go_on() {
     let (delay, b) = (300usize, 64usize);
     // Three lost blocks at 3.5 s of a 4.5 s run: inside the last second's windows.
     let lost = 168_000..168_000 + 3 * b;
     let mut est = Estimator::new(EstimatorConfig::new(48000, 5_000_000_000));
     run_with_lost_blocks(&mut est, delay, b, 216_000, lost.clone(), true);
     let m = est.result();
-    assert!(m.excluded_estimates > 0, "{}", m.message);
+    assert!(m.disturbed_hops > 0, "{}", m.message);
     assert!(m.message.contains("left out"), "{}", m.message);
+    assert!(m.converged, "{}", m.message);
     assert!((m.delay_frames.unwrap() - delay as f64).abs() <= 0.01);
-    // Exactly the windows overlapping the damage [lost.start, lost.end + delay) are out.
-    let w = m.window_frames as f64;
+    // No estimate is formed when its newest hop overlaps the damage [lost.start, lost.end +
+    // delay); every other hop after the first full ring gives one, from the clean hops
+    // (the damaged phases of the window taken from the window before).
+    let hop = m.hop_frames as f64;
+    let damage = (lost.start as f64, (lost.end + delay + 1) as f64);
     for e in &m.estimates {
         let end = e.t_s * 48000.0;
-        let hit = end > lost.start as f64 && end - w < (lost.end + delay + 1) as f64;
-        assert_eq!(e.excluded, hit, "estimate ending at {end}");
+        assert!(
+            end <= damage.0 || end - hop >= damage.1,
+            "an estimate ending at {end} used a damaged hop"
+        );
+        assert!(!e.excluded);
+        assert!(
+            (e.delay_frames.unwrap() - delay as f64).abs() <= 0.01,
+            "{e:?}"
+        );
     }
-    // The same loop, untold: every estimate counts.
+    let hops = 216_000 / m.hop_frames;
+    assert_eq!(
+        m.estimates.len() as u64,
+        hops - (m.window_frames / m.hop_frames - 1) - m.disturbed_hops,
+        "one estimate per clean hop"
+    );
+    assert_eq!(m.excluded_estimates, 0);
+    // The same loop, untold: every hop counts (and the damaged ones spoil the estimates).
     let mut est = Estimator::new(EstimatorConfig::new(48000, 5_000_000_000));
     run_with_lost_blocks(&mut est, delay, b, 216_000, lost, false);
-    assert_eq!(est.result().excluded_estimates, 0);
+    assert_eq!(est.result().disturbed_hops, 0);
+}
+
+/// A host that stalls every 400 ms never leaves a clean 1.25 s window, yet the estimate
+/// converges from the clean hops of each window phase.
+#[test]
+fn stalls_shorter_apart_than_a_window_still_give_an_exact_estimate() {
+    let (delay, b) = (517usize, 64usize);
+    let mut est = Estimator::new(EstimatorConfig::new(48000, 12_000_000_000));
+    let mut line = vec![0.0f32; 12 * 48000 + delay + b];
+    let (mut inp, mut out) = (vec![0.0f32; b], vec![0.0f32; b]);
+    let mut frame = 0;
+    while frame + b <= 12 * 48000 {
+        for (i, x) in inp.iter_mut().enumerate() {
+            *x = (frame + i).checked_sub(delay).map_or(0.0, |s| line[s]);
+        }
+        est.process(frame as u64, &inp, &mut out);
+        // Two blocks lost every 19 200 frames (400 ms), at a phase that drifts through the
+        // window.
+        if frame % 19_200 < 2 * b {
+            est.disturb(frame as u64, (frame + b) as u64);
+        } else {
+            line[frame..frame + b].copy_from_slice(&out);
+        }
+        frame += b;
+    }
+    let m = est.result();
+    assert_eq!(m.outcome, RtlOutcome::Measured, "{}", m.message);
+    assert!(m.converged, "{}", m.message);
+    assert!(m.disturbed_hops > 20, "{}", m.disturbed_hops);
+    assert!(
+        (m.delay_frames.unwrap() - delay as f64).abs() <= 0.01,
+        "{m:?}"
+    );
 }
 
 #[test]

@@ -5,9 +5,17 @@
 //! All test tones sit on bins of one analysis window of `W` frames (frequency `m/W` cycles
 //! per frame), so a sum over any whole window is orthogonal between tones: no leakage, and
 //! once the window is clear of the loop's start-up an integer delay in a noise-free loop is
-//! recovered to rounding error. The window is a ring of 8
-//! hops; a new estimate is formed every hop from the last 8 hop sums, which add because
+//! recovered to rounding error. The window is a ring of 32
+//! hops; a new estimate is formed every hop from the last 32 hop sums, which add because
 //! every hop demodulates against the absolute frame index.
+//!
+//! Hop `h` covers frames `[h·W/32, (h+1)·W/32)`, so its ring slot `h mod 32` is also its place
+//! in the tones' common period W: any 32 hops with distinct slots cover every residue of the frame
+//! index modulo W once and stay orthogonal, contiguous or not. A hop an xrun or a skipped
+//! period disturbed therefore does not enter its slot: the slot keeps the last clean hop of
+//! that residue (at most `STALE_HOPS` old), and estimates go on from clean hops alone. On a
+//! host that stalls every few hundred milliseconds this is the difference between an estimate
+//! and none: no 1.25 s stretch is ever clean there.
 //!
 //! A returning tone `m` has phase `θ = 2π·off/W − 2π·m·D/W (+π if inverted)`, so
 //! `u_m = frac(off/W − θ/2π)` is `m·D/W mod 1`. The difference of two tones `m_a − m_b = d`
@@ -156,7 +164,15 @@ pub fn model_table(
 // The estimator
 // ---------------------------------------------------------------------------------------
 
-const HOPS: usize = 8;
+/// Hops per window. Fine hops make a disturbance cost little: it spoils the one or two
+/// 39 ms hops it touches, not an eighth of the window.
+const HOPS: usize = 32;
+/// A slot's clean hop older than this (4 windows) no longer stands in for a disturbed one:
+/// the loop may have changed meanwhile (a JACK client that misses a cycle moves an ALSA
+/// plugin loop by a period).
+const STALE_HOPS: u64 = 4 * HOPS as u64;
+/// A ring slot with no clean hop.
+const EMPTY: u64 = u64::MAX;
 /// Tone-pair differences, coarse to fine (in bins); the first fixes D modulo W.
 const DIFFS: [u64; 4] = [1, 16, 256, 4096];
 const TONE_AMP: f64 = 0.15;
@@ -239,9 +255,14 @@ pub struct RtlMeasurement {
     pub tones_hz: Vec<f64>,
     /// One estimate per hop.
     pub estimates: Vec<EstimatePoint>,
-    /// Estimates left out because their window was hit by an xrun.
+    /// Estimates left out because a disturbance learnt after they were formed hit a hop of
+    /// theirs.
     #[serde(default)]
     pub excluded_estimates: u64,
+    /// Analysis hops left out of the ring because an xrun or skipped period touched them
+    /// (their slot kept its last clean hop).
+    #[serde(default)]
+    pub disturbed_hops: u64,
     pub message: String,
 }
 
@@ -263,22 +284,29 @@ pub struct Estimator {
     cur_hop: u64,
     ring: Vec<[f64; 2]>,
     ring_pow: [f64; HOPS],
+    /// The hop each slot holds (EMPTY: none clean yet).
+    slot_hop: [u64; HOPS],
+    /// The hops each estimate was formed from, for disturbances learnt later.
+    est_hops: Vec<[u64; HOPS]>,
+    /// Hops left out because a disturbance touched them.
+    tainted_hops: u64,
     hops_done: u64,
     hop_rms: Vec<f64>,
     estimates: Vec<EstimatePoint>,
     converged_at: Option<usize>,
     /// Estimates spanning one second.
     k_second: usize,
-    /// Estimates formed from now on whose window starts before this frame are excluded
-    /// (see [`Estimator::disturb`]).
+    /// Frames `[taint_from, taint_until)` are disturbed (see [`Estimator::disturb`]): a hop
+    /// that overlaps them when it finishes stays out of the ring.
+    taint_from: u64,
     taint_until: u64,
 }
 
 impl Estimator {
     pub fn new(cfg: EstimatorConfig) -> Self {
         let rate = cfg.rate as u64;
-        // W ≈ 1.25 s, a multiple of 8 (hops) and 4 (sine from the cosine table).
-        let w = (rate * 5 / 4).div_ceil(8) * 8;
+        // W ≈ 1.25 s, a multiple of HOPS and 4 (sine from the cosine table).
+        let w = (rate * 5 / 4).div_ceil(HOPS as u64 * 4) * (HOPS as u64 * 4);
         let hop = w / HOPS as u64;
         let top = (5000.0f64).min(0.2 * rate as f64);
         let m0 = (top * w as f64 / rate as f64).round() as u64;
@@ -308,11 +336,15 @@ impl Estimator {
             cur_pow: 0.0,
             cur_hop: 0,
             ring_pow: [0.0; HOPS],
+            slot_hop: [EMPTY; HOPS],
+            est_hops: Vec::with_capacity(max_hops),
+            tainted_hops: 0,
             hops_done: 0,
             hop_rms: Vec::with_capacity(max_hops),
             estimates: Vec::with_capacity(max_hops),
             converged_at: None,
             k_second,
+            taint_from: 0,
             taint_until: 0,
         }
     }
@@ -362,19 +394,32 @@ impl Estimator {
     fn finish_hop(&mut self) {
         let slot = (self.cur_hop % HOPS as u64) as usize;
         let nt = self.tones.len();
-        self.ring[slot * nt..(slot + 1) * nt].copy_from_slice(&self.cur);
-        self.ring_pow[slot] = self.cur_pow;
+        let (start, end) = (self.cur_hop * self.hop, (self.cur_hop + 1) * self.hop);
+        let clean = !(start < self.taint_until && end > self.taint_from);
+        if clean {
+            self.ring[slot * nt..(slot + 1) * nt].copy_from_slice(&self.cur);
+            self.ring_pow[slot] = self.cur_pow;
+            self.slot_hop[slot] = self.cur_hop;
+        } else {
+            self.tainted_hops += 1;
+        }
         if self.hop_rms.len() < self.hop_rms.capacity() {
             self.hop_rms.push((self.cur_pow / self.hop as f64).sqrt());
         }
         self.cur.iter_mut().for_each(|a| *a = [0.0; 2]);
         self.cur_pow = 0.0;
+        let newest = self.cur_hop;
         self.cur_hop += 1;
         self.hops_done += 1;
-        if self.hops_done >= HOPS as u64 && self.estimates.len() < self.estimates.capacity() {
-            let mut e = self.estimate();
-            e.excluded = self.cur_hop * self.hop - self.w < self.taint_until;
+        // A new estimate needs new clean data and a clean hop, fresh enough, in every slot.
+        let full = self
+            .slot_hop
+            .iter()
+            .all(|&h| h != EMPTY && h + STALE_HOPS > newest);
+        if clean && full && self.estimates.len() < self.estimates.capacity() {
+            let e = self.estimate();
             self.estimates.push(e);
+            self.est_hops.push(self.slot_hop);
             if self.converged_at.is_none() && self.stable_ending(self.estimates.len() - 1) {
                 self.converged_at = Some(self.estimates.len() - 1);
             }
@@ -482,28 +527,29 @@ impl Estimator {
     /// Stream frames `[from, to)` were disturbed: a cycle missed its deadline (its output
     /// never reached the loop) or periods were skipped (neither their input nor their
     /// output exists). The damage reaches the input at those frames and again one loop
-    /// delay later, so every window overlapping `[from, to + delay)` is excluded — the
-    /// ones already formed and the ones to come. Before a delay is known the whole window
-    /// stands in for it. Allocation-free: callable from the real-time cycle, and after a
-    /// run for xruns the server reported late.
+    /// delay later, so every hop overlapping `[from, to + delay)` is left out: hops still to
+    /// come stay out of the ring, hops in the ring are dropped from it, and estimates formed
+    /// from any of them are excluded. Before a delay is known the whole window stands in for
+    /// it. Allocation-free: callable from the real-time cycle, and after a run for xruns the
+    /// server reported late.
     pub fn disturb(&mut self, from: u64, to: u64) {
-        let delay = self
-            .estimates
-            .iter()
-            .rev()
-            .find_map(|e| e.delay_frames.filter(|_| !e.excluded))
-            .map(|d| d.ceil() as u64 + 1)
-            .unwrap_or(self.w)
-            .min(self.w);
-        let until = to + delay;
+        let until = to + self.delay_bound();
+        if from > self.taint_until {
+            self.taint_from = from;
+        } else {
+            self.taint_from = self.taint_from.min(from);
+        }
         self.taint_until = self.taint_until.max(until);
-        let (w, hop) = (self.w, self.hop);
+        let hop = self.hop;
+        let hit = |h: u64| h != EMPTY && h * hop < until && (h + 1) * hop > from;
+        for h in self.slot_hop.iter_mut() {
+            if hit(*h) {
+                *h = EMPTY;
+            }
+        }
         let mut hit_converged = false;
-        for (i, e) in self.estimates.iter_mut().enumerate() {
-            let end = (e.t_s * self.cfg.rate as f64).round() as u64;
-            // Window [end − W, end), end a multiple of the hop.
-            let end = end.div_ceil(hop) * hop;
-            if end > from && end.saturating_sub(w) < until && !e.excluded {
+        for (i, (e, used)) in self.estimates.iter_mut().zip(&self.est_hops).enumerate() {
+            if !e.excluded && used.iter().any(|&h| hit(h)) {
                 e.excluded = true;
                 if let Some(c) = self.converged_at {
                     hit_converged |= i + self.k_second > c && i <= c;
@@ -513,6 +559,31 @@ impl Estimator {
         if hit_converged {
             self.converged_at = (0..self.estimates.len()).find(|&i| self.stable_ending(i));
         }
+    }
+
+    /// At least the loop delay, for extending a disturbance to where it comes back: the last
+    /// clean estimate; before there is one, the end of the hop where the return appeared
+    /// (a stalling host may never leave a clean window to estimate from, so waiting for an
+    /// estimate would wait forever); before the return appeared, the whole window.
+    fn delay_bound(&self) -> u64 {
+        if let Some(d) = self
+            .estimates
+            .iter()
+            .rev()
+            .find_map(|e| e.delay_frames.filter(|_| !e.excluded))
+        {
+            return (d.ceil() as u64 + 1).min(self.w);
+        }
+        let loudest = self.hop_rms.iter().cloned().fold(0.0, f64::max);
+        if loudest >= 10f64.powf(self.cfg.min_level_dbfs / 20.0) {
+            if let Some(h) = self.hop_rms.iter().position(|&r| r >= 0.5 * loudest) {
+                // The return is established once a later hop exists.
+                if h + 1 < self.hop_rms.len() {
+                    return ((h as u64 + 1) * self.hop).min(self.w);
+                }
+            }
+        }
+        self.w
     }
 
     /// `disturb` for a disturbance learnt after the run (a server's or device's xrun
@@ -554,12 +625,13 @@ impl Estimator {
         let valid: Vec<f64> = tail.iter().filter_map(|e| e.delay_frames).collect();
         let (mut outcome, mut delay, mut spread, mut message);
         match last {
-            None if excluded > 0 => {
+            None if excluded > 0 || self.tainted_hops > 0 => {
                 outcome = RtlOutcome::NoEstimate;
                 delay = None;
                 spread = None;
                 message = format!(
-                    "no estimate: all {excluded} estimates were hit by xruns or skipped periods"
+                    "no estimate: xruns or skipped periods disturbed {} of {} analysis hops and {excluded} estimates, leaving no clean hop of every phase of the window",
+                    self.tainted_hops, self.hops_done
                 );
             }
             None => {
@@ -615,9 +687,15 @@ impl Estimator {
             spread = None;
             delay = None;
         }
+        if self.tainted_hops > 0 && outcome != RtlOutcome::NoEstimate {
+            message.push_str(&format!(
+                " ({} of {} analysis hops left out: an xrun or skipped period touched them)",
+                self.tainted_hops, self.hops_done
+            ));
+        }
         if excluded > 0 && outcome != RtlOutcome::NoEstimate {
             message.push_str(&format!(
-                " ({excluded} of {} estimates left out: their window was hit by an xrun)",
+                " ({excluded} of {} estimates left out: an xrun reported later hit their window)",
                 self.estimates.len()
             ));
         }
@@ -646,6 +724,7 @@ impl Estimator {
             tones_hz: self.tones_hz(),
             estimates: self.estimates.clone(),
             excluded_estimates: excluded,
+            disturbed_hops: self.tainted_hops,
             message,
         }
     }
