@@ -574,8 +574,8 @@ impl Estimator {
         {
             return (d.ceil() as u64 + 1).min(self.w);
         }
-        let loudest = self.hop_rms.iter().cloned().fold(0.0, f64::max);
-        if loudest >= 10f64.powf(self.cfg.min_level_dbfs / 20.0) {
+        if self.return_heard() {
+            let loudest = self.hop_rms.iter().cloned().fold(0.0, f64::max);
             if let Some(h) = self.hop_rms.iter().position(|&r| r >= 0.5 * loudest) {
                 // The return is established once a later hop exists.
                 if h + 1 < self.hop_rms.len() {
@@ -584,6 +584,12 @@ impl Estimator {
             }
         }
         self.w
+    }
+
+    /// Some hop carried a return above the level threshold.
+    fn return_heard(&self) -> bool {
+        let loudest = self.hop_rms.iter().cloned().fold(0.0, f64::max);
+        loudest >= 10f64.powf(self.cfg.min_level_dbfs / 20.0)
     }
 
     /// `disturb` for a disturbance learnt after the run (a server's or device's xrun
@@ -625,6 +631,15 @@ impl Estimator {
         let valid: Vec<f64> = tail.iter().filter_map(|e| e.delay_frames).collect();
         let (mut outcome, mut delay, mut spread, mut message);
         match last {
+            None if self.tainted_hops > 0 && !self.return_heard() => {
+                outcome = RtlOutcome::TooWeak;
+                delay = None;
+                spread = None;
+                message = format!(
+                    "signal too weak: no analysis hop heard a return above {:.0} dBFS (and xruns disturbed {} of {} hops); is the loop connected?",
+                    self.cfg.min_level_dbfs, self.tainted_hops, self.hops_done
+                );
+            }
             None if excluded > 0 || self.tainted_hops > 0 => {
                 outcome = RtlOutcome::NoEstimate;
                 delay = None;
