@@ -243,42 +243,17 @@ fn suite_smoke_on_a_jack_server_uses_its_buffer_size() {
         .output()
         .unwrap();
     let m = manifest(&dir);
-    // What this test is about is the engine stages on the server. An RTL loop that found no
-    // clean analysis window because host stalls hit every one of them said so honestly
-    // (exit 3, "no-estimate" with the disturbances counted); any other failure fails.
-    let disturbed_rtl = |s: &&xrunlab::suite::StageRecord| {
-        s.stage.starts_with("rtl-")
-            && s.file.as_ref().is_some_and(|f| {
-                let v = read_json(&dir.join(f));
-                v["results"]["measured"]["outcome"] == "no-estimate"
-                    && v["results"]["xruns"].as_u64().unwrap_or(0)
-                        + v["results"]["skipped_periods"].as_u64().unwrap_or(0)
-                        > 0
-            })
-    };
     let failed: Vec<_> = m
         .stages
         .iter()
         .filter(|s| s.status == StageStatus::Failed)
         .collect();
-    let (excused, failed): (Vec<_>, Vec<_>) = failed.into_iter().partition(disturbed_rtl);
     assert!(
         failed.is_empty(),
         "failed stages: {failed:#?}\n{}",
         show(&o)
     );
-    for s in &excused {
-        eprintln!(
-            "{}: no estimate, every window disturbed by the host",
-            s.stage
-        );
-    }
-    assert_eq!(
-        o.status.code(),
-        Some(if excused.is_empty() { 0 } else { 1 }),
-        "{}",
-        show(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let file = |n: &str| {
         let s = m.stages.iter().find(|s| s.stage == n).unwrap();
         assert_eq!(s.status, StageStatus::Ok, "{n}");
