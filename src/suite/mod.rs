@@ -46,6 +46,23 @@ pub struct StageRecord {
     pub log: Option<String>,
 }
 
+impl StageRecord {
+    /// A stage that has not run (yet): skipped until its run says otherwise.
+    fn not_run(stage: &str, argv: Vec<String>) -> StageRecord {
+        StageRecord {
+            stage: stage.into(),
+            argv,
+            status: StageStatus::Skipped,
+            reason: None,
+            note: None,
+            exit_code: None,
+            duration_s: 0.0,
+            file: None,
+            log: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SuiteStatus {
@@ -345,17 +362,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         let file = cfg.dir.join(format!("{stem}.json"));
         let log = cfg.dir.join(format!("{stem}.log"));
         let mut argv = stage.argv(cfg.mode, &cfg.driver);
-        let mut rec = StageRecord {
-            stage: stage.name.into(),
-            argv: argv.clone(),
-            status: StageStatus::Skipped,
-            reason: None,
-            note: None,
-            exit_code: None,
-            duration_s: 0.0,
-            file: None,
-            log: None,
-        };
+        let mut rec = StageRecord::not_run(stage.name, argv.clone());
         if crate::rt::interrupt::requested() {
             rec.reason = Some("suite interrupted".into());
             manifest.stages.push(rec);
@@ -446,17 +453,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         .filter_map(|s| s.file.clone())
         .collect();
     let html = cfg.dir.join(REPORT);
-    let mut rec = StageRecord {
-        stage: "report".into(),
-        argv: Vec::new(),
-        status: StageStatus::Skipped,
-        reason: None,
-        note: None,
-        exit_code: None,
-        duration_s: 0.0,
-        file: None,
-        log: None,
-    };
+    let mut rec = StageRecord::not_run("report", Vec::new());
     if crate::rt::interrupt::requested() {
         rec.reason = Some("suite interrupted".into());
     } else if files.is_empty() {
