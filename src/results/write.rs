@@ -19,6 +19,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             dir.display()
         )));
     }
+    // A rename would replace a device or a pipe (`-o /dev/null`, `-o /dev/stdout`) with a
+    // regular file: as root that destroys /dev/null for the whole machine. Such targets have
+    // no partial-file problem to avoid, so they are written in place.
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() && !meta.is_dir() {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(bytes))
+                .map_err(|e| Error::io(format!("writing {}", path.display()), e));
+        }
+    }
     let name = path
         .file_name()
         .ok_or_else(|| Error::usage(format!("{} is not a file path", path.display())))?;
@@ -93,6 +105,22 @@ mod tests {
         assert_eq!(names.len(), 1);
         let e = write_atomic(&dir.path().join("nope/r.json"), b"x").unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+    }
+
+    #[test]
+    fn a_pipe_or_device_target_is_written_in_place_not_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fifo");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = {
+            let p = p.clone();
+            std::thread::spawn(move || std::fs::read(p).unwrap())
+        };
+        write_atomic(&p, b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        assert!(std::fs::metadata(&p).unwrap().file_type().is_fifo());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]
