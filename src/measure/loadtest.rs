@@ -490,20 +490,45 @@ fn cells_of(cfg: &LoadConfig) -> Vec<(u32, u32, String)> {
 
 /// Check that a partial result belongs to this grid so its cells may be kept.
 pub fn check_resumable(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Result<()> {
-    let same = cfg.driver == prior_cfg.driver
-        && cfg.rate == prior_cfg.rate
-        && cfg.periods == prior_cfg.periods
-        && cfg.duration_ns == prior_cfg.duration_ns
-        && cfg.validate_ns == prior_cfg.validate_ns
-        && cfg.criterion == prior_cfg.criterion
-        && cfg.max_instances == prior_cfg.max_instances;
-    if same {
+    // Every setting that changes what a cell measures; the grid axes (buffers, tracks,
+    // plugins) are not here because cells are matched by them. The sim driver's model and
+    // seed decide its figures too.
+    let mut keys = vec![
+        "driver",
+        "rate",
+        "periods",
+        "duration_ns",
+        "validate_ns",
+        "criterion",
+        "max_instances",
+        "warmup_cycles",
+        "policy",
+        "cpus",
+        "reserve_cpu",
+        "mlock",
+    ];
+    if cfg.driver == DriverKind::Sim {
+        keys.extend(["seed", "sim", "cost"]);
+    }
+    let (now, then) = (
+        serde_json::to_value(cfg).unwrap_or_default(),
+        serde_json::to_value(prior_cfg).unwrap_or_default(),
+    );
+    let differ: Vec<String> = keys
+        .iter()
+        .filter(|k| now.get(**k) != then.get(**k))
+        .map(|k| {
+            let show = |v: &serde_json::Value| v.get(*k).map_or("none".into(), |x| x.to_string());
+            format!("{k} (was {}, now {})", show(&then), show(&now))
+        })
+        .collect();
+    if differ.is_empty() {
         Ok(())
     } else {
-        Err(Error::usage(
-            "--resume: that result was measured with a different driver, rate, periods, duration, \
-             validation, criterion or instance cap; rerun with the same options",
-        ))
+        Err(Error::usage(format!(
+            "--resume: that result was measured with other settings: {}; rerun with the same options",
+            differ.join(", ")
+        )))
     }
 }
 
