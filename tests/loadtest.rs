@@ -380,7 +380,9 @@ fn resume_completes_the_same_grid() {
         .arg(&path)
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("duration_ns (was 2000000000, now 5000000000)"))
+        .stderr(predicates::str::contains(
+            "duration_ns (was 2000000000, now 5000000000)",
+        ))
         .stderr(predicates::str::contains("cost (was"));
 }
 

@@ -540,6 +540,13 @@ unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
     if m.starts_with(b"JackMessageBuffer::SetInitCallback") {
         return;
     }
+    // While this thread opens a client the lines are held: a failed open ends in our own
+    // error, and libjack's half-dozen lines about sockets and shared memory before it are
+    // noise to a user who has simply not started a server.
+    if OPENING.with(|o| o.get()) {
+        HELD.with(|h| h.borrow_mut().push(String::from_utf8_lossy(m).into_owned()));
+        return;
+    }
     // The raw syscall, not libc::write: jackd2's libjack stops its threads with
     // pthread_cancel (on deactivate and close), and a cancellation taken at write(), a
     // cancellation point, would unwind through this Rust frame — the crate's own handler
@@ -554,8 +561,14 @@ unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
     }
 }
 
-/// Open a client named `name` on the configured server, never starting one.
-fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
+thread_local! {
+    static OPENING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static HELD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Open a client named `name` on the configured server, never starting one. Every client
+/// and probe of ours opens here, so all get the same logger, server name and errors.
+pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
     static LOGGER: std::sync::Once = std::sync::Once::new();
     // Without libjack the crate's function table panics on first use; Client::new below
     // reports the missing library instead.
@@ -584,14 +597,25 @@ fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
             std::env::set_var("JACK_DEFAULT_SERVER", s);
         }
     }
-    let (client, _status) =
-        jack::Client::new(name, jack::ClientOptions::NO_START_SERVER).map_err(|e| match e {
-            jack::Error::LibraryError(m) => {
-                Error::cannot_measure(format!("{NO_SERVER} (libjack could not be loaded: {m})"))
+    OPENING.with(|o| o.set(true));
+    let opened = jack::Client::new(name, jack::ClientOptions::NO_START_SERVER);
+    OPENING.with(|o| o.set(false));
+    let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
+    match opened {
+        Ok((client, _status)) => {
+            for m in &held {
+                eprintln!("{m}");
             }
-            _ => Error::cannot_measure(NO_SERVER),
-        })?;
-    Ok(client)
+            Ok(client)
+        }
+        Err(jack::Error::LibraryError(m)) => Err(Error::cannot_measure(format!(
+            "{NO_SERVER} (libjack could not be loaded: {m})"
+        ))),
+        Err(_) => Err(Error::cannot_measure(match held.first() {
+            Some(why) => format!("{NO_SERVER} (libjack: {why})"),
+            None => NO_SERVER.to_string(),
+        })),
+    }
 }
 
 /// The server's buffer size now. jackd2's clients read it from the server's shared state;

@@ -155,12 +155,7 @@ pub(crate) fn run(
     let self_loop = jc.connect_in.is_empty() && jc.connect_out.is_empty();
     // A second, passive client reads port flags and latencies while ours runs (and closes
     // the self-loop once our ports exist).
-    let probe = jack::Client::new(
-        &format!("{}-probe", jc.client_name),
-        jack::ClientOptions::NO_START_SERVER,
-    )
-    .map_err(|_| Error::cannot_measure(crate::driver::jack::NO_SERVER))?
-    .0;
+    let probe = crate::driver::jack::connect(&jc, &format!("{}-probe", jc.client_name))?;
     let graph_periods = if self_loop {
         1
     } else {

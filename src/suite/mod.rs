@@ -180,7 +180,7 @@ fn accepts_driver(help: &str, driver: &str) -> bool {
 
 /// A JACK server answers a client that must not start one.
 pub fn jack_server_answers() -> bool {
-    jack::Client::new("xrunlab-suite-probe", jack::ClientOptions::NO_START_SERVER).is_ok()
+    crate::driver::jack::connect(&Default::default(), "xrunlab-suite-probe").is_ok()
 }
 
 fn stress_ng_installed() -> bool {

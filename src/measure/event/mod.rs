@@ -1132,14 +1132,9 @@ struct JackProbe {
 
 impl JackProbe {
     fn open(cfg: &crate::driver::jack::JackConfig) -> Result<JackProbe> {
-        if let Some(s) = &cfg.server {
-            // libjack reads the server name from the environment at open time (as
-            // JackClient::open does); set before any engine thread exists.
-            std::env::set_var("JACK_DEFAULT_SERVER", s);
-        }
-        let (client, _) =
-            jack::Client::new("xrunlab-event-probe", jack::ClientOptions::NO_START_SERVER)
-                .map_err(|_| Error::cannot_measure(crate::driver::jack::NO_SERVER))?;
+        // Opened before any engine thread exists: connect sets the server name in the
+        // environment, where libjack reads it.
+        let client = crate::driver::jack::connect(cfg, "xrunlab-event-probe")?;
         Ok(JackProbe { client })
     }
 
