@@ -214,7 +214,7 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     // recorded CPU times, xruns and joins computes exactly the recorded Set Q and Predicted
     // Q. (How Q follows load, spikes and the clamp is tested on synthetic sequences in the
     // reservation module; here a stalling host may add xrun bumps, never other values.)
-    let mut ctl = Controller::new(cfg.controller.clone()).unwrap();
+    let mut ctl = Controller::new(cfg.controller).unwrap();
     let mut last_active = None;
     for l in &lines {
         let active = num(l, 7);
