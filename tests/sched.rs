@@ -176,27 +176,27 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     // The trace: a header and one line per processed cycle.
     let mut rd = csv::Reader::from_path(&trace).unwrap();
     let h = rd.headers().unwrap().clone();
-    assert_eq!(
-        h.iter().take(10).collect::<Vec<_>>(),
-        [
-            "row",
-            "cycle",
-            "t_ns",
-            "driver_period_ns",
-            "end_time_ns",
-            "cpu_ns",
-            "xrun",
-            "active_clients",
-            "set_q_ns",
-            "predicted_q_ns"
-        ]
-    );
+    // Columns by name, so the checks below do not depend on the trace's column order.
+    let col = |name: &str| {
+        h.iter()
+            .position(|x| x == name)
+            .unwrap_or_else(|| panic!("no {name} column in {h:?}"))
+    };
+    let [cycle, cpu, xrun, active, set_q, predicted_q] = [
+        "cycle",
+        "cpu_ns",
+        "xrun",
+        "active_clients",
+        "set_q_ns",
+        "predicted_q_ns",
+    ]
+    .map(col);
     assert_eq!(&h[h.len() - 1], "client3_end_ns");
     let lines: Vec<csv::StringRecord> = rd.records().map(|x| x.unwrap()).collect();
     assert_eq!(lines.len() as u64, row.engine.cpu_ns.count);
     assert!(lines
         .iter()
-        .all(|l| !l[8].is_empty() && &l[0] == "deadline-adaptive"));
+        .all(|l| !l[set_q].is_empty() && &l[col("row")] == "deadline-adaptive"));
     let num = |l: &csv::StringRecord, i: usize| l[i].parse::<u64>().unwrap();
     // Client i joins in period ceil((i+1)·500 ms / P): it runs from the first processed
     // cycle at or after that period (a stalled host makes the engine skip periods, so that
@@ -204,7 +204,7 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     let period = cfg.period_ns();
     for (i, c) in row.clients.iter().enumerate() {
         let due = ((i as u64 + 1) * 500_000_000).div_ceil(period);
-        let first_after = lines.iter().map(|l| num(l, 1)).find(|&k| k >= due);
+        let first_after = lines.iter().map(|l| num(l, cycle)).find(|&k| k >= due);
         assert_eq!(
             c.joined_cycle, first_after,
             "client {i} (due in period {due})"
@@ -217,17 +217,17 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     let mut ctl = Controller::new(cfg.controller).unwrap();
     let mut last_active = None;
     for l in &lines {
-        let active = num(l, 7);
-        let mut step = ctl.observe(num(l, 5), &l[6] == "1");
+        let active = num(l, active);
+        let mut step = ctl.observe(num(l, cpu), &l[xrun] == "1");
         if last_active.is_some_and(|a| active > a) {
             step = ctl.client_added();
         }
         last_active = Some(active);
         assert_eq!(
             (step.set_q_ns, step.predicted_q_ns),
-            (num(l, 8), num(l, 9)),
+            (num(l, set_q), num(l, predicted_q)),
             "cycle {}",
-            &l[1]
+            &l[cycle]
         );
     }
     // The helper applied Q (at least once; then only moves over 1 %, so a budget held at
@@ -237,18 +237,16 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     let applied: u64 = row.thread_budgets_ns.iter().sum();
     assert!(row.q_updates >= 1 && row.q_errors == 0, "{row:?}");
     assert!(
-        lines
-            .iter()
-            .any(|l| num(l, 8).abs_diff(applied)
-                <= num(l, 8) / 100 + row.thread_budgets_ns.len() as u64),
+        lines.iter().any(|l| num(l, set_q).abs_diff(applied)
+            <= num(l, set_q) / 100 + row.thread_budgets_ns.len() as u64),
         "applied {applied} ns is no recorded Set Q"
     );
     // Four 5 % clients consume CPU, and the budget covers what a typical cycle of them
     // takes: Predicted Q is a high percentile of the window, never below its median.
     let mut four_cpu: Vec<u64> = lines
         .iter()
-        .filter(|l| &l[7] == "4")
-        .map(|l| num(l, 5))
+        .filter(|l| &l[active] == "4")
+        .map(|l| num(l, cpu))
         .collect();
     four_cpu.sort_unstable();
     let median4 = four_cpu[four_cpu.len() / 2];
@@ -258,13 +256,13 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     );
     let last = lines.last().unwrap();
     assert!(
-        num(last, 8) >= median4.min(cfg.controller.q_max_ns()),
+        num(last, set_q) >= median4.min(cfg.controller.q_max_ns()),
         "final Set Q {} ns below the median four-client cycle's {median4} ns",
-        &last[8]
+        &last[set_q]
     );
     let four = lines
         .iter()
-        .find(|l| &l[7] == "4")
+        .find(|l| &l[active] == "4")
         .expect("a cycle with four clients");
     assert!(!four[h.len() - 1].is_empty());
 }
