@@ -2,7 +2,10 @@
 //! `pw-jack`). The server owns the loop; its process thread is the engine's thread 0.
 //!
 //! Timeline. `t_ideal(k)` is the cycle start the server reports (`jack_get_cycle_times`:
-//! `current_usecs`), the deadline is the next cycle start it predicts (`next_usecs`), and
+//! `current_usecs`), the deadline is the next cycle start it predicts (`next_usecs`; or
+//! t_ideal + P when that prediction is more than P/8 off: a DLL re-locking after a stall
+//! predicted periods of 0.2–41 ms here, which would judge a normal cycle late or excuse a
+//! late one), and
 //! `wake` is CLOCK_MONOTONIC read first thing in the callback, so wake-up latency, end time
 //! and DSP load mean what they mean on the `virtual` driver.
 //!
@@ -149,6 +152,13 @@ pub struct JackReport {
     pub cycle_start_from_frames: u64,
     /// The largest such disagreement, ns.
     pub cycle_start_dll_error_max_ns: u64,
+    /// Cycles whose predicted next cycle start (`next_usecs`) was more than P/8 from
+    /// t_ideal + P (jackd2's DLL re-locking after a stall): their deadline is t_ideal + P.
+    #[serde(default)]
+    pub deadline_from_period: u64,
+    /// The largest such misprediction, ns.
+    #[serde(default)]
+    pub deadline_prediction_error_max_ns: u64,
     /// xrun callbacks from the server during the run.
     pub server_xruns: u64,
     /// Our late cycles that the server also reported. Counted per cycle: jackd2 can send
@@ -293,6 +303,8 @@ struct Process<H: CycleHandler> {
     max_early_ns: u64,
     dll_unlocked: u64,
     dll_error_max_ns: u64,
+    deadline_from_period: u64,
+    deadline_error_max_ns: u64,
 }
 
 impl<H: CycleHandler> Process<H> {
@@ -368,11 +380,12 @@ impl<H: CycleHandler + Send> Process<H> {
                 let t = to_mono(ct.current_usecs);
                 let next = to_mono(ct.next_usecs);
                 if t + DLL_SLACK_NS >= earliest && t <= latest + DLL_SLACK_NS {
-                    (
-                        ct.current_frames,
-                        t,
-                        if next > t { next } else { t + period_ns },
-                    )
+                    let (deadline, miss) = cycle_deadline(t, next, period_ns);
+                    if let Some(m) = miss {
+                        self.deadline_from_period += 1;
+                        self.deadline_error_max_ns = self.deadline_error_max_ns.max(m);
+                    }
+                    (ct.current_frames, t, deadline)
                 } else {
                     // jackd2's cycle start is its DLL's prediction, and a dummy driver on
                     // a busy VM leaves the DLL unlocked by milliseconds (seen: 3 ms ahead of
@@ -525,6 +538,18 @@ fn library_identity() -> (String, String) {
         "jackd2"
     };
     (version, server.to_string())
+}
+
+/// A cycle's deadline from the server's prediction of the next cycle start, unless that
+/// is more than P/8 away from `t_ideal + P`; then `t_ideal + P` and the misprediction.
+fn cycle_deadline(t_ideal: u64, next: u64, period_ns: u64) -> (u64, Option<u64>) {
+    let nominal = t_ideal + period_ns;
+    let miss = next.abs_diff(nominal);
+    if miss <= period_ns / 8 {
+        (next, None)
+    } else {
+        (nominal, Some(miss))
+    }
 }
 
 /// libjack's messages, to stderr (never stdout, which may carry `--json`), without the one
@@ -1003,6 +1028,8 @@ impl JackClient {
             max_early_ns: 0,
             dll_unlocked: 0,
             dll_error_max_ns: 0,
+            deadline_from_period: 0,
+            deadline_error_max_ns: 0,
             rate,
         };
         let notes = Notifications {
@@ -1203,6 +1230,8 @@ impl JackClient {
                 report.cycle_time_errors = p.cycle_time_errors;
                 report.cycle_start_from_frames = p.dll_unlocked;
                 report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
+                report.deadline_from_period = p.deadline_from_period;
+                report.deadline_prediction_error_max_ns = p.deadline_error_max_ns;
                 match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
                 // Reports that arrived after our last cycle (while the client was torn
                 // down) have no cycle to match; list them so every report appears once.
@@ -1338,6 +1367,28 @@ impl JackClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadline_is_the_predicted_next_start_unless_the_dll_is_re_locking() {
+        let p = 5_333_333;
+        // A locked DLL predicts within ppm of P: its prediction is the deadline.
+        assert_eq!(
+            cycle_deadline(1_000, 1_000 + p + 40, p),
+            (1_000 + p + 40, None)
+        );
+        assert_eq!(cycle_deadline(1_000, 1_000 + p - p / 8, p).1, None);
+        // Seen on jackd2 after stalls: 218 µs and 41 ms "periods".
+        assert_eq!(
+            cycle_deadline(1_000, 1_000 + 218_000, p),
+            (1_000 + p, Some(p - 218_000))
+        );
+        assert_eq!(
+            cycle_deadline(1_000, 1_000 + 41_089_000, p),
+            (1_000 + p, Some(41_089_000 - p))
+        );
+        // A prediction before the cycle start itself.
+        assert_eq!(cycle_deadline(1_000, 0, p), (1_000 + p, Some(1_000 + p)));
+    }
 
     #[test]
     fn latency_through_the_engine_spans_its_connected_ports() {
