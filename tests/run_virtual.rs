@@ -121,6 +121,22 @@ fn sigint_stops_the_run_with_a_partial_interrupted_result() {
     assert_eq!(v["status"], "interrupted");
     let cycles = v["results"]["cycles"].as_u64().unwrap();
     assert!(cycles > 100 && cycles < 45_000, "cycles {cycles}");
+    // In a VM whose kernel counts steal, the environment says what the host took during
+    // the run (captured before it, finished with the result): at most all of it.
+    let env = &v["environment"];
+    let counts_steal = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .next()
+        .is_some_and(|l| l.split_whitespace().count() > 8);
+    if !env["virtualization"].is_null() && counts_steal {
+        let st = &env["hypervisor_steal"];
+        let share = st["share_pct"].as_f64().expect("hypervisor_steal recorded");
+        let ms = st["stolen_ms"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&share) && ms >= 0.0, "{st}");
+    } else {
+        assert!(env["hypervisor_steal"].is_null(), "{env}");
+    }
 }
 
 #[test]

@@ -107,6 +107,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         max_frames: b.buffer as usize,
     };
     let explicit = !b.plugins.is_empty();
+    let env = Environment::capture();
     let mut results: Vec<BenchResult> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for e in &elements {
@@ -134,7 +135,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         },
         Status::Complete,
         started,
-        Environment::capture(),
+        env,
     );
     output::emit(&doc, g, &human)?;
     Ok(0)

@@ -201,11 +201,12 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     let spec = a.stress.to_spec()?;
     cfg.stress = spec.labels();
     let started = crate::rt::clock::wall_clock_rfc3339();
+    // Captured before the run, so the result's stolen time covers it.
+    let mut env = crate::system::Environment::capture();
+    env.stress = spec.labels();
     let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
     let r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
     let human = crate::report::table::run_summary(&r);
-    let mut env = crate::system::Environment::capture();
-    env.stress = spec.labels();
     let mut doc = ResultDoc::new(
         Body::Run {
             config: r.config.clone(),

@@ -194,10 +194,11 @@ impl SchedArgs {
 pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
     let cfg = a.to_config()?;
     let started = crate::rt::clock::wall_clock_rfc3339();
+    // Captured before the rows run, so the result's stolen time covers them.
+    let env = crate::system::Environment::capture();
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let r = sched::run(&cfg, progress.as_ref())?;
     let human = crate::report::table::sched_summary(&r.results);
-    let env = crate::system::Environment::capture();
     let body = Body::Sched {
         config: r.config.clone(),
         results: Box::new(r.results.clone()),

@@ -42,6 +42,12 @@ pub fn system_line(env: &Environment) -> String {
     if let Some(v) = &env.virtualization {
         parts.push(format!("virtualised: {v}"));
     }
+    if let Some(st) = env.hypervisor_steal {
+        parts.push(format!(
+            "{:.1} % stolen by the host ({:.0} ms)",
+            st.share_pct, st.stolen_ms
+        ));
+    }
     if let Some(c) = &env.container {
         parts.push(format!("container: {c}"));
     }

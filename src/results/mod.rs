@@ -137,7 +137,13 @@ pub struct ResultDoc {
 
 impl ResultDoc {
     /// Wrap a body measured between `started_at` and now, in `environment`.
-    pub fn new(body: Body, status: Status, started_at: String, environment: Environment) -> Self {
+    pub fn new(
+        body: Body,
+        status: Status,
+        started_at: String,
+        mut environment: Environment,
+    ) -> Self {
+        environment.finish_steal();
         let mut warnings = environment.warnings();
         warnings.dedup();
         ResultDoc {

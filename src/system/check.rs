@@ -1008,13 +1008,28 @@ fn virtualization(c: &Ctx) -> CheckItem {
             "bare metal (no hypervisor flag, DMI vendor or paravirtual clock)",
             "",
         ),
-        Some((name, evidence)) => item(
-            T.0,
-            T.1,
-            Verdict::Warn,
-            format!("{name}: {}", evidence.join(", ")),
-            "the hypervisor can stall this guest for milliseconds: take final figures on bare metal",
-        ),
+        Some((name, evidence)) => {
+            // Steal since boot: how much the host has been taking, before any measurement.
+            let stolen = c
+                .root
+                .read("/proc/stat")
+                .and_then(|t| super::env::steal_ticks(&t))
+                .filter(|&(_, total)| total > 0)
+                .map(|(steal, total)| {
+                    format!(
+                        "; the host has taken {:.1} % of its CPU time since boot (steal)",
+                        steal as f64 * 100.0 / total as f64
+                    )
+                })
+                .unwrap_or_default();
+            item(
+                T.0,
+                T.1,
+                Verdict::Warn,
+                format!("{name}: {}{stolen}", evidence.join(", ")),
+                "the hypervisor can stall this guest for milliseconds: take final figures on bare metal (each result records the CPU time stolen during it)",
+            )
+        }
     }
 }
 

@@ -33,6 +33,46 @@ pub struct Environment {
     /// Stress presets active during the run (empty = idle).
     #[serde(default)]
     pub stress: Vec<String>,
+    /// CPU time the hypervisor took from this machine between capture and the result
+    /// (`steal` in /proc/stat); None on bare metal or when the kernel does not count it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor_steal: Option<Steal>,
+    /// /proc/stat's (steal, total) ticks at capture, for `hypervisor_steal`.
+    #[serde(skip)]
+    #[schemars(skip)]
+    steal_at_capture: Option<(u64, u64)>,
+}
+
+/// Stolen CPU time over a measurement: while the hypervisor runs something else, every
+/// thread of the guest stands still, and timing figures show the host, not this system.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Steal {
+    /// Summed over all CPUs, ms.
+    pub stolen_ms: f64,
+    /// Share of all CPU time over the measurement, %.
+    pub share_pct: f64,
+}
+
+/// /proc/stat's aggregate line: (steal, user+nice+system+idle+iowait+irq+softirq+steal)
+/// in USER_HZ ticks; None when the kernel has no steal column.
+pub(crate) fn steal_ticks(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    (f.len() == 8).then(|| (f[7], f.iter().sum()))
+}
+
+/// The steal between two /proc/stat snapshots (USER_HZ is 100 on every Linux ABI).
+fn steal_between(a: (u64, u64), b: (u64, u64)) -> Option<Steal> {
+    let (steal, total) = (b.0.checked_sub(a.0)?, b.1.checked_sub(a.1)?);
+    (total > 0).then(|| Steal {
+        stolen_ms: steal as f64 * 10.0,
+        share_pct: steal as f64 * 100.0 / total as f64,
+    })
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -435,6 +475,7 @@ impl Environment {
             },
             rt_probe: root.is_live().then(super::probe::try_rt_priority),
         };
+        let virt = virtualization(root);
         Environment {
             hostname: root.read("/proc/sys/kernel/hostname").unwrap_or_default(),
             preempt: preempt_model(root, &kernel_version, &cmdline, config.as_ref()),
@@ -448,13 +489,28 @@ impl Environment {
             governor,
             smt,
             isolation,
-            virtualization: virtualization(root),
+            steal_at_capture: (root.is_live() && virt.is_some())
+                .then(|| steal_ticks(&root.read("/proc/stat")?))
+                .flatten(),
+            virtualization: virt,
             container: container(root),
             limits,
             clocksource: root
                 .read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             cmdline,
             stress: Vec::new(),
+            hypervisor_steal: None,
+        }
+    }
+
+    /// Record the CPU time the hypervisor stole since capture: called when the result is
+    /// made, so it covers the measurement.
+    pub fn finish_steal(&mut self) {
+        let now = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| steal_ticks(&t));
+        if let (Some(a), Some(b)) = (self.steal_at_capture, now) {
+            self.hypervisor_steal = steal_between(a, b);
         }
     }
 
@@ -464,6 +520,12 @@ impl Environment {
         if let Some(v) = &self.virtualization {
             w.push(format!(
                 "running in a virtual machine ({v}): the hypervisor can stall the guest for milliseconds; latencies are not those of bare metal"
+            ));
+        }
+        if let Some(st) = self.hypervisor_steal.filter(|s| s.share_pct >= 0.5) {
+            w.push(format!(
+                "the hypervisor took {:.1} % of this machine's CPU time during the measurement ({:.0} ms stolen): maxima, xruns and load limits may be the host's, not this system's",
+                st.share_pct, st.stolen_ms
             ));
         }
         if let Some(c) = &self.container {
@@ -518,6 +580,31 @@ impl Environment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_the_stolen_share_between_two_proc_stat_snapshots() {
+        let a = "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n";
+        let b = "cpu  200 0 60 1500 10 0 5 225 0 0\ncpu0 1 2 3\n";
+        let (sa, sb) = (steal_ticks(a).unwrap(), steal_ticks(b).unwrap());
+        assert_eq!(sa, (35, 1000));
+        let st = steal_between(sa, sb).unwrap();
+        // 190 of 1000 ticks stolen = 1.9 s at USER_HZ 100.
+        assert_eq!(st.stolen_ms, 1900.0);
+        assert!((st.share_pct - 19.0).abs() < 1e-9);
+        // Kernels without the steal column, and counters that went backwards.
+        assert_eq!(steal_ticks("cpu  1 2 3 4\n"), None);
+        assert_eq!(steal_between(sb, sa), None);
+        let mut e = Environment {
+            hypervisor_steal: Some(st),
+            ..Default::default()
+        };
+        assert!(e.warnings().iter().any(|w| w.contains("19.0 %")));
+        e.hypervisor_steal = Some(Steal {
+            stolen_ms: 1.0,
+            share_pct: 0.1,
+        });
+        assert!(!e.warnings().iter().any(|w| w.contains("hypervisor took")));
+    }
 
     #[test]
     fn live_capture_sees_this_machine() {
