@@ -58,6 +58,26 @@ fn a_short_real_run_reports_a_plausible_dsp_load() {
         "driver period {mean}, expected about {expect}"
     );
     assert!(x.sink.peak > 0.3, "the sine must reach the output");
+    // Where the kernel counts steal, the run was sampled beside it every 50 ms: at most
+    // 2 s / 50 ms windows (fewer when the sampler was held up), and every recorded xrun
+    // inside the sampled span placed in one.
+    match &x.host_steal {
+        Some(h) => {
+            assert!((10..=60).contains(&h.windows), "{h:?}");
+            assert!(h.windows_with_steal <= h.windows, "{h:?}");
+            assert!(h.xruns_in_steal_windows <= h.xruns, "{h:?}");
+            assert!(h.xruns <= x.xrun_events.len() as u64, "{h:?}");
+            assert_eq!(h.stolen_ms == 0.0, h.windows_with_steal == 0, "{h:?}");
+        }
+        None => assert!(
+            std::fs::read_to_string("/proc/stat")
+                .unwrap()
+                .lines()
+                .next()
+                .is_none_or(|l| l.split_whitespace().count() <= 8),
+            "this kernel counts steal: the run must report host_steal"
+        ),
+    }
 }
 
 #[test]

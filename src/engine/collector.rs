@@ -105,7 +105,8 @@ pub struct Folded {
     pub track_end_max: Vec<u64>,
     /// The cycle whose xrun met `RunConfig::stop_on` and stopped the run.
     pub early_stop_cycle: Option<u64>,
-    first_t_ideal: Option<u64>,
+    /// The first cycle's ideal start (the origin of `XrunEvent::at_ns`).
+    pub first_t_ideal: Option<u64>,
 }
 
 impl Folded {

@@ -286,6 +286,10 @@ pub struct RunResults {
     /// Per track: the latest its processing ended after wake.
     pub track_end_max_ns: Vec<u64>,
     pub xrun_events: Vec<XrunEvent>,
+    /// Real drivers in a guest whose kernel counts steal: the recorded xruns set against
+    /// the windows in which the hypervisor took CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal: Option<crate::system::steal::HostSteal>,
     pub sink: SinkStats,
     pub sync: SyncCounts,
     pub trace_file: Option<String>,
@@ -587,6 +591,10 @@ pub fn run_tapped(
 
     progress.set_total(periods_total);
     progress.set_message("run");
+    // Beside a real-time run, what the hypervisor takes (sim runs on its own clock).
+    let steal = (cfg.driver != DriverKind::Sim)
+        .then(crate::system::steal::StealSampler::start)
+        .flatten();
     let mut outcome: Option<(StopReason, DriverStats)> = None;
     loop {
         if driver_thread.is_finished() {
@@ -611,10 +619,15 @@ pub fn run_tapped(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let wd_report = watchdog.finish();
+    let steal_samples = steal.map(crate::system::steal::StealSampler::stop);
     collector_stop.store(true, Ordering::Release);
     let folded: Folded = collector
         .join()
         .map_err(|_| Error::cannot_measure("the probe collector panicked"))??;
+    let host_steal = steal_samples.map(|s| {
+        let t0 = folded.first_t_ideal.unwrap_or(0);
+        crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
+    });
     progress.finish();
 
     let jack_report = match jack_out.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -734,6 +747,7 @@ pub fn run_tapped(
         driver_period_ns: folded.driver_period.summary(),
         track_end_max_ns: folded.track_end_max.clone(),
         xrun_events: folded.xrun_events.clone(),
+        host_steal,
         sink: stats.map(|s| s.sink).unwrap_or_default(),
         sync: SyncCounts {
             worker_sleeps: f[0],

@@ -231,6 +231,9 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
             w.demoted.len()
         ));
     }
+    if let Some(h) = x.host_steal.as_ref().filter(|h| h.stolen_ms > 0.0) {
+        s.push_str(&host_steal_line(h));
+    }
     if let Some(a) = &x.alsa {
         s.push_str(&alsa_line(a));
     }
@@ -244,6 +247,27 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
         s.push_str(&format!("status: {:?} (partial result)\n", r.status));
     }
     s
+}
+
+/// The xruns set against the host's steal: if they cluster in the windows where the
+/// hypervisor took time, the host, not this system, made them.
+pub fn host_steal_line(h: &crate::system::steal::HostSteal) -> String {
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 * 100.0 / b as f64
+        }
+    };
+    format!(
+        "host: {:.0} ms stolen by the hypervisor; {} of {} xruns ({:.0} %) fell in the {:.0} % of {:.0} ms windows where it stole time\n",
+        h.stolen_ms,
+        h.xruns_in_steal_windows,
+        h.xruns,
+        pct(h.xruns_in_steal_windows, h.xruns),
+        pct(h.windows_with_steal, h.windows),
+        h.interval_ms
+    )
 }
 
 /// The ALSA device as negotiated, the delay it reported and the xruns it recovered.

@@ -8,6 +8,7 @@ mod env;
 pub mod interrupts;
 pub mod kconfig;
 pub mod probe;
+pub mod steal;
 
 pub use env::{Cpus, Environment, Isolation, Limits, Preempt};
 

@@ -104,6 +104,9 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
         @if let Some(w) = &x.watchdog {
             p.fail { "WATCHDOG: a cycle ran " (format_ns(w.stuck_ns)) " (bound " (format_ns(w.bound_ns)) ")." }
         }
+        @if let Some(h) = x.host_steal.as_ref().filter(|h| h.stolen_ms > 0.0) {
+            p.warn { (crate::report::table::host_steal_line(h).trim_end()) }
+        }
         h4 { "DSP load" }
         (figure(plot_bars("DSP and CPU load", "% of the period", &loads),
             "DSP load = (end − wake) / P, the JACK meaning; CPU load = engine CPU time / P. 100 % is the whole period."))
