@@ -496,3 +496,34 @@ fn report_in_headless_chromium() {
         assert!(!log.contains(bad), "chromium reported {bad}:\n{log}");
     }
 }
+
+/// The load summary sets failed trials against the host's steal: how many had every xrun in
+/// a window where the hypervisor stole time, beside the share of windows that had steal.
+#[test]
+fn load_summary_says_which_failed_trials_the_host_explains() {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("load")).unwrap()).unwrap();
+    // The fixture predates the sampling: give its first cell's failed trials a record.
+    let mut failed = 0u32;
+    for t in v["results"]["cells"][0]["trials"].as_array_mut().unwrap() {
+        if t["passed"] == false {
+            let all = failed.is_multiple_of(2);
+            t["host_steal"] = serde_json::json!({
+                "interval_ms": 50.0, "windows": 10, "windows_with_steal": 2,
+                "stolen_ms": 30.0, "xruns": 2, "xruns_in_steal_windows": if all { 2 } else { 1 }
+            });
+            failed += 1;
+        }
+    }
+    assert!(failed >= 2);
+    let doc: xrunlab::results::ResultDoc = serde_json::from_value(v).unwrap();
+    let xrunlab::results::Body::Load { config, results } = doc.body else {
+        panic!("not a load result")
+    };
+    let s = xrunlab::report::table::load_summary(&config, &results);
+    let want = format!(
+        "host: in {} of {failed} failed trials every xrun fell in a window where the hypervisor stole time (20 % of their 50 ms windows had steal)",
+        failed.div_ceil(2)
+    );
+    assert!(s.contains(&want), "{s}");
+}

@@ -331,6 +331,9 @@ pub struct Trial {
     pub stopped_at_cycle: Option<u64>,
     /// Wall-clock time the trial took.
     pub wall_ns: u64,
+    /// Its xruns against the host's steal (real drivers, kernels that count steal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal: Option<crate::system::steal::HostSteal>,
 }
 
 /// The maximum of one cell and what was measured at it.
@@ -719,6 +722,7 @@ fn run_cell(
             warmup_disqualifying: in_warmup,
             stopped_at_cycle: r.early_stop_cycle,
             wall_ns: crate::rt::clock::monotonic_ns() - w0,
+            host_steal: r.results.host_steal.clone(),
         });
         if passed && (phase == TrialPhase::Validate || best.as_ref().is_none_or(|(m, _)| n >= *m)) {
             best = Some((n, r));

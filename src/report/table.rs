@@ -418,7 +418,38 @@ pub fn load_summary(
             .map(|c| c.limit.source.as_str())
             .unwrap_or("bench")
     ));
+    if let Some(l) = load_host_line(r) {
+        s.push_str(&l);
+        s.push('\n');
+    }
     s
+}
+
+/// Failed trials whose every xrun fell where the hypervisor stole time: those maxima are
+/// the host's. None when no failed trial was sampled.
+pub fn load_host_line(r: &crate::measure::loadtest::LoadResults) -> Option<String> {
+    let sampled: Vec<_> = r
+        .cells
+        .iter()
+        .flat_map(|c| &c.trials)
+        .filter(|t| !t.passed)
+        .filter_map(|t| t.host_steal.as_ref())
+        .filter(|h| h.xruns > 0)
+        .collect();
+    let first = sampled.first()?;
+    let (marked, windows) = sampled.iter().fold((0, 0), |(m, w), h| {
+        (m + h.windows_with_steal, w + h.windows)
+    });
+    Some(format!(
+        "host: in {} of {} failed trials every xrun fell in a window where the hypervisor stole time ({:.0} % of their {:.0} ms windows had steal)",
+        sampled
+            .iter()
+            .filter(|h| h.xruns_in_steal_windows == h.xruns)
+            .count(),
+        sampled.len(),
+        marked as f64 * 100.0 / windows.max(1) as f64,
+        first.interval_ms
+    ))
 }
 
 /// `xrunlab sched`: one row per policy variant, seed 003's Table 1/3 columns plus the

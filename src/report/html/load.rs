@@ -54,6 +54,7 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
             "." }
         @if let Some(st) = &r.stress { p { (crate::report::table::stress_line(st)) } }
         @else { p { "No stress load ran during the grid." } }
+        @if let Some(l) = crate::report::table::load_host_line(r) { p.warn { (l) } }
         (figure(line_chart(&Axes { title: "Max instances per track (Fig. 2 a/c/e…)", x_label: "parallel tracks",
                 y_label: "instances per track", log_x: false, log_y: false, points_only: false, x_range, x_integer: true, ..Default::default() }, &max),
             "The largest number of plugin instances per track that ran a whole trial without a disqualifying xrun, per number of parallel tracks; one curve per plugin type @ buffer size (frames)."))
