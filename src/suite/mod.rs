@@ -560,15 +560,8 @@ mod tests {
     #[test]
     fn exit_code_follows_the_stages() {
         let rec = |status| StageRecord {
-            stage: "x".into(),
-            argv: vec![],
             status,
-            reason: None,
-            note: None,
-            exit_code: None,
-            duration_s: 0.0,
-            file: None,
-            log: None,
+            ..StageRecord::not_run("x", vec![])
         };
         let mut m = Manifest {
             tool: crate::results::Tool::default(),

@@ -913,6 +913,33 @@ fn trigger_loop(
     Ok(out)
 }
 
+/// Put the device thread `th` (its real-time thread is `tids`) under the watchdog. If the
+/// watchdog cannot start, no real-time run may go on unwatched: stop and `join` the thread.
+fn watch<T>(
+    monitor: crate::engine::EngineMonitor,
+    tids: Vec<libc::pid_t>,
+    period_ns: u64,
+    policy: &Policy,
+    stop: &Arc<AtomicBool>,
+    th: T,
+    join: impl FnOnce(T),
+) -> Result<(Watchdog, T)> {
+    match Watchdog::start(
+        monitor,
+        tids,
+        default_bound_ns(period_ns),
+        policy,
+        stop.clone(),
+    ) {
+        Ok(w) => Ok((w, th)),
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            join(th);
+            Err(e)
+        }
+    }
+}
+
 /// Run the trials while the device thread `th` cycles under the watchdog; then stop the
 /// thread and return the trial times, the watchdog's report and what the thread returned.
 #[allow(clippy::too_many_arguments)]
@@ -930,20 +957,10 @@ fn trials_on_device_thread<T>(
     Option<crate::engine::watchdog::WatchdogReport>,
     T,
 )> {
-    let watchdog = match Watchdog::start(
-        monitor,
-        vec![th.tid],
-        default_bound_ns(period_ns),
-        &cfg.policy,
-        stop.clone(),
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            let _ = th.join();
-            return Err(e);
-        }
-    };
+    let tids = vec![th.tid];
+    let (watchdog, th) = watch(monitor, tids, period_ns, &cfg.policy, stop, th, |t| {
+        let _ = t.join();
+    })?;
     let finished = || th.is_finished() || watchdog.has_fired();
     let times = trigger_loop(cfg, gpio, sh, period_ns, &finished, progress);
     stop.store(true, Ordering::SeqCst);
@@ -1232,20 +1249,9 @@ fn run_jack_client(
         .filter(|&t| t != 0)
         .into_iter()
         .collect();
-    let watchdog = match Watchdog::start(
-        monitor,
-        tids,
-        default_bound_ns(period_ns),
-        &cfg.policy,
-        stop.clone(),
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            let _ = th.join();
-            return Err(e);
-        }
-    };
+    let (watchdog, th) = watch(monitor, tids, period_ns, &cfg.policy, &stop, th, |t| {
+        let _ = t.join();
+    })?;
     // Our client name may have been made unique by the server; the probe finds our port
     // among the target's connections by the name we asked for.
     let latency_at_start = jc
