@@ -1,6 +1,6 @@
 //! One error type for the library, carrying the exit code the CLI must return.
 //!
-//! DESIGN.md §1 fixes the exit codes: 0 ok, 1 a `--fail-*` threshold was crossed (not an
+//! docs/ARCHITECTURE.md §1 fixes the exit codes: 0 ok, 1 a `--fail-*` threshold was crossed (not an
 //! error: commands return it as an outcome), 2 bad usage or input, 3 could not measure.
 
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! xrunlab: measured evidence of whether a Linux machine can run real-time audio, at which
 //! buffer size, with how much DSP headroom, and why each xrun happened.
 //!
-//! The architecture is DESIGN.md §2: data flows driver → engine → probes → results → report.
+//! The architecture is docs/ARCHITECTURE.md §2: data flows driver → engine → probes → results → report.
 //! Every measurement is a library function taking a config and returning a result; the
 //! binary (`cli`) only parses, calls and prints.
 
@@ -10,12 +10,12 @@ pub mod driver;
 pub mod dsp;
 pub mod engine;
 pub mod error;
-pub mod load;
 pub mod measure;
 pub mod progress;
 pub mod report;
 pub mod results;
 pub mod rt;
+pub mod stress;
 pub mod suite;
 pub mod system;
 pub mod units;

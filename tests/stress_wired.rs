@@ -7,9 +7,9 @@ use common::{is_root, pids_with_env, require, xrunlab};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use xrunlab::load::StressSpec;
 use xrunlab::measure::latencytest::{self, LatencytestConfig};
 use xrunlab::rt::Policy;
+use xrunlab::stress::StressSpec;
 
 /// The tests load the machine on purpose; overlapping them would skew each other's counts.
 static SERIAL: Mutex<()> = Mutex::new(());

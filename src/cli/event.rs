@@ -10,7 +10,7 @@ use crate::results::Body;
 use crate::rt::Policy;
 use clap::Args;
 
-/// Trigger-to-sound latency (seed 002): from a trigger to the tone's first sample at the DAC.
+/// Trigger-to-sound latency (Topliss et al.): from a trigger to the tone's first sample at the DAC.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -21,10 +21,10 @@ Examples:
   xrunlab event --driver virtual --trigger stdin --gpio gpiochip0:17   # Enter = trigger, GPIO edge for a scope
   xrunlab event --driver jack --trigger udp:9000 --trials 50          # any datagram = trigger
   xrunlab event --driver alsa --device hw:0 --buffer 64 --periods 4 --scenario poly
-  xrunlab event --grid --drivers virtual,jack,alsa --device hw:0 -o grid.json   # seed 002's tables
+  xrunlab event --grid --drivers virtual,jack,alsa --device hw:0 -o grid.json   # Topliss et al.'s tables
 
-Seed 002 gives a device buffer and a period; here --buffer is the period (frames per cycle)
-and --periods the number of periods n, so seed 002's buffer 256 / period 64 is
+Topliss et al. gives a device buffer and a period; here --buffer is the period (frames per cycle)
+and --periods the number of periods n, so Topliss et al.'s buffer 256 / period 64 is
 --buffer 64 --periods 4 (--pairs 256/64 in a grid). A trial: the trigger time te is read
 (CLOCK_MONOTONIC, triggering thread), the next audio cycle sends note-on to the synth (sine,
 or poly for three oscillators), and the time its first non-zero sample reaches the DAC comes
@@ -66,11 +66,11 @@ pub struct EventArgs {
     /// Drive this GPIO line high at each trigger (CHIP:LINE, e.g. gpiochip0:17).
     #[arg(long, value_name = "CHIP:LINE")]
     pub gpio: Option<String>,
-    /// Reproduce seed 002's tables: every --pairs setting × scenario × driver.
+    /// Reproduce Topliss et al.'s tables: every --pairs setting × scenario × driver.
     #[arg(long)]
     pub grid: bool,
-    /// Grid settings as seed 002's BUFFER/PERIOD, e.g. 128/64,256/64 [default: every pair of
-    /// seed 002's figures].
+    /// Grid settings as Topliss et al.'s BUFFER/PERIOD, e.g. 128/64,256/64 [default: every pair of
+    /// Topliss et al.'s figures].
     #[arg(long, value_name = "B/P,…")]
     pub pairs: Option<String>,
     /// Virtual device: output FIFO latency, frames.
@@ -290,7 +290,7 @@ fn xruns(x: &EventRun) -> String {
     }
 }
 
-/// Seed 002's figures: one table per backend, rows = buffer/period, a mean-latency column
+/// Topliss et al.'s figures: one table per backend, rows = buffer/period, a mean-latency column
 /// per scenario, then the under-runs.
 fn grid_tables(r: &EventRunResult) -> String {
     let scen = &r.config.scenarios;

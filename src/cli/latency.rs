@@ -20,13 +20,13 @@ came after the next target are counted as 'missed'.
 
 Examples:
   xrunlab latency                                  # 10 s, FIFO 90, 200 µs, every CPU
-  xrunlab latency --duration 5h --histogram h.txt  # seed 000's protocol; h.txt as cyclictest -h400
+  xrunlab latency --duration 5h --histogram h.txt  # Vignati et al.'s protocol; h.txt as cyclictest -h400
   xrunlab latency --audio-period 64@48000 --duration 10m
   xrunlab latency --cpus 2-3 -i 1ms --loops 100000 -o lat.json
   xrunlab latency --policy other --no-mlock --no-dma-latency   # the system as configured
   xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)
   xrunlab latency --stress cpu,proc --duration 30s             # under load (stress-ng or built-in)
-  xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (seed 004)")]
+  xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (Huang et al.)")]
 pub struct LatencyArgs {
     /// Real-time priority for fifo/rr (1..99).
     #[arg(short = 'p', long, value_name = "PRIO")]
@@ -68,7 +68,7 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "idle")]
     pub baseline: Option<String>,
     #[command(flatten)]
-    pub stress: crate::load::StressArgs,
+    pub stress: crate::stress::StressArgs,
 }
 
 fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {

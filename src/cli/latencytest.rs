@@ -1,4 +1,4 @@
-//! `xrunlab latencytest`: seed 001's loop, idle and under each stress class.
+//! `xrunlab latencytest`: Senoner's loop, idle and under each stress class.
 
 use super::{output, Global};
 use crate::error::{Result, EXIT_CANNOT_MEASURE};
@@ -12,7 +12,7 @@ use clap::Args;
 use comfy_table::Cell;
 use std::path::PathBuf;
 
-/// Seed 001's benchmark: burn, blocking write, measure; idle and under stress classes.
+/// Senoner's benchmark: burn, blocking write, measure; idle and under stress classes.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 A SCHED_FIFO loop takes t1, burns --burn of one fragment, takes t2, writes the fragment to a
@@ -20,8 +20,8 @@ device that blocks until one of --fragments slots is free (as an OSS/ALSA write 
 takes t3. t3 − t1 longer than the buffer is an overrun (an audible dropout); t2 − t1 should
 stay at the nominal burn. The idle phase runs first, then one phase per stress class. The
 graphics class runs only when an X11 display is reachable; otherwise it is listed as skipped.
-It takes no --driver: the loop is its own push-model device (it writes and blocks, as seed
-001's program did), not the engine, so it cannot run inside JACK; `run` and `load` can
+It takes no --driver: the loop is its own push-model device (it writes and blocks, as
+Senoner's program did), not the engine, so it cannot run inside JACK; `run` and `load` can
 (--driver jack).
 
 Examples:
@@ -96,7 +96,7 @@ pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
 
 pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
-    let stress = crate::load::StressArgs {
+    let stress = crate::stress::StressArgs {
         stress_dir: a.stress_dir.clone(),
         stress_size: a.stress_size.clone(),
         stress_cpus: a.stress_cpus.clone(),
@@ -136,7 +136,7 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     })
 }
 
-/// One row per phase, as seed 001's result list (latency and overruns per stress class).
+/// One row per phase, as Senoner's result list (latency and overruns per stress class).
 pub fn summary(r: &LatencytestResult) -> String {
     let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
     let mut t = new_table(&[

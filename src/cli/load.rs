@@ -1,14 +1,14 @@
-//! `xrunlab load`: the DSP load test grid of seed 000 §3.1.1.
+//! `xrunlab load`: the DSP load test grid of Vignati et al. §3.1.1.
 
 use super::{output, Global};
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
 use crate::engine::run::DriverKind;
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
-use crate::load::StressArgs;
 use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
+use crate::stress::StressArgs;
 use crate::system::Environment;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -27,7 +27,7 @@ pub enum CriterionArg {
 }
 
 /// The DSP load test: the most plugin instances per track without xruns, per buffer size,
-/// track count and plugin type (seed 000 §3.1.1, Fig. 2).
+/// track count and plugin type (Vignati et al. §3.1.1, Fig. 2).
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Each cell starts at the physical limit (instances of the plugin that fit one period per engine
@@ -47,7 +47,7 @@ applies each size of --buffers to the server and restores its own size afterward
 
 Examples:
   xrunlab load --buffers 64,128,256,512 --tracks 1,2 --duration 10s -o load.json
-  xrunlab load --duration 10m --validate 2h -o paper.json        # seed 000's protocol
+  xrunlab load --duration 10m --validate 2h -o paper.json        # Vignati et al.'s protocol
   xrunlab load --resume paper.json                               # continue after Ctrl-C
   xrunlab load --buffers 256 --tracks 1 --plugins 'burn(10%)' --duration 2s --stress none
   xrunlab load --driver sim --plugins reverb-heavy --cost reverb-heavy=40ns/frame --cost-overhead 20us
@@ -67,7 +67,7 @@ pub struct LoadArgs {
     /// Parallel track counts, e.g. 1,2 or 1..4 [default: 1..number of RT CPUs].
     #[arg(long)]
     pub tracks: Option<String>,
-    /// Keep this CPU free of real-time work (seed 000's PREEMPT_RT setup).
+    /// Keep this CPU free of real-time work (Vignati et al.'s PREEMPT_RT setup).
     #[arg(long, value_name = "CPU")]
     pub reserve_cpu: Option<usize>,
     /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)'.
@@ -222,7 +222,7 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
     let started = crate::rt::clock::wall_clock_rfc3339();
     let cfg = a.to_config()?;
     let mut stress_args = a.stress.clone();
-    // Seed 000 ran every cell under stress-ng; `--stress-backend auto` falls back to the
+    // Vignati et al. ran every cell under stress-ng; `--stress-backend auto` falls back to the
     // built-in equivalent where stress-ng is missing.
     if stress_args.stress.is_none() && stress_args.stress_cmd.is_empty() {
         stress_args.stress = Some("paper".into());

@@ -1,5 +1,5 @@
 //! Command-line front end: one file per subcommand, parsing and printing only
-//! (DESIGN.md §2). Measurement logic lives in the library modules.
+//! (docs/ARCHITECTURE.md §2). Measurement logic lives in the library modules.
 
 mod alsa_args;
 mod check;

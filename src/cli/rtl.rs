@@ -17,12 +17,12 @@ pub enum RtlDriverArg {
     Alsa,
 }
 
-/// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, seed 000 eq. 1) and measured by
+/// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, Vignati et al. eq. 1) and measured by
 /// multi-sine phase on a loop.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  xrunlab rtl --model --profile xenomai-hifiberry                # seed 000 Table 1, Xenomai column
+  xrunlab rtl --model --profile xenomai-hifiberry                # Vignati et al. Table 1, Xenomai column
   xrunlab rtl --model --fifo 20 --codec 2+10 --buffers 64..512 --periods 2
   xrunlab rtl --driver virtual --loopback --buffer 64 --fifo 13 --codec 2+10 --fraction 0.37
   xrunlab rtl --driver sim --buffer 128 --fifo 20 --codec 2+10 --snr 20 --invert -o rtl.json
@@ -52,7 +52,7 @@ pub struct RtlArgs {
     /// Print the model only (no loop is run).
     #[arg(long)]
     pub model: bool,
-    /// A seed 000 setup: xenomai-hifiberry (FIFO 13, codec 2+10) or preemptrt-hifiberry (FIFO 20, codec 2+10).
+    /// A Vignati et al. setup: xenomai-hifiberry (FIFO 13, codec 2+10) or preemptrt-hifiberry (FIFO 20, codec 2+10).
     #[arg(long)]
     pub profile: Option<String>,
     /// Interface FIFO latency in frames (overrides the profile's).
@@ -267,11 +267,11 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
             .unwrap_or_default()
     );
     if r.results.measured.is_none() {
-        // Seed 000's rounding is only meaningful next to its own profiles.
+        // Vignati et al.'s rounding is only meaningful next to its own profiles.
         let seed = c.profile.is_some();
         let mut head = vec!["buffer", "RTL frames", "RTL ms"];
         if seed {
-            head.push("as printed in seed 000");
+            head.push("as printed in Vignati et al.");
         }
         let mut t = new_table(&head);
         for row in &r.results.model {

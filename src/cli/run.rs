@@ -130,9 +130,9 @@ pub struct RunArgs {
     /// Run a competing periodic task beside the engine: video, voip or
     /// PERIOD/EXEC[:POLICY[:PRIO]] (e.g. 10ms/1.7ms:fifo:15, 40ms/5ms:deadline-reclaim).
     #[arg(long, value_name = "SPEC")]
-    pub compete: Option<crate::load::PeriodicSpec>,
+    pub compete: Option<crate::stress::PeriodicSpec>,
     #[command(flatten)]
-    pub stress: crate::load::StressArgs,
+    pub stress: crate::stress::StressArgs,
 }
 
 impl RunArgs {

@@ -1,18 +1,18 @@
-//! `xrunlab sched`: seed 003's comparison of scheduling policies for the audio graph.
+//! `xrunlab sched`: Cucinotta et al.'s comparison of scheduling policies for the audio graph.
 
 use super::{output, Global};
 use crate::engine::run::DriverKind;
 use crate::error::Result;
-use crate::load::periodic::PeriodicSpec;
 use crate::measure::reservation::ControllerConfig;
 use crate::measure::sched::{self, SchedConfig, SchedPolicy};
 use crate::results::Body;
+use crate::stress::periodic::PeriodicSpec;
 use crate::units::{parse_duration_ns, parse_percent};
 use clap::Args;
 
 /// Run the same audio graph (a serial pipeline of `burn` clients on one engine thread) once
 /// per scheduling policy against the same competing periodic task, and compare driver period,
-/// driver end time, CPU time, xruns and the competitor's response times (seed 003).
+/// driver end time, CPU time, xruns and the competitor's response times (Cucinotta et al.).
 ///
 /// Rows: `other` (CFS for both); `fifo` gives two rows, the competitor FIFO 5 above and 5 below
 /// --prio; `deadline` a fixed --budget per period P; `deadline-adaptive` the reservation
@@ -31,7 +31,7 @@ use clap::Args;
 /// refuses DEADLINE threads pinned to fewer CPUs than their root domain).
 ///
 /// --ramp NxPCT starts with no client and adds one every --ramp-every (default: the row's
-/// duration / (N+1)), as seed 003 added its dn1 clients one after the other; all N are built
+/// duration / (N+1)), as Cucinotta et al. added its dn1 clients one after the other; all N are built
 /// before the run and switched on without allocation. --trace writes every cycle of every row
 /// (driver period, end time, CPU time, Set Q, Predicted Q, each client's end time) to CSV.
 /// Needs root for FIFO/DEADLINE. Only the virtual driver: under JACK the server's own threads
@@ -48,7 +48,7 @@ pub struct SchedArgs {
         default_value = "other,fifo,deadline,deadline-adaptive,deadline-reclaim"
     )]
     pub policies: String,
-    /// Seed 003's settings: 96k128 (1333 µs), 48k128 (2666 µs), 96k64 (667 µs). Overrides
+    /// Cucinotta et al.'s settings: 96k128 (1333 µs), 48k128 (2666 µs), 96k64 (667 µs). Overrides
     /// --rate/--buffer.
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,

@@ -3,11 +3,11 @@
 
 use super::{output, Global};
 use crate::error::Result;
-use crate::load::builtin::{self, StressorOpts};
-use crate::load::periodic::PeriodicSpec;
-use crate::load::run::{run_stress, StressConfig};
-use crate::load::{Preset, StressArgs};
 use crate::results::{Body, ResultDoc};
+use crate::stress::builtin::{self, StressorOpts};
+use crate::stress::periodic::PeriodicSpec;
+use crate::stress::run::{run_stress, StressConfig};
+use crate::stress::{Preset, StressArgs};
 use crate::system::Environment;
 use crate::units::parse_duration_ns;
 use clap::Args;
@@ -78,7 +78,7 @@ pub struct StressorArgs {
     pub kind: String,
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    #[arg(long, default_value_t = crate::load::spec::DEFAULT_FILE_SIZE)]
+    #[arg(long, default_value_t = crate::stress::spec::DEFAULT_FILE_SIZE)]
     pub size: u64,
 }
 

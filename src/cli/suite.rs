@@ -23,7 +23,7 @@ as skipped with the reason. A failed stage does not stop the suite; the exit cod
 the running stage as it would by hand, writes the manifest and exits 3.\n\n\
 Examples:\n  xrunlab suite --quick                      # about 3 minutes → ./xrunlab-suite/report.html\n  \
 sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n  \
-xrunlab suite --full -o full                # the seeds' durations: days (the load grid alone)\n  \
+xrunlab suite --full -o full                # the studies' durations: days (the load grid alone)\n  \
 xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
 xrunlab suite --driver jack                 # load and event on a running JACK server"
 )]
@@ -31,7 +31,7 @@ pub struct SuiteArgs {
     /// Short durations and a tiny load grid (the default): a few minutes.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     pub quick: bool,
-    /// The seeds' durations (10 min load trials validated for 2 h, 5 h of latency…): days.
+    /// the studies' durations (10 min load trials validated for 2 h, 5 h of latency…): days.
     #[arg(long, conflicts_with = "smoke")]
     pub full: bool,
     /// Seconds per stage: every stage once (for the test suite).

@@ -11,7 +11,7 @@
 //!
 //! What "cycle start" means differs between servers. jackd2's `current_usecs` is the
 //! prediction of its delay-locked loop (filter coefficient 0.01) for this cycle's wake-up,
-//! i.e. a smoothed ideal period interrupt — close to DESIGN.md's `t_ideal` — while the
+//! i.e. a smoothed ideal period interrupt — close to docs/ARCHITECTURE.md's `t_ideal` — while the
 //! driver's actual wake is hidden; PipeWire's is its driver timer's time. A client can
 //! therefore wake *before* jackd2's cycle start when the server's own timer is late. So the
 //! callback also reads `jack_frames_since_cycle_start` (the real start, to one frame) and

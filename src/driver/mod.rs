@@ -1,4 +1,4 @@
-//! What paces the audio cycles (DESIGN.md §2 `driver/`).
+//! What paces the audio cycles (docs/ARCHITECTURE.md §2 `driver/`).
 //!
 //! The contract is inverted the way audio servers work: a driver owns the loop (or, for
 //! JACK, the server owns it and calls a process callback) and calls

@@ -1,5 +1,5 @@
 //! `burn(X%)`: a calibrated CPU load that behaves like DSP (fixed, deterministic work per
-//! block; scales with the block length), for seed 001's 80 % client and seed 003's 7 %
+//! block; scales with the block length), for Senoner's 80 % client and Cucinotta et al.'s 7 %
 //! client. And `hang`, which never returns, for watchdog tests only.
 
 use super::{Plugin, PluginContext};
@@ -98,7 +98,7 @@ impl Plugin for Burn {
 }
 
 /// TEST ONLY: never returns from `process`, busy-looping like a plugin stuck in an endless
-/// loop. Exists so the watchdog (DESIGN.md §5) can be tested end to end; never use it in a
+/// loop. Exists so the watchdog (docs/ARCHITECTURE.md §5) can be tested end to end; never use it in a
 /// measurement.
 pub struct Hang;
 

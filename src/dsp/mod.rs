@@ -1,7 +1,7 @@
-//! Built-in plugins (DESIGN.md §2 `dsp/`) and the contract the engine runs them through.
+//! Built-in plugins (docs/ARCHITECTURE.md §2 `dsp/`) and the contract the engine runs them through.
 //!
 //! A plugin processes one stereo block in place. `process` runs on a real-time thread:
-//! it must not allocate, lock, block or do I/O (DESIGN.md §5); everything it needs is
+//! it must not allocate, lock, block or do I/O (docs/ARCHITECTURE.md §5); everything it needs is
 //! allocated in its constructor for the largest block it will see.
 
 pub mod bench;

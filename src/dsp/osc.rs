@@ -1,4 +1,4 @@
-//! Wavetable oscillators as in seed 002: `sine` (one tone) and `poly` (three harmonically
+//! Wavetable oscillators as in Topliss et al.: `sine` (one tone) and `poly` (three harmonically
 //! related tones summed). Both add their tone to the audio passing through, so they work
 //! at the head of a chain (silent input) and in the middle of one.
 //!

@@ -103,7 +103,7 @@ const REGISTRY: &[(PluginInfo, Ctor)] = &[
     (
         PluginInfo {
             name: "reverb-light",
-            description: "reverb with N=8, NB=5, BSO=3 (seed 000's light reverbDesigner)",
+            description: "reverb with N=8, NB=5, BSO=3 (Vignati et al.'s light reverbDesigner)",
             params: "reverb-light(same keys as reverb)",
         },
         |p, ctx| super::reverb::create(p, 8, 5, 3, ctx),
@@ -111,7 +111,7 @@ const REGISTRY: &[(PluginInfo, Ctor)] = &[
     (
         PluginInfo {
             name: "reverb-heavy",
-            description: "reverb with N=16, NB=5, BSO=3 (seed 000's heavy reverbDesigner)",
+            description: "reverb with N=16, NB=5, BSO=3 (Vignati et al.'s heavy reverbDesigner)",
             params: "reverb-heavy(same keys as reverb)",
         },
         |p, ctx| super::reverb::create(p, 16, 5, 3, ctx),
@@ -119,7 +119,7 @@ const REGISTRY: &[(PluginInfo, Ctor)] = &[
     (
         PluginInfo {
             name: "sine",
-            description: "wavetable sine added to the signal (seed 002's tone); note_on restarts it at phase 0, note_off silences it",
+            description: "wavetable sine added to the signal (Topliss et al.'s tone); note_on restarts it at phase 0, note_off silences it",
             params: "sine(FREQ=440) or sine(freq=HZ,amp=0.5,gate=1)",
         },
         super::osc::create_sine,
@@ -127,7 +127,7 @@ const REGISTRY: &[(PluginInfo, Ctor)] = &[
     (
         PluginInfo {
             name: "poly",
-            description: "three harmonically related wavetable oscillators (f, 2f, 3f) summed (seed 002's polyphonic tone)",
+            description: "three harmonically related wavetable oscillators (f, 2f, 3f) summed (Topliss et al.'s polyphonic tone)",
             params: "poly(FREQ=220) or poly(freq=HZ,amp=0.5,gate=1)",
         },
         super::osc::create_poly,

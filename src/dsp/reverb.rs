@@ -1,6 +1,6 @@
 //! `reverb`: a feedback-delay-network reverberator structurally equivalent to Faust's
 //! `re.fdnrev0` as instantiated by `examples/reverb/reverbDesigner.dsp`
-//! (`dm.fdnrev0_demo(N, NB, BSO)`), the plugin of seed 000's DSP load test:
+//! (`dm.fdnrev0_demo(N, NB, BSO)`), the plugin of Vignati et al.'s DSP load test:
 //!
 //! - N delay lines whose lengths are powers of the first N primes, spread geometrically
 //!   between the delays of the shortest and longest acoustic path (46 m and 63 m by default,

@@ -1,4 +1,4 @@
-//! The audio host under test (DESIGN.md §2 `engine/`): tracks × plugin chains, run in
+//! The audio host under test (docs/ARCHITECTURE.md §2 `engine/`): tracks × plugin chains, run in
 //! parallel by a pool of pinned RT threads once per period, with per-cycle probes.
 //!
 //! Cycle protocol (driver thread = engine thread 0, which also processes tracks):
@@ -37,7 +37,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Chain elements switched on one at a time during a run (seed 003's clients joining JACK).
+/// Chain elements switched on one at a time during a run (Cucinotta et al.'s clients joining JACK).
 /// Every instance is built before the first cycle and the engine runs the first `active` of
 /// them, so a client "joins" without any allocation or lock on the real-time path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

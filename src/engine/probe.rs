@@ -1,5 +1,5 @@
 //! The per-cycle probe record and the accounting that turns raw timestamps into the
-//! quantities of DESIGN.md §3. One pure function (`account`) decides deadline, xrun and
+//! quantities of docs/ARCHITECTURE.md §3. One pure function (`account`) decides deadline, xrun and
 //! cause for every driver, so `virtual`, `sim` and (later) `jack` results mean the same.
 //!
 //! Decomposition of a cycle's response time (all on the driver's timeline, ns):
@@ -12,7 +12,7 @@
 //!   interference  = wall − crit_cpu     (preemption, IRQs, hypervisor steal, hand-off: `interference`)
 //! ```
 //!
-//! `wake_latency = wake − t_ideal` is reported exactly as DESIGN.md defines it; the cause
+//! `wake_latency = wake − t_ideal` is reported exactly as docs/ARCHITECTURE.md defines it; the cause
 //! compares `sched_latency` (which equals it whenever there is no backlog) so that a backlog
 //! inherited from an earlier overrun is not blamed on the scheduler.
 //! Ties go to `overload`, then `late-wakeup`, then `interference`, so the result is exact and
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_TRACKS: usize = 64;
 /// Most engine threads (driver thread + workers) whose CPU time a record carries.
 pub const MAX_THREADS: usize = 32;
-/// Most chain elements of track 0 whose end times a record carries (seed 003's clients).
+/// Most chain elements of track 0 whose end times a record carries (Cucinotta et al.'s clients).
 pub const MAX_CLIENTS: usize = 32;
 
 /// Why a cycle missed its deadline.
@@ -96,7 +96,7 @@ pub struct CycleRecord {
     /// Chain elements that ran in each track (fewer than the chain while a ramp adds them).
     pub active_clients: u8,
     /// Track 0: when each of its first `active_clients` elements (up to MAX_CLIENTS) ended,
-    /// ns after `wake` — seed 003's per-client end times of a serial pipeline.
+    /// ns after `wake` — Cucinotta et al.'s per-client end times of a serial pipeline.
     pub client_end_ns: [u32; MAX_CLIENTS],
 }
 
@@ -141,7 +141,7 @@ impl CycleRecord {
     pub fn interference_ns(&self) -> u64 {
         self.wall_ns().saturating_sub(self.crit_cpu_ns)
     }
-    /// Driver end time, end − t_ideal (seed 003).
+    /// Driver end time, end − t_ideal (Cucinotta et al.).
     pub fn end_time_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.t_ideal_ns)
     }

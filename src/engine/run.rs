@@ -86,7 +86,7 @@ pub struct RunConfig {
     pub stress: Vec<String>,
     /// A competing periodic task run beside the engine by `run_under`.
     #[serde(default)]
-    pub compete: Option<crate::load::PeriodicSpec>,
+    pub compete: Option<crate::stress::PeriodicSpec>,
     /// End the run at the first xrun this criterion matches (the run is then `complete`,
     /// shorter than asked, and `RunResult::early_stop_cycle` says where).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,10 +302,10 @@ pub struct RunResults {
     pub alsa: Option<AlsaReport>,
     /// The load that ran during the run (None: no stress was asked for).
     #[serde(default)]
-    pub stress: Option<crate::load::StressRecord>,
+    pub stress: Option<crate::stress::StressRecord>,
     /// The competing periodic task's jobs, beside the engine's statistics.
     #[serde(default)]
-    pub compete: Option<crate::load::PeriodicResult>,
+    pub compete: Option<crate::stress::PeriodicResult>,
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
@@ -325,14 +325,14 @@ pub struct RunResult {
 /// error both guards are dropped, which stops and reaps them.
 pub fn run_under(
     cfg: &RunConfig,
-    stress: &crate::load::StressSpec,
+    stress: &crate::stress::StressSpec,
     progress: &dyn Progress,
 ) -> Result<RunResult> {
     cfg.validate()?;
     let session = if stress.is_idle() {
         None
     } else {
-        Some(crate::load::StressSession::start(
+        Some(crate::stress::StressSession::start(
             stress,
             std::time::Duration::from_nanos(cfg.duration_ns),
         )?)
@@ -340,11 +340,11 @@ pub fn run_under(
     let task = cfg
         .compete
         .clone()
-        .map(crate::load::PeriodicTask::start)
+        .map(crate::stress::PeriodicTask::start)
         .transpose()?;
     let outcome = run(cfg, progress);
-    let compete = task.map(crate::load::PeriodicTask::stop);
-    let record = session.map(crate::load::StressSession::stop);
+    let compete = task.map(crate::stress::PeriodicTask::stop);
+    let record = session.map(crate::stress::StressSession::stop);
     let mut r = outcome?;
     r.results.stress = record;
     r.results.compete = compete;

@@ -1,4 +1,4 @@
-//! The watchdog (DESIGN.md §5): xrunlab must never lock up the machine it measures.
+//! The watchdog (docs/ARCHITECTURE.md §5): xrunlab must never lock up the machine it measures.
 //!
 //! A thread one priority above the engine polls the engine's "cycle entered at" stamp. If a
 //! cycle has not ended within the bound it demotes every engine thread to SCHED_OTHER, asks

@@ -1,4 +1,4 @@
-//! Scheduling latency per CPU, by cyclictest's method (DESIGN.md §3): one pinned thread per
+//! Scheduling latency per CPU, by cyclictest's method (docs/ARCHITECTURE.md §3): one pinned thread per
 //! CPU sleeps with absolute `clock_nanosleep` to its next target and records `now − target`.
 //!
 //! What cyclictest does not do, and this does: periods skipped because a wake-up came after
@@ -7,26 +7,26 @@
 //! per-second min/mean/max series is recorded, and wake-ups later than an audio period are
 //! counted.
 //!
-//! Real-time rules (DESIGN.md §5): every buffer a measuring thread touches is allocated
+//! Real-time rules (docs/ARCHITECTURE.md §5): every buffer a measuring thread touches is allocated
 //! before its first cycle and handed back to the caller through `join` when it ends; the
 //! loop itself only reads the clock, sleeps and writes into those buffers.
 
 use super::stats::{self, Histogram, Summary};
 use crate::error::{Error, Result};
-use crate::load::{StressRecord, StressSession, StressSpec};
 use crate::progress::Progress;
 use crate::rt::{self, affinity, clock, interrupt, Policy};
+use crate::stress::{StressRecord, StressSession, StressSpec};
 use crate::units::{format_ns, AudioPeriod};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The default interval, 200 µs, as in seed 000's `cyclictest -i200`.
+/// The default interval, 200 µs, as in Vignati et al.'s `cyclictest -i200`.
 pub const DEFAULT_INTERVAL_NS: u64 = 200_000;
-/// The default bound of the cyclictest-format histogram, 400 µs (seed 000's `-h400`).
+/// The default bound of the cyclictest-format histogram, 400 µs (Vignati et al.'s `-h400`).
 pub const DEFAULT_HIST_MAX_NS: u64 = 400_000;
-/// The default FIFO priority, as in seed 000's `-p 90`.
+/// The default FIFO priority, as in Vignati et al.'s `-p 90`.
 pub const DEFAULT_PRIORITY: u32 = 90;
 /// Upper bound for `--hist-max`: its µs buckets are allocated per CPU.
 pub const MAX_HIST_MAX_NS: u64 = 1_000_000_000;
@@ -112,7 +112,7 @@ pub fn percentile_label(name: &str) -> String {
     name.replace('_', ".")
 }
 
-/// What to measure. `Default` is seed 000's protocol (FIFO 90, 200 µs, `-h400`, mlock,
+/// What to measure. `Default` is Vignati et al.'s protocol (FIFO 90, 200 µs, `-h400`, mlock,
 /// `/dev/cpu_dma_latency` at 0) on every allowed CPU for 10 s. Fields are optional only
 /// because imported results may not record them; `measure` requires them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,11 +1,11 @@
-//! `xrunlab latencytest`: seed 001's benchmark. A real-time loop takes t1, burns a share of
+//! `xrunlab latencytest`: Senoner's benchmark. A real-time loop takes t1, burns a share of
 //! one audio fragment, takes t2, writes the fragment to a device that blocks until one of its
 //! `fragments` slots is free (as an OSS/ALSA blocking write does), and takes t3; first with
 //! the machine idle, then under each stress class in turn.
 //!
 //! This is its own loop rather than the engine on the virtual driver: the engine is *pulled*
 //! by period interrupts (it sleeps until a period starts, then must finish by a deadline),
-//! while seed 001's player *pushes* into a buffer and is paced by the blocking write. Those
+//! while Senoner's player *pushes* into a buffer and is paced by the blocking write. Those
 //! are different timing models with different numbers (t3 − t1 includes the time blocked in
 //! the write), so the loop is written directly on the rt toolbox: the device's fragment
 //! times come from `DeviceClock::t_ideal` (exact, drift-free), the work from the calibrated
@@ -17,16 +17,16 @@ use crate::driver::DeviceParams;
 use crate::dsp::burn::Burn;
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};
-use crate::load::session::SkippedPreset;
-use crate::load::{Preset, StressRecord, StressSession, StressSpec};
 use crate::progress::Progress;
 use crate::rt::thread::{spawn_rt, ThreadSpec};
 use crate::rt::{clock, interrupt, Policy};
+use crate::stress::session::SkippedPreset;
+use crate::stress::{Preset, StressRecord, StressSession, StressSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The stress classes of seed 001 (graphics first, as there), plus `cpu`.
+/// The stress classes of Senoner's latencytest (graphics first, as there), plus `cpu`.
 pub const DEFAULT_CLASSES: &str = "graphics,proc,disk-write,disk-copy,disk-read,cpu";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -135,7 +135,7 @@ pub struct Phase {
     pub burn_ns: Summary,
     /// max |t2 − t1 − nominal burn|.
     pub burn_max_dev_ns: u64,
-    /// Loops longer than the buffer time (seed 001's "overruns": an audible dropout).
+    /// Loops longer than the buffer time (Senoner's "overruns": an audible dropout).
     pub overruns: u64,
     /// Loops longer than one fragment.
     pub over_fragment: u64,

@@ -1,4 +1,4 @@
-//! The DSP load test of seed 000 §3.1.1, automated: for every cell (buffer size, parallel
+//! The DSP load test of Vignati et al. §3.1.1, automated: for every cell (buffer size, parallel
 //! tracks, plugin type) the largest number of plugin instances per track that runs for a
 //! trial duration without a disqualifying xrun.
 //!
@@ -11,12 +11,12 @@
 //! Each trial stops at its first disqualifying xrun (`RunConfig::stop_on`) after its first
 //! `warmup_cycles` ([`WARMUP_CYCLES`] on real drivers): those are recorded but not judged.
 //!
-//! Disqualifying (`--criterion`): `overload` (default, as DESIGN.md §3 says the load test
+//! Disqualifying (`--criterion`): `overload` (default, as docs/ARCHITECTURE.md §3 says the load test
 //! judges) only xruns whose cause is the critical path's CPU time; `all` every xrun.
 //!
 //! DSP load per instance is the mean DSP load divided by the instances per track: tracks run
 //! in parallel, so the load of the critical path is that of one track's chain, and any rise
-//! of this figure with the track count is the cost of parallelism (seed 000 Fig. 2b).
+//! of this figure with the track count is the cost of parallelism (Vignati et al. Fig. 2b).
 
 use crate::driver::jack::{JackConfig, JackControl, JackLoad};
 use crate::driver::sim::SimConfig;
@@ -25,11 +25,11 @@ use crate::engine::collector::StopCriterion;
 use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
-use crate::load::session::{StressRecord, StressSession};
-use crate::load::spec::StressSpec;
 use crate::progress::{Progress, Silent};
 use crate::results::Status;
 use crate::rt::Policy;
+use crate::stress::session::{StressRecord, StressSession};
+use crate::stress::spec::StressSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! The analyses (DESIGN.md §2 `measure/`): statistics shared by every measurement and the
+//! The analyses (docs/ARCHITECTURE.md §2 `measure/`): statistics shared by every measurement and the
 //! measurement-specific analyses built on them.
 
 pub mod event;

@@ -1,4 +1,4 @@
-//! The adaptive reservation controller of seed 003 (the AQuoSA QoS loop around JACK), as a pure
+//! The adaptive reservation controller of Cucinotta et al. (the AQuoSA QoS loop around JACK), as a pure
 //! state machine: it is fed each cycle's consumed CPU time and answers the budget Q to reserve
 //! per period. Nothing here makes a syscall, so the same code drives `sched_setattr` from a
 //! non-RT helper in `xrunlab sched` and runs deterministically under test.
@@ -41,7 +41,7 @@ pub const Q_MAX_SHARE: f64 = 0.95;
 pub const KERNEL_MIN_RUNTIME_NS: u64 = 1024;
 
 impl ControllerConfig {
-    /// Seed 003's settings for a period: a window of 100 cycles, p = 99.9 %, 5 % over-provisioning,
+    /// Cucinotta et al.'s settings for a period: a window of 100 cycles, p = 99.9 %, 5 % over-provisioning,
     /// a 20 % bump, Q_min = 2 % of P, starting from half the period.
     pub fn for_period(period_ns: u64) -> Self {
         ControllerConfig {

@@ -1,4 +1,4 @@
-//! Round-trip latency (seed 000 §3.1.3, §3.2.3): the model of eq. 1 and a multi-sine phase
+//! Round-trip latency (Vignati et al. §3.1.3, §3.2.3): the model of eq. 1 and a multi-sine phase
 //! estimator (the jack_iodelay principle, our own implementation).
 //!
 //! ## The estimator
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 // The model
 // ---------------------------------------------------------------------------------------
 
-/// The loop's fixed latencies besides buffering (seed 000 eq. 1).
+/// The loop's fixed latencies besides buffering (Vignati et al. eq. 1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LoopLatency {
     /// I²S (or other interface) FIFO latency, frames.
@@ -64,12 +64,12 @@ pub fn parse_codec(s: &str) -> crate::Result<(u32, u32)> {
     }
 }
 
-/// A named hardware setup of seed 000.
+/// A named hardware setup of Vignati et al.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Profile {
     pub name: &'static str,
     pub latency: LoopLatency,
-    /// Smallest buffer the seed's system ran at (Table 1 prints "-" below it).
+    /// Smallest buffer the study's system ran at (Table 1 prints "-" below it).
     pub min_buffer: u32,
 }
 
@@ -115,9 +115,9 @@ pub struct ModelRow {
     pub rtl_frames: u64,
     /// rtl_frames / rate, exactly.
     pub rtl_ms: f64,
-    /// The ms value as seed 000's Table 1 prints it (see [`seed000_ms`]).
+    /// The ms value as Vignati et al.'s Table 1 prints it (see [`seed000_ms`]).
     pub seed000_ms: f64,
-    /// The profile's system did not run at this buffer size in seed 000.
+    /// The profile's system did not run at this buffer size in Vignati et al.
     pub below_profile_min: bool,
 }
 
@@ -128,7 +128,7 @@ pub fn model_frames(buffer: u32, periods: u32, lat: &LoopLatency) -> u64 {
     periods as u64 * buffer as u64 + lat.fixed_frames()
 }
 
-/// Table 1(a) of seed 000 is not `frames/fs` rounded one way: its cells are the sum of
+/// Table 1(a) of Vignati et al. is not `frames/fs` rounded one way: its cells are the sum of
 /// separately rounded terms — the period `buffer/fs` rounded *up* to 0.01 ms, times the
 /// periods, plus eq. 2/3's fixed part rounded *down* to 0.01 ms (25/48 → 0.52, 32/48 → 0.66).
 /// This reproduces all ten printed cells; the exact value is `rtl_ms`.

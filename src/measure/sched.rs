@@ -1,11 +1,11 @@
-//! `xrunlab sched` (seed 003): the same audio graph under CFS, FIFO (above and below a competing
+//! `xrunlab sched` (Cucinotta et al.): the same audio graph under CFS, FIFO (above and below a competing
 //! task), a fixed SCHED_DEADLINE reservation, an adaptive one (the `reservation` controller) and
 //! an adaptive one with GRUB reclaiming, each against the same competing periodic task.
 //!
 //! The graph is one serial pipeline of M `burn` clients on one engine thread (JACK's pipeline of
-//! seed 003), optionally switched on one at a time (`--ramp`). Every row has a non-RT helper
+//! Cucinotta et al.), optionally switched on one at a time (`--ramp`). Every row has a non-RT helper
 //! thread fed with each cycle's record by the engine's collector (`run_tapped`): it folds the
-//! row's seed-003 metrics (`sched_observe`) and, on the adaptive rows, feeds the controller with
+//! row's Cucinotta et al. metrics (`sched_observe`) and, on the adaptive rows, feeds the controller with
 //! the cycle's CPU time and applies Set Q with `sched_setattr` — at most once per batch of
 //! records, so at most once per cycle, and never from the RT path. With several engine threads
 //! each is its own DEADLINE entity and the budget is split by each thread's measured CPU share.
@@ -18,10 +18,10 @@ use crate::engine::probe::{CycleRecord, MAX_CLIENTS};
 use crate::engine::run::{run_tapped, DriverKind, RunConfig, RunResults};
 use crate::engine::Ramp;
 use crate::error::{Error, Result};
-use crate::load::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
 use crate::progress::Progress;
 use crate::results::Status;
 use crate::rt::Policy;
+use crate::stress::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
@@ -97,9 +97,9 @@ pub struct SchedRow {
     pub status: Status,
     pub unpinned: bool,
     pub engine: RunResults,
-    /// Driver period wake(k) − wake(k−1) with its standard deviation (seed 003 Tables 1/3).
+    /// Driver period wake(k) − wake(k−1) with its standard deviation (Cucinotta et al. Tables 1/3).
     pub driver_period: PeriodStats,
-    /// Driver end time end − t_ideal: extremes and CDF (seed 003 Fig. 5a).
+    /// Driver end time end − t_ideal: extremes and CDF (Cucinotta et al. Fig. 5a).
     pub end_time: EndTimeStats,
     /// Driver end time per cycle, the largest of each bucket of `series_stride` cycles.
     pub end_time_series_ns: Vec<u64>,
@@ -262,7 +262,7 @@ impl SchedConfig {
 }
 
 /// Why `--driver jack` is refused (exit 2).
-pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. Under JACK the server owns the process thread and runs its own driver thread: a SCHED_DEADLINE reservation set on our client's thread would leave jackd's threads outside it (seed 003 put the server and every client in one AQuoSA reservation; mainline DEADLINE cannot share a reservation between threads), and the ramp and driver timing would be judged against a server xrunlab does not pace. For JACK beside a competing task use `xrunlab run --driver jack --compete voip`";
+pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. Under JACK the server owns the process thread and runs its own driver thread: a SCHED_DEADLINE reservation set on our client's thread would leave jackd's threads outside it (Cucinotta et al. put the server and every client in one AQuoSA reservation; mainline DEADLINE cannot share a reservation between threads), and the ramp and driver timing would be judged against a server xrunlab does not pace. For JACK beside a competing task use `xrunlab run --driver jack --compete voip`";
 
 /// Run every row in turn. Privilege or admission problems are errors naming the row.
 pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {

@@ -1,4 +1,4 @@
-//! What `xrunlab sched` takes from every cycle record of a row (seed 003's Tables 1/3 and
+//! What `xrunlab sched` takes from every cycle record of a row (Cucinotta et al.'s Tables 1/3 and
 //! Figs. 1–5): driver period statistics with the standard deviation, driver end time extremes
 //! and CDF, per-client end times, the controller's Set Q and Predicted Q per cycle, and the
 //! budget split among the engine threads.
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// Most points of a per-cycle series kept in a result (the CSV trace has every cycle).
 pub const SERIES_MAX: usize = 2000;
 
-/// Driver period statistics in the shape of seed 003's Tables 1 and 3.
+/// Driver period statistics in the shape of Cucinotta et al.'s Tables 1 and 3.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PeriodStats {
     pub count: u64,
@@ -36,7 +36,7 @@ pub struct CdfPoint {
     pub fraction: f64,
 }
 
-/// Driver end time (end − t_ideal): exact extremes and its CDF (seed 003 Fig. 5a).
+/// Driver end time (end − t_ideal): exact extremes and its CDF (Cucinotta et al. Fig. 5a).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EndTimeStats {
     pub min_ns: u64,

@@ -95,7 +95,7 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
     };
     Ok(match docs[0] {
         Body::Latency { .. } => {
-            // Seed 004 Table 2: one row per system (and condition), min / avg / max.
+            // Huang et al. Table 2: one row per system (and condition), min / avg / max.
             let mut rows = Vec::new();
             for (b, l) in docs.iter().zip(labels) {
                 if let Body::Latency { results, .. } = b {
@@ -280,7 +280,7 @@ fn union<T: PartialEq + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     out
 }
 
-/// Seed 000 Table 1: modelled RTL per buffer size for each system, then the measured loops.
+/// Vignati et al. Table 1: modelled RTL per buffer size for each system, then the measured loops.
 fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
     let rtls: Vec<_> = docs
         .iter()
@@ -309,7 +309,7 @@ fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
         })
         .collect();
     let mut out = vec![Table {
-        title: "Round-trip latency, modelled: ms (frames) per buffer size (seed 000 Table 1)"
+        title: "Round-trip latency, modelled: ms (frames) per buffer size (Vignati et al. Table 1)"
             .into(),
         header: header.to_vec(),
         rows,
@@ -403,7 +403,7 @@ fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
     out
 }
 
-/// Seed 000 Fig. 2 as tables: per cell, the maximum instances per track and the mean DSP
+/// Vignati et al. Fig. 2 as tables: per cell, the maximum instances per track and the mean DSP
 /// load per instance, systems side by side.
 fn load(docs: &[&Body], header: &[String]) -> Vec<Table> {
     let loads: Vec<_> = docs
@@ -447,7 +447,7 @@ fn load(docs: &[&Body], header: &[String]) -> Vec<Table> {
     ]
 }
 
-/// Seed 003's rows (policies) side by side: end time, xruns, budget, the competitor.
+/// Cucinotta et al.'s rows (policies) side by side: end time, xruns, budget, the competitor.
 fn sched(docs: &[&Body], header: &[String]) -> Vec<Table> {
     let scheds: Vec<_> = docs
         .iter()
@@ -564,8 +564,8 @@ pub fn to_text(tables: &[Table]) -> String {
     out
 }
 
-/// Charts for the kinds whose seed shows a figure: Fig. 2 of seed 000 for `load` (one curve
-/// per system, plugin and buffer size), seed 003's end-time CDF for `sched`.
+/// Charts for the kinds whose study shows a figure: Fig. 2 of Vignati et al. for `load` (one curve
+/// per system, plugin and buffer size), Cucinotta et al.'s end-time CDF for `sched`.
 fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
     use super::plot::{line_chart, Axes, Series};
     let mut max = Vec::new();
@@ -615,7 +615,7 @@ fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
     if !max.is_empty() {
         out.push((line_chart(&axes("Max instances per track", "parallel tracks", "instances per track", false), &max),
-            "Seed 000 Fig. 2 for every system compared: the most plugin instances per track without a disqualifying xrun, one curve per system, plugin and buffer size (frames)."));
+            "Vignati et al. Fig. 2 for every system compared: the most plugin instances per track without a disqualifying xrun, one curve per system, plugin and buffer size (frames)."));
         out.push((line_chart(&axes("Mean DSP load per instance", "parallel tracks", "% of the period per instance", false), &per_inst),
             "Mean DSP load at the maximum divided by the instances per track, per system, plugin and buffer size."));
     }

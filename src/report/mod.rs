@@ -190,7 +190,7 @@ pub fn flatten(v: &serde_json::Value, max_rows: usize) -> Vec<(String, String)> 
     out
 }
 
-/// A column label for a result: hostname, kernel and stress, as seed 004 names systems.
+/// A column label for a result: hostname, kernel and stress, as Huang et al. names systems.
 pub fn default_label(input: &Input) -> String {
     match input.environment() {
         Some(env) => {

@@ -77,7 +77,7 @@ fn us(ns: impl Into<f64>) -> String {
     format!("{:.1}", ns.into() / 1e3)
 }
 
-/// The compact per-CPU latency table: seed 004's min/avg/max plus p99, p99.99 and missed
+/// The compact per-CPU latency table: Huang et al.'s min/avg/max plus p99, p99.99 and missed
 /// periods (and late audio periods with `--audio-period`).
 pub fn latency(
     cfg: &crate::measure::latency::LatencyConfig,
@@ -288,7 +288,7 @@ fn alsa_line(a: &crate::driver::alsa::AlsaReport) -> String {
     )
 }
 
-/// Seed 004's Table 2 shape: min/avg/max (and p99) per phase and CPU, phases side by side.
+/// Huang et al.'s Table 2 shape: min/avg/max (and p99) per phase and CPU, phases side by side.
 pub fn latency_phases(phases: &[(&str, &crate::measure::latency::LatencyResult)]) -> String {
     let mut t = new_table(&[
         "phase", "CPU", "wake-ups", "min µs", "avg µs", "max µs", "p99 µs", "missed",
@@ -323,7 +323,7 @@ pub fn latency_phases(phases: &[(&str, &crate::measure::latency::LatencyResult)]
 }
 
 /// One line saying what load ran.
-pub fn stress_line(st: &crate::load::StressRecord) -> String {
+pub fn stress_line(st: &crate::stress::StressRecord) -> String {
     let mut s = format!(
         "under stress: {} (backend {}, {} process(es){})\n",
         st.presets.join(","),
@@ -344,7 +344,7 @@ pub fn stress_line(st: &crate::load::StressRecord) -> String {
 }
 
 /// One line of the competing periodic task's statistics.
-pub fn compete_line(c: &crate::load::PeriodicResult) -> String {
+pub fn compete_line(c: &crate::stress::PeriodicResult) -> String {
     use crate::units::format_ns;
     let st = &c.stats;
     format!(
@@ -360,7 +360,7 @@ pub fn compete_line(c: &crate::load::PeriodicResult) -> String {
     )
 }
 
-/// The human summary of `xrunlab load`, shaped like seed 000 Fig. 2: one table per buffer
+/// The human summary of `xrunlab load`, shaped like Vignati et al. Fig. 2: one table per buffer
 /// size, rows = tracks, columns = plugin types, cells = max instances per track and the mean
 /// DSP load measured there.
 pub fn load_summary(
@@ -452,7 +452,7 @@ pub fn load_host_line(r: &crate::measure::loadtest::LoadResults) -> Option<Strin
     ))
 }
 
-/// `xrunlab sched`: one row per policy variant, seed 003's Table 1/3 columns plus the
+/// `xrunlab sched`: one row per policy variant, Cucinotta et al.'s Table 1/3 columns plus the
 /// competitor's response times. Times in µs (competitor in ms).
 pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
     let us = |ns: f64| format!("{:.0}", ns / 1000.0);
@@ -522,7 +522,7 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
 }
 
 /// The human summary of `xrunlab stress`.
-pub fn stress(r: &crate::load::run::StressResults) -> String {
+pub fn stress(r: &crate::stress::run::StressResults) -> String {
     let s = &r.stress;
     let mut out = String::new();
     let mut t = new_table(&["backend", "presets", "command", "exit"]);

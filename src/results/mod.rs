@@ -1,4 +1,4 @@
-//! The one result model (DESIGN.md §6): a versioned envelope around a kind-specific body,
+//! The one result model (docs/ARCHITECTURE.md §6): a versioned envelope around a kind-specific body,
 //! written atomically, with a JSON Schema generated from these types and committed under
 //! `schema/`.
 
@@ -55,8 +55,8 @@ pub enum Body {
         results: crate::system::check::CheckReport,
     },
     Stress {
-        config: crate::load::run::StressConfig,
-        results: Box<crate::load::run::StressResults>,
+        config: crate::stress::run::StressConfig,
+        results: Box<crate::stress::run::StressResults>,
     },
     Latency {
         config: crate::measure::latency::LatencyConfig,
@@ -71,27 +71,27 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
-    /// `latencytest`: seed 001's loop, idle and under each stress class.
+    /// `latencytest`: Senoner's loop, idle and under each stress class.
     Latencytest {
         config: crate::measure::latencytest::LatencytestConfig,
         results: Box<crate::measure::latencytest::LatencytestResult>,
     },
-    /// `load`: the DSP load test grid (seed 000 §3.1.1), maximum instances per cell.
+    /// `load`: the DSP load test grid (Vignati et al. §3.1.1), maximum instances per cell.
     Load {
         config: crate::measure::loadtest::LoadConfig,
         results: crate::measure::loadtest::LoadResults,
     },
-    /// `sched`: the graph under each scheduling policy against a competing task (seed 003).
+    /// `sched`: the graph under each scheduling policy against a competing task (Cucinotta et al.).
     Sched {
         config: crate::measure::sched::SchedConfig,
         results: Box<crate::measure::sched::SchedResults>,
     },
-    /// `rtl`: round-trip latency, modelled (eq. 1 of seed 000) and measured on a loop.
+    /// `rtl`: round-trip latency, modelled (eq. 1 of Vignati et al.) and measured on a loop.
     Rtl {
         config: crate::measure::rtl::RtlConfig,
         results: Box<crate::measure::rtl::RtlResults>,
     },
-    /// `event`: trigger-to-sound latency per backend, setting and scenario (seed 002).
+    /// `event`: trigger-to-sound latency per backend, setting and scenario (Topliss et al.).
     Event {
         config: crate::measure::event::EventConfig,
         results: Box<crate::measure::event::EventResults>,

@@ -1,5 +1,5 @@
 //! SIGINT / SIGTERM handling: the first signal asks every measurement loop to stop so the
-//! partial result is written and the machine restored (DESIGN.md §5); a second one restores
+//! partial result is written and the machine restored (docs/ARCHITECTURE.md §5); a second one restores
 //! the default action and re-raises it, so a stuck process can still be killed.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -43,7 +43,7 @@ pub fn install() {
 }
 
 /// Run `f` when a second SIGINT/SIGTERM is about to kill the process with the default
-/// action (e.g. `load::registry::kill_all`). `f` must be async-signal-safe.
+/// action (e.g. `stress::registry::kill_all`). `f` must be async-signal-safe.
 pub fn set_last_resort_hook(f: fn()) {
     LAST_RESORT.store(f as usize, Ordering::SeqCst);
 }

@@ -1,4 +1,4 @@
-//! The real-time toolbox (DESIGN.md §2): policies, affinity, memory locking, the
+//! The real-time toolbox (docs/ARCHITECTURE.md §2): policies, affinity, memory locking, the
 //! `/dev/cpu_dma_latency` guard, RT thread spawning, clocks and stop requests.
 
 pub mod affinity;

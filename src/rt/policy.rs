@@ -13,7 +13,7 @@ const SCHED_OTHER: u32 = 0;
 const SCHED_FIFO: u32 = 1;
 const SCHED_RR: u32 = 2;
 const SCHED_DEADLINE: u32 = 6;
-/// Reclaim unused bandwidth (GRUB), the mainline counterpart of seed 003's SHRUB.
+/// Reclaim unused bandwidth (GRUB), the mainline counterpart of Cucinotta et al.'s SHRUB.
 const SCHED_FLAG_RECLAIM: u64 = 0x02;
 
 /// `struct sched_attr` as of Linux 4.13 (SCHED_ATTR_SIZE_VER0, 48 bytes); the utilisation

@@ -9,7 +9,7 @@
 pub enum Mode {
     /// Minutes: short durations, a tiny load grid (the README's first command).
     Quick,
-    /// The seeds' durations: hours (seed 000: 10 min trials, 2 h validation, 5 h cyclictest).
+    /// the studies' durations: hours (Vignati et al.: 10 min trials, 2 h validation, 5 h cyclictest).
     Full,
     /// Seconds: every stage once, for the test suite.
     Smoke,
@@ -95,7 +95,7 @@ pub const STAGES: &[Stage] = &[
             "--audio-period",
             AP,
         ],
-        // Seed 000: cyclictest over 5 h under its stress-ng line.
+        // Vignati et al.: cyclictest over 5 h under its stress-ng line.
         full: &[
             "latency",
             "--stress",
@@ -133,7 +133,7 @@ pub const STAGES: &[Stage] = &[
             "--duration",
             "500ms",
         ],
-        // Seed 000 §3.1.1: 10 min trials, maxima validated for 2 h, under the stress line.
+        // Vignati et al. §3.1.1: 10 min trials, maxima validated for 2 h, under the stress line.
         full: &[
             "load",
             "--driver",
@@ -256,7 +256,7 @@ pub const STAGES: &[Stage] = &[
     Stage {
         name: "sched",
         quick: &["sched", "--duration", "2s", "--compete", "voip"],
-        // Seed 003: one minute per configuration, JACK at 96 kHz / 128, the video-like rt-app.
+        // Cucinotta et al.: one minute per configuration, JACK at 96 kHz / 128, the video-like rt-app.
         full: &[
             "sched",
             "--preset",

@@ -1,4 +1,4 @@
-//! The environment block every result embeds (DESIGN.md §6).
+//! The environment block every result embeds (docs/ARCHITECTURE.md §6).
 
 use super::kconfig::KernelConfig;
 use super::probe::RtProbe;

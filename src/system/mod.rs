@@ -1,4 +1,4 @@
-//! The environment a measurement ran in, and `xrunlab check` (DESIGN.md §2 `system/`).
+//! The environment a measurement ran in, and `xrunlab check` (docs/ARCHITECTURE.md §2 `system/`).
 //!
 //! Every probe reads through a [`Root`] so tests can point it at fixture trees of /proc and
 //! /sys instead of the live system.

@@ -1,5 +1,5 @@
 //! `--gpio CHIP:LINE`: drive one GPIO line high at the trigger time and low once the tone
-//! was rendered, so an oscilloscope can time the trigger-to-sound latency as seed 002 did
+//! was rendered, so an oscilloscope can time the trigger-to-sound latency as Topliss et al. did
 //! (GPIO edge on one channel, audio on the other). Linux GPIO character device, v2 uAPI,
 //! through two ioctls: request the line as an output, then set its value.
 

@@ -1,4 +1,4 @@
-//! Event-to-sound latency (seed 002): the time from a trigger to the moment the first
+//! Event-to-sound latency (Topliss et al.): the time from a trigger to the moment the first
 //! sample of the tone it starts reaches the DAC, per backend, buffer/period setting and
 //! scenario, with the under-runs seen meanwhile.
 //!
@@ -10,7 +10,7 @@
 //! and the cycle that renders the first non-zero sample of the tone records its cycle, the
 //! driver's `t_ideal` for it and the sample's frame offset into a wait-free ring. When the
 //! sample reaches the DAC follows from the driver's clock:
-//! - virtual: output of cycle k starts playing at `t_ideal(k) + (n−1)·P` (DESIGN.md §3), then
+//! - virtual: output of cycle k starts playing at `t_ideal(k) + (n−1)·P` (docs/ARCHITECTURE.md §3), then
 //!   passes the output FIFO and the DAC: `t_sound = t0 + ((k + n − 1)·frames + FIFO + DAC +
 //!   offset)/fs`, exactly;
 //! - jack: the cycle start the server reports plus the playback latency of our output port
@@ -77,7 +77,7 @@ impl std::str::FromStr for EventDriver {
     }
 }
 
-/// Seed 002's three test scenarios.
+/// Topliss et al.'s three test scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
@@ -123,7 +123,7 @@ impl std::str::FromStr for Scenario {
     }
 }
 
-/// One of seed 002's buffer/period settings. In seed 002's notation `buffer` is the whole
+/// One of Topliss et al.'s buffer/period settings. In Topliss et al.'s notation `buffer` is the whole
 /// device buffer and `period` the frames per interrupt; xrunlab's `--buffer` is the period
 /// and `--periods` is n = buffer / period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -138,7 +138,7 @@ impl SeedPair {
     }
 }
 
-/// Every buffer/period pair of seed 002's Figures 4–7 (ALSA and JACK, USB and Audio Cape).
+/// Every buffer/period pair of Topliss et al.'s Figures 4–7 (ALSA and JACK, USB and Audio Cape).
 pub const SEED_PAIRS: [SeedPair; 15] = {
     const fn p(buffer_frames: u32, period_frames: u32) -> SeedPair {
         SeedPair {
@@ -165,7 +165,7 @@ pub const SEED_PAIRS: [SeedPair; 15] = {
     ]
 };
 
-/// Parse `B/P[,B/P…]` (seed 002's buffer/period).
+/// Parse `B/P[,B/P…]` (Topliss et al.'s buffer/period).
 pub fn parse_pairs(s: &str) -> Result<Vec<SeedPair>> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
@@ -387,7 +387,7 @@ pub struct EventTrial {
 pub struct Background {
     /// `top -b -d 0.1`, or the built-in equivalent when top is not installed.
     pub what: String,
-    pub record: crate::load::StressRecord,
+    pub record: crate::stress::StressRecord,
 }
 
 /// One measured setting: driver × buffer/period × scenario.
@@ -402,7 +402,7 @@ pub struct EventRun {
     /// Periods of buffering n of the virtual device; None on JACK (the server's nperiods is
     /// inside its port latency).
     pub periods: Option<u32>,
-    /// Seed 002's buffer column when the run came from a grid pair.
+    /// Topliss et al.'s buffer column when the run came from a grid pair.
     pub seed_buffer_frames: Option<u32>,
     /// Frames from the start of the rendering cycle to the DAC for its first frame:
     /// virtual (n−1)·period + FIFO + DAC; JACK the playback latency of our output port.
@@ -789,18 +789,18 @@ pub fn cycle_handler(
 
 /// The background of mono-bg: `top -b -d 0.1` when installed, else the built-in stressor
 /// that reads /proc every 100 ms the way top does.
-fn start_background() -> Result<(crate::load::StressSession, String)> {
+fn start_background() -> Result<(crate::stress::StressSession, String)> {
     let have_top = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("top").is_file()));
-    let mut spec = crate::load::StressSpec::default();
+    let mut spec = crate::stress::StressSpec::default();
     let what = if have_top {
         spec.commands = vec![vec!["top".into(), "-b".into(), "-d".into(), "0.1".into()]];
         "top -b -d 0.1".to_string()
     } else {
-        spec.presets = vec![crate::load::spec::Preset::Top];
+        spec.presets = vec![crate::stress::spec::Preset::Top];
         "built-in top (reads /proc every 100 ms; top is not installed)".to_string()
     };
-    let s = crate::load::StressSession::start(&spec, Duration::ZERO)?;
+    let s = crate::stress::StressSession::start(&spec, Duration::ZERO)?;
     Ok((s, what))
 }
 

@@ -1,4 +1,4 @@
-//! `event`: seed 002's trigger-to-sound latency — per setting the measured min/mean/max/std
+//! `event`: Topliss et al.'s trigger-to-sound latency — per setting the measured min/mean/max/std
 //! beside the model, measured against modelled means (one point per setting), and the
 //! per-trial latencies of single runs.
 
@@ -61,7 +61,7 @@ pub fn section(cfg: &EventConfig, r: &EventResults) -> Markup {
         p { (cfg.trials) " trials per setting at " (cfg.rate) " Hz; drivers "
             (cfg.drivers.iter().map(|d| format!("{d:?}").to_lowercase()).collect::<Vec<_>>().join(", "))
             "; trigger " (format!("{:?}", cfg.trigger).to_lowercase())
-            @if cfg.grid.is_some() { "; grid of seed 002's buffer/period pairs" } "." }
+            @if cfg.grid.is_some() { "; grid of Topliss et al.'s buffer/period pairs" } "." }
         table.cells {
             tr { th { "driver" } th { "scenario" } th { "buffer/period" } th { "trials" }
                  th { "min / mean / max ms" } th { "std ms" } th { "model min / mean / max ms" }

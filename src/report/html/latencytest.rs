@@ -1,4 +1,4 @@
-//! `latencytest`: seed 001's diagrams, one per phase — t3 − t1 (the whole loop) and t2 − t1
+//! `latencytest`: Senoner's diagrams, one per phase — t3 − t1 (the whole loop) and t2 − t1
 //! (the work alone) over time, against the fragment and buffer times — and its result list.
 
 use super::{figure, n};

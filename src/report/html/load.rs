@@ -1,4 +1,4 @@
-//! `load`: seed 000 Fig. 2 — the most plugin instances per track against the number of
+//! `load`: Vignati et al. Fig. 2 — the most plugin instances per track against the number of
 //! parallel tracks, one curve per plugin type and buffer size, and beside it the mean DSP
 //! load per instance; then every cell of the grid.
 

@@ -1,4 +1,4 @@
-//! `rtl`: seed 000 Table 1 (modelled RTL per buffer size), the measured loop against its
+//! `rtl`: Vignati et al. Table 1 (modelled RTL per buffer size), the measured loop against its
 //! model, and the estimator's per-hop estimates over time.
 
 use super::{figure, n};
@@ -68,7 +68,7 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
             } }
         h4 { "Modelled RTL (Table 1 shape)" }
         table.model {
-            tr { th { "buffer (frames)" } th { "RTL (frames)" } th { "RTL (ms)" } @if seed { th { "as printed in seed 000 (ms)" } } }
+            tr { th { "buffer (frames)" } th { "RTL (frames)" } th { "RTL (ms)" } @if seed { th { "as printed in Vignati et al. (ms)" } } }
             @for m in &r.model {
                 tr { (n(m.buffer_frames)) (n(m.rtl_frames)) (n(format!("{:.3}", m.rtl_ms)))
                      @if seed { (n(if m.below_profile_min { "- (not run)".to_string() } else { format!("{:.2}", m.seed000_ms) })) } }
@@ -77,7 +77,7 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
         @if r.model.len() > 1 {
             (figure(line_chart(&Axes { title: "Modelled RTL per buffer size", x_label: "buffer (frames, log)", y_label: "RTL (ms)",
                     log_x: true, log_y: false, points_only: false, x_range: None, ..Default::default() }, &model_curve),
-                "Eq. 1 of seed 000 extended to n periods: n·buffer/fs plus the interface FIFO and the converters."))
+                "Eq. 1 of Vignati et al. extended to n periods: n·buffer/fs plus the interface FIFO and the converters."))
         }
         @if let Some(m) = &r.measured {
             h4 { "Measured against the model" }

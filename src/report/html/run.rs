@@ -29,7 +29,7 @@ pub(crate) fn exceedance(s: &Summary) -> Vec<(f64, f64)> {
     pts.into_iter().map(|(v, p)| (v as f64 / 1e3, p)).collect()
 }
 
-/// The CDF P(X ≤ x) through the stored percentiles, x in µs (seed 003's end-time and
+/// The CDF P(X ≤ x) through the stored percentiles, x in µs (Cucinotta et al.'s end-time and
 /// response-time CDFs); like [`exceedance`] it stops where the cycle count stops resolving.
 pub(crate) fn cdf(s: &Summary) -> Vec<(f64, f64)> {
     let mut pts: Vec<(f64, f64)> = exceedance(s)

@@ -1,4 +1,4 @@
-//! `sched`: seed 003 — one row per policy (driver period, end time, CPU time, xruns, budget,
+//! `sched`: Cucinotta et al. — one row per policy (driver period, end time, CPU time, xruns, budget,
 //! the competitor's response times), the driver end-time CDF and the competitor's
 //! response-time CDF per policy, and Set Q / Predicted Q / CPU time over time for the
 //! reservation rows.
@@ -137,7 +137,7 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
             p.warn { (row.label) ": sched_setattr failed " (row.q_errors) " time(s), first: " (row.q_first_error.as_deref().unwrap_or("")) }
         }
         (figure(line_chart(&cdf_axes("Driver end time CDF", "end − ideal start (µs, log)"), &end),
-            "Share of cycles whose last client finished within x of the cycle's ideal start, one curve per row, drawn through the stored percentiles; the vertical line is the period P (seed 003's deadline)."))
+            "Share of cycles whose last client finished within x of the cycle's ideal start, one curve per row, drawn through the stored percentiles; the vertical line is the period P (Cucinotta et al.'s deadline)."))
         @if !resp.is_empty() {
             (figure(line_chart(&cdf_axes("Competing task response time CDF", "response time (µs, log)"), &resp),
                 "Share of the competing task's jobs that completed within x of their release, per row; the vertical line is its deadline."))

@@ -1,5 +1,5 @@
 use super::generic;
-use crate::load::run::{StressConfig, StressResults};
+use crate::stress::run::{StressConfig, StressResults};
 use maud::{html, Markup};
 
 pub fn section(cfg: &StressConfig, r: &StressResults) -> Markup {

@@ -264,7 +264,7 @@ fn write_file(path: &Path, size: u64, chunk: &[u8]) -> Result<u64> {
     Ok(written >> 20)
 }
 
-/// Seed 001's disk write: write a large file, again and again. Ops are MiB written.
+/// Senoner's disk write: write a large file, again and again. Ops are MiB written.
 fn disk_write(dir: &Path, size: u64) -> Result<u64> {
     let chunk = noise_chunk();
     let path = dir.join("disk-write.dat");
@@ -276,7 +276,7 @@ fn disk_write(dir: &Path, size: u64) -> Result<u64> {
     Ok(ops)
 }
 
-/// Seed 001's disk copy: copy a large file to another. Ops are MiB copied.
+/// Senoner's disk copy: copy a large file to another. Ops are MiB copied.
 fn disk_copy(dir: &Path, size: u64) -> Result<u64> {
     let chunk = noise_chunk();
     let src = dir.join("disk-copy.src");
@@ -302,7 +302,7 @@ fn disk_copy(dir: &Path, size: u64) -> Result<u64> {
     Ok(ops)
 }
 
-/// Seed 001's disk read: read a large file back, with its pages evicted from the page cache
+/// Senoner's disk read: read a large file back, with its pages evicted from the page cache
 /// before each pass (POSIX_FADV_DONTNEED on the clean, fsynced file) so the reads reach
 /// the device. Per-file eviction needs no privilege and leaves the rest of the system's
 /// cache alone, unlike writing /proc/sys/vm/drop_caches. Ops are MiB read.

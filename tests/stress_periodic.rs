@@ -3,9 +3,9 @@
 mod common;
 use common::{is_root, require};
 use std::time::Duration;
-use xrunlab::load::{PeriodicSpec, PeriodicTask};
+use xrunlab::stress::{PeriodicSpec, PeriodicTask};
 
-fn run_for(spec: PeriodicSpec, d: Duration) -> xrunlab::load::PeriodicResult {
+fn run_for(spec: PeriodicSpec, d: Duration) -> xrunlab::stress::PeriodicResult {
     let t = PeriodicTask::start(spec).unwrap();
     std::thread::sleep(d);
     t.stop()
@@ -33,7 +33,7 @@ fn voip_for_three_seconds_runs_about_300_jobs() {
     );
     assert_eq!(s.wake_ns.count, s.jobs);
     // The statistics are the pure function of the trace.
-    let again = xrunlab::load::periodic::job_stats(&r.trace, r.spec.deadline_ns);
+    let again = xrunlab::stress::periodic::job_stats(&r.trace, r.spec.deadline_ns);
     assert_eq!(&again, s);
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["spec"]["name"], "voip");

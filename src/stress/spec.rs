@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 /// One stress class. stress-ng stressors (`Cpu` … `Timer`) use stress-ng when installed;
-/// seed 001's classes (`Disk*`, `Proc`, `Top`) are always built in, because their exact
-/// behaviour (one large file, `top`-like /proc sweeps) is the point of the seed.
+/// Senoner's classes (`Disk*`, `Proc`, `Top`) are always built in, because their exact
+/// behaviour (one large file, `top`-like /proc sweeps) is the point of the study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
-    /// Seed 000: `stress-ng --sched other --cpu 1 --udp 1 --io 1 --netdev 1 --aggressive --maximize`.
+    /// Vignati et al.: `stress-ng --sched other --cpu 1 --udp 1 --io 1 --netdev 1 --aggressive --maximize`.
     Paper,
     Cpu,
     Io,

@@ -1,8 +1,8 @@
-//! The competing periodic task (rt-app-like, seed 003): every `period` it wakes at an
+//! The competing periodic task (rt-app-like, Cucinotta et al.): every `period` it wakes at an
 //! absolute release time, burns `exec` of its own CPU time, and records when it woke and
 //! when it finished. Presets `video` (40 ms / 5 ms) and `voip` (10 ms / 1.7 ms).
 //!
-//! The job loop follows DESIGN.md §5: the trace and histograms are allocated before the
+//! The job loop follows docs/ARCHITECTURE.md §5: the trace and histograms are allocated before the
 //! first job, recording a job never allocates, and the loop does no I/O.
 
 use crate::error::{Error, Result};
@@ -17,9 +17,9 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Seed 003's reservations were over-provisioned by 5 % with respect to the execution time.
+/// Cucinotta et al.'s reservations were over-provisioned by 5 % with respect to the execution time.
 pub const DEADLINE_BUDGET_PERCENT: u64 = 105;
-/// Priority of `fifo`/`rr` when none is given: seed 003's rt-app in its configuration (2).
+/// Priority of `fifo`/`rr` when none is given: Cucinotta et al.'s rt-app in its configuration (2).
 pub const DEFAULT_PRIORITY: u32 = 15;
 /// Jobs kept in the per-job trace; statistics keep counting beyond it.
 pub const DEFAULT_TRACE_JOBS: usize = 100_000;
@@ -61,12 +61,12 @@ impl PeriodicSpec {
         Ok(s)
     }
 
-    /// Seed 003's video-player-like load: 40 ms period, 5 ms execution (25 frames/s).
+    /// Cucinotta et al.'s video-player-like load: 40 ms period, 5 ms execution (25 frames/s).
     pub fn video(policy: Policy) -> Result<Self> {
         Self::new("video", 40_000_000, 5_000_000, policy)
     }
 
-    /// Seed 003's VoIP-like load: 10 ms period, 1.7 ms execution.
+    /// Cucinotta et al.'s VoIP-like load: 10 ms period, 1.7 ms execution.
     pub fn voip(policy: Policy) -> Result<Self> {
         Self::new("voip", 10_000_000, 1_700_000, policy)
     }
@@ -107,7 +107,7 @@ pub fn reservation(period_ns: u64, exec_ns: u64, reclaim: bool) -> Policy {
 /// Parses `PRESET|PERIOD/EXEC[:POLICY[:PRIO]]`, e.g. `voip`, `video:fifo:15`,
 /// `10ms/1.7ms:fifo:15`, `40ms/5ms:deadline`, `10ms/1.7ms:deadline-reclaim`.
 /// POLICY is `other` (default), `fifo`, `rr`, `deadline` or `deadline-reclaim`; a deadline
-/// reservation gets runtime = 105 % of EXEC and period = PERIOD, as in seed 003.
+/// reservation gets runtime = 105 % of EXEC and period = PERIOD, as in Cucinotta et al.
 impl FromStr for PeriodicSpec {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -194,7 +194,7 @@ impl Job {
     pub fn wake_ns(&self) -> u64 {
         self.start_ns.saturating_sub(self.release_ns)
     }
-    /// Release → completion (rt-app's and seed 003's response time).
+    /// Release → completion (rt-app's and Cucinotta et al.'s response time).
     pub fn response_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.release_ns)
     }

@@ -7,8 +7,8 @@ use common::{is_root, pids_with_env, require, which, xrunlab};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use xrunlab::load::session::{group_members, session_members, SESSION_ENV};
-use xrunlab::load::{BackendChoice, StressSession, StressSpec};
+use xrunlab::stress::session::{group_members, session_members, SESSION_ENV};
+use xrunlab::stress::{BackendChoice, StressSession, StressSpec};
 
 /// Session tests look for "any stressor of this test process" in /proc, so they must not
 /// overlap.

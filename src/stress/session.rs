@@ -264,7 +264,7 @@ impl StressSession {
         }
         if let Some(info) = &stress_ng {
             if ng_presets.contains(&Preset::Paper) {
-                // Seed 000's line exactly, plus a timeout (stress-ng's default is a day) and
+                // Vignati et al.'s line exactly, plus a timeout (stress-ng's default is a day) and
                 // the metrics the record keeps.
                 let mut argv: Vec<String> = [
                     &info.path,
@@ -341,7 +341,7 @@ impl StressSession {
                 p => vec![p],
             };
             for kind in kinds {
-                // Seed 001's classes are one activity each; the others scale with --stress-workers.
+                // Senoner's classes are one activity each; the others scale with --stress-workers.
                 let n = if p == Preset::Paper
                     || matches!(
                         kind,

@@ -11,9 +11,9 @@ static A: Counting = Counting;
 
 #[test]
 fn job_loop_does_not_allocate() {
-    let mut spec: xrunlab::load::PeriodicSpec = "2ms/200us".parse().unwrap();
+    let mut spec: xrunlab::stress::PeriodicSpec = "2ms/200us".parse().unwrap();
     spec.trace_jobs = 10_000;
-    let t = xrunlab::load::PeriodicTask::start(spec).unwrap();
+    let t = xrunlab::stress::PeriodicTask::start(spec).unwrap();
     // Past calibration and the first jobs.
     std::thread::sleep(Duration::from_millis(300));
     let ((), allocs) = on_all_threads(|| std::thread::sleep(Duration::from_millis(500)));

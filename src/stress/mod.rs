@@ -1,12 +1,12 @@
-//! Load during measurements (DESIGN.md §2 `load/`): stress presets run by stress-ng when it
+//! Load during measurements (docs/ARCHITECTURE.md §2 `load/`): stress presets run by stress-ng when it
 //! is installed and by built-in stressors otherwise, and the rt-app-like competing periodic
 //! task. Every child process dies with xrunlab.
 //!
 //! Wiring `--stress` into a measuring command:
 //! ```ignore
-//! #[command(flatten)] stress: load::StressArgs,          // in the command's clap Args
+//! #[command(flatten)] stress: stress::StressArgs,        // in the command's clap Args
 //! let spec = args.stress.to_spec()?;                     // usage errors exit 2
-//! let session = load::StressSession::start(&spec, run)?; // before the measurement
+//! let session = stress::StressSession::start(&spec, run)?; // before the measurement
 //! let result = measure(...);                             // an early `?` drops the session: stressors stop
 //! let stress = session.stop();                           // StressRecord for the result
 //! env.stress = spec.labels();
