@@ -1,6 +1,6 @@
 //! `run --driver alsa` against the real ALSA API without a sound card: PCMs of a test-local
 //! ALSA configuration route through the ALSA `jack` plugin to a private `jackd -d dummy`,
-//! which paces them in real time. Timing bounds are generous (noisy VMs, DESIGN.md §4);
+//! which paces them in real time. Timing bounds are generous (noisy VMs, docs/ARCHITECTURE.md §4);
 //! counts obey exact accounting identities.
 
 mod common;

@@ -1,4 +1,4 @@
-//! DESIGN.md §5 on the `alsa` driver: once cycles run, nothing on the driver thread
+//! docs/ARCHITECTURE.md §5 on the `alsa` driver: once cycles run, nothing on the driver thread
 //! allocates — not the engine, not the driver's wait/status/write/delay path, not the
 //! duplex capture read. The device is the ALSA `jack` plugin on a private jackd dummy
 //! (see alsa_driver.rs). Counting is armed on the driver thread after a few warm-up cycles

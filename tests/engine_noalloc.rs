@@ -1,4 +1,4 @@
-//! DESIGN.md §5: nothing in the cycle path allocates. A counting global allocator counts
+//! docs/ARCHITECTURE.md §5: nothing in the cycle path allocates. A counting global allocator counts
 //! every allocation in the process while cycles run — on the driver thread and on the
 //! workers — through the engine directly and through the virtual and sim driver loops.
 //! One test function only, so no other test allocates concurrently.

@@ -1,6 +1,6 @@
 //! `run --driver jack` against real servers started by the tests: jackd2's dummy driver and
 //! a private PipeWire daemon (clients through pw-jack). Timing bounds are generous: the
-//! machines this runs on are noisy VMs (DESIGN.md §4).
+//! machines this runs on are noisy VMs (docs/ARCHITECTURE.md §4).
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! `load --driver jack`: the load grid's trials as clients of real servers started by the
 //! tests (jackd2's dummy driver; a private PipeWire through pw-jack). Bounds are generous:
-//! the machines this runs on are noisy 2-core VMs (DESIGN.md §4), and a host stall during a
+//! the machines this runs on are noisy 2-core VMs (docs/ARCHITECTURE.md §4), and a host stall during a
 //! trial ends it like an overload would.
 
 mod common;

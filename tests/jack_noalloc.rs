@@ -1,4 +1,4 @@
-//! DESIGN.md §5 inside JACK: nothing on the server's process thread allocates once cycles
+//! docs/ARCHITECTURE.md §5 inside JACK: nothing on the server's process thread allocates once cycles
 //! run — not the engine, not the jack driver's bookkeeping around it (cycle-time mapping,
 //! xrun history, counters), not the crate's callback trampoline. The counting allocator
 //! counts heap operations made on the JACK process thread only, so the test's own threads

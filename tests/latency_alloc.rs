@@ -1,4 +1,4 @@
-//! DESIGN.md §5: the measuring loop never allocates. Counted with a global allocator: a run
+//! docs/ARCHITECTURE.md §5: the measuring loop never allocates. Counted with a global allocator: a run
 //! a hundred times longer must make exactly as many allocations, so none happens per cycle.
 
 mod common;

@@ -1,4 +1,4 @@
-//! DESIGN.md §5: no plugin allocates in `process`, `note_on` or `note_off`. A counting
+//! docs/ARCHITECTURE.md §5: no plugin allocates in `process`, `note_on` or `note_off`. A counting
 //! global allocator (this file is its own test binary) arms itself on the test thread only.
 
 mod common;

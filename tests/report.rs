@@ -165,7 +165,7 @@ fn report_from_every_fixture() {
     let model = report_html(&[fixture("rtl-model")], dir.path());
     let sec = section(&model, "rtl");
     assert!(sec.contains("Modelled RTL per buffer size"));
-    assert!(sec.contains("as printed in seed 000"));
+    assert!(sec.contains("as printed in Vignati et al."));
     // A loop through a device shows what its stack declares beside the measurement.
     let alsa = report_html(&[fixture("rtl-alsa")], dir.path());
     let sec = section(&alsa, "rtl");
@@ -307,11 +307,11 @@ fn compare_text(a: &str, b: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Seed 000 Table 1: one row per buffer size, the two systems' modelled RTL side by side.
+/// Vignati et al. Table 1: one row per buffer size, the two systems' modelled RTL side by side.
 #[test]
 fn compare_rtl_prints_table_1_shape() {
     let text = compare_text("rtl-model", "rtl-xenomai");
-    assert!(text.contains("seed 000 Table 1"), "{text}");
+    assert!(text.contains("Vignati et al. Table 1"), "{text}");
     let (a, b) = (json("rtl-model"), json("rtl-xenomai"));
     let rows = a["results"]["model"].as_array().unwrap();
     assert_eq!(rows.len(), 6);

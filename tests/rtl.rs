@@ -1,4 +1,4 @@
-//! `xrunlab rtl`: the model against seed 000's Table 1, and the estimator against the
+//! `xrunlab rtl`: the model against Vignati et al.'s Table 1, and the estimator against the
 //! virtual loop's ground truth (offline: deterministic, no real time).
 
 mod common;
@@ -24,7 +24,7 @@ fn measure(buffer: u32, periods: u32, spec: LoopbackSpec, seconds: u64) -> (RtlM
 
 #[test]
 fn seed000_table1_is_reproduced_exactly() {
-    // Table 1 of seed 000: buffer, PREEMPT_RT (ms, samples), Xenomai (ms, samples).
+    // Table 1 of Vignati et al.: buffer, PREEMPT_RT (ms, samples), Xenomai (ms, samples).
     type Cell = (f64, u64);
     let table: [(u32, Option<Cell>, Cell); 6] = [
         (16, None, (1.2, 57)),

@@ -1,5 +1,5 @@
 //! Real runs on the virtual driver and the CLI's exit paths. Timing bounds are generous:
-//! the machines this runs on are noisy VMs (DESIGN.md §4).
+//! the machines this runs on are noisy VMs (docs/ARCHITECTURE.md §4).
 
 mod common;
 use common::{is_root, xrunlab};

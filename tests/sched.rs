@@ -1,4 +1,4 @@
-//! `xrunlab sched` on the virtual driver: every policy row runs and records seed 003's metrics,
+//! `xrunlab sched` on the virtual driver: every policy row runs and records Cucinotta et al.'s metrics,
 //! and an over-committed DEADLINE system gives the admission message. Timing is not judged: a
 //! 2-core VM shared with compilers cannot be expected to meet 2.6 ms deadlines.
 

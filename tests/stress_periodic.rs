@@ -1,4 +1,4 @@
-//! The competing periodic task on the real clock, with generous bounds (DESIGN.md §4).
+//! The competing periodic task on the real clock, with generous bounds (docs/ARCHITECTURE.md §4).
 
 mod common;
 use common::{is_root, require};

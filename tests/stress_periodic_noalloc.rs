@@ -1,4 +1,4 @@
-//! The periodic task's job loop never allocates (DESIGN.md §5). Alone in its binary: the
+//! The periodic task's job loop never allocates (docs/ARCHITECTURE.md §5). Alone in its binary: the
 //! counting allocator sees every thread, so nothing else may run while it counts.
 
 mod common;

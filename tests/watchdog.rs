@@ -1,4 +1,4 @@
-//! The watchdog end to end (DESIGN.md §5), through the binary and the test-only `hang`
+//! The watchdog end to end (docs/ARCHITECTURE.md §5), through the binary and the test-only `hang`
 //! plugin. In its own test binary because its stuck FIFO threads would starve the real-time
 //! tests running beside it.
 

@@ -1,4 +1,4 @@
-//! Load during measurements (docs/ARCHITECTURE.md §2 `load/`): stress presets run by stress-ng when it
+//! Load during measurements (docs/ARCHITECTURE.md §2 `stress/`): stress presets run by stress-ng when it
 //! is installed and by built-in stressors otherwise, and the rt-app-like competing periodic
 //! task. Every child process dies with xrunlab.
 //!

@@ -1,4 +1,4 @@
-//! A counting global allocator for "no allocation on the real-time path" tests (DESIGN.md §5).
+//! A counting global allocator for "no allocation on the real-time path" tests (docs/ARCHITECTURE.md §5).
 //! Each test binary that uses it declares `#[global_allocator] static A: Counting = Counting;`
 //! itself. Heap operations (alloc, realloc, dealloc) are counted on threads that armed
 //! [`ARMED`], or on every thread while [`ALL_THREADS`] is set — the latter only in a test that
