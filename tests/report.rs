@@ -30,7 +30,7 @@ const FIXTURES: &[(&str, &str, usize)] = &[
     ("event", "event-grid", 1),
 ];
 
-/// What each kind's dedicated section shows (seed-shaped figures and tables).
+/// What each kind's dedicated section shows (the studies' figures and tables).
 const PARTS: &[(&str, &[&str])] = &[
     (
         "event",
