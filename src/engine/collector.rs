@@ -2,9 +2,9 @@
 //! counters and, with `--trace`, writes every cycle to CSV. Runs on a normal thread; the
 //! real-time side only ever does a wait-free push (or counts a drop).
 
-use super::probe::{Cause, CycleRecord};
+use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
+use crate::common::{Cause, CycleRecord};
 use crate::error::{Error, Result};
-use crate::measure::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -74,7 +74,7 @@ pub struct XrunEvent {
     /// release − t_ideal: how late the previous cycle left this one to start.
     #[serde(default)]
     pub backlog_ns: u64,
-    /// Late only by that backlog: the cause is the previous xrun's (see `engine::probe`).
+    /// Late only by that backlog: the cause is the previous xrun's (see `common::cycle`).
     #[serde(default)]
     pub inherited: bool,
 }
