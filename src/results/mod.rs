@@ -4,6 +4,7 @@
 
 pub mod cyclictest;
 pub mod import;
+pub mod suite;
 pub mod write;
 
 use crate::system::Environment;
