@@ -135,7 +135,7 @@ fn blank(src: &str) -> String {
             // A char literal ('x', '\n', '\u{..}') or a lifetime ('a): only the former is
             // blanked.
             let n = if rest.get(1) == Some(&'\\') {
-                rest.iter().skip(2).position(|&x| x == '\'').map(|p| p + 3)
+                rest.iter().skip(3).position(|&x| x == '\'').map(|p| p + 4)
             } else if rest.get(2) == Some(&'\'') {
                 Some(3)
             } else {
@@ -445,6 +445,7 @@ fn f<'a>(x: &'a str) -> char {
     let _ = r#"crate::measure::stats"#;
     let _ = crate::measure::sched::run;
     let c = '"';
+    let _ = ['\'', '\\', '\u{22}', b'"' as char];
     let _ = crate::results::Status::Complete;
     c
 }
@@ -460,14 +461,23 @@ mod tests {
         vec![
             (5, "engine"),
             (10, "measure"),
-            (12, "results"),
-            (16, "report")
+            (13, "results"),
+            (17, "report")
         ],
         "{v:#?}"
     );
     assert!(v[0]
         .to_string()
         .contains("src/driver/x.rs:5 → crate::engine"));
+    // A group over several lines names each module on its own line, nested groups included.
+    let group = "use crate::{\n    error::Result,\n    rt::{clock, Policy},\n    cli::Cli,\n};\n";
+    let v = check("system/x.rs", group);
+    assert_eq!(
+        v.iter()
+            .map(|v| (v.line, v.to.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(4, "cli")]
+    );
     // Downward and same-layer imports pass; so does `super` inside the file's own module.
     let ok = "use crate::{common, rt::clock};\nuse super::signal::InputSource;\n";
     assert!(check("driver/sim.rs", ok).is_empty());
