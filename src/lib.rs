@@ -6,6 +6,7 @@
 //! binary (`cli`) only parses, calls and prints.
 
 pub mod cli;
+pub mod common;
 pub mod driver;
 pub mod dsp;
 pub mod engine;

@@ -72,7 +72,7 @@ pub struct AudioPeriod {
 
 impl AudioPeriod {
     pub fn period_ns(&self) -> u64 {
-        self.frames as u64 * 1_000_000_000 / self.rate as u64
+        crate::common::ns_of_frames(self.frames as u64, self.rate)
     }
 }
 

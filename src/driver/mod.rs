@@ -19,7 +19,9 @@ pub mod virtual_dev;
 
 pub use device::DeviceClock;
 
-use crate::engine::probe::CycleRecord;
+pub use crate::common::DeviceParams;
+
+use crate::common::CycleRecord;
 
 /// One period of stereo audio: the device's input and the output the handler must fill.
 pub struct AudioIo<'a> {
@@ -113,20 +115,4 @@ pub struct DriverStats {
     /// Device periods elapsed (processed + skipped).
     pub periods_elapsed: u64,
     pub sink: signal::SinkStats,
-}
-
-/// Device parameters shared by every driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceParams {
-    pub rate: u32,
-    pub frames: u32,
-    /// Periods of buffering n (≥ 2).
-    pub periods: u32,
-}
-
-impl DeviceParams {
-    /// Nominal period P, rounded down to a nanosecond (timestamps use the exact rational).
-    pub fn period_ns(&self) -> u64 {
-        self.frames as u64 * 1_000_000_000 / self.rate as u64
-    }
 }

@@ -2,9 +2,9 @@
 //! counters and, with `--trace`, writes every cycle to CSV. Runs on a normal thread; the
 //! real-time side only ever does a wait-free push (or counts a drop).
 
-use super::probe::{Cause, CycleRecord};
+use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
+use crate::common::{Cause, CycleRecord};
 use crate::error::{Error, Result};
-use crate::measure::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Write;

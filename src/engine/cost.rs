@@ -24,7 +24,7 @@
 //!
 //! The inequality is strict (`end == deadline` is in time), so `k·c == P` is no xrun.
 
-use super::probe::{CycleRecord, MAX_THREADS, MAX_TRACKS};
+use crate::common::cycle::{CycleRecord, MAX_THREADS, MAX_TRACKS};
 use crate::dsp::{ChainElement, PluginContext};
 use crate::error::{Error, Result};
 use schemars::JsonSchema;

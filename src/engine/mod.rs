@@ -23,6 +23,9 @@ pub use cost::CostModel;
 pub use pool::{futex_wait, futex_wake};
 pub use run::{run, RunConfig, RunResult};
 
+use crate::common::cycle::{
+    account_after, Cause, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS,
+};
 use crate::driver::{AudioIo, CycleHandler, CycleTiming, TimeBase};
 use crate::dsp::{registry, ChainElement, Plugin, PluginContext};
 use crate::error::{Error, Result};
@@ -30,7 +33,6 @@ use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
 use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
 use crate::rt::Policy;
 use pool::Event;
-use probe::{account_after, Cause, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
@@ -598,7 +600,7 @@ impl Drop for Engine {
 
 /// Nominal period of an engine spec, for callers that need it before building.
 pub fn period_ns(rate: u32, frames: usize) -> u64 {
-    frames as u64 * 1_000_000_000 / rate as u64
+    crate::common::ns_of_frames(frames as u64, rate)
 }
 
 impl Engine {

@@ -11,7 +11,7 @@
 //! before its first cycle and handed back to the caller through `join` when it ends; the
 //! loop itself only reads the clock, sleeps and writes into those buffers.
 
-use super::stats::{self, Histogram, Summary};
+use crate::common::stats::{self, Histogram, Summary};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::rt::{self, affinity, clock, interrupt, Policy};

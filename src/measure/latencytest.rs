@@ -11,9 +11,9 @@
 //! times come from `DeviceClock::t_ideal` (exact, drift-free), the work from the calibrated
 //! `burn` plugin, the blocking from absolute `clock_nanosleep`.
 
-use super::stats::{self, Summary};
+use crate::common::stats::{self, Summary};
+use crate::common::DeviceParams;
 use crate::driver::device::DeviceClock;
-use crate::driver::DeviceParams;
 use crate::dsp::burn::Burn;
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};

@@ -18,6 +18,7 @@
 //! in parallel, so the load of the critical path is that of one track's chain, and any rise
 //! of this figure with the track count is the cost of parallelism (Vignati et al. Fig. 2b).
 
+use crate::common::Status;
 use crate::driver::jack::{JackConfig, JackControl, JackLoad};
 use crate::driver::sim::SimConfig;
 use crate::dsp::{parse_chain, ChainElement, PluginContext};
@@ -26,7 +27,6 @@ use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult,
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
 use crate::progress::{Progress, Silent};
-use crate::results::Status;
 use crate::rt::Policy;
 use crate::stress::session::{StressRecord, StressSession};
 use crate::stress::spec::StressSpec;
@@ -745,12 +745,7 @@ fn run_cell(
         }
     }
     let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
-    let period_ns = crate::driver::DeviceParams {
-        rate: cfg.rate,
-        frames: buffer,
-        periods: cfg.periods,
-    }
-    .period_ns();
+    let period_ns = crate::common::ns_of_frames(buffer as u64, cfg.rate);
     let jack = r
         .as_ref()
         .and_then(|r| r.results.jack.as_ref())

@@ -14,12 +14,12 @@ use super::reservation::ControllerConfig;
 pub use super::sched_observe::QPoint;
 use super::sched_observe::{cdf, decimate_max, CdfPoint, ClientEnd, EndTimeStats, PeriodStats};
 use super::sched_observe::{RowObserver, RowTiming};
-use crate::engine::probe::{CycleRecord, MAX_CLIENTS};
+use crate::common::cycle::{CycleRecord, MAX_CLIENTS};
+use crate::common::Status;
 use crate::engine::run::{run_tapped, DriverKind, RunConfig, RunResults};
 use crate::engine::Ramp;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::results::Status;
 use crate::rt::Policy;
 use crate::stress::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
 use schemars::JsonSchema;
@@ -146,7 +146,7 @@ pub struct SchedResult {
 
 impl SchedConfig {
     pub fn period_ns(&self) -> u64 {
-        self.buffer_frames as u64 * 1_000_000_000 / self.rate as u64
+        crate::common::ns_of_frames(self.buffer_frames as u64, self.rate)
     }
 
     pub fn validate(&self) -> Result<()> {

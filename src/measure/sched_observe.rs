@@ -8,10 +8,10 @@
 //! tests feed it synthetic records.
 
 use super::reservation::{rank_index, split_budget, Controller, ControllerConfig, Step};
+use crate::common::cycle::{CycleRecord, MAX_CLIENTS};
+use crate::common::Summary;
 use crate::engine::collector::Dist;
-use crate::engine::probe::{CycleRecord, MAX_CLIENTS};
 use crate::error::Result;
-use crate::measure::stats::Summary;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -163,7 +163,7 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
     let c = &r.config;
     let x = &r.results;
     let mut t = new_table(&["", "p50", "p99", "max", "mean"]);
-    let row = |t: &mut Table, name: &str, s: &crate::measure::stats::Summary| {
+    let row = |t: &mut Table, name: &str, s: &crate::common::Summary| {
         t.add_row(vec![
             Cell::new(name),
             num(format_ns(s.p50)),
@@ -243,7 +243,7 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
     if let Some(c) = &x.compete {
         s.push_str(&compete_line(c));
     }
-    if r.status != crate::results::Status::Complete {
+    if r.status != crate::common::Status::Complete {
         s.push_str(&format!("status: {:?} (partial result)\n", r.status));
     }
     s

@@ -45,7 +45,7 @@ pub fn histogram_text(r: &LatencyResult, hist_buckets: u64) -> String {
     );
     // Cyclictest's footer values are whole microseconds, rounded down.
     let us = |ns: f64| format!("{:05}", (ns / 1000.0).floor() as u64);
-    let s = |f: fn(&crate::measure::stats::Summary) -> f64| -> Vec<String> {
+    let s = |f: fn(&crate::common::Summary) -> f64| -> Vec<String> {
         r.per_cpu.iter().map(|c| us(f(&c.stats.summary))).collect()
     };
     line(&mut out, "# Min Latencies:", s(|s| s.min as f64));

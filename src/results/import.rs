@@ -10,11 +10,11 @@
 //! 1 µs buckets (a bucket's value is its lower edge, as cyclictest prints it); a percentile that falls among the histogram overflows is reported as the
 //! recorded maximum, an upper bound.
 
+use crate::common::Summary;
 use crate::error::{Error, Result};
 use crate::measure::latency::{
     CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
 };
-use crate::measure::stats::Summary;
 use crate::rt::Policy;
 use std::path::Path;
 

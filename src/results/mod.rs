@@ -4,29 +4,18 @@
 
 pub mod cyclictest;
 pub mod import;
+pub mod suite;
 pub mod write;
 
 use crate::system::Environment;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::common::Status;
 pub use write::{read_result, write_atomic, write_json_atomic};
 
 /// Bumped whenever a change to the types would break readers of older files.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// How a run ended. Anything but `complete` still carries every record collected so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Status {
-    Complete,
-    /// Stopped by SIGINT/SIGTERM; the result holds what was measured until then.
-    Interrupted,
-    /// The watchdog found a cycle that never ended and stopped the run.
-    Watchdog,
-    /// The audio server went away during the run.
-    ServerShutdown,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {

@@ -5,8 +5,8 @@
 //! The job loop follows docs/ARCHITECTURE.md §5: the trace and histograms are allocated before the
 //! first job, recording a job never allocates, and the loop does no I/O.
 
+use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::error::{Error, Result};
-use crate::measure::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::rt::clock::{monotonic_ns, sleep_until_ns, thread_cpu_ns};
 use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
 use crate::rt::Policy;

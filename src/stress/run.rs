@@ -5,9 +5,9 @@
 use super::periodic::{PeriodicResult, PeriodicSpec, PeriodicTask};
 use super::session::{StressRecord, StressSession};
 use super::spec::StressSpec;
+use crate::common::Status;
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::results::Status;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -5,114 +5,17 @@
 
 pub mod stages;
 
+pub use crate::results::suite::{Manifest, StageRecord, StageStatus, SuiteStatus, MANIFEST};
 pub use stages::{Mode, Need, Stage, STAGES};
 
 use crate::error::{Error, Result};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-pub const MANIFEST: &str = "manifest.json";
 pub const REPORT: &str = "report.html";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StageStatus {
-    Ok,
-    Failed,
-    Skipped,
-}
-
-/// One line of the manifest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct StageRecord {
-    pub stage: String,
-    /// The child's arguments after the binary (`-o FILE` included when it ran).
-    pub argv: Vec<String>,
-    pub status: StageStatus,
-    /// Why it was skipped or failed.
-    pub reason: Option<String>,
-    /// What weakens an `ok` stage (e.g. stress-ng missing: an approximated load).
-    pub note: Option<String>,
-    pub exit_code: Option<i32>,
-    pub duration_s: f64,
-    /// The stage's result, relative to DIR (present when it exists).
-    pub file: Option<String>,
-    /// The child's stdout and stderr, relative to DIR.
-    pub log: Option<String>,
-}
-
-impl StageRecord {
-    /// A stage that has not run (yet): skipped until its run says otherwise.
-    fn not_run(stage: &str, argv: Vec<String>) -> StageRecord {
-        StageRecord {
-            stage: stage.into(),
-            argv,
-            status: StageStatus::Skipped,
-            reason: None,
-            note: None,
-            exit_code: None,
-            duration_s: 0.0,
-            file: None,
-            log: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SuiteStatus {
-    Running,
-    Complete,
-    Interrupted,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Manifest {
-    pub tool: crate::results::Tool,
-    pub mode: Mode,
-    pub driver: String,
-    pub status: SuiteStatus,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub stages: Vec<StageRecord>,
-    /// The HTML report, relative to DIR, once written.
-    pub report: Option<String>,
-}
-
-impl Manifest {
-    /// DIR/manifest.json.
-    pub fn read(dir: &Path) -> Result<Manifest> {
-        Manifest::read_file(&dir.join(MANIFEST))
-    }
-
-    pub fn read_file(p: &Path) -> Result<Manifest> {
-        let t =
-            std::fs::read_to_string(p).map_err(|e| Error::input(p, format!("cannot read: {e}")))?;
-        serde_json::from_str(&t).map_err(|e| Error::input(p, format!("not a suite manifest: {e}")))
-    }
-
-    fn write(&self, dir: &Path) -> Result<()> {
-        let mut s = serde_json::to_string_pretty(self).expect("manifest serialises");
-        s.push('\n');
-        crate::results::write_atomic(&dir.join(MANIFEST), s.as_bytes())
-    }
-
-    /// Exit code of the whole suite: 3 interrupted, 1 a stage failed, 0 otherwise.
-    pub fn exit_code(&self) -> u8 {
-        if self.status == SuiteStatus::Interrupted {
-            crate::error::EXIT_CANNOT_MEASURE
-        } else if self.stages.iter().any(|s| s.status == StageStatus::Failed) {
-            crate::error::EXIT_THRESHOLD
-        } else {
-            0
-        }
-    }
-}
 
 pub struct SuiteConfig {
     pub dir: PathBuf,

@@ -1,19 +1,7 @@
 //! The suite's stage table: what each stage runs (an argv of this same binary, without
 //! `-o`), in quick, full and smoke mode, and what it needs to run at all.
 
-/// How long the stages run.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Minutes: short durations, a tiny load grid (the README's first command).
-    Quick,
-    /// the studies' durations: hours (Vignati et al.: 10 min trials, 2 h validation, 5 h cyclictest).
-    Full,
-    /// Seconds: every stage once, for the test suite.
-    Smoke,
-}
+pub use crate::results::suite::Mode;
 
 /// A condition a stage needs; unmet, the stage is listed as skipped with the reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,29 +281,6 @@ pub const STAGES: &[Stage] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// Every stage parses as the command line it is: a typo in the table
-    /// would otherwise show only as a failed stage at the end of a long suite.
-    #[test]
-    fn every_stage_parses() {
-        for s in STAGES {
-            for mode in [Mode::Quick, Mode::Full, Mode::Smoke] {
-                let argv = s.argv(mode, "virtual");
-                assert!(
-                    !argv.iter().any(|a| a.contains('{')),
-                    "{}: {argv:?}",
-                    s.name
-                );
-                let mut full = vec!["xrunlab".to_string()];
-                full.extend(argv.iter().cloned());
-                full.extend(["-o".into(), "x.json".into()]);
-                if let Err(e) = crate::cli::Cli::try_parse_from(&full) {
-                    panic!("{} ({mode:?}): {e}", s.name);
-                }
-            }
-        }
-    }
 
     #[test]
     fn names_are_unique_and_the_order_is_the_protocol() {

@@ -43,7 +43,7 @@ pub fn report(inputs: &[Input]) -> String {
 }
 
 /// A report headed by a suite's stage table when `manifest` is given.
-pub fn report_with(inputs: &[Input], manifest: Option<&crate::suite::Manifest>) -> String {
+pub fn report_with(inputs: &[Input], manifest: Option<&crate::results::suite::Manifest>) -> String {
     page(
         "xrunlab report",
         html! {
@@ -62,8 +62,8 @@ pub fn report_with(inputs: &[Input], manifest: Option<&crate::suite::Manifest>) 
 }
 
 /// What a suite ran, skipped (and why) and how long each stage took.
-fn suite_table(m: &crate::suite::Manifest) -> Markup {
-    use crate::suite::StageStatus;
+fn suite_table(m: &crate::results::suite::Manifest) -> Markup {
+    use crate::results::suite::StageStatus;
     html! {
         section.suite {
             h2 { "Suite" }

@@ -1,8 +1,8 @@
 use super::{figure, n, plot_bars};
+use crate::common::Summary;
 use crate::engine::collector::XrunEvent;
 use crate::engine::run::{LoadPct, RunResults};
 use crate::engine::RunConfig;
-use crate::measure::stats::Summary;
 use crate::report::plot::{line_chart, Axes, Series};
 use crate::units::format_ns;
 use maud::{html, Markup};

@@ -1,0 +1,495 @@
+//! The layers of docs/ARCHITECTURE.md §2 stay acyclic: no file under `src/` names a module of a
+//! higher layer, whether in a `use` line or inline in code (`crate::engine::probe::X`,
+//! `super::super::results::Status`). The checker reads the sources as text: comments and
+//! string literals are blanked first, so a doc comment or a message that mentions a path does
+//! not count.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The layers, lowest first. A module may import from its own layer and from any below it.
+///
+/// Data flows driver → engine → measurements → results → report, with suite and cli on top;
+/// below the driver sit the toolboxes. Where the order is a choice:
+/// - `error` is below `common` (common's functions return its `Result`), and `common` imports
+///   nothing else from the crate.
+/// - `units` (parsing and printing what users type) sits above `common` because
+///   `AudioPeriod::period_ns` uses its conversion, and below `rt` because `rt::policy` parses
+///   with it.
+/// - `stress` is a toolbox beside `system` and `dsp`: the engine and the measurements start
+///   stressors, and stressors know nothing of the engine.
+/// - `results` is above `measure`: a result document embeds every measurement's config and
+///   result types, and `system::Environment`.
+/// - `suite` is above `report`: it ends by writing the report; the report renders a suite
+///   manifest, whose types therefore live in `results::suite`.
+const LAYERS: &[&[&str]] = &[
+    &["error"],
+    &["common"],
+    &["units"],
+    &["rt", "progress"],
+    &["system", "dsp", "stress"],
+    &["driver"],
+    &["engine"],
+    &["measure"],
+    &["results"],
+    &["report"],
+    &["suite"],
+    &["cli"],
+];
+
+/// Upward imports in files that other branches of the same refactoring are restructuring
+/// right now (file relative to `src/`, imported module). Each path they use is re-exported
+/// from `crate::common`, where the import should point.
+/// TEMPORARY: removed by the integrator after the parallel refactoring merges.
+const ALLOWED: &[(&str, &str)] = &[
+    ("driver/alsa.rs", "engine"),
+    ("driver/jack.rs", "engine"),
+    ("engine/run.rs", "measure"),
+    ("engine/run.rs", "results"),
+    ("measure/event/mod.rs", "results"),
+    ("measure/rtl.rs", "results"),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// One import of a higher layer.
+#[derive(Debug, PartialEq)]
+struct Violation {
+    file: String,
+    line: usize,
+    from: String,
+    to: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = (layer_of(&self.from), layer_of(&self.to));
+        write!(
+            f,
+            "src/{}:{} → crate::{}: `{}` (layer {}) must not import `{}` (layer {}, higher)",
+            self.file,
+            self.line,
+            self.to,
+            self.from,
+            a.map_or("?".into(), |l| l.to_string()),
+            self.to,
+            b.map_or("?".into(), |l| l.to_string()),
+        )
+    }
+}
+
+/// The source with comments, string and char literals replaced by spaces (newlines kept, so
+/// line numbers stay right).
+fn blank(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let keep_lines = |s: &[char], out: &mut String| {
+        for &ch in s {
+            out.push(if ch == '\n' { '\n' } else { ' ' });
+        }
+    };
+    let mut i = 0;
+    while i < c.len() {
+        let rest = &c[i..];
+        if rest.starts_with(&['/', '/']) {
+            let end = rest.iter().position(|&x| x == '\n').unwrap_or(rest.len());
+            keep_lines(&rest[..end], &mut out);
+            i += end;
+        } else if rest.starts_with(&['/', '*']) {
+            // Block comments nest in Rust.
+            let (mut depth, mut j) = (0usize, 0usize);
+            while j < rest.len() {
+                if rest[j..].starts_with(&['/', '*']) {
+                    depth += 1;
+                    j += 2;
+                } else if rest[j..].starts_with(&['*', '/']) {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            keep_lines(&rest[..j], &mut out);
+            i += j;
+        } else if (rest[0] == 'r' || rest.starts_with(&['b', 'r']))
+            && (i == 0 || !is_ident(c[i - 1]))
+            && raw_string_len(rest).is_some()
+        {
+            let n = raw_string_len(rest).unwrap();
+            keep_lines(&rest[..n], &mut out);
+            i += n;
+        } else if rest[0] == '"' {
+            let mut j = 1;
+            while j < rest.len() && rest[j] != '"' {
+                j += if rest[j] == '\\' { 2 } else { 1 };
+            }
+            let n = (j + 1).min(rest.len());
+            keep_lines(&rest[..n], &mut out);
+            i += n;
+        } else if rest[0] == '\'' {
+            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a): only the former is
+            // blanked.
+            let n = if rest.get(1) == Some(&'\\') {
+                rest.iter().skip(3).position(|&x| x == '\'').map(|p| p + 4)
+            } else if rest.get(2) == Some(&'\'') {
+                Some(3)
+            } else {
+                None
+            };
+            let n = n.unwrap_or(1);
+            if n == 1 {
+                out.push('\'');
+            } else {
+                keep_lines(&rest[..n], &mut out);
+            }
+            i += n;
+        } else {
+            out.push(rest[0]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Length of a raw string literal (`r"…"`, `r#"…"#`, `br"…"`) starting at `s[0]`.
+fn raw_string_len(s: &[char]) -> Option<usize> {
+    let mut j = if s[0] == 'b' { 2 } else { 1 };
+    let mut hashes = 0;
+    while s.get(j) == Some(&'#') {
+        hashes += 1;
+        j += 1;
+    }
+    if s.get(j) != Some(&'"') {
+        return None;
+    }
+    j += 1;
+    while j < s.len() {
+        if s[j] == '"' && (1..=hashes).all(|h| s.get(j + h) == Some(&'#')) {
+            return Some(j + 1 + hashes);
+        }
+        j += 1;
+    }
+    Some(s.len())
+}
+
+fn is_ident(ch: char) -> bool {
+    ch.is_alphanumeric() || ch == '_'
+}
+
+/// Tokens of blanked source: identifiers, `::` and single punctuation, each with its line.
+fn tokens(src: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut line = 1;
+    let c: Vec<char> = src.chars().collect();
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if is_ident(ch) {
+            let s: String = c[i..].iter().take_while(|&&x| is_ident(x)).collect();
+            i += s.chars().count();
+            out.push((s, line));
+        } else if ch == ':' && c.get(i + 1) == Some(&':') {
+            out.push(("::".into(), line));
+            i += 2;
+        } else {
+            out.push((ch.to_string(), line));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The module path of a file under `src/`: `driver/mod.rs` → [driver], `engine/run.rs` →
+/// [engine, run], `units.rs` → [units].
+fn module_path(file: &str) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if parts.last().map(String::as_str) == Some("mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every top-level module that `file` (relative to `src/`) names, with the line it names it on.
+fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
+    let toks = tokens(&blank(src));
+    let base = module_path(file);
+    let mut found = Vec::new();
+    // Inline modules (`mod tests { … }`) deepen the path `super` starts from: a stack of the
+    // brace depths at which each one opened.
+    let mut inline: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    let t = |k: usize| toks.get(k).map_or("", |x| x.0.as_str());
+    let mut k = 0;
+    while k < toks.len() {
+        match t(k) {
+            "{" => {
+                depth += 1;
+                k += 1;
+                continue;
+            }
+            "}" => {
+                if inline.last() == Some(&depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+                k += 1;
+                continue;
+            }
+            "mod" if t(k + 2) == "{" => {
+                inline.push(depth + 1);
+                k += 1;
+                continue;
+            }
+            _ => {}
+        }
+        // A path from the crate root: `crate::`, or enough `super::` to climb out of the
+        // file's module.
+        let prev_is_colons = k > 0 && t(k - 1) == "::";
+        let root_after = if t(k) == "crate" && t(k + 1) == "::" && !prev_is_colons {
+            Some(k + 2)
+        } else if t(k) == "super" && t(k + 1) == "::" && !prev_is_colons {
+            let mut j = k;
+            let mut ups = 0;
+            while t(j) == "super" && t(j + 1) == "::" {
+                ups += 1;
+                j += 2;
+            }
+            let here = base.len() + inline.len();
+            if ups >= here {
+                Some(j)
+            } else {
+                // Still inside the file's top-level module (or climbing only out of inline
+                // modules): not an import of another top-level module.
+                k = j;
+                continue;
+            }
+        } else {
+            None
+        };
+        let Some(j) = root_after else {
+            k += 1;
+            continue;
+        };
+        let line = toks[k].1;
+        if t(j) == "{" {
+            // A group: the first identifier of every top-level item names a module.
+            let mut d = 0usize;
+            let mut m = j;
+            let mut item_start = true;
+            while m < toks.len() {
+                match t(m) {
+                    "{" => {
+                        d += 1;
+                        if d == 1 {
+                            item_start = true;
+                        }
+                    }
+                    "}" => {
+                        d -= 1;
+                        if d == 0 {
+                            break;
+                        }
+                    }
+                    "," if d == 1 => item_start = true,
+                    s if d == 1 && item_start => {
+                        item_start = false;
+                        found.push((toks[m].1, s.to_string()));
+                    }
+                    _ => {}
+                }
+                m += 1;
+            }
+            k = m;
+        } else {
+            found.push((line, t(j).to_string()));
+            k = j;
+        }
+    }
+    found.retain(|(_, m)| layer_of(m).is_some());
+    found
+}
+
+/// The upward imports in one file.
+fn check(file: &str, src: &str) -> Vec<Violation> {
+    let from = module_path(file)[0].clone();
+    let Some(own) = layer_of(&from) else {
+        return Vec::new();
+    };
+    imports(file, src)
+        .into_iter()
+        .filter(|(_, to)| layer_of(to).is_some_and(|l| l > own))
+        .map(|(line, to)| Violation {
+            file: file.to_string(),
+            line,
+            from: from.clone(),
+            to,
+        })
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_layer_imports_a_higher_one() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut unplaced = BTreeSet::new();
+    let mut violations = Vec::new();
+    let mut allowed_hit = BTreeSet::new();
+    for p in &files {
+        let rel = p
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        // The crate root and the binary wire every module together.
+        if rel == "lib.rs" || rel == "main.rs" {
+            continue;
+        }
+        let top = module_path(&rel)[0].clone();
+        if layer_of(&top).is_none() {
+            unplaced.insert(top);
+            continue;
+        }
+        let text = std::fs::read_to_string(p).unwrap();
+        for v in check(&rel, &text) {
+            if ALLOWED.contains(&(v.file.as_str(), v.to.as_str())) {
+                allowed_hit.insert((v.file.clone(), v.to.clone()));
+            } else {
+                violations.push(v);
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "top-level modules missing from LAYERS in tests/layers.rs: {unplaced:?}"
+    );
+    let stale: Vec<_> = ALLOWED
+        .iter()
+        .filter(|(f, m)| !allowed_hit.contains(&(f.to_string(), m.to_string())))
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "{} upward import(s) (docs/ARCHITECTURE.md §2; shared vocabulary belongs in \
+         crate::common):\n{}",
+        violations.len(),
+        violations
+            .iter()
+            .map(|v| format!("  {v}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "ALLOWED in tests/layers.rs lists imports that are gone; remove them: {stale:?}"
+    );
+}
+
+/// `common` is the leaf every layer may use: it imports only `crate::error`.
+#[test]
+fn common_imports_only_error() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("common"), &mut files);
+    assert!(!files.is_empty());
+    for p in files {
+        let rel = p
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        for (line, m) in imports(&rel, &std::fs::read_to_string(&p).unwrap()) {
+            assert!(
+                m == "error" || m == "common",
+                "src/{rel}:{line} → crate::{m}: common may import only crate::error"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_checker_finds_upward_imports_and_ignores_comments_and_strings() {
+    let src = r##"
+//! Doc: use crate::cli::Cli;
+/// crate::report::load
+use crate::error::Result;
+use crate::{common::Status, engine::probe::CycleRecord};
+/* use crate::suite::Manifest; /* nested */ crate::cli */
+fn f<'a>(x: &'a str) -> char {
+    let _ = "crate::results::Status";
+    let _ = r#"crate::measure::stats"#;
+    let _ = crate::measure::sched::run;
+    let c = '"';
+    let _ = ['\'', '\\', '\u{22}', b'"' as char];
+    let _ = crate::results::Status::Complete;
+    c
+}
+mod tests {
+    use super::super::super::report::table;
+    use super::*;
+}
+"##;
+    let v = check("driver/x.rs", src);
+    let got: Vec<(usize, &str)> = v.iter().map(|v| (v.line, v.to.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (5, "engine"),
+            (10, "measure"),
+            (13, "results"),
+            (17, "report")
+        ],
+        "{v:#?}"
+    );
+    assert!(v[0]
+        .to_string()
+        .contains("src/driver/x.rs:5 → crate::engine"));
+    // A group over several lines names each module on its own line, nested groups included.
+    let group = "use crate::{\n    error::Result,\n    rt::{clock, Policy},\n    cli::Cli,\n};\n";
+    let v = check("system/x.rs", group);
+    assert_eq!(
+        v.iter()
+            .map(|v| (v.line, v.to.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(4, "cli")]
+    );
+    // Downward and same-layer imports pass; so does `super` inside the file's own module.
+    let ok = "use crate::{common, rt::clock};\nuse super::signal::InputSource;\n";
+    assert!(check("driver/sim.rs", ok).is_empty());
+    // From a nested file `super::super` reaches the crate root.
+    let nested = "use super::super::cli::Cli;\n";
+    assert_eq!(
+        check("report/html/run.rs", nested).len(),
+        0,
+        "climbs to report only"
+    );
+    assert_eq!(
+        check("report/html/run.rs", "use super::super::super::cli::Cli;\n").len(),
+        1
+    );
+}
