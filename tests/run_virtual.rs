@@ -222,3 +222,50 @@ fn sim_run_json_and_fail_on_xrun() {
     assert_eq!(v["config"]["driver"], "sim");
     assert!(String::from_utf8_lossy(&o.stderr).contains("xruns 1"));
 }
+
+/// The environment says "measured under stress"; the command adds no second copy, and the
+/// finisher says each warning once on stderr.
+#[test]
+fn the_stress_warning_is_said_once_in_the_result_and_once_on_stderr() {
+    let cases: [&[&str]; 2] = [
+        &["run", "--driver", "sim", "--duration", "1s"],
+        &[
+            "latency",
+            "--duration",
+            "300ms",
+            "--policy",
+            "other",
+            "--no-mlock",
+        ],
+    ];
+    for args in cases {
+        let o = xrunlab()
+            .args(args)
+            .args(["--no-dma-latency"].iter().filter(|_| args[0] == "latency"))
+            .args(["--stress", "cpu", "--stress-backend", "builtin", "--json"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let said: Vec<&str> = doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_str())
+            .filter(|w| w.contains("measured under stress"))
+            .collect();
+        assert_eq!(said, ["measured under stress: cpu"], "{args:?}");
+        assert_eq!(
+            err.matches("xrunlab: warning: measured under stress")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+        // Every warning of the result appears on stderr exactly once.
+        for w in doc["warnings"].as_array().unwrap() {
+            let line = format!("xrunlab: warning: {}\n", w.as_str().unwrap());
+            assert_eq!(err.matches(&line).count(), 1, "{args:?}: {line}");
+        }
+    }
+}

@@ -1,9 +1,10 @@
 //! `xrunlab check`.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started};
+use super::Global;
 use crate::error::Result;
 use crate::report::table;
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::{Body, Status};
 use crate::system::check::{run_checks, CheckConfig};
 use crate::system::{Environment, Root};
 use clap::Args;
@@ -24,7 +25,7 @@ pub struct CheckArgs {
 }
 
 pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
+    let at = crate::rt::clock::wall_clock_rfc3339();
     let root = match &a.root {
         Some(p) if !p.is_dir() => {
             return super::usage(format!("--root {}: not a directory", p.display()))
@@ -36,26 +37,20 @@ pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
     let report = run_checks(&root, &env);
     let failed = report.fail > 0;
     let human = format!("{}\n{}", table::system_line(&env), table::checks(&report));
-    let doc = ResultDoc::new(
-        Body::Check {
-            config: CheckConfig {
-                root: a
-                    .root
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "/".into()),
-                strict: a.strict,
-            },
-            results: report,
+    let body = Body::Check {
+        config: CheckConfig {
+            root: a
+                .root
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "/".into()),
+            strict: a.strict,
         },
-        Status::Complete,
-        started,
-        env,
-    );
-    output::emit(&doc, g, &human)?;
-    Ok(if a.strict && failed {
-        crate::error::EXIT_THRESHOLD
-    } else {
-        0
-    })
+        results: report,
+    };
+    let mut m = Measured::new(body, Status::Complete, Started { at, env }, human)
+        .threshold(a.strict && failed);
+    // The table rows already say what the warnings would.
+    m.show_warnings = false;
+    output::finish(m, g)
 }

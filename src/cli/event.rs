@@ -1,6 +1,7 @@
 //! `xrunlab event`: parse, call `measure::event::run`, print and write the result.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started, Verdict};
+use super::Global;
 use crate::error::Result;
 use crate::measure::event::{
     self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, SEED_PAIRS,
@@ -166,42 +167,36 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
 }
 
 pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
     let cfg = config(&a)?;
-    let env = crate::system::Environment::capture();
+    let started = Started::now(Vec::new());
     let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
     let r = event::run(&cfg, progress.as_ref())?;
-    let body = Body::Event {
-        config: r.config.clone(),
-        results: Box::new(r.results.clone()),
-    };
     let human = summary(&r);
-    if let Some(code) = output::emit_measured(
-        body,
-        r.status,
-        started,
-        env,
-        &r.warnings,
+    let verdict = if r.results.runs.iter().any(|x| x.latency.count > 0) {
+        Verdict::Pass
+    } else {
+        let trials: usize = r.results.runs.iter().map(|x| x.trials.len()).sum();
+        Verdict::NothingMeasured(format!(
+            "xrunlab: event measured no trial: {}\n",
+            if trials == 0 {
+                "no trigger arrived".to_string()
+            } else {
+                format!(
+                    "all {trials} trials overlapped an xrun, so their timing is not the device's"
+                )
+            }
+        ))
+    };
+    let body = Body::Event {
+        config: r.config,
+        results: Box::new(r.results),
+    };
+    output::finish(
+        Measured::new(body, r.status, started, human)
+            .warnings(r.warnings)
+            .verdict(verdict),
         g,
-        &human,
-        "event",
-    )? {
-        return Ok(code);
-    }
-    let measured = r.results.runs.iter().any(|x| x.latency.count > 0);
-    if measured {
-        return Ok(0);
-    }
-    let trials: usize = r.results.runs.iter().map(|x| x.trials.len()).sum();
-    output::stderr(&format!(
-        "xrunlab: event measured no trial: {}\n",
-        if trials == 0 {
-            "no trigger arrived".to_string()
-        } else {
-            format!("all {trials} trials overlapped an xrun, so their timing is not the device's")
-        }
-    ));
-    Ok(crate::error::EXIT_CANNOT_MEASURE)
+    )
 }
 
 fn ms(ns: f64) -> String {

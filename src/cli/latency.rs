@@ -1,12 +1,12 @@
 //! `xrunlab latency`.
 
-use super::{output, Global};
-use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
+use super::output::{self, Measured, Started};
+use super::Global;
+use crate::error::{Error, Result};
 use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
 use crate::report::table;
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::{Body, Status};
 use crate::rt::{affinity, Policy};
-use crate::system::Environment;
 use crate::units::{parse_duration_ns, AudioPeriod};
 use clap::Args;
 use std::path::PathBuf;
@@ -182,9 +182,7 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
             _ => {}
         }
     }
-    let started = crate::rt::clock::wall_clock_rfc3339();
-    let mut env = Environment::capture();
-    env.stress = cfg.stress.clone();
+    let started = Started::now(cfg.stress.clone());
     let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let result = latency::measure_under(&cfg, &spec, progress.as_ref())?;
@@ -203,54 +201,37 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
     }
-    let interrupted = result.interrupted;
-    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
-    let status = if interrupted {
+    let status = if result.interrupted {
         Status::Interrupted
     } else {
         Status::Complete
     };
-    let stress_warning = (!cfg.stress.is_empty()).then(|| {
-        format!(
-            "measured under stress ({}){}",
-            cfg.stress.join(","),
-            if result.baseline.is_some() {
-                "; `baseline` holds the idle phase measured just before"
-            } else {
-                ""
-            }
-        )
-    });
-    let mut doc = ResultDoc::new(
-        Body::Latency {
-            config: cfg,
-            results: Box::new(result),
-        },
-        status,
-        started,
-        env,
-    );
-    if interrupted {
-        doc.warnings
-            .push("interrupted by a signal: the result covers only part of the run".into());
+    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
+    // The environment says "measured under stress"; only the baseline needs explaining here.
+    let mut warnings = Vec::new();
+    if result.interrupted {
+        warnings.push("interrupted by a signal: the result covers only part of the run".into());
     }
-    if let Some(w) = stress_warning {
-        doc.warnings.push(w);
+    if result.baseline.is_some() {
+        warnings
+            .push("`baseline` holds the idle phase measured just before the stressed one".into());
     }
     if unpinned {
-        doc.warnings.push(
+        warnings.push(
             "SCHED_DEADLINE threads cannot be pinned inside the default root domain: they ran \
              unpinned, so each row is one thread, not one CPU"
                 .into(),
         );
     }
-    output::emit(&doc, g, &human)?;
-    Ok(if interrupted {
-        eprintln!("xrunlab: interrupted; the partial result was written");
-        EXIT_CANNOT_MEASURE
-    } else if crossed {
-        EXIT_THRESHOLD
-    } else {
-        0
-    })
+    let body = Body::Latency {
+        config: cfg,
+        results: Box::new(result),
+    };
+    output::finish(
+        Measured::new(body, status, started, human)
+            .warnings(warnings)
+            .threshold(crossed)
+            .partial("xrunlab: interrupted; the partial result was written\n"),
+        g,
+    )
 }

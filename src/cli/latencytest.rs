@@ -1,12 +1,12 @@
 //! `xrunlab latencytest`: Senoner's loop, idle and under each stress class.
 
-use super::{output, Global};
-use crate::error::{Result, EXIT_CANNOT_MEASURE};
+use super::output::{self, Measured, Started};
+use super::Global;
+use crate::error::Result;
 use crate::measure::latencytest::{self, LatencytestConfig, LatencytestResult, DEFAULT_CLASSES};
 use crate::report::table::{new_table, num};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::{Body, Status};
 use crate::rt::Policy;
-use crate::system::Environment;
 use crate::units::{format_ns, parse_duration_ns, parse_percent};
 use clap::Args;
 use comfy_table::Cell;
@@ -103,37 +103,29 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
         ..Default::default()
     }
     .to_spec()?;
-    let started = crate::rt::clock::wall_clock_rfc3339();
-    let mut env = Environment::capture();
-    env.stress = cfg.classes.clone();
+    let started = Started::now(cfg.classes.clone());
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let r = latencytest::run(&cfg, &stress, progress.as_ref())?;
     drop(progress);
     let human = summary(&r);
-    let interrupted = r.interrupted;
-    let mut doc = ResultDoc::new(
-        Body::Latencytest {
-            config: cfg,
-            results: Box::new(r),
-        },
-        if interrupted {
-            Status::Interrupted
-        } else {
-            Status::Complete
-        },
-        started,
-        env,
-    );
-    doc.warnings.push(
-        "phases after idle were measured under stress: each phase's `stress` says what ran".into(),
-    );
-    output::emit(&doc, g, &human)?;
-    Ok(if interrupted {
-        eprintln!("xrunlab: interrupted; the partial result was written");
-        EXIT_CANNOT_MEASURE
+    let status = if r.interrupted {
+        Status::Interrupted
     } else {
-        0
-    })
+        Status::Complete
+    };
+    let body = Body::Latencytest {
+        config: cfg,
+        results: Box::new(r),
+    };
+    output::finish(
+        Measured::new(body, status, started, human)
+            .warnings([
+                "phases after idle were measured under stress: each phase's `stress` says what ran"
+                    .to_string(),
+            ])
+            .partial("xrunlab: interrupted; the partial result was written\n"),
+        g,
+    )
 }
 
 /// One row per phase, as Senoner's result list (latency and overruns per stress class).

@@ -1,6 +1,7 @@
 //! `xrunlab load`: the DSP load test grid of Vignati et al. §3.1.1.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started};
+use super::Global;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
 use crate::engine::run::DriverKind;
 use crate::engine::CostModel;
@@ -9,7 +10,6 @@ use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
 use crate::stress::StressArgs;
-use crate::system::Environment;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -219,8 +219,7 @@ fn split_plugins(s: &str) -> Vec<String> {
 }
 
 pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
-    let cfg = a.to_config()?;
+    let mut cfg = a.to_config()?;
     let mut stress_args = a.stress.clone();
     // Vignati et al. ran every cell under stress-ng; `--stress-backend auto` falls back to the
     // built-in equivalent where stress-ng is missing.
@@ -228,7 +227,6 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         stress_args.stress = Some("paper".into());
     }
     let spec = stress_args.to_spec()?;
-    let mut cfg = cfg;
     cfg.stress = spec.labels();
     let prior: Option<LoadResults> = match &a.resume {
         Some(p) => {
@@ -250,23 +248,23 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         None => None,
     };
     let out_path = g.output.clone().or_else(|| a.resume.clone());
-    let mut env = Environment::capture();
-    env.stress = spec.labels();
-    let make_doc = |results: &LoadResults, status: Status, env: &Environment| {
-        ResultDoc::new(
-            Body::Load {
-                config: cfg.clone(),
-                results: results.clone(),
-            },
-            status,
-            started.clone(),
-            env.clone(),
-        )
+    let started = Started::now(spec.labels());
+    let body = |results: &LoadResults| Body::Load {
+        config: cfg.clone(),
+        results: results.clone(),
     };
     let mut on_cell = |r: &LoadResults| -> Result<()> {
         match &out_path {
             // Until the grid ends the file says interrupted: that is what it is if we die.
-            Some(p) => write_json_atomic(p, &make_doc(r, Status::Interrupted, &env)),
+            Some(p) => write_json_atomic(
+                p,
+                &ResultDoc::new(
+                    body(r),
+                    Status::Interrupted,
+                    started.at.clone(),
+                    started.env.clone(),
+                ),
+            ),
             None => Ok(()),
         }
     };
@@ -280,25 +278,18 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         progress.as_ref(),
     )?;
     let human = crate::report::table::load_summary(&cfg, &out.results);
-    let mut doc = make_doc(&out.results, out.status, &env);
-    doc.warnings.extend(out.warnings.iter().cloned());
-    if let Some(s) = &out.results.stress {
-        doc.warnings.extend(s.warnings.iter().cloned());
-    }
-    let g2 = Global {
+    let partial = format!(
+        "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",
+        out.results.cells.len(),
+        out.results.cells_total
+    );
+    let stress_warnings = out.results.stress.iter().flat_map(|s| s.warnings.clone());
+    let m = Measured::new(body(&out.results), out.status, started, human)
+        .warnings(out.warnings.iter().cloned().chain(stress_warnings))
+        .partial(partial);
+    let g = Global {
         output: out_path,
         ..g.clone()
     };
-    output::emit(&doc, &g2, &human)?;
-    match out.status {
-        Status::Complete => Ok(0),
-        _ => {
-            output::stderr(&format!(
-                "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",
-                out.results.cells.len(),
-                out.results.cells_total
-            ));
-            Ok(crate::error::EXIT_CANNOT_MEASURE)
-        }
-    }
+    output::finish(m, &g)
 }

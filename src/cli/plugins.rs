@@ -1,12 +1,12 @@
 //! `xrunlab plugins list` and `xrunlab plugins bench`.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started};
+use super::Global;
 use crate::dsp::bench::{bench_element, BenchConfig, BenchResult, NEVER_RETURNS};
 use crate::dsp::{parse_chain, registry, ChainElement, PluginContext};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
-use crate::results::{Body, ResultDoc, Status};
-use crate::system::Environment;
+use crate::results::{Body, Status};
 use clap::{Args, Subcommand};
 use comfy_table::Cell;
 
@@ -69,7 +69,6 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
 }
 
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
     let duration_ns = crate::units::parse_duration_ns(&b.duration)?;
     if duration_ns == 0 || duration_ns > 600_000_000_000 {
         return super::usage(format!(
@@ -107,7 +106,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         max_frames: b.buffer as usize,
     };
     let explicit = !b.plugins.is_empty();
-    let env = Environment::capture();
+    let started = Started::now(Vec::new());
     let mut results: Vec<BenchResult> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for e in &elements {
@@ -123,20 +122,14 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
     }
-    let doc = ResultDoc::new(
-        Body::Bench {
-            config: BenchConfig {
-                rate: b.rate,
-                buffer_frames: b.buffer,
-                duration_ns,
-                plugins: elements,
-            },
-            results,
+    let body = Body::Bench {
+        config: BenchConfig {
+            rate: b.rate,
+            buffer_frames: b.buffer,
+            duration_ns,
+            plugins: elements,
         },
-        Status::Complete,
-        started,
-        env,
-    );
-    output::emit(&doc, g, &human)?;
-    Ok(0)
+        results,
+    };
+    output::finish(Measured::new(body, Status::Complete, started, human), g)
 }

@@ -1,6 +1,7 @@
 //! `xrunlab rtl`: parse, call `measure::rtl::run`, print and write the result.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started, Verdict};
+use super::Global;
 use crate::error::Result;
 use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
 use crate::measure::rtl_jack;
@@ -224,31 +225,27 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
 }
 
 pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
     let cfg = config(&a)?;
     cfg.validate()?;
-    let env = crate::system::Environment::capture();
+    let started = Started::now(Vec::new());
     let progress = crate::progress::for_terminal(g.quiet || cfg.driver.is_none(), 0);
     let r = rtl::run(&cfg, progress.as_ref())?;
-    let body = Body::Rtl {
-        config: r.config.clone(),
-        results: Box::new(r.results.clone()),
-    };
     let human = summary(&r);
-    if let Some(code) =
-        output::emit_measured(body, r.status, started, env, &r.warnings, g, &human, "rtl")?
-    {
-        return Ok(code);
-    }
-    let ok = match &r.results.measured {
-        None => true,
-        Some(m) => m.outcome == RtlOutcome::Measured,
+    // The summary says why a loop gave no estimate.
+    let verdict = match &r.results.measured {
+        Some(m) if m.outcome != RtlOutcome::Measured => Verdict::NothingMeasured(String::new()),
+        _ => Verdict::Pass,
     };
-    Ok(if ok {
-        0
-    } else {
-        crate::error::EXIT_CANNOT_MEASURE
-    })
+    let body = Body::Rtl {
+        config: r.config,
+        results: Box::new(r.results),
+    };
+    output::finish(
+        Measured::new(body, r.status, started, human)
+            .warnings(r.warnings)
+            .verdict(verdict),
+        g,
+    )
 }
 
 pub(crate) fn summary(r: &RtlRunResult) -> String {

@@ -1,12 +1,13 @@
 //! `xrunlab run`: parse, call `engine::run`, print and write the result.
 
-use super::{output, Global};
+use super::output::{self, Measured};
+use super::Global;
 use crate::driver::signal::SignalKind;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
 use crate::engine::run::{ComputeKind, DriverKind, RunConfig};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
-use crate::results::{Body, ResultDoc, Status};
+use crate::results::{Body, Status};
 use crate::rt::Policy;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -200,73 +201,46 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     let mut cfg = a.to_config()?;
     let spec = a.stress.to_spec()?;
     cfg.stress = spec.labels();
-    let started = crate::rt::clock::wall_clock_rfc3339();
-    // Captured before the run, so the result's stolen time covers it.
-    let mut env = crate::system::Environment::capture();
-    env.stress = spec.labels();
+    let started = output::Started::now(spec.labels());
     let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
     let r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
     let human = crate::report::table::run_summary(&r);
-    let mut doc = ResultDoc::new(
-        Body::Run {
-            config: r.config.clone(),
-            results: r.results.clone(),
-        },
-        r.status,
-        started,
-        env,
-    );
-    doc.warnings.extend(r.warnings.iter().cloned());
-    if !spec.is_idle() {
-        doc.warnings.push(format!(
-            "measured under stress ({})",
-            spec.labels().join(",")
-        ));
-    }
-    output::emit(&doc, g, &human)?;
+    let partial = partial_line(&r, g);
+    let glitches = r.results.xruns.total + r.results.skipped_periods;
+    let body = Body::Run {
+        config: r.config,
+        results: r.results,
+    };
+    output::finish(
+        Measured::new(body, r.status, started, human)
+            .warnings(r.warnings)
+            .threshold(a.fail_on_xrun && glitches > 0)
+            .partial(partial),
+        g,
+    )
+}
+
+/// What stderr says when the run ended early, by why it did.
+fn partial_line(r: &crate::engine::run::RunResult, g: &Global) -> String {
     match r.status {
-        Status::Watchdog => {
-            let w = r.results.watchdog.as_ref();
-            eprintln!(
-                "xrunlab: error: watchdog: a cycle did not end within {}; engine threads demoted to SCHED_OTHER and the run stopped (partial result{})",
-                crate::units::format_ns(w.map(|w| w.bound_ns).unwrap_or(0)),
-                if g.output.is_some() { " written" } else { " above" }
-            );
-            // A thread stuck in a plugin cannot be joined; leaving the process ends it.
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            let _ = std::io::stderr().flush();
-            std::process::exit(crate::error::EXIT_CANNOT_MEASURE as i32);
-        }
-        Status::ServerShutdown => {
-            eprintln!(
-                "xrunlab: error: the JACK server shut down after {} cycles; partial result reported",
+        Status::Watchdog => format!(
+            "xrunlab: error: watchdog: a cycle did not end within {}; engine threads demoted to SCHED_OTHER and the run stopped (partial result{})\n",
+            crate::units::format_ns(r.results.watchdog.as_ref().map(|w| w.bound_ns).unwrap_or(0)),
+            if g.output.is_some() { " written" } else { " above" }
+        ),
+        Status::ServerShutdown => format!(
+            "xrunlab: error: the JACK server shut down after {} cycles; partial result reported\n",
+            r.results.cycles
+        ),
+        Status::Interrupted | Status::Complete => {
+            let change = r.results.jack.as_ref().and_then(|j| j.param_change.as_ref());
+            format!(
+                "{}xrunlab: run interrupted after {} cycles; partial result reported\n",
+                change
+                    .map(|c| format!("xrunlab: the JACK server changed its configuration: {c}\n"))
+                    .unwrap_or_default(),
                 r.results.cycles
-            );
-            Ok(crate::error::EXIT_CANNOT_MEASURE)
-        }
-        Status::Interrupted => {
-            if let Some(c) = r
-                .results
-                .jack
-                .as_ref()
-                .and_then(|j| j.param_change.as_ref())
-            {
-                eprintln!("xrunlab: the JACK server changed its configuration: {c}");
-            }
-            eprintln!(
-                "xrunlab: run interrupted after {} cycles; partial result reported",
-                r.results.cycles
-            );
-            Ok(crate::error::EXIT_CANNOT_MEASURE)
-        }
-        Status::Complete => {
-            let glitches = r.results.xruns.total + r.results.skipped_periods;
-            Ok(if a.fail_on_xrun && glitches > 0 {
-                crate::error::EXIT_THRESHOLD
-            } else {
-                0
-            })
+            )
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `xrunlab sched`: Cucinotta et al.'s comparison of scheduling policies for the audio graph.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started};
+use super::Global;
 use crate::engine::run::DriverKind;
 use crate::error::Result;
 use crate::measure::reservation::ControllerConfig;
@@ -193,25 +194,16 @@ impl SchedArgs {
 
 pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
     let cfg = a.to_config()?;
-    let started = crate::rt::clock::wall_clock_rfc3339();
-    // Captured before the rows run, so the result's stolen time covers them.
-    let env = crate::system::Environment::capture();
+    let started = Started::now(Vec::new());
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let r = sched::run(&cfg, progress.as_ref())?;
     let human = crate::report::table::sched_summary(&r.results);
     let body = Body::Sched {
-        config: r.config.clone(),
-        results: Box::new(r.results.clone()),
+        config: r.config,
+        results: Box::new(r.results),
     };
-    Ok(output::emit_measured(
-        body,
-        r.status,
-        started,
-        env,
-        &r.warnings,
+    output::finish(
+        Measured::new(body, r.status, started, human).warnings(r.warnings),
         g,
-        &human,
-        "sched",
-    )?
-    .unwrap_or(0))
+    )
 }

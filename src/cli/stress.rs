@@ -1,14 +1,14 @@
 //! `xrunlab stress` (hold a load, optionally with a competing periodic task) and the hidden
 //! `xrunlab __stressor` that runs one built-in stressor in a child process.
 
-use super::{output, Global};
+use super::output::{self, Measured, Started};
+use super::Global;
 use crate::error::Result;
-use crate::results::{Body, ResultDoc};
+use crate::results::Body;
 use crate::stress::builtin::{self, StressorOpts};
 use crate::stress::periodic::PeriodicSpec;
 use crate::stress::run::{run_stress, StressConfig};
 use crate::stress::{Preset, StressArgs};
-use crate::system::Environment;
 use crate::units::parse_duration_ns;
 use clap::Args;
 use std::path::PathBuf;
@@ -35,7 +35,6 @@ pub struct StressCmdArgs {
 }
 
 pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
-    let started = crate::rt::clock::wall_clock_rfc3339();
     let spec = a.stress.to_spec()?;
     let duration_ns = parse_duration_ns(&a.duration)?;
     let mut compete = a
@@ -49,26 +48,22 @@ pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     if spec.is_idle() && compete.is_none() {
         return super::usage("nothing to run: give --stress, --stress-cmd or --compete");
     }
-    let mut env = Environment::capture();
-    env.stress = spec.labels();
+    let started = Started::now(spec.labels());
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let (results, status) = run_stress(&spec, duration_ns, compete.as_ref(), progress.as_ref())?;
     let human = crate::report::table::stress(&results);
-    let doc = ResultDoc::new(
-        Body::Stress {
-            config: StressConfig {
-                presets: spec.labels(),
-                duration_ns,
-                compete,
-            },
-            results: Box::new(results),
+    let body = Body::Stress {
+        config: StressConfig {
+            presets: spec.labels(),
+            duration_ns,
+            compete,
         },
-        status,
-        started,
-        env,
-    );
-    output::emit(&doc, g, &human)?;
-    Ok(0)
+        results: Box::new(results),
+    };
+    let mut m = Measured::new(body, status, started, human);
+    // Ctrl-C is how a held load is ended: what ran until then is the whole result.
+    m.partial = None;
+    output::finish(m, g)
 }
 
 /// Internal: one built-in stressor (started by a stress session, not by users).

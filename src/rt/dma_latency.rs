@@ -18,10 +18,15 @@ impl DmaLatencyGuard {
     /// Open `path`, write `value_us` as the kernel's 32-bit binary value, and hold it.
     pub fn acquire_at(path: &Path, value_us: i32) -> Result<Self> {
         let mut file = OpenOptions::new().write(true).open(path).map_err(|e| {
-            Error::cannot_measure(format!(
+            let msg = format!(
                 "cannot open {} ({e}): run as root, or pass --no-dma-latency to measure the system as configured",
                 path.display()
-            ))
+            );
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                Error::no_privilege(msg)
+            } else {
+                Error::cannot_measure(msg)
+            }
         })?;
         file.write_all(&value_us.to_ne_bytes())
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
@@ -54,5 +59,7 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("--no-dma-latency"));
+        // A missing file is not a refused privilege.
+        assert_eq!(e.kind(), crate::error::ErrorKind::CannotMeasure);
     }
 }

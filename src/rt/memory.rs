@@ -15,7 +15,7 @@ impl MemoryLock {
         }
         let err = std::io::Error::last_os_error();
         Err(match err.raw_os_error() {
-            Some(libc::ENOMEM) | Some(libc::EPERM) => Error::cannot_measure(format!(
+            Some(libc::ENOMEM) | Some(libc::EPERM) => Error::no_privilege(format!(
                 "mlockall failed ({err}): raise RLIMIT_MEMLOCK (ulimit -l), e.g. '@audio - memlock unlimited' \
                  in /etc/security/limits.d/audio.conf, or run as root; pass --no-mlock to measure without it"
             )),

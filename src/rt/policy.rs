@@ -343,37 +343,39 @@ fn explain(policy: &Policy, tid: libc::pid_t, err: std::io::Error) -> Error {
     let deadline = matches!(policy, Policy::Deadline { .. });
     // SAFETY: geteuid has no preconditions.
     let privileged = unsafe { libc::geteuid() } == 0;
-    let msg = match err.raw_os_error() {
-        Some(libc::EPERM) if deadline && privileged && pinned_narrower(tid) => format!(
+    match err.raw_os_error() {
+        // Root already: more privilege would not help, so this is not a privilege refusal.
+        Some(libc::EPERM) if deadline && privileged && pinned_narrower(tid) => Error::cannot_measure(format!(
             "the kernel refused {policy} for {who} although xrunlab runs as root: a SCHED_DEADLINE \
              thread may not be pinned to fewer CPUs than its root domain (admission control is per \
              root domain). Unpin it (drop --cpus), or give it an exclusive cpuset partition holding \
              just those CPUs (cgroup v2: cpuset.cpus plus cpuset.cpus.partition=root) and run there"
-        ),
-        Some(libc::EPERM) if deadline => format!(
+        )),
+        Some(libc::EPERM) if deadline => Error::no_privilege(format!(
             "not permitted to set {policy} on {who}: SCHED_DEADLINE needs root or CAP_SYS_NICE \
              (RLIMIT_RTPRIO is not enough), and a DEADLINE thread may not be pinned to fewer CPUs than \
              its root domain: unpin it, or give it an exclusive cpuset"
-        ),
-        Some(libc::EPERM) => format!(
+        )),
+        Some(libc::EPERM) => Error::no_privilege(format!(
             "not permitted to set {policy} on {who}: raise RLIMIT_RTPRIO (ulimit -r) — usually by adding \
              the user to the 'audio' group with '@audio - rtprio 95' and '@audio - memlock unlimited' in \
              /etc/security/limits.d/audio.conf, then logging in again — or run as root / with CAP_SYS_NICE"
-        ),
-        Some(libc::EBUSY) if deadline => format!(
+        )),
+        Some(libc::EBUSY) if deadline => Error::cannot_measure(format!(
             "SCHED_DEADLINE admission control refused {policy} for {who}: the total DEADLINE bandwidth \
              would exceed the real-time limit (kernel.sched_rt_runtime_us / sched_rt_period_us, per root \
              domain). Lower the runtime, stop other DEADLINE tasks, or raise /proc/sys/kernel/sched_rt_runtime_us"
-        ),
-        Some(libc::EINVAL) if deadline => format!(
+        )),
+        Some(libc::EINVAL) if deadline => Error::cannot_measure(format!(
             "the kernel rejected {policy} for {who} ({err}): runtime <= deadline <= period must hold, with \
              runtime >= 1 µs and period <= 4 s (kernel.sched_deadline_period_max_us)"
-        ),
-        Some(libc::EINVAL) => format!("the kernel rejected {policy} for {who}: {err}"),
-        Some(libc::ESRCH) => format!("{who} does not exist (it may have exited)"),
-        _ => format!("setting {policy} on {who} failed: {err}"),
-    };
-    Error::cannot_measure(msg)
+        )),
+        Some(libc::EINVAL) => {
+            Error::cannot_measure(format!("the kernel rejected {policy} for {who}: {err}"))
+        }
+        Some(libc::ESRCH) => Error::cannot_measure(format!("{who} does not exist (it may have exited)")),
+        _ => Error::cannot_measure(format!("setting {policy} on {who} failed: {err}")),
+    }
 }
 
 #[cfg(test)]
@@ -438,6 +440,7 @@ mod tests {
         );
         assert!(e.to_string().contains("RLIMIT_RTPRIO"), "{e}");
         assert_eq!(e.exit_code(), crate::error::EXIT_CANNOT_MEASURE);
+        assert_eq!(e.kind(), crate::error::ErrorKind::NoPrivilege);
         let dl = Policy::Deadline {
             runtime_ns: 1_000_000,
             deadline_ns: 2_000_000,
@@ -446,6 +449,8 @@ mod tests {
         };
         let e = explain(&dl, 0, std::io::Error::from_raw_os_error(libc::EBUSY));
         assert!(e.to_string().contains("sched_rt_runtime_us"), "{e}");
+        // Admission control is about bandwidth, not privilege.
+        assert_eq!(e.kind(), crate::error::ErrorKind::CannotMeasure);
     }
 
     #[test]
