@@ -2,8 +2,9 @@
 
 use super::{output, Global};
 use crate::error::Result;
-use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
-use crate::measure::rtl_jack;
+use crate::measure::rtl::{
+    self, LoopLatency, RtlConfig, RtlDriver, RtlJack, RtlOutcome, RtlRunResult,
+};
 use crate::report::table::{new_table, num};
 use crate::results::Body;
 use crate::rt::Policy;
@@ -347,7 +348,7 @@ fn polarity_line(m: &rtl::RtlMeasurement) -> String {
 }
 
 /// Measured beside what the JACK server declares, and the -I/-O advice.
-fn jack_summary(r: &RtlRunResult, j: &rtl_jack::RtlJack, m: &rtl::RtlMeasurement) -> String {
+fn jack_summary(r: &RtlRunResult, j: &RtlJack, m: &rtl::RtlMeasurement) -> String {
     let c = &r.config;
     let ms = |f: f64| format!("{:.4}", f * 1000.0 / c.rate as f64);
     let mut s = format!(
