@@ -1,7 +1,7 @@
-//! `xrunlab event` (seed 002's trigger-to-sound latency). On the virtual device every trial is
+//! `xrunlab event` (Topliss et al.'s trigger-to-sound latency). On the virtual device every trial is
 //! checked against the device model, computed here from the recorded trigger time and the
 //! device clock; on a private jackd dummy server the mean must lie in the band the server's
-//! declared latency predicts, with generous bounds (noisy VM, DESIGN.md §4).
+//! declared latency predicts, with generous bounds (noisy VM, docs/ARCHITECTURE.md §4).
 
 mod common;
 

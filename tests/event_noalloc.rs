@@ -1,4 +1,4 @@
-//! DESIGN.md §5 for `xrunlab event`: the cycle path (trigger read, note-on, onset search,
+//! docs/ARCHITECTURE.md §5 for `xrunlab event`: the cycle path (trigger read, note-on, onset search,
 //! note-off, silence detection, the report through the ring) neither allocates nor frees.
 //! Deterministic: the test drives the handler's cycles itself, no real time involved.
 

@@ -1,4 +1,4 @@
-//! DESIGN.md §5: the RTL estimator neither allocates nor frees per block, hop boundaries and
+//! docs/ARCHITECTURE.md §5: the RTL estimator neither allocates nor frees per block, hop boundaries and
 //! estimates included. A counting global allocator (own test binary) counts on this thread.
 
 mod common;

@@ -269,9 +269,9 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
     );
     if r.results.measured.is_none() {
         // Vignati et al.'s rounding is only meaningful next to its own profiles.
-        let seed = c.profile.is_some();
+        let published = c.profile.is_some();
         let mut head = vec!["buffer", "RTL frames", "RTL ms"];
-        if seed {
+        if published {
             head.push("as printed in Vignati et al.");
         }
         let mut t = new_table(&head);
@@ -281,11 +281,11 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
                 num(row.rtl_frames),
                 num(format!("{:.4}", row.rtl_ms)),
             ];
-            if seed {
+            if published {
                 cells.push(num(if row.below_profile_min {
                     "- (not run)".to_string()
                 } else {
-                    format!("{:.2}", row.seed000_ms)
+                    format!("{:.2}", row.published_ms)
                 }));
             }
             t.add_row(cells);

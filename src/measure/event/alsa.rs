@@ -106,7 +106,7 @@ pub(super) fn run(
         rate,
         period_frames: frames,
         periods: Some(periods),
-        seed_buffer_frames: s.seed_buffer,
+        grid_buffer_frames: s.grid_buffer,
         output_delay_frames: report.delay_frames.mean.max(0.0) as u64,
         playback_latency_frames: None,
         playback_latency_port: None,

@@ -94,21 +94,21 @@ impl std::str::FromStr for Scenario {
 /// device buffer and `period` the frames per interrupt; xrunlab's `--buffer` is the period
 /// and `--periods` is n = buffer / period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct SeedPair {
+pub struct GridPair {
     pub buffer_frames: u32,
     pub period_frames: u32,
 }
 
-impl SeedPair {
+impl GridPair {
     pub fn periods(&self) -> u32 {
         self.buffer_frames / self.period_frames
     }
 }
 
 /// Every buffer/period pair of Topliss et al.'s Figures 4–7 (ALSA and JACK, USB and Audio Cape).
-pub const SEED_PAIRS: [SeedPair; 15] = {
-    const fn p(buffer_frames: u32, period_frames: u32) -> SeedPair {
-        SeedPair {
+pub const GRID_PAIRS: [GridPair; 15] = {
+    const fn p(buffer_frames: u32, period_frames: u32) -> GridPair {
+        GridPair {
             buffer_frames,
             period_frames,
         }
@@ -133,7 +133,7 @@ pub const SEED_PAIRS: [SeedPair; 15] = {
 };
 
 /// Parse `B/P[,B/P…]` (Topliss et al.'s buffer/period).
-pub fn parse_pairs(s: &str) -> Result<Vec<SeedPair>> {
+pub fn parse_pairs(s: &str) -> Result<Vec<GridPair>> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let bad = || {
@@ -147,7 +147,7 @@ pub fn parse_pairs(s: &str) -> Result<Vec<SeedPair>> {
         if p == 0 || !b.is_multiple_of(p) || !(2..=64).contains(&(b / p)) || p > 65536 {
             return Err(bad());
         }
-        out.push(SeedPair {
+        out.push(GridPair {
             buffer_frames: b,
             period_frames: p,
         });
@@ -178,7 +178,7 @@ pub struct EventConfig {
     pub fifo_frames: u32,
     pub dac_frames: u32,
     /// Grid mode: these buffer/period pairs for every driver and scenario.
-    pub grid: Option<Vec<SeedPair>>,
+    pub grid: Option<Vec<GridPair>>,
     pub seed: u64,
     pub policy: Policy,
     pub jack: Option<crate::driver::jack::JackConfig>,
@@ -369,8 +369,10 @@ pub struct EventRun {
     /// Periods of buffering n of the virtual device; None on JACK (the server's nperiods is
     /// inside its port latency).
     pub periods: Option<u32>,
-    /// Topliss et al.'s buffer column when the run came from a grid pair.
-    pub seed_buffer_frames: Option<u32>,
+    /// The BUFFER (whole device buffer, Topliss et al.'s notation) of the grid pair this run
+    /// came from; None outside a grid. The device may have negotiated otherwise (`periods`),
+    /// and a JACK row runs at the server's nperiods.
+    pub grid_buffer_frames: Option<u32>,
     /// Frames from the start of the rendering cycle to the DAC for its first frame:
     /// virtual (n−1)·period + FIFO + DAC; JACK the playback latency of our output port.
     pub output_delay_frames: u64,
@@ -430,7 +432,7 @@ mod tests {
         for bad in ["256", "256/0", "100/64", "64/64", "x/8", ""] {
             assert!(parse_pairs(bad).is_err(), "{bad}");
         }
-        assert!(SEED_PAIRS.iter().all(|p| (2..=64).contains(&p.periods())));
+        assert!(GRID_PAIRS.iter().all(|p| (2..=64).contains(&p.periods())));
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub(super) fn run(
 ) -> Result<EventRun> {
     use crate::driver::jack::JackClient;
     let mut jc = cfg.jack.clone().unwrap_or_default();
-    if s.seed_buffer.is_some() {
+    if s.grid_buffer.is_some() {
         // Grid: the period is set on the server for this row; the client puts the
         // server's own size back when the row ends (JackClient restores what it set).
         jc.set_buffer = true;
@@ -195,7 +195,7 @@ fn run_jack_client(
         rate,
         period_frames: frames,
         periods: None,
-        seed_buffer_frames: s.seed_buffer,
+        grid_buffer_frames: s.grid_buffer,
         output_delay_frames: port_lat,
         playback_latency_frames: latency.as_ref().map(|l| l.0),
         playback_latency_port: latency.map(|l| l.1),

@@ -37,7 +37,7 @@ mod virtual_dev;
 
 pub use config::{
     parse_pairs, Background, EventConfig, EventDriver, EventResults, EventRun, EventRunResult,
-    EventTrial, LatencyStats, ModelBand, Scenario, SeedPair, SEED_PAIRS,
+    EventTrial, GridPair, LatencyStats, ModelBand, Scenario, GRID_PAIRS,
 };
 pub use handler::{cycle_handler, DelayProbe, OnsetView, TriggerHandle};
 
@@ -54,7 +54,7 @@ struct Setting {
     scenario: Scenario,
     period_frames: Option<u32>,
     periods: u32,
-    seed_buffer: Option<u32>,
+    grid_buffer: Option<u32>,
 }
 
 /// The background of mono-bg: `top -b -d 0.1` when installed, else the built-in stressor
@@ -112,7 +112,7 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
                     scenario: sc,
                     period_frames: cfg.buffer_frames,
                     periods: cfg.periods.unwrap_or(2),
-                    seed_buffer: None,
+                    grid_buffer: None,
                 });
             }
         }
@@ -132,7 +132,7 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
                             scenario: sc,
                             period_frames: Some(p.period_frames),
                             periods: p.periods(),
-                            seed_buffer: Some(p.buffer_frames),
+                            grid_buffer: Some(p.buffer_frames),
                         });
                     }
                 }

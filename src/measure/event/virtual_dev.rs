@@ -91,7 +91,7 @@ pub(super) fn run(
         rate: cfg.rate,
         period_frames: frames,
         periods: Some(s.periods),
-        seed_buffer_frames: s.seed_buffer,
+        grid_buffer_frames: s.grid_buffer,
         output_delay_frames: out_delay,
         playback_latency_frames: None,
         playback_latency_port: None,

@@ -20,7 +20,7 @@ pub use loopback::{
     fractional_delay_fir, loopback, run_offline, LoopLine, LoopSink, LoopSource, LoopbackSpec,
 };
 pub use model::{
-    model_frames, model_table, parse_codec, profile, seed000_ms, LoopLatency, ModelRow, Profile,
+    model_frames, model_table, parse_codec, profile, published_ms, LoopLatency, ModelRow, Profile,
     PROFILES,
 };
 

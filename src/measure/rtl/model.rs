@@ -83,8 +83,8 @@ pub struct ModelRow {
     pub rtl_frames: u64,
     /// rtl_frames / rate, exactly.
     pub rtl_ms: f64,
-    /// The ms value as Vignati et al.'s Table 1 prints it (see [`seed000_ms`]).
-    pub seed000_ms: f64,
+    /// The ms value as Vignati et al.'s Table 1 prints it (see [`published_ms`]).
+    pub published_ms: f64,
     /// The profile's system did not run at this buffer size in Vignati et al.
     pub below_profile_min: bool,
 }
@@ -100,7 +100,7 @@ pub fn model_frames(buffer: u32, periods: u32, lat: &LoopLatency) -> u64 {
 /// separately rounded terms — the period `buffer/fs` rounded *up* to 0.01 ms, times the
 /// periods, plus eq. 2/3's fixed part rounded *down* to 0.01 ms (25/48 → 0.52, 32/48 → 0.66).
 /// This reproduces all ten printed cells; the exact value is `rtl_ms`.
-pub fn seed000_ms(buffer: u32, periods: u32, rate: u32, lat: &LoopLatency) -> f64 {
+pub fn published_ms(buffer: u32, periods: u32, rate: u32, lat: &LoopLatency) -> f64 {
     let period_cms = (buffer as u64 * 100_000).div_ceil(rate as u64);
     let fixed_cms = lat.fixed_frames() * 100_000 / rate as u64;
     (periods as u64 * period_cms + fixed_cms) as f64 / 100.0
@@ -121,7 +121,7 @@ pub fn model_table(
                 buffer_frames: b,
                 rtl_frames: f,
                 rtl_ms: f as f64 * 1000.0 / rate as f64,
-                seed000_ms: seed000_ms(b, periods, rate, lat),
+                published_ms: published_ms(b, periods, rate, lat),
                 below_profile_min: b < min_buffer,
             }
         })
