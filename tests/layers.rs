@@ -46,8 +46,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("driver/jack.rs", "engine"),
     ("engine/run.rs", "measure"),
     ("engine/run.rs", "results"),
-    ("measure/event/mod.rs", "results"),
-    ("measure/rtl.rs", "results"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

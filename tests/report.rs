@@ -30,7 +30,7 @@ const FIXTURES: &[(&str, &str, usize)] = &[
     ("event", "event-grid", 1),
 ];
 
-/// What each kind's dedicated section shows (the studies' figures and tables).
+/// What each kind's dedicated section shows (figures and tables shaped like the studies').
 const PARTS: &[(&str, &[&str])] = &[
     (
         "event",
@@ -159,7 +159,7 @@ fn report_from_every_fixture() {
         for part in *parts {
             assert!(sec.contains(part), "{kind} section lacks {part}");
         }
-        // Seed-shaped sections replace the generic field table.
+        // Sections shaped like the studies' replace the generic field table.
         assert!(!sec.contains("no dedicated view"), "{kind}");
     }
     let model = report_html(&[fixture("rtl-model")], dir.path());
@@ -526,4 +526,102 @@ fn load_summary_says_which_failed_trials_the_host_explains() {
         failed.div_ceil(2)
     );
     assert!(s.contains(&want), "{s}");
+}
+
+/// The committed fixtures are schema version 1 and stay so: every reader brings them up to
+/// the current version, with the fields version 2 renamed under their new names.
+#[test]
+fn version_1_results_are_read_with_the_renamed_fields() {
+    use xrunlab::results::{read_result, Body, SCHEMA_VERSION};
+    assert_eq!(json("rtl")["schema_version"], 1);
+    assert_eq!(json("event-grid")["schema_version"], 1);
+    // rtl: the model's `seed000_ms` is `published_ms`.
+    for name in ["rtl", "rtl-model", "rtl-xenomai"] {
+        let old = json(name);
+        let doc = read_result(&fixture(name)).unwrap();
+        assert_eq!(doc.schema_version, SCHEMA_VERSION);
+        let Body::Rtl { results, .. } = &doc.body else {
+            panic!("{name}: not rtl")
+        };
+        let rows = old["results"]["model"].as_array().unwrap();
+        assert_eq!(rows.len(), results.model.len());
+        for (o, m) in rows.iter().zip(&results.model) {
+            assert_eq!(o["seed000_ms"].as_f64().unwrap(), m.published_ms, "{name}");
+        }
+        let again = doc.to_json();
+        assert!(again.contains("\"published_ms\"") && !again.contains("seed000"));
+    }
+    // event: a run's `seed_buffer_frames` is `grid_buffer_frames`.
+    for name in ["event", "event-grid"] {
+        let old = json(name);
+        let doc = read_result(&fixture(name)).unwrap();
+        let Body::Event { results, .. } = &doc.body else {
+            panic!("{name}: not event")
+        };
+        for (o, r) in old["results"]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&results.runs)
+        {
+            assert_eq!(
+                o["seed_buffer_frames"].as_u64().map(|b| b as u32),
+                r.grid_buffer_frames,
+                "{name}"
+            );
+        }
+    }
+
+    // `report` shows them: Table 1's printed ms beside the exact one (3.333 ms exactly, 3.34
+    // as printed), and the grid's BUFFER/PERIOD settings.
+    let dir = tempfile::tempdir().unwrap();
+    let html = report_html(&[fixture("rtl")], dir.path());
+    let sec = section(&html, "rtl");
+    assert!(
+        sec.contains(r#"<td class="n">3.333</td><td class="n">3.34</td>"#),
+        "{sec}"
+    );
+    let html = report_html(&[fixture("event-grid")], dir.path());
+    let sec = section(&html, "event");
+    for pair in ["128/32", "256/64", "512/128"] {
+        assert!(
+            sec.contains(&format!(r#"<td class="n">{pair}</td>"#)),
+            "{pair}: {sec}"
+        );
+    }
+    let out = xrunlab()
+        .arg("report")
+        .arg(fixture("rtl-model"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("as printed in Vignati et al."), "{text}");
+    for r in json("rtl-model")["results"]["model"].as_array().unwrap() {
+        if !r["below_profile_min"].as_bool().unwrap() {
+            let ms = format!("{:.2}", r["seed000_ms"].as_f64().unwrap());
+            assert!(text.contains(&ms), "{ms}: {text}");
+        }
+    }
+
+    // `compare` takes version 1 too, and lists the event fields under their new names.
+    let text = compare_text("event-grid", "event");
+    assert!(text.contains("runs[0].grid_buffer_frames"), "{text}");
+    assert!(!text.contains("seed"), "{text}");
+    let text = compare_text("rtl", "rtl-xenomai");
+    assert!(text.contains("Vignati et al. Table 1"), "{text}");
+}
+
+#[test]
+fn a_result_newer_than_this_build_exits_2_saying_which_versions_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = json("rtl");
+    v["schema_version"] = 99.into();
+    let p = dir.path().join("future.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let out = xrunlab().arg("report").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("schema_version 99"), "{err}");
+    assert!(err.contains("versions 1 to"), "{err}");
 }

@@ -4,7 +4,7 @@ use super::output::{self, Measured, Started, Verdict};
 use super::Global;
 use crate::error::Result;
 use crate::measure::event::{
-    self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, SEED_PAIRS,
+    self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, GRID_PAIRS,
 };
 use crate::report::table::{new_table, num};
 use crate::results::Body;
@@ -154,7 +154,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     cfg.grid = if a.grid {
         Some(match &a.pairs {
             Some(p) => event::parse_pairs(p)?,
-            None => SEED_PAIRS.to_vec(),
+            None => GRID_PAIRS.to_vec(),
         })
     } else {
         None
@@ -306,7 +306,7 @@ fn grid_tables(r: &EventRunResult) -> String {
         let mut t = new_table(&head.iter().map(String::as_str).collect::<Vec<_>>());
         let mut rows: Vec<(Option<u32>, u32)> = Vec::new();
         for x in &runs {
-            let key = (x.seed_buffer_frames, x.period_frames);
+            let key = (x.grid_buffer_frames, x.period_frames);
             if !rows.contains(&key) {
                 rows.push(key);
             }
@@ -314,7 +314,7 @@ fn grid_tables(r: &EventRunResult) -> String {
         for key in rows {
             let cells: Vec<&&EventRun> = runs
                 .iter()
-                .filter(|x| (x.seed_buffer_frames, x.period_frames) == key)
+                .filter(|x| (x.grid_buffer_frames, x.period_frames) == key)
                 .collect();
             let first = cells[0];
             let mut row = vec![

@@ -3,8 +3,9 @@
 use super::output::{self, Measured, Started, Verdict};
 use super::Global;
 use crate::error::Result;
-use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlDriver, RtlOutcome, RtlRunResult};
-use crate::measure::rtl_jack;
+use crate::measure::rtl::{
+    self, LoopLatency, RtlConfig, RtlDriver, RtlJack, RtlOutcome, RtlRunResult,
+};
 use crate::report::table::{new_table, num};
 use crate::results::Body;
 use crate::rt::Policy;
@@ -265,9 +266,9 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
     );
     if r.results.measured.is_none() {
         // Vignati et al.'s rounding is only meaningful next to its own profiles.
-        let seed = c.profile.is_some();
+        let published = c.profile.is_some();
         let mut head = vec!["buffer", "RTL frames", "RTL ms"];
-        if seed {
+        if published {
             head.push("as printed in Vignati et al.");
         }
         let mut t = new_table(&head);
@@ -277,11 +278,11 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
                 num(row.rtl_frames),
                 num(format!("{:.4}", row.rtl_ms)),
             ];
-            if seed {
+            if published {
                 cells.push(num(if row.below_profile_min {
                     "- (not run)".to_string()
                 } else {
-                    format!("{:.2}", row.seed000_ms)
+                    format!("{:.2}", row.published_ms)
                 }));
             }
             t.add_row(cells);
@@ -344,7 +345,7 @@ fn polarity_line(m: &rtl::RtlMeasurement) -> String {
 }
 
 /// Measured beside what the JACK server declares, and the -I/-O advice.
-fn jack_summary(r: &RtlRunResult, j: &rtl_jack::RtlJack, m: &rtl::RtlMeasurement) -> String {
+fn jack_summary(r: &RtlRunResult, j: &RtlJack, m: &rtl::RtlMeasurement) -> String {
     let c = &r.config;
     let ms = |f: f64| format!("{:.4}", f * 1000.0 / c.rate as f64);
     let mut s = format!(

@@ -7,8 +7,6 @@ pub mod latencytest;
 pub mod loadtest;
 pub mod reservation;
 pub mod rtl;
-pub mod rtl_alsa;
-pub mod rtl_jack;
 pub mod sched;
 pub mod sched_observe;
 pub mod stats;

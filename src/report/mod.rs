@@ -105,7 +105,10 @@ pub fn load(path: &Path) -> Result<Input> {
             let value: Option<serde_json::Value> = std::fs::read_to_string(path)
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok());
-            let Some(value) = value else { return Err(e) };
+            let Some(mut value) = value else {
+                return Err(e);
+            };
+            crate::results::migrate::upgrade(&mut value);
             let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
             let version_ok = value.get("schema_version").and_then(|v| v.as_u64())
                 == Some(crate::results::SCHEMA_VERSION as u64);

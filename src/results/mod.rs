@@ -4,6 +4,7 @@
 
 pub mod cyclictest;
 pub mod import;
+pub mod migrate;
 pub mod suite;
 pub mod write;
 
@@ -14,8 +15,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::common::Status;
 pub use write::{read_result, write_atomic, write_json_atomic};
 
-/// Bumped whenever a change to the types would break readers of older files.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped whenever a change to the types would break readers of older files; readers bring
+/// older files up to it with [`migrate::upgrade`]. 2: fields named after a study got names
+/// saying what they hold (`published_ms`, `grid_buffer_frames`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {

@@ -62,21 +62,23 @@ pub fn write_json_atomic(path: &Path, doc: &ResultDoc) -> Result<()> {
 pub fn read_result(path: &Path) -> Result<ResultDoc> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         Error::input(
             path,
             format!("not JSON (line {}, column {}): {e}", e.line(), e.column()),
         )
     })?;
+    super::migrate::upgrade(&mut value);
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(v) if v == super::SCHEMA_VERSION as u64 => {}
         Some(v) => {
             return Err(Error::input(
                 path,
                 format!(
-                    "schema_version {v} is not supported by this xrunlab (it reads version {})",
-                    super::SCHEMA_VERSION
-                ),
+                "schema_version {v} is not supported by this xrunlab (it reads versions {} to {})",
+                super::migrate::OLDEST_READABLE,
+                super::SCHEMA_VERSION
+            ),
             ))
         }
         None => {

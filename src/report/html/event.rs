@@ -18,7 +18,7 @@ fn name(r: &EventRun) -> String {
 }
 
 fn setting(r: &EventRun) -> String {
-    match (r.seed_buffer_frames, r.periods) {
+    match (r.grid_buffer_frames, r.periods) {
         (Some(b), _) => format!("{b}/{}", r.period_frames),
         (None, Some(p)) => format!("{}×{p}", r.period_frames),
         (None, None) => r.period_frames.to_string(),

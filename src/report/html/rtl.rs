@@ -47,7 +47,8 @@ fn estimates_chart(c: &RtlConfig, r: &RtlResults) -> Option<String> {
 
 pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
     let l = c.loopback.latency;
-    let seed = c.profile.is_some();
+    // Vignati et al.'s rounding is only meaningful next to its own profiles.
+    let published = c.profile.is_some();
     let model_curve = vec![Series {
         label: format!("{}·buffer + {} frames", c.periods, l.fixed_frames()),
         points: r
@@ -68,10 +69,10 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
             } }
         h4 { "Modelled RTL (Table 1 shape)" }
         table.model {
-            tr { th { "buffer (frames)" } th { "RTL (frames)" } th { "RTL (ms)" } @if seed { th { "as printed in Vignati et al. (ms)" } } }
+            tr { th { "buffer (frames)" } th { "RTL (frames)" } th { "RTL (ms)" } @if published { th { "as printed in Vignati et al. (ms)" } } }
             @for m in &r.model {
                 tr { (n(m.buffer_frames)) (n(m.rtl_frames)) (n(format!("{:.3}", m.rtl_ms)))
-                     @if seed { (n(if m.below_profile_min { "- (not run)".to_string() } else { format!("{:.2}", m.seed000_ms) })) } }
+                     @if published { (n(if m.below_profile_min { "- (not run)".to_string() } else { format!("{:.2}", m.published_ms) })) } }
             }
         }
         @if r.model.len() > 1 {

@@ -14,8 +14,8 @@
 //!
 //! The model is the device's negotiated periods × period + `--fifo` + `--codec`.
 
-use super::rtl::{Estimator, LoopHandler, RtlConfig, RtlOutcome};
-use super::rtl_jack::{LoopRun, NoSink};
+use super::handler::{on_rt_thread, LoopHandler, LoopRun, NoSink};
+use super::{Estimator, RtlConfig, RtlOutcome};
 use crate::driver::alsa::{AlsaDevice, AlsaDriver, AlsaReport, DelayFrames};
 use crate::driver::signal::InputSource;
 use crate::driver::{Driver, StopReason};
@@ -43,7 +43,7 @@ pub struct RtlAlsa {
 }
 
 /// Open `cfg.alsa` for the loop: capture is required.
-pub(crate) fn open(cfg: &RtlConfig) -> Result<AlsaDevice> {
+pub(super) fn open(cfg: &RtlConfig) -> Result<AlsaDevice> {
     let ac = cfg.alsa.clone().unwrap_or_default();
     let dev = AlsaDevice::open(&ac, cfg.rate, cfg.buffers[0], cfg.periods)?;
     if !dev.has_capture() {
@@ -67,7 +67,7 @@ impl InputSource for Silence {
 }
 
 /// Measure the loop on the opened device. `est` was built for its rate.
-pub(crate) fn run(
+pub(super) fn run(
     cfg: &RtlConfig,
     dev: AlsaDevice,
     est: Estimator,
@@ -81,7 +81,7 @@ pub(crate) fn run(
     handler.late_loses_output = false;
     let cycles = handler.cycles.clone();
     let stop2 = stop.clone();
-    let (h, reason, report) = super::rtl::on_rt_thread(
+    let (h, reason, report) = on_rt_thread(
         cfg.policy,
         "rtl (alsa loop)",
         periods_total,

@@ -15,9 +15,9 @@
 //! it and reports the whole period as "extra loopback latency". Through hardware ports no
 //! cycle exists inside the graph, and the server's port latencies already hold its periods.
 
-use super::rtl::{Estimator, LoopHandler, RtlConfig};
+use super::handler::{LoopHandler, LoopRun, NoSink};
+use super::{Estimator, RtlConfig, RtlOutcome};
 use crate::driver::jack::{JackClient, JackReport};
-use crate::driver::signal::{OutputSink, SinkStats};
 use crate::driver::{AudioIo, CycleHandler, CycleTiming, StopReason};
 use crate::engine::probe::CycleRecord;
 use crate::error::{Error, Result};
@@ -60,29 +60,6 @@ pub struct RtlJack {
     pub driver: JackReport,
 }
 
-/// What a loop run hands back to `rtl::run`.
-pub(crate) struct LoopRun {
-    /// None when the handler went down with a dead server.
-    pub est: Option<Estimator>,
-    pub cycles: u64,
-    pub xruns: u64,
-    pub skipped: u64,
-    pub interrupted: bool,
-    pub warnings: Vec<String>,
-    pub jack: Option<RtlJack>,
-    pub alsa: Option<super::rtl_alsa::RtlAlsa>,
-}
-
-/// Our output goes to the loop, not to a recorder.
-pub(crate) struct NoSink;
-
-impl OutputSink for NoSink {
-    fn consume(&mut self, _: u64, _: &[f32], _: &[f32], _: bool) {}
-    fn stats(&self) -> SinkStats {
-        SinkStats::default()
-    }
-}
-
 /// `JackClient::run` keeps its handler; this one sends the loop handler back when the
 /// client drops it after deactivation (on the waiting thread, never in a cycle).
 struct Returning {
@@ -108,7 +85,7 @@ impl Drop for Returning {
 }
 
 /// Open the client for `cfg` (server's buffer size and rate unless asked otherwise).
-pub(crate) fn open(cfg: &RtlConfig) -> Result<JackClient> {
+pub(super) fn open(cfg: &RtlConfig) -> Result<JackClient> {
     let jc = cfg.jack.clone().unwrap_or_default();
     JackClient::open(&jc, jc.buffer_requested, jc.rate_requested)
 }
@@ -141,7 +118,7 @@ fn check_port(client: &jack::Client, name: &str, want_input: bool) -> Result<jac
 }
 
 /// Measure the loop. `est` was built for the client's rate.
-pub(crate) fn run(
+pub(super) fn run(
     cfg: &RtlConfig,
     client: JackClient,
     est: Estimator,
@@ -264,7 +241,7 @@ pub(crate) fn run(
     let measured = est
         .as_ref()
         .map(|e| e.result())
-        .filter(|m| m.outcome == super::rtl::RtlOutcome::Measured)
+        .filter(|m| m.outcome == RtlOutcome::Measured)
         .and_then(|m| m.delay_frames);
     let (playback, capture) = declared.unwrap_or(([0, 0], [0, 0]));
     if declared.is_none() {

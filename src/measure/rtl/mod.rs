@@ -1,0 +1,308 @@
+//! Round-trip latency (Vignati et al. §3.1.3, §3.2.3): the model of eq. 1 ([`model`]), a
+//! multi-sine phase estimator ([`estimator`], the jack_iodelay principle in our own
+//! implementation), and the loops it measures: the virtual analog loopback offline or on
+//! the timer-paced device ([`loopback`]), a JACK client ([`jack`]) and an ALSA PCM in full
+//! duplex ([`alsa`]). This file holds what `xrunlab rtl` is asked and answers, and [`run`].
+
+mod alsa;
+mod estimator;
+mod handler;
+mod jack;
+mod loopback;
+mod model;
+
+pub use alsa::RtlAlsa;
+pub use estimator::{
+    EstimatePoint, Estimator, EstimatorConfig, RtlMeasurement, RtlOutcome, CONVERGED_FRAMES,
+};
+pub use jack::RtlJack;
+pub use loopback::{
+    fractional_delay_fir, loopback, run_offline, LoopLine, LoopSink, LoopSource, LoopbackSpec,
+};
+pub use model::{
+    model_frames, model_table, parse_codec, profile, published_ms, LoopLatency, ModelRow, Profile,
+    PROFILES,
+};
+
+use loopback::FD_CENTER;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What paces a measured loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RtlDriver {
+    /// The virtual device's cycles run back to back without real time (deterministic).
+    Sim,
+    /// The timer-paced virtual device on an RT thread, its outputs looped back.
+    Virtual,
+    /// A JACK client: its process callback runs the estimator on its ports (see
+    /// `measure::rtl::jack`); the server decides buffer size and rate.
+    Jack,
+    /// The `alsa` driver in full duplex: playback out, capture in (see
+    /// `measure::rtl::alsa`); the device negotiates rate, period and periods.
+    Alsa,
+}
+
+/// What `xrunlab rtl` was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RtlConfig {
+    /// None = the model only.
+    pub driver: Option<RtlDriver>,
+    pub profile: Option<String>,
+    pub rate: u32,
+    /// Buffer sizes modelled (a measured run uses the first).
+    pub buffers: Vec<u32>,
+    pub periods: u32,
+    pub loopback: LoopbackSpec,
+    /// Longest measurement; it ends earlier once converged.
+    pub duration_ns: u64,
+    pub min_level_dbfs: f64,
+    pub seed: u64,
+    /// Policy of the virtual driver's thread.
+    pub policy: crate::rt::Policy,
+    /// The JACK client (`--driver jack`): server, name, and the loop's ports — `connect_out`
+    /// /`connect_in` hold `--out`/`--in`; both empty = our output into our own input.
+    #[serde(default)]
+    pub jack: Option<crate::driver::jack::JackConfig>,
+    /// The ALSA device (`--driver alsa`): PCM name and access.
+    #[serde(default)]
+    pub alsa: Option<crate::driver::alsa::AlsaConfig>,
+}
+
+impl RtlConfig {
+    pub fn model(rate: u32, buffers: Vec<u32>, periods: u32, latency: LoopLatency) -> Self {
+        RtlConfig {
+            driver: None,
+            profile: None,
+            rate,
+            buffers,
+            periods,
+            loopback: LoopbackSpec::new(latency),
+            duration_ns: 10_000_000_000,
+            min_level_dbfs: -60.0,
+            seed: 1,
+            policy: crate::rt::Policy::fifo(80),
+            jack: None,
+            alsa: None,
+        }
+    }
+
+    pub fn validate(&self) -> crate::Result<()> {
+        use crate::Error;
+        if !(8000..=384_000).contains(&self.rate) {
+            return Err(Error::usage(format!(
+                "--rate {} is outside 8000..384000",
+                self.rate
+            )));
+        }
+        if self.buffers.is_empty() || self.buffers.iter().any(|&b| !(1..=65536).contains(&b)) {
+            return Err(Error::usage("buffer sizes must be within 1..65536"));
+        }
+        if !(2..=64).contains(&self.periods) {
+            return Err(Error::usage(format!(
+                "--periods {} is outside 2..64",
+                self.periods
+            )));
+        }
+        let f = self.loopback.fraction;
+        if !(0.0..1.0).contains(&f) {
+            return Err(Error::usage(format!("--fraction {f} is outside [0, 1)")));
+        }
+        if self.driver.is_some() {
+            if self.duration_ns == 0 {
+                return Err(Error::usage("--duration must be positive"));
+            }
+            let b = self.buffers[0];
+            let total = model_frames(b, self.periods, &self.loopback.latency);
+            if !LoopLine::causal(b, total, f != 0.0) {
+                return Err(Error::usage(format!(
+                    "a fractional delay needs buffer + FIFO + codec ≥ {} frames here (the filter's own delay comes out of them)",
+                    b as usize + FD_CENTER
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RtlResults {
+    /// Eq. 1 for every buffer size asked.
+    pub model: Vec<ModelRow>,
+    pub measured: Option<RtlMeasurement>,
+    /// The virtual loop's ground truth: model + fractional delay.
+    pub truth_frames: Option<f64>,
+    /// measured − model (frames).
+    pub difference_frames: Option<f64>,
+    /// measured − truth (frames).
+    pub error_frames: Option<f64>,
+    /// Device cycles run and cycles that missed their deadline (their output was lost).
+    pub cycles: u64,
+    pub xruns: u64,
+    /// Periods the device ran without our cycle (a late cycle made the server skip us).
+    #[serde(default)]
+    pub skipped_periods: u64,
+    /// `--driver jack`: the loop's ports, the server's declared latencies and the extra
+    /// latency its `-I`/`-O` would need.
+    #[serde(default)]
+    pub jack: Option<RtlJack>,
+    /// `--driver alsa`: the device as negotiated, the round trip ALSA declares and the
+    /// latency it does not.
+    #[serde(default)]
+    pub alsa: Option<RtlAlsa>,
+}
+
+impl RtlResults {
+    /// What the loop's own stack declares for it — the JACK server's port latencies (plus
+    /// the graph's period), or ALSA's playback + capture delay at the end of the run — with
+    /// measured − declared and what declared it. None on the virtual loop.
+    pub fn declared(&self) -> Option<(f64, Option<f64>, &'static str)> {
+        if let Some(j) = &self.jack {
+            return Some((
+                j.declared_frames as f64,
+                j.extra_frames,
+                "JACK port latencies",
+            ));
+        }
+        let a = self.alsa.as_ref()?;
+        let l = a.driver.loop_delay_last_frames?;
+        Some((l as f64, a.extra_frames, "ALSA playback + capture delay"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RtlRunResult {
+    pub status: crate::common::Status,
+    pub config: RtlConfig,
+    pub results: RtlResults,
+    pub warnings: Vec<String>,
+}
+
+/// Model, and measure when a driver is set.
+pub fn run(
+    cfg: &RtlConfig,
+    progress: &dyn crate::progress::Progress,
+) -> crate::Result<RtlRunResult> {
+    use crate::common::Status;
+    // A JACK server decides buffer size and rate, an ALSA device negotiates rate, period
+    // and periods: open them first and model what they serve.
+    let mut warnings = Vec::new();
+    let (cfg, jack_client, alsa_dev) = match cfg.driver {
+        Some(RtlDriver::Jack) => {
+            let client = jack::open(cfg)?;
+            let mut c = cfg.clone();
+            c.rate = client.rate;
+            c.buffers = vec![client.frames];
+            (std::borrow::Cow::Owned(c), Some(client), None)
+        }
+        Some(RtlDriver::Alsa) => {
+            cfg.validate()?;
+            let dev = alsa::open(cfg)?;
+            let mut c = cfg.clone();
+            (c.rate, c.buffers, c.periods) = (dev.rate(), vec![dev.period_frames()], dev.periods());
+            if (c.rate, c.buffers[0], c.periods) != (cfg.rate, cfg.buffers[0], cfg.periods) {
+                warnings.push(format!(
+                    "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
+                    c.rate, c.buffers[0], c.periods, cfg.rate, cfg.buffers[0], cfg.periods
+                ));
+            }
+            (std::borrow::Cow::Owned(c), None, Some(dev))
+        }
+        _ => (std::borrow::Cow::Borrowed(cfg), None, None),
+    };
+    let cfg = &*cfg;
+    cfg.validate()?;
+    let min = cfg
+        .profile
+        .as_deref()
+        .and_then(|p| profile(p).ok())
+        .map(|p| p.min_buffer)
+        .unwrap_or(0);
+    let model = model_table(
+        &cfg.buffers,
+        cfg.periods,
+        cfg.rate,
+        &cfg.loopback.latency,
+        min,
+    );
+    let mut res = RtlResults {
+        model,
+        measured: None,
+        truth_frames: None,
+        difference_frames: None,
+        error_frames: None,
+        cycles: 0,
+        xruns: 0,
+        skipped_periods: 0,
+        jack: None,
+        alsa: None,
+    };
+    let Some(driver) = cfg.driver else {
+        return Ok(RtlRunResult {
+            status: Status::Complete,
+            config: cfg.clone(),
+            results: res,
+            warnings,
+        });
+    };
+    let buffer = cfg.buffers[0];
+    let mut ecfg = EstimatorConfig::new(cfg.rate, cfg.duration_ns);
+    ecfg.min_level_dbfs = cfg.min_level_dbfs;
+    let est = Estimator::new(ecfg);
+    let lr = match (driver, jack_client, alsa_dev) {
+        (RtlDriver::Sim, _, _) => loopback::run_sim(cfg, est, progress),
+        (RtlDriver::Virtual, _, _) => loopback::run_virtual(cfg, est, progress)?,
+        (RtlDriver::Jack, Some(client), _) => jack::run(cfg, client, est, progress)?,
+        (RtlDriver::Alsa, _, Some(dev)) => alsa::run(cfg, dev, est, progress)?,
+        (RtlDriver::Jack | RtlDriver::Alsa, _, _) => {
+            unreachable!("the JACK client or ALSA device is opened above")
+        }
+    };
+    progress.finish();
+    res.cycles = lr.cycles;
+    res.xruns = lr.xruns;
+    res.skipped_periods = lr.skipped;
+    res.jack = lr.jack;
+    res.alsa = lr.alsa;
+    warnings.extend(lr.warnings);
+    let status = if lr.interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    if res.alsa.is_some() {
+        if lr.xruns + lr.skipped > 0 {
+            warnings.push(format!(
+                "{} cycles ended past the engine's deadline and {} periods were skipped; on an ALSA device only its own xruns lose output, and the estimates around those are left out",
+                lr.xruns, lr.skipped
+            ));
+        }
+    } else if lr.xruns + lr.skipped > 0 {
+        warnings.push(format!(
+            "{} cycles missed their deadline and {} periods were skipped: the estimates whose window they touched are left out",
+            lr.xruns, lr.skipped
+        ));
+    }
+    let model_f = model_frames(buffer, cfg.periods, &cfg.loopback.latency) as f64;
+    if let Some(est) = lr.est {
+        let m = est.result();
+        // Only the virtual loop has a ground truth.
+        if matches!(driver, RtlDriver::Sim | RtlDriver::Virtual) {
+            let truth = model_f + cfg.loopback.fraction;
+            res.truth_frames = Some(truth);
+            res.error_frames = m.delay_frames.map(|d| d - truth);
+        }
+        res.difference_frames = m.delay_frames.map(|d| d - model_f);
+        if m.outcome == RtlOutcome::Measured && !m.converged {
+            warnings.push(m.message.clone());
+        }
+        res.measured = Some(m);
+    }
+    Ok(RtlRunResult {
+        status,
+        config: cfg.clone(),
+        results: res,
+        warnings,
+    })
+}

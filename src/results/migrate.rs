@@ -1,0 +1,108 @@
+//! Reading results written by older versions of the schema: a document is brought up to
+//! [`SCHEMA_VERSION`] as JSON before it is typed, so every reader (`report`, `compare`,
+//! `load --resume`, `suite --resume`) takes old files the same way.
+
+use super::SCHEMA_VERSION;
+use serde_json::Value;
+
+/// The oldest `schema_version` this build reads.
+pub const OLDEST_READABLE: u32 = 1;
+
+/// Version 1's name of an rtl model row's `published_ms`: the one place in the source that
+/// still names a study by its old number, because version-1 files carry it.
+const V1_PUBLISHED_MS: &str = "seed000_ms";
+
+/// Version 2 names fields after what they hold instead of the study they came from:
+/// (kind, path to an array of objects under the document, old key, new key).
+const RENAMED_IN_2: &[(&str, &[&str], &str, &str)] = &[
+    // rtl: the model's ms as Vignati et al.'s Table 1 prints it.
+    (
+        "rtl",
+        &["results", "model"],
+        V1_PUBLISHED_MS,
+        "published_ms",
+    ),
+    // event: the BUFFER of Topliss et al.'s grid pair a run came from.
+    (
+        "event",
+        &["results", "runs"],
+        "seed_buffer_frames",
+        "grid_buffer_frames",
+    ),
+];
+
+/// Bring `doc` up to [`SCHEMA_VERSION`] in place. A document of a version this build cannot
+/// read (newer, or none) is left as it is: its `schema_version` tells the caller why.
+pub fn upgrade(doc: &mut Value) {
+    let Some(v) = doc.get("schema_version").and_then(Value::as_u64) else {
+        return;
+    };
+    if v < OLDEST_READABLE as u64 || v >= SCHEMA_VERSION as u64 {
+        return;
+    }
+    if v < 2 {
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        for (k, path, old, new) in RENAMED_IN_2 {
+            if *k != kind {
+                continue;
+            }
+            let rows = path
+                .iter()
+                .try_fold(&mut *doc, |v, key| v.get_mut(*key))
+                .and_then(Value::as_array_mut);
+            for row in rows.into_iter().flatten() {
+                if let Some(obj) = row.as_object_mut() {
+                    if let Some(x) = obj.remove(*old) {
+                        obj.insert((*new).to_string(), x);
+                    }
+                }
+            }
+        }
+    }
+    doc["schema_version"] = SCHEMA_VERSION.into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn version_1_fields_get_their_new_names() {
+        let mut rtl = json!({"schema_version": 1, "kind": "rtl",
+            "results": {"model": [{"buffer_frames": 16, V1_PUBLISHED_MS: 1.34}]}});
+        upgrade(&mut rtl);
+        assert_eq!(rtl["schema_version"], SCHEMA_VERSION);
+        assert_eq!(rtl["results"]["model"][0]["published_ms"], 1.34);
+        assert!(rtl["results"]["model"][0].get(V1_PUBLISHED_MS).is_none());
+        let mut event = json!({"schema_version": 1, "kind": "event",
+            "results": {"runs": [{"seed_buffer_frames": 256}, {"seed_buffer_frames": null}]}});
+        upgrade(&mut event);
+        assert_eq!(event["results"]["runs"][0]["grid_buffer_frames"], 256);
+        assert!(event["results"]["runs"][1]["grid_buffer_frames"].is_null());
+        // Other kinds only change version; a field of that name elsewhere is not touched.
+        let mut run = json!({"schema_version": 1, "kind": "run", V1_PUBLISHED_MS: 1});
+        upgrade(&mut run);
+        assert_eq!(
+            run,
+            json!({"schema_version": SCHEMA_VERSION, "kind": "run", V1_PUBLISHED_MS: 1})
+        );
+    }
+
+    #[test]
+    fn unreadable_versions_are_left_alone() {
+        for v in [json!(0), json!(SCHEMA_VERSION + 1), json!("1")] {
+            let mut doc = json!({"schema_version": v, "kind": "rtl"});
+            let before = doc.clone();
+            upgrade(&mut doc);
+            assert_eq!(doc, before);
+        }
+        let mut none = json!({"kind": "rtl"});
+        upgrade(&mut none);
+        assert_eq!(none, json!({"kind": "rtl"}));
+    }
+}
