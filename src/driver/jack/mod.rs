@@ -1,0 +1,702 @@
+//! The `jack` driver: the engine as a client of a JACK server (jackd2, or PipeWire through
+//! `pw-jack`). The server owns the loop; its process thread is the engine's thread 0.
+//!
+//! Timeline. `t_ideal(k)` is the cycle start the server reports (`jack_get_cycle_times`:
+//! `current_usecs`), the deadline is the next cycle start it predicts (`next_usecs`; or
+//! t_ideal + P when that prediction is more than P/8 off: a DLL re-locking after a stall
+//! predicted periods of 0.2–41 ms here, which would judge a normal cycle late or excuse a
+//! late one), and
+//! `wake` is CLOCK_MONOTONIC read first thing in the callback, so wake-up latency, end time
+//! and DSP load mean what they mean on the `virtual` driver.
+//!
+//! What "cycle start" means differs between servers. jackd2's `current_usecs` is the
+//! prediction of its delay-locked loop (filter coefficient 0.01) for this cycle's wake-up,
+//! i.e. a smoothed ideal period interrupt — close to docs/ARCHITECTURE.md's `t_ideal` — while the
+//! driver's actual wake is hidden; PipeWire's is its driver timer's time. A client can
+//! therefore wake *before* jackd2's cycle start when the server's own timer is late. So the
+//! callback also reads `jack_frames_since_cycle_start` (the real start, to one frame) and
+//! uses JACK's µs timestamp only when it lies inside that bracket; otherwise t_ideal is the
+//! bracket's middle and the deadline t_ideal + P (counted in `cycle_start_from_frames`).
+//!
+//! JACK's microsecond clock is not always CLOCK_MONOTONIC: jackd2 1.9.21 (Debian 12) reads
+//! CLOCK_MONOTONIC_RAW (measured here: 239 ms apart after a day of NTP slewing, and drifting
+//! by the slew rate), while pipewire-jack's `jack_get_time` is CLOCK_MONOTONIC (offset
+//! within ±3 µs). So the driver measures the offset between `jack_get_time()` and
+//! CLOCK_MONOTONIC every 100 ms on its non-real-time thread and the process callback adds
+//! the latest value; offsets under 50 µs are read jitter and are not applied. The report
+//! carries the mean and the largest offset seen.
+//!
+//! Cycle index k comes from the server's frame counter (`current_frames`), so cycles the
+//! server ran without us (we were late and it skipped us) show up as skipped periods.
+//!
+//! Server xruns arrive on JACK's notification thread. The callback stores only a counter and
+//! a timestamp; the process thread notices the new count after its cycle and copies its
+//! short history of cycles into a preallocated slot. Matching that history with the server
+//! xrun (which cycle, what cause) happens after the run, off the real-time path.
+
+use super::signal::{InputSource, OutputSink, SinkStats};
+
+mod buffer;
+mod latency;
+mod process;
+mod report;
+
+pub use buffer::JackControl;
+pub use latency::{port_latency_range, ENGINE_LATENCY_FRAMES};
+pub use report::{JackLoad, JackReport, ServerXrun};
+
+use buffer::restore_buffer;
+use latency::{on_latency, LatencyPorts};
+use process::{Brief, Notifications, OffsetStats, Process, Shared, HISTORY, MAX_XRUN_EVENTS};
+use report::match_xruns;
+
+use super::{CycleHandler, DriverStats, StopReason};
+use crate::error::{Error, Result};
+use crate::rt::clock::monotonic_ns;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The one message for every way of failing to reach a server.
+pub const NO_SERVER: &str = "no JACK server running: start jackd, or run under pw-jack";
+
+/// `--driver jack` options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JackConfig {
+    /// Server name (`--server`); None = $JACK_DEFAULT_SERVER or "default".
+    pub server: Option<String>,
+    pub client_name: String,
+    /// Ports to connect to our inputs (in order: in_1, in_2, …).
+    pub connect_in: Vec<String>,
+    /// Ports our outputs feed (out_1, out_2, …).
+    pub connect_out: Vec<String>,
+    /// Apply a differing `--buffer` with jack_set_buffer_size instead of refusing.
+    pub set_buffer: bool,
+    /// `--buffer` / `--rate` as the user gave them; None = take the server's.
+    #[serde(default)]
+    pub buffer_requested: Option<u32>,
+    #[serde(default)]
+    pub rate_requested: Option<u32>,
+}
+
+impl Default for JackConfig {
+    fn default() -> Self {
+        JackConfig {
+            server: None,
+            client_name: "xrunlab".into(),
+            connect_in: Vec::new(),
+            connect_out: Vec::new(),
+            set_buffer: false,
+            buffer_requested: None,
+            rate_requested: None,
+        }
+    }
+}
+
+impl JackConfig {
+    /// Parse `--connect in=PORT,…,out=PORT,…` into this config.
+    pub fn parse_connect(&mut self, spec: &str) -> Result<()> {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.split_once('=') {
+                Some(("in", p)) if !p.is_empty() => self.connect_in.push(p.to_string()),
+                Some(("out", p)) if !p.is_empty() => self.connect_out.push(p.to_string()),
+                _ => {
+                    return Err(Error::usage(format!(
+                        "--connect: `{item}` is not in=PORT or out=PORT"
+                    )))
+                }
+            }
+        }
+        if self.connect_in.len() > CHANNELS || self.connect_out.len() > CHANNELS {
+            return Err(Error::usage(format!(
+                "--connect: at most {CHANNELS} in= and {CHANNELS} out= ports (the engine is stereo)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+const CHANNELS: usize = 2;
+
+/// An open (not yet active) client: the server's buffer size and rate are known, so the
+/// engine can be built for them before the first cycle.
+pub struct JackClient {
+    client: jack::Client,
+    cfg: JackConfig,
+    pub rate: u32,
+    pub frames: u32,
+    buffer_set_from: Option<u32>,
+    /// Holds the size `--set-buffer` changed, to put the original back after the run.
+    control: Option<JackControl>,
+    library_version: String,
+    server: String,
+}
+
+/// Version string of the loaded libjack, and which server it speaks to.
+fn library_identity() -> (String, String) {
+    // SAFETY: RTLD_NOLOAD only returns the libjack the jack crate already loaded (or null);
+    // jack_get_version_string takes no arguments and returns a static NUL-terminated string
+    // in both jackd2's and PipeWire's libjack.
+    let version = unsafe {
+        let h = libc::dlopen(
+            c"libjack.so.0".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
+        let mut v = String::new();
+        if !h.is_null() {
+            let f = libc::dlsym(h, c"jack_get_version_string".as_ptr());
+            if !f.is_null() {
+                let f: unsafe extern "C" fn() -> *const libc::c_char = std::mem::transmute(f);
+                let p = f();
+                if !p.is_null() {
+                    v = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+                }
+            }
+            libc::dlclose(h);
+        }
+        v
+    };
+    let server = if version.to_ascii_lowercase().contains("pipewire") {
+        "pipewire"
+    } else {
+        "jackd2"
+    };
+    (version, server.to_string())
+}
+
+/// libjack's messages, to stderr (never stdout, which may carry `--json`), without the one
+/// jackd2's libjack prints for every external client: the jack crate always registers a
+/// thread-init callback, and libjack reports that its message-buffer thread cannot run it,
+/// which is not an error of ours (a grid of trials would print it once per trial).
+unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: libjack passes a NUL-terminated string valid for the call.
+    let m = unsafe { std::ffi::CStr::from_ptr(msg) }.to_bytes();
+    if m.starts_with(b"JackMessageBuffer::SetInitCallback") {
+        return;
+    }
+    // While this thread opens a client the lines are held: a failed open ends in our own
+    // error, and libjack's half-dozen lines about sockets and shared memory before it are
+    // noise to a user who has simply not started a server.
+    if OPENING.with(|o| o.get()) {
+        HELD.with(|h| h.borrow_mut().push(String::from_utf8_lossy(m).into_owned()));
+        return;
+    }
+    // The raw syscall, not libc::write: jackd2's libjack stops its threads with
+    // pthread_cancel (on deactivate and close), and a cancellation taken at write(), a
+    // cancellation point, would unwind through this Rust frame — the crate's own handler
+    // catches that unwind and glibc aborts the process ("FATAL: exception not rethrown":
+    // seen once in a load grid under the crate's default handler, which prints with
+    // eprintln!). syscall() is no cancellation point and takes no lock on libjack's
+    // real-time threads.
+    // SAFETY: write(2) on stderr with valid buffers.
+    unsafe {
+        libc::syscall(libc::SYS_write, 2, m.as_ptr(), m.len());
+        libc::syscall(libc::SYS_write, 2, b"\n".as_ptr(), 1usize);
+    }
+}
+
+thread_local! {
+    static OPENING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static HELD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Open a client named `name` on the configured server, never starting one. Every client
+/// and probe of ours opens here, so all get the same logger, server name and errors.
+pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
+    static LOGGER: std::sync::Once = std::sync::Once::new();
+    // Without libjack the crate's function table panics on first use; Client::new below
+    // reports the missing library instead.
+    if jack::jack_sys::library().is_ok() {
+        LOGGER.call_once(|| {
+            jack::set_logger(jack::LoggerType::Custom {
+                info: jack_message,
+                error: jack_message,
+            })
+        });
+    }
+    if cfg.set_buffer && std::env::var_os("PIPEWIRE_PROPS").is_none() {
+        // pipewire-jack applies jack_set_buffer_size to the calling client's own node only
+        // (node.force-quantum, effective while it is active) unless the client has
+        // jack.global-buffer-size, which jack.conf gives only to jack_bufsize. A buffer size
+        // is a server setting here, as on jackd2: ask for the global one (the settings
+        // metadata's clock.force-quantum). jackd2 ignores the variable. Written before any
+        // client of ours exists, while the process is still single-threaded.
+        std::env::set_var("PIPEWIRE_PROPS", "{ jack.global-buffer-size = true }");
+    }
+    if let Some(s) = &cfg.server {
+        // The crate has no way to pass JackServerName; libjack reads this variable at
+        // open time. Only written when it differs: `load` opens a client per trial while
+        // its stress threads run, and an unchanged environment is one nobody races on.
+        if std::env::var_os("JACK_DEFAULT_SERVER").as_deref() != Some(s.as_ref()) {
+            std::env::set_var("JACK_DEFAULT_SERVER", s);
+        }
+    }
+    OPENING.with(|o| o.set(true));
+    let opened = jack::Client::new(name, jack::ClientOptions::NO_START_SERVER);
+    OPENING.with(|o| o.set(false));
+    let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
+    match opened {
+        Ok((client, _status)) => {
+            for m in &held {
+                eprintln!("{m}");
+            }
+            Ok(client)
+        }
+        Err(jack::Error::LibraryError(m)) => Err(Error::cannot_measure(format!(
+            "{NO_SERVER} (libjack could not be loaded: {m})"
+        ))),
+        Err(_) => Err(Error::cannot_measure(match held.first() {
+            Some(why) => format!("{NO_SERVER} (libjack: {why})"),
+            None => NO_SERVER.to_string(),
+        })),
+    }
+}
+
+impl JackClient {
+    /// Connect to the server. `requested_frames` / `requested_rate` are the user's explicit
+    /// `--buffer` / `--rate` (None = take the server's).
+    pub fn open(
+        cfg: &JackConfig,
+        requested_frames: Option<u32>,
+        requested_rate: Option<u32>,
+    ) -> Result<JackClient> {
+        let client = connect(cfg, &cfg.client_name)?;
+        let (library_version, server) = library_identity();
+        let rate = client.sample_rate();
+        let mut frames = client.buffer_size();
+        if let Some(r) = requested_rate {
+            if r != rate {
+                return Err(Error::usage(format!(
+                    "--rate {r}: the JACK server runs at {rate} Hz (omit --rate, or restart the server at {r})"
+                )));
+            }
+        }
+        let mut buffer_set_from = None;
+        let mut control = None;
+        if let Some(want) = requested_frames {
+            if want != frames {
+                if !cfg.set_buffer {
+                    return Err(Error::usage(format!(
+                        "--buffer {want}: the JACK server's buffer size is {frames} (omit --buffer, or add --set-buffer to change the server's)"
+                    )));
+                }
+                // Through a control client, which puts the original size back when the
+                // run ends, fails or is interrupted (it restores on drop).
+                let mut c = JackControl::open(cfg)?;
+                c.set_frames(want)?;
+                control = Some(c);
+                buffer_set_from = Some(frames);
+                frames = want;
+            }
+        }
+        Ok(JackClient {
+            client,
+            cfg: cfg.clone(),
+            rate,
+            frames,
+            buffer_set_from,
+            control,
+            library_version,
+            server,
+        })
+    }
+
+    /// The latency range of any port in the graph (ours or another client's), by its full
+    /// name; see [`port_latency_range`].
+    pub fn port_latency_range(&self, port: &str, mode: jack::LatencyType) -> Result<(u32, u32)> {
+        port_latency_range(&self.client, port, mode)
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Activate with `handler` as the process callback and run until `periods_total`
+    /// server periods elapsed, `stop`/a signal, a server shutdown or a buffer-size /
+    /// sample-rate change. Blocks the calling (non-real-time) thread, which samples
+    /// `jack_cpu_load` and the clock offset meanwhile. `on_active` gets the process
+    /// thread's tid once the first cycle has run (for the watchdog).
+    pub fn run<H: CycleHandler + Send + 'static>(
+        self,
+        handler: H,
+        periods_total: u64,
+        stop: &AtomicBool,
+        source: Option<Box<dyn InputSource>>,
+        sink: Box<dyn OutputSink>,
+        on_active: &mut dyn FnMut(libc::pid_t),
+    ) -> Result<(StopReason, DriverStats, JackReport)> {
+        let JackClient {
+            client,
+            cfg,
+            rate,
+            frames,
+            buffer_set_from,
+            control,
+            library_version,
+            server,
+        } = self;
+        let sh = Arc::new(Shared {
+            done: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            new_frames: AtomicU32::new(0),
+            new_rate: AtomicU32::new(0),
+            server_xruns: AtomicU64::new(0),
+            xrun_times: (0..MAX_XRUN_EVENTS).map(|_| AtomicU64::new(0)).collect(),
+            clock_offset_ns: AtomicI64::new(0),
+            process_tid: AtomicI32::new(0),
+            in_cycle_ns: AtomicU64::new(0),
+            in_callback: AtomicBool::new(false),
+            cycles_done: AtomicU64::new(0),
+            xruns: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            periods_elapsed: AtomicU64::new(0),
+        });
+        let mut offsets = OffsetStats::default();
+        offsets.sample(&client, &sh, 1000);
+        let reg = |e: jack::Error| Error::cannot_measure(format!("JACK port registration: {e}"));
+        let ins = vec![
+            client
+                .register_port("in_1", jack::AudioIn::default())
+                .map_err(reg)?,
+            client
+                .register_port("in_2", jack::AudioIn::default())
+                .map_err(reg)?,
+        ];
+        let outs = vec![
+            client
+                .register_port("out_1", jack::AudioOut::default())
+                .map_err(reg)?,
+            client
+                .register_port("out_2", jack::AudioOut::default())
+                .map_err(reg)?,
+        ];
+        // Answer the server's latency questions for our ports (before activation, as
+        // libjack requires of every callback).
+        let latency_ports = Box::into_raw(Box::new(LatencyPorts {
+            ins: ins.iter().map(|p| p.raw()).collect(),
+            outs: outs.iter().map(|p| p.raw()).collect(),
+            own: ENGINE_LATENCY_FRAMES,
+        }));
+        // SAFETY: the client is open and inactive; latency_ports stays valid until the
+        // client is closed (freed below only after the teardown closed it).
+        let rc = unsafe {
+            jack::jack_sys::jack_set_latency_callback(
+                client.raw(),
+                Some(on_latency),
+                latency_ports as *mut libc::c_void,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: libjack refused it, so nothing else holds the pointer.
+            drop(unsafe { Box::from_raw(latency_ports) });
+            return Err(Error::cannot_measure(
+                "JACK refused our latency callback (jack_set_latency_callback)",
+            ));
+        }
+        let in_names: Vec<String> = ins.iter().filter_map(|p| p.name().ok()).collect();
+        let out_names: Vec<String> = outs.iter().filter_map(|p| p.name().ok()).collect();
+        let client_name = client.name().to_string();
+        let source = if cfg.connect_in.is_empty() {
+            source
+        } else {
+            None
+        };
+        let f = frames as usize;
+        let process = Process {
+            handler,
+            sh: sh.clone(),
+            ins,
+            outs,
+            source,
+            sink,
+            in_l: vec![0.0; f],
+            in_r: vec![0.0; f],
+            frames,
+            periods_total,
+            first_frame: None,
+            first_t_ideal: 0,
+            next_k: 0,
+            prev_wake: 0,
+            prev_end: 0,
+            stats: DriverStats::default(),
+            history: [Brief::default(); HISTORY],
+            hist_pos: 0,
+            xruns_seen: 0,
+            xrun_slots: Vec::with_capacity(MAX_XRUN_EVENTS),
+            period_usecs_sum: 0.0,
+            cycle_time_errors: 0,
+            early_wakes: 0,
+            max_early_ns: 0,
+            dll_unlocked: 0,
+            dll_error_max_ns: 0,
+            deadline_from_period: 0,
+            deadline_error_max_ns: 0,
+            rate,
+        };
+        let notes = Notifications {
+            sh: sh.clone(),
+            rate,
+        };
+        let active = client
+            .activate_async(notes, process)
+            .map_err(|e| Error::cannot_measure(format!("JACK client activation failed: {e}")))?;
+        let mut connections = Vec::new();
+        for (src, dst) in cfg.connect_in.iter().zip(&in_names) {
+            active
+                .as_client()
+                .connect_ports_by_name(src, dst)
+                .map_err(|e| Error::cannot_measure(format!("cannot connect {src} → {dst}: {e}")))?;
+            connections.push(format!("{src} -> {dst}"));
+        }
+        for (src, dst) in out_names.iter().zip(&cfg.connect_out) {
+            active
+                .as_client()
+                .connect_ports_by_name(src, dst)
+                .map_err(|e| Error::cannot_measure(format!("cannot connect {src} → {dst}: {e}")))?;
+            connections.push(format!("{src} -> {dst}"));
+        }
+
+        let mut load = JackLoad::default();
+        let mut load_sum = 0.0;
+        let mut told_tid = false;
+        let mut last_sample = std::time::Instant::now();
+        // pipewire-jack does not call the shutdown callback when the daemon dies; the only
+        // sign is that cycles stop. A server that runs no cycle of ours for this long is
+        // gone as far as the measurement is concerned. The first cycle gets longer: PipeWire
+        // negotiates the graph before it schedules a new client.
+        let period_ns = frames as u64 * 1_000_000_000 / rate as u64;
+        let stall = Duration::from_nanos((200 * period_ns).max(2_000_000_000));
+        let first_stall = Duration::from_secs(10);
+        let mut last_cycles = 0;
+        let mut last_progress = std::time::Instant::now();
+        let mut stalled = false;
+        let reason = loop {
+            std::thread::sleep(Duration::from_millis(10));
+            if !told_tid {
+                let tid = sh.process_tid.load(Ordering::Relaxed);
+                if tid != 0 {
+                    on_active(tid);
+                    told_tid = true;
+                }
+            }
+            if sh.shutdown.load(Ordering::SeqCst) {
+                break StopReason::Stopped;
+            }
+            if sh.done.load(Ordering::SeqCst) {
+                break StopReason::Complete;
+            }
+            if sh.new_frames.load(Ordering::SeqCst) != 0 || sh.new_rate.load(Ordering::SeqCst) != 0
+            {
+                break StopReason::Stopped;
+            }
+            if stop.load(Ordering::Relaxed) || crate::rt::interrupt::requested() {
+                break StopReason::Stopped;
+            }
+            let c = sh.cycles_done.load(Ordering::Relaxed);
+            if c != last_cycles {
+                last_cycles = c;
+                last_progress = std::time::Instant::now();
+            } else if last_progress.elapsed() > if c == 0 { first_stall } else { stall } {
+                stalled = true;
+                break StopReason::Stopped;
+            }
+            if last_sample.elapsed() >= Duration::from_millis(100) {
+                last_sample = std::time::Instant::now();
+                let l = active.as_client().cpu_load() as f64;
+                load.samples += 1;
+                load_sum += l;
+                load.max = load.max.max(l);
+                offsets.sample(active.as_client(), &sh, 20);
+            }
+        };
+        if load.samples > 0 {
+            load.mean = load_sum / load.samples as f64;
+        }
+        let shutdown = sh.shutdown.load(Ordering::SeqCst);
+        let new_frames = sh.new_frames.load(Ordering::SeqCst);
+        let new_rate = sh.new_rate.load(Ordering::SeqCst);
+        // Stop the process callback from touching the engine before deactivating, so the
+        // last cycles are not half-measured while the server tears us down.
+        sh.done.store(true, Ordering::SeqCst);
+        let shutdown = shutdown || stalled;
+        // Deactivate only while the process thread is outside our callback (see
+        // `in_callback`): a cycle in progress finishes first, and the callbacks after it see
+        // `done` and return within microseconds. Seen without this wait: a load grid aborted
+        // when a trial stopped in the middle of a heavy cycle. A cycle stuck for longer is
+        // the case below.
+        let t = std::time::Instant::now();
+        while sh.in_callback.load(Ordering::SeqCst) && t.elapsed() < Duration::from_millis(150) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let entered = sh.in_cycle_ns.load(Ordering::SeqCst);
+        if entered != 0 && monotonic_ns().saturating_sub(entered) > 100_000_000 {
+            // A cycle is stuck in the handler (the watchdog's case). libjack would
+            // pthread_cancel the process thread on deactivate/close, and the forced unwind
+            // through the crate's catch_unwind aborts the process before the partial result
+            // is written. Abandon the client instead; the process exits right after.
+            std::mem::forget(active);
+            let report = JackReport {
+                server,
+                library_version,
+                client_name,
+                rate,
+                buffer_frames: frames,
+                buffer_set_from,
+                server_xruns: sh.server_xruns.load(Ordering::SeqCst),
+                jack_cpu_load_pct: load,
+                server_shutdown: shutdown,
+                server_stalled: stalled,
+                connections,
+                ..JackReport::default()
+            };
+            let stats = DriverStats {
+                cycles: sh.cycles_done.load(Ordering::SeqCst),
+                xruns: sh.xruns.load(Ordering::SeqCst),
+                skipped_periods: sh.skipped.load(Ordering::SeqCst),
+                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
+                sink: SinkStats::default(),
+            };
+            return Ok((StopReason::Stopped, stats, report));
+        }
+        // Tearing down a client whose server died can block in libjack; do it on a helper
+        // thread and give up on it (and on the handler it holds) after a bound.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let teardown = std::thread::Builder::new()
+            .name("xr-jack-close".into())
+            .spawn(move || {
+                let p = if shutdown {
+                    drop(active);
+                    None
+                } else {
+                    active.deactivate().ok().map(|(_c, _n, p)| p)
+                };
+                let _ = tx.send(p);
+            })
+            .map_err(|e| Error::io("spawn the JACK teardown thread", e))?;
+        let process = match rx.recv_timeout(Duration::from_secs(3)) {
+            Ok(p) => {
+                let _ = teardown.join();
+                // SAFETY: the client is closed, so libjack calls on_latency no more.
+                drop(unsafe { Box::from_raw(latency_ports) });
+                p
+            }
+            // The client may still call back into latency_ports: leave it allocated.
+            Err(_) => None,
+        };
+        let buffer_restored = if shutdown {
+            // Closing a client of a dead server can block in libjack; nothing to restore.
+            std::mem::forget(control);
+            false
+        } else {
+            restore_buffer(control, frames)
+        };
+        let param_change = match (new_frames, new_rate) {
+            (0, 0) => None,
+            (f2, 0) => Some(format!("buffer size changed from {frames} to {f2} frames")),
+            (0, r2) => Some(format!("sample rate changed from {rate} to {r2} Hz")),
+            (f2, r2) => Some(format!(
+                "buffer size changed from {frames} to {f2} and sample rate from {rate} to {r2}"
+            )),
+        };
+        let mut report = JackReport {
+            server_stalled: stalled,
+            server,
+            library_version,
+            client_name,
+            rate,
+            buffer_frames: frames,
+            buffer_set_from,
+            buffer_restored,
+            clock_offset_ns: offsets.mean(),
+            clock_offset_max_abs_ns: offsets.max_abs,
+            server_period_ns: 0.0,
+            server_xruns: sh.server_xruns.load(Ordering::SeqCst),
+            jack_cpu_load_pct: load,
+            param_change,
+            server_shutdown: shutdown,
+            connections,
+            ..JackReport::default()
+        };
+        let stats = match process {
+            Some(p) => {
+                let mut stats = p.stats;
+                stats.sink = p.sink.stats();
+                report.server_period_ns = if stats.cycles > 0 {
+                    p.period_usecs_sum * 1000.0 / stats.cycles as f64
+                } else {
+                    0.0
+                };
+                report.wakes_before_cycle_start = p.early_wakes;
+                report.max_wake_before_cycle_start_ns = p.max_early_ns;
+                report.cycle_time_errors = p.cycle_time_errors;
+                report.cycle_start_from_frames = p.dll_unlocked;
+                report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
+                report.deadline_from_period = p.deadline_from_period;
+                report.deadline_prediction_error_max_ns = p.deadline_error_max_ns;
+                match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
+                // Reports that arrived after our last cycle (while the client was torn
+                // down) have no cycle to match; list them so every report appears once.
+                let total = sh.server_xruns.load(Ordering::SeqCst);
+                report.server_xruns = total;
+                let slots = &sh.xrun_times;
+                for n in p.xruns_seen..total {
+                    if report.server_xrun_events.len() >= MAX_XRUN_EVENTS {
+                        break;
+                    }
+                    let at = slots[n as usize % slots.len()].load(Ordering::Acquire);
+                    report.server_xrun_events.push(ServerXrun {
+                        at_ns: at.saturating_sub(p.first_t_ideal),
+                        cycle: None,
+                        our_xrun: false,
+                        cause: None,
+                        lateness_ns: None,
+                    });
+                }
+                report.xruns_not_reported_by_server =
+                    stats.xruns.saturating_sub(report.server_xruns_matched);
+                stats
+            }
+            // The handler went down with the client; only the counters that live in the
+            // shared state survive. The engine's own records (already collected) carry
+            // the rest.
+            None => DriverStats {
+                cycles: sh.cycles_done.load(Ordering::SeqCst),
+                xruns: sh.xruns.load(Ordering::SeqCst),
+                skipped_periods: sh.skipped.load(Ordering::SeqCst),
+                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
+                sink: SinkStats::default(),
+            },
+        };
+        Ok((reason, stats, report))
+    }
+}
+
+impl JackClient {
+    /// The name the server gave this client (it renames a taken one), so a caller can
+    /// address the ports `run` registers (`NAME:in_1`, `NAME:out_1`, …).
+    pub fn client_name(&self) -> &str {
+        self.client.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_spec_parses_and_rejects() {
+        let mut c = JackConfig::default();
+        c.parse_connect("in=system:capture_1,in=system:capture_2,out=system:playback_1")
+            .unwrap();
+        assert_eq!(c.connect_in, ["system:capture_1", "system:capture_2"]);
+        assert_eq!(c.connect_out, ["system:playback_1"]);
+        let mut c = JackConfig::default();
+        assert!(c.parse_connect("system:capture_1").is_err());
+        assert!(c.parse_connect("in=a,in=b,in=c").is_err());
+    }
+}
