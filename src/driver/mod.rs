@@ -11,13 +11,20 @@
 //! The device semantics shared by `virtual` and `sim` live in [`DeviceClock`].
 
 pub mod alsa;
+pub mod contract;
 pub mod device;
 pub mod jack;
+pub mod kind;
 pub mod signal;
 pub mod sim;
 pub mod virtual_dev;
 
+pub use contract::{
+    AnyDevice, Device, DriverOptions, DriverOutcome, DriverReport, Parts, RunSpec, Running,
+    RT_TID_WAIT,
+};
 pub use device::DeviceClock;
+pub use kind::DriverKind;
 
 use crate::engine::probe::CycleRecord;
 

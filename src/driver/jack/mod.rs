@@ -50,7 +50,11 @@ use latency::{on_latency, LatencyPorts};
 use process::{Brief, Notifications, OffsetStats, Process, Shared, HISTORY, MAX_XRUN_EVENTS};
 use report::match_xruns;
 
-use super::{CycleHandler, DriverStats, StopReason};
+use super::{
+    CycleHandler, DeviceParams, Device, DriverKind, DriverOutcome, DriverReport, DriverStats,
+    Parts, RunSpec, Running, StopReason,
+};
+use crate::rt::thread::ThreadSpec;
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
 use schemars::JsonSchema;
@@ -318,9 +322,13 @@ impl JackClient {
 
     /// Activate with `handler` as the process callback and run until `periods_total`
     /// server periods elapsed, `stop`/a signal, a server shutdown or a buffer-size /
-    /// sample-rate change. Blocks the calling (non-real-time) thread, which samples
-    /// `jack_cpu_load` and the clock offset meanwhile. `on_active` gets the process
-    /// thread's tid once the first cycle has run (for the watchdog).
+    /// sample-rate change, blocking the calling thread; `on_active` gets the process
+    /// thread's tid once the first cycle has run. `source` (None: the input ports) feeds
+    /// the engine while `--connect in=` is not given.
+    #[doc(hidden)]
+    #[allow(clippy::type_complexity)]
+    /// Used by `rtl` and `event` until they move to the harness ([`Device::start`] is the
+    /// contract).
     pub fn run<H: CycleHandler + Send + 'static>(
         self,
         handler: H,
@@ -330,6 +338,41 @@ impl JackClient {
         sink: Box<dyn OutputSink>,
         on_active: &mut dyn FnMut(libc::pid_t),
     ) -> Result<(StopReason, DriverStats, JackReport)> {
+        let use_source = source.is_some();
+        let source: Box<dyn InputSource> = match source {
+            Some(s) => s,
+            None => Box::new(super::signal::Generator::new(
+                super::signal::SignalKind::Silence,
+                self.rate,
+                0,
+            )),
+        };
+        let parts = Parts {
+            handler,
+            source,
+            sink,
+        };
+        let mut active = self.activate(parts, periods_total, use_source)?;
+        let waited = active.wait(stop, on_active);
+        let out = active.teardown(waited)?;
+        let report = out.report.into_jack().unwrap_or_default();
+        Ok((out.reason, out.stats, report))
+    }
+
+    /// Step 1 of a run: register our ports, answer latency questions, activate with the
+    /// process callback and make the asked connections. `use_source`: the engine's input
+    /// comes from `parts.source` unless `--connect in=` feeds our input ports.
+    fn activate<H, I, O>(
+        self,
+        parts: Parts<H, I, O>,
+        periods_total: u64,
+        use_source: bool,
+    ) -> Result<Active<H, I, O>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
         let JackClient {
             client,
             cfg,
@@ -375,45 +418,19 @@ impl JackClient {
                 .register_port("out_2", jack::AudioOut::default())
                 .map_err(reg)?,
         ];
-        // Answer the server's latency questions for our ports (before activation, as
-        // libjack requires of every callback).
-        let latency_ports = Box::into_raw(Box::new(LatencyPorts {
-            ins: ins.iter().map(|p| p.raw()).collect(),
-            outs: outs.iter().map(|p| p.raw()).collect(),
-            own: ENGINE_LATENCY_FRAMES,
-        }));
-        // SAFETY: the client is open and inactive; latency_ports stays valid until the
-        // client is closed (freed below only after the teardown closed it).
-        let rc = unsafe {
-            jack::jack_sys::jack_set_latency_callback(
-                client.raw(),
-                Some(on_latency),
-                latency_ports as *mut libc::c_void,
-            )
-        };
-        if rc != 0 {
-            // SAFETY: libjack refused it, so nothing else holds the pointer.
-            drop(unsafe { Box::from_raw(latency_ports) });
-            return Err(Error::cannot_measure(
-                "JACK refused our latency callback (jack_set_latency_callback)",
-            ));
-        }
+        let latency_ports = LatencyCallback::install(&client, &ins, &outs)?;
         let in_names: Vec<String> = ins.iter().filter_map(|p| p.name().ok()).collect();
         let out_names: Vec<String> = outs.iter().filter_map(|p| p.name().ok()).collect();
         let client_name = client.name().to_string();
-        let source = if cfg.connect_in.is_empty() {
-            source
-        } else {
-            None
-        };
         let f = frames as usize;
         let process = Process {
-            handler,
+            handler: parts.handler,
             sh: sh.clone(),
             ins,
             outs,
-            source,
-            sink,
+            source: parts.source,
+            use_source: use_source && cfg.connect_in.is_empty(),
+            sink: parts.sink,
             in_l: vec![0.0; f],
             in_r: vec![0.0; f],
             frames,
@@ -460,7 +477,137 @@ impl JackClient {
                 .map_err(|e| Error::cannot_measure(format!("cannot connect {src} → {dst}: {e}")))?;
             connections.push(format!("{src} -> {dst}"));
         }
+        Ok(Active {
+            active,
+            sh,
+            latency_ports,
+            control,
+            offsets,
+            report: JackReport {
+                server,
+                library_version,
+                client_name,
+                rate,
+                buffer_frames: frames,
+                buffer_set_from,
+                connections,
+                ..JackReport::default()
+            },
+        })
+    }
+}
 
+impl Device for JackClient {
+    fn kind(&self) -> DriverKind {
+        DriverKind::Jack
+    }
+
+    fn params(&self) -> DeviceParams {
+        DeviceParams {
+            rate: self.rate,
+            frames: self.frames,
+            periods: 2,
+        }
+    }
+
+    /// Activates on the calling thread (a refusal is the caller's error); the thread
+    /// `run.thread` describes, at SCHED_OTHER, then waits and tears the client down.
+    fn start<H, I, O>(self, parts: Parts<H, I, O>, run: RunSpec) -> Result<Running<Parts<H, I, O>>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
+        let mut active = self.activate(parts, run.periods_total, true)?;
+        let spec = ThreadSpec {
+            policy: crate::rt::Policy::Other { nice: 0 },
+            ..run.thread
+        };
+        let stop = run.stop.clone();
+        Running::spawn_waiting(spec, run.stop, move |rt_tid| {
+            let waited = active.wait(&stop, &mut |tid| rt_tid.store(tid, Ordering::SeqCst));
+            active.teardown(waited)
+        })
+    }
+}
+
+/// Our latency callback's argument, owned by the run: freed once the client is closed,
+/// leaked with a client that is abandoned (libjack may still call it).
+struct LatencyCallback(*mut LatencyPorts);
+
+// SAFETY: the pointer is only dereferenced by libjack's notification thread (through the
+// callback) and freed by the thread that closed the client.
+unsafe impl Send for LatencyCallback {}
+
+impl LatencyCallback {
+    /// Answer the server's latency questions for our ports (before activation, as libjack
+    /// requires of every callback).
+    fn install(
+        client: &jack::Client,
+        ins: &[jack::Port<jack::AudioIn>],
+        outs: &[jack::Port<jack::AudioOut>],
+    ) -> Result<Self> {
+        let ports = Box::into_raw(Box::new(LatencyPorts {
+            ins: ins.iter().map(|p| p.raw()).collect(),
+            outs: outs.iter().map(|p| p.raw()).collect(),
+            own: ENGINE_LATENCY_FRAMES,
+        }));
+        // SAFETY: the client is open and inactive; `ports` stays valid until the client is
+        // closed (see `free`).
+        let rc = unsafe {
+            jack::jack_sys::jack_set_latency_callback(
+                client.raw(),
+                Some(on_latency),
+                ports as *mut libc::c_void,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: libjack refused it, so nothing else holds the pointer.
+            drop(unsafe { Box::from_raw(ports) });
+            return Err(Error::cannot_measure(
+                "JACK refused our latency callback (jack_set_latency_callback)",
+            ));
+        }
+        Ok(LatencyCallback(ports))
+    }
+
+    /// Call only after the client is closed: libjack calls on_latency no more.
+    fn free(self) {
+        // SAFETY: see above; the pointer came from Box::into_raw in `install`.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// An active client: the server runs our process callback.
+struct Active<H, I, O> {
+    active: jack::AsyncClient<Notifications, Process<H, I, O>>,
+    sh: Arc<Shared>,
+    latency_ports: LatencyCallback,
+    /// Holds the size `--set-buffer` changed, to put the original back after the run.
+    control: Option<JackControl>,
+    offsets: OffsetStats,
+    /// Filled in as the run goes: identity and connections now, the rest at teardown.
+    report: JackReport,
+}
+
+/// How the waiting ended.
+struct Waited {
+    reason: StopReason,
+    stalled: bool,
+    load: JackLoad,
+}
+
+impl<H, I, O> Active<H, I, O>
+where
+    H: CycleHandler + Send + 'static,
+    I: InputSource + 'static,
+    O: OutputSink + 'static,
+{
+    /// Step 2: wait on this (non-real-time) thread until the run ends, sampling
+    /// `jack_cpu_load` and the clock offset meanwhile. `on_active` gets the process
+    /// thread's tid once the first cycle has run.
+    fn wait(&mut self, stop: &AtomicBool, on_active: &mut dyn FnMut(libc::pid_t)) -> Waited {
+        let sh = &self.sh;
         let mut load = JackLoad::default();
         let mut load_sum = 0.0;
         let mut told_tid = false;
@@ -469,6 +616,7 @@ impl JackClient {
         // sign is that cycles stop. A server that runs no cycle of ours for this long is
         // gone as far as the measurement is concerned. The first cycle gets longer: PipeWire
         // negotiates the graph before it schedules a new client.
+        let (rate, frames) = (self.report.rate, self.report.buffer_frames);
         let period_ns = frames as u64 * 1_000_000_000 / rate as u64;
         let stall = Duration::from_nanos((200 * period_ns).max(2_000_000_000));
         let first_stall = Duration::from_secs(10);
@@ -507,23 +655,44 @@ impl JackClient {
             }
             if last_sample.elapsed() >= Duration::from_millis(100) {
                 last_sample = std::time::Instant::now();
-                let l = active.as_client().cpu_load() as f64;
+                let l = self.active.as_client().cpu_load() as f64;
                 load.samples += 1;
                 load_sum += l;
                 load.max = load.max.max(l);
-                offsets.sample(active.as_client(), &sh, 20);
+                self.offsets.sample(self.active.as_client(), sh, 20);
             }
         };
         if load.samples > 0 {
             load.mean = load_sum / load.samples as f64;
         }
-        let shutdown = sh.shutdown.load(Ordering::SeqCst);
+        Waited {
+            reason,
+            stalled,
+            load,
+        }
+    }
+
+    /// Step 3: stop the callback, deactivate and close the client (or abandon one with a
+    /// stuck cycle), put the buffer size back and complete the report.
+    fn teardown(self, w: Waited) -> Result<DriverOutcome<Parts<H, I, O>>> {
+        let Active {
+            active,
+            sh,
+            latency_ports,
+            control,
+            offsets,
+            mut report,
+        } = self;
+        let shutdown = sh.shutdown.load(Ordering::SeqCst) || w.stalled;
+        report.server_stalled = w.stalled;
+        report.server_shutdown = shutdown;
+        report.jack_cpu_load_pct = w.load;
+        let (rate, frames) = (report.rate, report.buffer_frames);
         let new_frames = sh.new_frames.load(Ordering::SeqCst);
         let new_rate = sh.new_rate.load(Ordering::SeqCst);
         // Stop the process callback from touching the engine before deactivating, so the
         // last cycles are not half-measured while the server tears us down.
         sh.done.store(true, Ordering::SeqCst);
-        let shutdown = shutdown || stalled;
         // Deactivate only while the process thread is outside our callback (see
         // `in_callback`): a cycle in progress finishes first, and the callbacks after it see
         // `done` and return within microseconds. Seen without this wait: a load grid aborted
@@ -538,64 +707,27 @@ impl JackClient {
             // A cycle is stuck in the handler (the watchdog's case). libjack would
             // pthread_cancel the process thread on deactivate/close, and the forced unwind
             // through the crate's catch_unwind aborts the process before the partial result
-            // is written. Abandon the client instead; the process exits right after.
+            // is written. Abandon the client (and the latency callback's argument with it);
+            // the process exits right after.
             std::mem::forget(active);
-            let report = JackReport {
-                server,
-                library_version,
-                client_name,
-                rate,
-                buffer_frames: frames,
-                buffer_set_from,
-                server_xruns: sh.server_xruns.load(Ordering::SeqCst),
-                jack_cpu_load_pct: load,
-                server_shutdown: shutdown,
-                server_stalled: stalled,
-                connections,
-                ..JackReport::default()
-            };
-            let stats = DriverStats {
-                cycles: sh.cycles_done.load(Ordering::SeqCst),
-                xruns: sh.xruns.load(Ordering::SeqCst),
-                skipped_periods: sh.skipped.load(Ordering::SeqCst),
-                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
-                sink: SinkStats::default(),
-            };
-            return Ok((StopReason::Stopped, stats, report));
+            std::mem::forget(latency_ports);
+            report.server_xruns = sh.server_xruns.load(Ordering::SeqCst);
+            return Ok(DriverOutcome {
+                reason: StopReason::Stopped,
+                stats: shared_stats(&sh),
+                report: DriverReport::Jack(report),
+                parts: None,
+            });
         }
-        // Tearing down a client whose server died can block in libjack; do it on a helper
-        // thread and give up on it (and on the handler it holds) after a bound.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let teardown = std::thread::Builder::new()
-            .name("xr-jack-close".into())
-            .spawn(move || {
-                let p = if shutdown {
-                    drop(active);
-                    None
-                } else {
-                    active.deactivate().ok().map(|(_c, _n, p)| p)
-                };
-                let _ = tx.send(p);
-            })
-            .map_err(|e| Error::io("spawn the JACK teardown thread", e))?;
-        let process = match rx.recv_timeout(Duration::from_secs(3)) {
-            Ok(p) => {
-                let _ = teardown.join();
-                // SAFETY: the client is closed, so libjack calls on_latency no more.
-                drop(unsafe { Box::from_raw(latency_ports) });
-                p
-            }
-            // The client may still call back into latency_ports: leave it allocated.
-            Err(_) => None,
-        };
-        let buffer_restored = if shutdown {
+        let process = close(active, shutdown, latency_ports)?;
+        report.buffer_restored = if shutdown {
             // Closing a client of a dead server can block in libjack; nothing to restore.
             std::mem::forget(control);
             false
         } else {
             restore_buffer(control, frames)
         };
-        let param_change = match (new_frames, new_rate) {
+        report.param_change = match (new_frames, new_rate) {
             (0, 0) => None,
             (f2, 0) => Some(format!("buffer size changed from {frames} to {f2} frames")),
             (0, r2) => Some(format!("sample rate changed from {rate} to {r2} Hz")),
@@ -603,77 +735,121 @@ impl JackClient {
                 "buffer size changed from {frames} to {f2} and sample rate from {rate} to {r2}"
             )),
         };
-        let mut report = JackReport {
-            server_stalled: stalled,
-            server,
-            library_version,
-            client_name,
-            rate,
-            buffer_frames: frames,
-            buffer_set_from,
-            buffer_restored,
-            clock_offset_ns: offsets.mean(),
-            clock_offset_max_abs_ns: offsets.max_abs,
-            server_period_ns: 0.0,
-            server_xruns: sh.server_xruns.load(Ordering::SeqCst),
-            jack_cpu_load_pct: load,
-            param_change,
-            server_shutdown: shutdown,
-            connections,
-            ..JackReport::default()
-        };
-        let stats = match process {
+        report.clock_offset_ns = offsets.mean();
+        report.clock_offset_max_abs_ns = offsets.max_abs;
+        report.server_xruns = sh.server_xruns.load(Ordering::SeqCst);
+        let (stats, parts) = match process {
             Some(p) => {
-                let mut stats = p.stats;
-                stats.sink = p.sink.stats();
-                report.server_period_ns = if stats.cycles > 0 {
-                    p.period_usecs_sum * 1000.0 / stats.cycles as f64
-                } else {
-                    0.0
-                };
-                report.wakes_before_cycle_start = p.early_wakes;
-                report.max_wake_before_cycle_start_ns = p.max_early_ns;
-                report.cycle_time_errors = p.cycle_time_errors;
-                report.cycle_start_from_frames = p.dll_unlocked;
-                report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
-                report.deadline_from_period = p.deadline_from_period;
-                report.deadline_prediction_error_max_ns = p.deadline_error_max_ns;
-                match_xruns(&p.xrun_slots, p.first_t_ideal, &mut report);
-                // Reports that arrived after our last cycle (while the client was torn
-                // down) have no cycle to match; list them so every report appears once.
-                let total = sh.server_xruns.load(Ordering::SeqCst);
-                report.server_xruns = total;
-                let slots = &sh.xrun_times;
-                for n in p.xruns_seen..total {
-                    if report.server_xrun_events.len() >= MAX_XRUN_EVENTS {
-                        break;
-                    }
-                    let at = slots[n as usize % slots.len()].load(Ordering::Acquire);
-                    report.server_xrun_events.push(ServerXrun {
-                        at_ns: at.saturating_sub(p.first_t_ideal),
-                        cycle: None,
-                        our_xrun: false,
-                        cause: None,
-                        lateness_ns: None,
-                    });
-                }
-                report.xruns_not_reported_by_server =
-                    stats.xruns.saturating_sub(report.server_xruns_matched);
-                stats
+                let stats = fold_process(&p, &sh, &mut report);
+                (stats, Some(p.into_parts()))
             }
             // The handler went down with the client; only the counters that live in the
             // shared state survive. The engine's own records (already collected) carry
             // the rest.
-            None => DriverStats {
-                cycles: sh.cycles_done.load(Ordering::SeqCst),
-                xruns: sh.xruns.load(Ordering::SeqCst),
-                skipped_periods: sh.skipped.load(Ordering::SeqCst),
-                periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
-                sink: SinkStats::default(),
-            },
+            None => (shared_stats(&sh), None),
         };
-        Ok((reason, stats, report))
+        Ok(DriverOutcome {
+            reason: w.reason,
+            stats,
+            report: DriverReport::Jack(report),
+            parts,
+        })
     }
+}
+
+/// Tearing down a client whose server died can block in libjack; do it on a helper thread
+/// and give up on it (and on the process handler it holds) after a bound. The process
+/// handler comes back when the client was deactivated in time.
+fn close<H, I, O>(
+    active: jack::AsyncClient<Notifications, Process<H, I, O>>,
+    shutdown: bool,
+    latency_ports: LatencyCallback,
+) -> Result<Option<Process<H, I, O>>>
+where
+    H: CycleHandler + Send + 'static,
+    I: InputSource + 'static,
+    O: OutputSink + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let teardown = std::thread::Builder::new()
+        .name("xr-jack-close".into())
+        .spawn(move || {
+            let p = if shutdown {
+                drop(active);
+                None
+            } else {
+                active.deactivate().ok().map(|(_c, _n, p)| p)
+            };
+            let _ = tx.send(p);
+        })
+        .map_err(|e| Error::io("spawn the JACK teardown thread", e))?;
+    Ok(match rx.recv_timeout(Duration::from_secs(3)) {
+        Ok(p) => {
+            let _ = teardown.join();
+            latency_ports.free();
+            p
+        }
+        // The client may still call back into the latency ports: leave them allocated.
+        Err(_) => {
+            std::mem::forget(latency_ports);
+            None
+        }
+    })
+}
+
+/// The counters that outlive the process handler (mirrored in the shared state).
+fn shared_stats(sh: &Shared) -> DriverStats {
+    DriverStats {
+        cycles: sh.cycles_done.load(Ordering::SeqCst),
+        xruns: sh.xruns.load(Ordering::SeqCst),
+        skipped_periods: sh.skipped.load(Ordering::SeqCst),
+        periods_elapsed: sh.periods_elapsed.load(Ordering::SeqCst),
+        sink: SinkStats::default(),
+    }
+}
+
+/// What the process handler counted goes into the report; server xruns are matched with
+/// its cycle history.
+fn fold_process<H, I, O: OutputSink>(
+    p: &Process<H, I, O>,
+    sh: &Shared,
+    report: &mut JackReport,
+) -> DriverStats {
+    let mut stats = p.stats;
+    stats.sink = p.sink.stats();
+    report.server_period_ns = if stats.cycles > 0 {
+        p.period_usecs_sum * 1000.0 / stats.cycles as f64
+    } else {
+        0.0
+    };
+    report.wakes_before_cycle_start = p.early_wakes;
+    report.max_wake_before_cycle_start_ns = p.max_early_ns;
+    report.cycle_time_errors = p.cycle_time_errors;
+    report.cycle_start_from_frames = p.dll_unlocked;
+    report.cycle_start_dll_error_max_ns = p.dll_error_max_ns;
+    report.deadline_from_period = p.deadline_from_period;
+    report.deadline_prediction_error_max_ns = p.deadline_error_max_ns;
+    match_xruns(&p.xrun_slots, p.first_t_ideal, report);
+    // Reports that arrived after our last cycle (while the client was torn down) have no
+    // cycle to match; list them so every report appears once.
+    let total = sh.server_xruns.load(Ordering::SeqCst);
+    report.server_xruns = total;
+    let slots = &sh.xrun_times;
+    for n in p.xruns_seen..total {
+        if report.server_xrun_events.len() >= MAX_XRUN_EVENTS {
+            break;
+        }
+        let at = slots[n as usize % slots.len()].load(Ordering::Acquire);
+        report.server_xrun_events.push(ServerXrun {
+            at_ns: at.saturating_sub(p.first_t_ideal),
+            cycle: None,
+            our_xrun: false,
+            cause: None,
+            lateness_ns: None,
+        });
+    }
+    report.xruns_not_reported_by_server = stats.xruns.saturating_sub(report.server_xruns_matched);
+    stats
 }
 
 impl JackClient {

@@ -90,15 +90,17 @@ impl jack::NotificationHandler for Notifications {
     }
 }
 
-pub(super) struct Process<H: CycleHandler> {
+pub(super) struct Process<H, I, O> {
     pub(super) handler: H,
     pub(super) sh: Arc<Shared>,
     pub(super) ins: Vec<jack::Port<jack::AudioIn>>,
     pub(super) outs: Vec<jack::Port<jack::AudioOut>>,
     /// Generated input used when our input ports are not connected, so the graph processes
     /// the same signal as on the virtual driver.
-    pub(super) source: Option<Box<dyn InputSource>>,
-    pub(super) sink: Box<dyn OutputSink>,
+    pub(super) source: I,
+    /// Take the input from `source` (our input ports are not connected).
+    pub(super) use_source: bool,
+    pub(super) sink: O,
     pub(super) in_l: Vec<f32>,
     pub(super) in_r: Vec<f32>,
     pub(super) frames: u32,
@@ -124,7 +126,15 @@ pub(super) struct Process<H: CycleHandler> {
     pub(super) deadline_error_max_ns: u64,
 }
 
-impl<H: CycleHandler> Process<H> {
+impl<H, I, O> Process<H, I, O> {
+    pub(super) fn into_parts(self) -> crate::driver::Parts<H, I, O> {
+        crate::driver::Parts {
+            handler: self.handler,
+            source: self.source,
+            sink: self.sink,
+        }
+    }
+
     fn note_server_xruns(&mut self) {
         let n = self.sh.server_xruns.load(Ordering::Acquire);
         while self.xruns_seen < n {
@@ -143,7 +153,12 @@ impl<H: CycleHandler> Process<H> {
     }
 }
 
-impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
+impl<H, I, O> jack::ProcessHandler for Process<H, I, O>
+where
+    H: CycleHandler + Send,
+    I: InputSource,
+    O: OutputSink,
+{
     fn process(&mut self, _: &jack::Client, ps: &jack::ProcessScope) -> jack::Control {
         let wake = monotonic_ns();
         self.sh.in_callback.store(true, Ordering::SeqCst);
@@ -160,7 +175,12 @@ impl<H: CycleHandler + Send> jack::ProcessHandler for Process<H> {
     }
 }
 
-impl<H: CycleHandler + Send> Process<H> {
+impl<H, I, O> Process<H, I, O>
+where
+    H: CycleHandler + Send,
+    I: InputSource,
+    O: OutputSink,
+{
     /// One process callback; `wake` was read first thing in it.
     #[inline]
     fn cycle(&mut self, ps: &jack::ProcessScope, wake: u64) -> jack::Control {
@@ -257,9 +277,10 @@ impl<H: CycleHandler + Send> Process<H> {
             let (o1, o2) = self.outs.split_at_mut(1);
             let out_l = o1[0].as_mut_slice(ps);
             let out_r = o2[0].as_mut_slice(ps);
-            let mut io = match self.source.as_mut() {
-                Some(src) => {
-                    src.fill(frame_pos, &mut self.in_l[..f], &mut self.in_r[..f]);
+            let mut io = match self.use_source {
+                true => {
+                    self.source
+                        .fill(frame_pos, &mut self.in_l[..f], &mut self.in_r[..f]);
                     AudioIo {
                         in_l: &self.in_l[..f],
                         in_r: &self.in_r[..f],
@@ -267,7 +288,7 @@ impl<H: CycleHandler + Send> Process<H> {
                         out_r,
                     }
                 }
-                None => AudioIo {
+                false => AudioIo {
                     in_l: self.ins[0].as_slice(ps),
                     in_r: self.ins[1].as_slice(ps),
                     out_l,

@@ -73,6 +73,20 @@ pub struct JackReport {
     pub connections: Vec<String>,
 }
 
+impl JackReport {
+    /// What the user should hear about the run from the server's side.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(c) = &self.param_change {
+            w.push(format!("JACK: {c}; the run stopped there"));
+        }
+        if self.server_shutdown {
+            w.push("JACK: the server shut down during the run".to_string());
+        }
+        w
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JackLoad {
     pub samples: u64,
