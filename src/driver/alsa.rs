@@ -41,9 +41,7 @@
 //! the xrun list are preallocated.
 
 use super::signal::{InputSource, OutputSink};
-use super::{
-    AudioIo, CycleHandler, CycleTiming, DeviceParams, DriverStats, StopReason, TimeBase,
-};
+use super::{AudioIo, CycleHandler, CycleTiming, DeviceParams, DriverStats, StopReason, TimeBase};
 use crate::engine::probe::{Cause, CycleRecord};
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
@@ -638,9 +636,7 @@ impl super::Device for AlsaDriver {
         O: OutputSink + 'static,
     {
         self.periods_total = run.periods_total;
-        super::contract::start_loop(self, parts, run, |d| {
-            super::DriverReport::Alsa(d.report())
-        })
+        super::contract::start_loop(self, parts, run, |d| super::DriverReport::Alsa(d.report()))
     }
 }
 

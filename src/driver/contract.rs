@@ -257,7 +257,9 @@ pub struct DriverOptions {
     pub alsa: Option<AlsaConfig>,
 }
 
-/// A device of the kind the caller chose at run time.
+/// A device of the kind the caller chose at run time (one per run: the variants' sizes do
+/// not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum AnyDevice {
     Virtual(VirtualDriver),
     Sim(SimDriver),

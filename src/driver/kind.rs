@@ -8,12 +8,15 @@ use clap::ValueEnum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DriverKind {
-    /// A timer-paced software codec (CLOCK_MONOTONIC, cyclictest's method).
+    // A timer-paced software codec (CLOCK_MONOTONIC, cyclictest's method). Undocumented
+    // variants keep the result schema's text as it was.
     Virtual,
-    /// The deterministic simulator: simulated time, a latency model, injected events.
+    // The deterministic simulator: simulated time, a latency model, injected events.
     Sim,
     /// The engine as a JACK client (jackd2, or PipeWire under pw-jack).
     Jack,
@@ -30,12 +33,13 @@ pub enum BufferSource {
     Server,
 }
 
-/// Where the sim-style compute time comes from by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DefaultCompute {
-    /// Run the DSP and take its time.
+/// Where the sim driver's compute time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeKind {
+    /// Run the DSP and take its measured time.
     Measured,
-    /// The cost model (simulated time only).
+    /// The cost model (see `engine::cost`).
     Model,
 }
 
@@ -72,11 +76,11 @@ impl DriverKind {
     }
 
     /// Where compute time comes from unless asked otherwise.
-    pub fn default_compute(self) -> DefaultCompute {
+    pub fn default_compute(self) -> ComputeKind {
         if self.real_time() {
-            DefaultCompute::Measured
+            ComputeKind::Measured
         } else {
-            DefaultCompute::Model
+            ComputeKind::Model
         }
     }
 
@@ -139,9 +143,7 @@ impl DriverKind {
                 .filter_map(|k| k.to_possible_value())
                 .collect::<Vec<PossibleValue>>(),
         )
-        .map(|s| {
-            DriverKind::from_str(&s, false).expect("the parser accepts only DriverKind names")
-        })
+        .map(|s| DriverKind::from_str(&s, false).expect("the parser accepts only DriverKind names"))
     }
 }
 
@@ -169,7 +171,7 @@ mod tests {
         assert_eq!(DriverKind::Alsa.default_policy(), Policy::fifo(80));
         assert!(!DriverKind::Jack.periods_apply());
         assert_eq!(DriverKind::Jack.buffer_source(), BufferSource::Server);
-        assert_eq!(DriverKind::Sim.default_compute(), DefaultCompute::Model);
+        assert_eq!(DriverKind::Sim.default_compute(), ComputeKind::Model);
         assert!(!DriverKind::Sim.mlock_applies() && DriverKind::Virtual.steal_sampling());
         let e = DriverKind::Alsa
             .accept("suite", &[DriverKind::Virtual, DriverKind::Jack])

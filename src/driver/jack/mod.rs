@@ -51,12 +51,12 @@ use process::{Brief, Notifications, OffsetStats, Process, Shared, HISTORY, MAX_X
 use report::match_xruns;
 
 use super::{
-    CycleHandler, DeviceParams, Device, DriverKind, DriverOutcome, DriverReport, DriverStats,
+    CycleHandler, Device, DeviceParams, DriverKind, DriverOutcome, DriverReport, DriverStats,
     Parts, RunSpec, Running, StopReason,
 };
-use crate::rt::thread::ThreadSpec;
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
+use crate::rt::thread::ThreadSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -571,6 +571,10 @@ impl LatencyCallback {
         Ok(LatencyCallback(ports))
     }
 
+    /// For a client that is abandoned or not closed in time: libjack may still call
+    /// on_latency with the pointer, so it is never freed.
+    fn leak(self) {}
+
     /// Call only after the client is closed: libjack calls on_latency no more.
     fn free(self) {
         // SAFETY: see above; the pointer came from Box::into_raw in `install`.
@@ -710,7 +714,7 @@ where
             // is written. Abandon the client (and the latency callback's argument with it);
             // the process exits right after.
             std::mem::forget(active);
-            std::mem::forget(latency_ports);
+            latency_ports.leak();
             report.server_xruns = sh.server_xruns.load(Ordering::SeqCst);
             return Ok(DriverOutcome {
                 reason: StopReason::Stopped,
@@ -791,7 +795,7 @@ where
         }
         // The client may still call back into the latency ports: leave them allocated.
         Err(_) => {
-            std::mem::forget(latency_ports);
+            latency_ports.leak();
             None
         }
     })
