@@ -8,9 +8,7 @@ use clap::ValueEnum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DriverKind {
     // A timer-paced software codec (CLOCK_MONOTONIC, cyclictest's method). Undocumented
@@ -66,6 +64,11 @@ impl DriverKind {
         self != DriverKind::Sim
     }
 
+    /// The sim driver's timeline: its latency model, injected events and cost model apply.
+    pub fn simulated(self) -> bool {
+        !self.real_time()
+    }
+
     /// The engine's policy unless asked otherwise: FIFO 80 on real time, OTHER on sim.
     pub fn default_policy(self) -> Policy {
         if self.real_time() {
@@ -86,7 +89,7 @@ impl DriverKind {
 
     /// A cost model can stand in for compute time (it needs simulated time).
     pub fn can_model_compute(self) -> bool {
-        !self.real_time()
+        self.simulated()
     }
 
     /// `--periods` applies. A JACK client's cycle is always "done before the next cycle
@@ -144,6 +147,19 @@ impl DriverKind {
                 .collect::<Vec<PossibleValue>>(),
         )
         .map(|s| DriverKind::from_str(&s, false).expect("the parser accepts only DriverKind names"))
+    }
+}
+
+/// By hand rather than derived: the variants' docs must not become help texts, so `--help`
+/// keeps the one-line "[possible values: …]" list (`suite` reads it to learn what a command
+/// accepts).
+impl ValueEnum for DriverKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
     }
 }
 
