@@ -44,7 +44,7 @@ pub trait Supervisor {
     fn on_threads(&mut self, _tids: &[libc::pid_t]) {}
 
     /// Called once while the device runs, under the watchdog. Return when `ended()` is true
-    /// (the device stopped or the watchdog fired), or earlier to end the run: the harness
+    /// (the device stopped, the watchdog fired or SIGINT/SIGTERM arrived), or earlier to end the run: the harness
     /// then stops the device. The default shows the monitor's cycles as progress.
     fn supervise(&mut self, ended: &dyn Fn() -> bool, h: &Harness<'_>) {
         show_progress(ended, h)
@@ -155,7 +155,10 @@ where
     };
     h.progress.set_total(h.progress_total);
     h.progress.set_message(h.progress_message);
-    let ended = || running.is_finished() || watchdog.has_fired();
+    // Ctrl-C ends the supervision too: the device sees it on its own, a custom supervisor
+    // (a trigger loop) need not.
+    let ended =
+        || running.is_finished() || watchdog.has_fired() || crate::rt::interrupt::requested();
     sup.supervise(&ended, h);
     let driver = if watchdog.has_fired() {
         // The stuck thread is abandoned (see watchdog.rs); give a thread that was merely
