@@ -4,8 +4,7 @@
 //! device when it cannot start: never an unwatched real-time run), supervise (progress,
 //! Ctrl-C, the watchdog firing), tear down, and return one outcome.
 
-use super::watchdog::{Watchdog, WatchdogReport};
-use super::EngineMonitor;
+use super::watchdog::{CycleMonitor, Watchdog, WatchdogReport};
 use crate::driver::signal::{InputSource, OutputSink};
 use crate::driver::{
     CycleHandler, Device, DriverOutcome, Parts, RunSpec, Running, StopReason, RT_TID_WAIT,
@@ -26,8 +25,9 @@ pub struct Harness<'a> {
     pub policy: Policy,
     /// How long a cycle may run before the watchdog demotes the threads and stops the run.
     pub watchdog_bound_ns: u64,
-    /// Where the watchdog reads the cycle in progress and the progress bar the cycles done.
-    pub monitor: EngineMonitor,
+    /// Where the watchdog reads the cycle in progress and the progress bar the cycles done:
+    /// the engine's `EngineMonitor`, or a `CycleGauge` the handler keeps.
+    pub monitor: std::sync::Arc<dyn CycleMonitor>,
     /// Real-time threads besides the device's (the engine's workers), watched with it.
     pub extra_tids: Vec<libc::pid_t>,
     pub progress: &'a dyn Progress,
@@ -232,7 +232,7 @@ mod tests {
         }
     }
 
-    fn engine() -> (Engine, EngineMonitor) {
+    fn engine() -> (Engine, crate::engine::EngineMonitor) {
         let s = EngineSpec {
             policy: Policy::Other { nice: 0 },
             block_when_full: false,
@@ -296,11 +296,11 @@ mod tests {
         }
     }
 
-    fn harness(monitor: EngineMonitor) -> Harness<'static> {
+    fn harness(monitor: crate::engine::EngineMonitor) -> Harness<'static> {
         Harness {
             policy: Policy::Other { nice: 0 },
             watchdog_bound_ns: 1_000_000_000,
-            monitor,
+            monitor: Arc::new(monitor),
             extra_tids: Vec::new(),
             progress: &crate::progress::Silent,
             progress_total: 0,
@@ -357,5 +357,44 @@ mod tests {
         assert_eq!(d.stats.cycles, 100);
         assert_eq!(d.parts.unwrap().handler.cycles, 100);
         assert!(out.watchdog.is_none());
+    }
+
+    /// A handler that is not the engine, stuck in one cycle: the watchdog it keeps a gauge
+    /// for fires, and the harness abandons the thread after the grace.
+    struct Stuck {
+        gauge: crate::engine::watchdog::CycleGauge,
+    }
+
+    impl CycleHandler for Stuck {
+        fn process_cycle(&mut self, _io: &mut AudioIo<'_>, t: &CycleTiming) -> CycleRecord {
+            self.gauge.enter(crate::rt::clock::monotonic_ns());
+            if t.cycle == 3 {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            self.gauge.leave();
+            CycleRecord::EMPTY
+        }
+    }
+
+    #[test]
+    fn a_stuck_cycle_ends_with_the_watchdog_and_the_thread_abandoned() {
+        let gauge = crate::engine::watchdog::CycleGauge::default();
+        let h = Harness {
+            watchdog_bound_ns: 100_000_000,
+            monitor: Arc::new(gauge.clone()),
+            ..harness(engine().1)
+        };
+        let dev = SimDriver::new(PARAMS, &SimConfig::default(), 1, 0);
+        let out = run(
+            &h,
+            dev,
+            parts(Stuck { gauge }),
+            spec(1000),
+            &mut Progressing,
+        )
+        .unwrap();
+        assert_eq!(out.status, Status::Watchdog);
+        assert!(out.driver.is_none(), "the stuck thread was abandoned");
+        assert!(out.watchdog.unwrap().stuck_ns >= 100_000_000);
     }
 }

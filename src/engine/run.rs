@@ -371,7 +371,7 @@ pub fn run_tapped(
         watchdog_bound_ns: cfg
             .watchdog_ns
             .unwrap_or_else(|| default_bound_ns(period_ns)),
-        monitor: monitor.clone(),
+        monitor: Arc::new(monitor.clone()),
         extra_tids: built.engine.worker_tids(),
         progress,
         progress_total: cfg.periods_total(),

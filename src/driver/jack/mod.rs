@@ -510,24 +510,48 @@ impl Device for JackClient {
         }
     }
 
-    /// Activates on the calling thread (a refusal is the caller's error); the thread
-    /// `run.thread` describes, at SCHED_OTHER, then waits and tears the client down.
+    /// The thread `run.thread` describes, at SCHED_OTHER, activates the client, waits and
+    /// tears it down. Activation happens there, not on the caller's thread, because
+    /// libjack creates the process thread from the activating thread and it inherits that
+    /// thread's CPUs. A refusal (ports, callbacks, activation, connections) is returned
+    /// here, before anything runs.
     fn start<H, I, O>(self, parts: Parts<H, I, O>, run: RunSpec) -> Result<Running<Parts<H, I, O>>>
     where
         H: CycleHandler + Send + 'static,
         I: InputSource + 'static,
         O: OutputSink + 'static,
     {
-        let mut active = self.activate(parts, run.periods_total, true)?;
         let spec = ThreadSpec {
             policy: crate::rt::Policy::Other { nice: 0 },
             ..run.thread
         };
-        let stop = run.stop.clone();
-        Running::spawn_waiting(spec, run.stop, move |rt_tid| {
+        let (stop, periods_total) = (run.stop.clone(), run.periods_total);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Error>>(1);
+        let running = Running::spawn_waiting(spec, run.stop, move |rt_tid| {
+            let mut active = match self.activate(parts, periods_total, true) {
+                Ok(a) => {
+                    let _ = tx.send(None);
+                    a
+                }
+                Err(e) => {
+                    let _ = tx.send(Some(e));
+                    return Err(Error::cannot_measure("the JACK client did not start"));
+                }
+            };
             let waited = active.wait(&stop, &mut |tid| rt_tid.store(tid, Ordering::SeqCst));
             active.teardown(waited)
-        })
+        })?;
+        match rx.recv() {
+            Ok(None) => Ok(running),
+            Ok(Some(e)) => {
+                let _ = running.join();
+                Err(e)
+            }
+            Err(_) => Err(running
+                .join()
+                .err()
+                .unwrap_or_else(|| Error::cannot_measure("the JACK client thread ended early"))),
+        }
     }
 }
 
