@@ -325,10 +325,10 @@ impl JackClient {
     /// sample-rate change, blocking the calling thread; `on_active` gets the process
     /// thread's tid once the first cycle has run. `source` (None: the input ports) feeds
     /// the engine while `--connect in=` is not given.
+    ///
+    /// Used by `rtl` and `event` until they move to the harness; [`Device::start`] is the
+    /// contract.
     #[doc(hidden)]
-    #[allow(clippy::type_complexity)]
-    /// Used by `rtl` and `event` until they move to the harness ([`Device::start`] is the
-    /// contract).
     pub fn run<H: CycleHandler + Send + 'static>(
         self,
         handler: H,
