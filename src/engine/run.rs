@@ -1,5 +1,6 @@
-//! `engine::run`: the library entry point behind `xrunlab run` — build the graph, start
-//! the driver on the engine's RT thread 0, watch it, fold the probes into a result.
+//! `engine::run`: the library entry point behind `xrunlab run` — open the device, build the
+//! graph for what it accepted, run it under the real-time harness, fold the probes into a
+//! result.
 
 use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
 use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
