@@ -14,17 +14,13 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LoadDriverArg {
-    Virtual,
-    Sim,
-    Jack,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CriterionArg {
     Overload,
     All,
 }
+
+/// The drivers `load` runs on.
+const LOAD_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Sim, DriverKind::Jack];
 
 /// The DSP load test: the most plugin instances per track without xruns, per buffer size,
 /// track count and plugin type (Vignati et al. §3.1.1, Fig. 2).
@@ -56,8 +52,8 @@ Examples:
 pub struct LoadArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
     /// or a JACK server (jackd2, or PipeWire under pw-jack).
-    #[arg(long, value_enum, default_value = "virtual")]
-    pub driver: LoadDriverArg,
+    #[arg(long, value_parser = DriverKind::parser(LOAD_DRIVERS), default_value = "virtual")]
+    pub driver: DriverKind,
     /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two)
     /// [default: 16,32,64,128,256,512; jack: the server's, see --set-buffer].
     #[arg(long)]
@@ -121,16 +117,12 @@ pub struct LoadArgs {
 
 impl LoadArgs {
     pub fn to_config(&self) -> Result<LoadConfig> {
-        let driver = match self.driver {
-            LoadDriverArg::Virtual => DriverKind::Virtual,
-            LoadDriverArg::Sim => DriverKind::Sim,
-            LoadDriverArg::Jack => DriverKind::Jack,
-        };
+        let driver = self.driver.accept("load", LOAD_DRIVERS)?;
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
             || !self.inject.is_empty();
-        if driver != DriverKind::Sim && sim_flags {
+        if !driver.simulated() && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
             ));
@@ -182,7 +174,7 @@ impl LoadArgs {
         }
         c.seed = self.seed;
         c.mlock &= !self.no_mlock;
-        if driver == DriverKind::Sim {
+        if driver.simulated() {
             c.sim = SimConfig {
                 latency: LatencyModel::parse(&self.sim_latency)?,
                 events: self.inject.clone(),

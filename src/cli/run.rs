@@ -13,14 +13,6 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DriverArg {
-    Virtual,
-    Sim,
-    Jack,
-    Alsa,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ComputeArg {
     Measured,
     Model,
@@ -57,7 +49,7 @@ pub struct RunArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
     /// a JACK server (jackd2, or PipeWire under pw-jack), or an ALSA PCM (--device).
     #[arg(long, value_enum, default_value = "virtual")]
-    pub driver: DriverArg,
+    pub driver: DriverKind,
     /// Sample rate in Hz [default: 48000; jack: the server's].
     #[arg(long)]
     pub rate: Option<u32>,
@@ -138,18 +130,13 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn to_config(&self) -> Result<RunConfig> {
-        let driver = match self.driver {
-            DriverArg::Virtual => DriverKind::Virtual,
-            DriverArg::Sim => DriverKind::Sim,
-            DriverArg::Jack => DriverKind::Jack,
-            DriverArg::Alsa => DriverKind::Alsa,
-        };
+        let driver = self.driver;
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
             || !self.inject.is_empty()
             || matches!(self.sim_compute, ComputeArg::Measured);
-        if driver != DriverKind::Sim && sim_flags {
+        if !driver.simulated() && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --sim-compute, --cost, --cost-overhead and --inject need --driver sim",
             ));
@@ -180,8 +167,8 @@ impl RunArgs {
         c.watchdog_ns = self.watchdog;
         c.worker_spin_ns = self.worker_spin;
         c.compete = self.compete.clone();
-        c.mlock = driver != DriverKind::Sim && !self.no_mlock;
-        if driver == DriverKind::Sim {
+        c.mlock = driver.mlock_applies() && !self.no_mlock;
+        if driver.simulated() {
             c.sim = SimConfig {
                 latency: LatencyModel::parse(&self.sim_latency)?,
                 events: self.inject.clone(),

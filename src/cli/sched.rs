@@ -11,6 +11,9 @@ use crate::stress::periodic::PeriodicSpec;
 use crate::units::{parse_duration_ns, parse_percent};
 use clap::Args;
 
+/// `--driver` takes these; `jack` is refused with the reason (see `measure::sched`).
+const SCHED_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Jack];
+
 /// Run the same audio graph (a serial pipeline of `burn` clients on one engine thread) once
 /// per scheduling policy against the same competing periodic task, and compare driver period,
 /// driver end time, CPU time, xruns and the competitor's response times (Cucinotta et al.).
@@ -75,8 +78,8 @@ pub struct SchedArgs {
     #[arg(long, value_name = "FILE.csv")]
     pub trace: Option<std::path::PathBuf>,
     /// Only `virtual`; `jack` is refused with the reason.
-    #[arg(long, value_name = "DRIVER", default_value = "virtual")]
-    pub driver: String,
+    #[arg(long, value_name = "DRIVER", value_parser = DriverKind::parser(SCHED_DRIVERS), default_value = "virtual")]
+    pub driver: DriverKind,
     /// Length of each row.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub duration: String,
@@ -139,11 +142,7 @@ impl SchedArgs {
         }
         let period_ns = buffer as u64 * 1_000_000_000 / rate as u64;
         let (clients, client_pct) = parse_graph(self.ramp.as_deref().unwrap_or(&self.graph))?;
-        let driver = match self.driver.as_str() {
-            "virtual" => DriverKind::Virtual,
-            "jack" => DriverKind::Jack,
-            o => return super::usage(format!("unknown --driver '{o}'; sched runs on virtual")),
-        };
+        let driver = self.driver;
         let duration_ns = parse_duration_ns(&self.duration)?;
         let ramp_every_ns = match (&self.ramp, &self.ramp_every) {
             (None, _) => None,

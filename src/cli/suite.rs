@@ -1,16 +1,14 @@
 //! `xrunlab suite`.
 
 use super::{output, Global};
+use crate::driver::DriverKind;
 use crate::error::{Error, Result};
 use crate::suite::{self, Manifest, Mode, SuiteConfig};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum SuiteDriver {
-    Virtual,
-    Jack,
-}
+/// The drivers the suite's stages take.
+const SUITE_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Jack];
 
 /// The whole protocol in one command: check, latency idle and under stress, the DSP load grid,
 /// latencytest, round-trip latency, scheduling policies, event latency, then one HTML report.
@@ -39,8 +37,8 @@ pub struct SuiteArgs {
     pub smoke: bool,
     /// Driver of the stages that take one (load, event); rtl runs on the virtual loop and,
     /// when a JACK server answers, on JACK too.
-    #[arg(long, value_enum, default_value = "virtual")]
-    pub driver: SuiteDriver,
+    #[arg(long, value_parser = DriverKind::parser(SUITE_DRIVERS), default_value = "virtual")]
+    pub driver: DriverKind,
     /// Continue the suite in DIR: stages whose result there is complete are kept.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
@@ -65,7 +63,7 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         (None, None) => PathBuf::from("xrunlab-suite"),
     };
     let mut mode = asked.unwrap_or(Mode::Quick);
-    let mut driver = format!("{:?}", a.driver).to_lowercase();
+    let mut driver = a.driver.accept("suite", SUITE_DRIVERS)?.name().to_string();
     if a.resume.is_some() {
         if !dir.is_dir() {
             return Err(Error::input(&dir, "no such directory to resume"));

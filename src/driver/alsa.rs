@@ -41,7 +41,7 @@
 //! the xrun list are preallocated.
 
 use super::signal::{InputSource, OutputSink};
-use super::{AudioIo, CycleHandler, CycleTiming, DriverStats, StopReason, TimeBase};
+use super::{AudioIo, CycleHandler, CycleTiming, DeviceParams, DriverStats, StopReason, TimeBase};
 use crate::engine::probe::{Cause, CycleRecord};
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
@@ -187,6 +187,29 @@ impl DelayAcc {
                 mean_ns: mean * 1e9 / rate as f64,
             }
         })
+    }
+}
+
+impl AlsaReport {
+    /// What the user should hear about the run from the device's side.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(n) = &self.capture_note {
+            w.push(format!("ALSA: playback only ({n})"));
+        }
+        if self.xruns_recovered > 0 {
+            w.push(format!(
+                "ALSA: {} xruns recovered (prepare and restart)",
+                self.xruns_recovered
+            ));
+        }
+        if self.stalled {
+            w.push("ALSA: the device stopped delivering periods; the run stopped".into());
+        }
+        if let Some(e) = &self.error {
+            w.push(format!("ALSA: {e}; the run stopped there"));
+        }
+        w
     }
 }
 
@@ -533,6 +556,8 @@ pub struct AlsaDriver {
     report: AlsaReport,
     write_delay: Option<Arc<WriteDelay>>,
     capture_input: bool,
+    /// The device accepted other parameters than asked (see [`AlsaDriver::open`]).
+    accepted_other: Option<String>,
 }
 
 impl AlsaDriver {
@@ -545,7 +570,23 @@ impl AlsaDriver {
             report,
             write_delay: None,
             capture_input: false,
+            accepted_other: None,
         }
+    }
+
+    /// Open `cfg.device` for `asked` (see [`AlsaDevice::open`]); what it accepted instead is
+    /// the device's warning.
+    pub fn open(cfg: &AlsaConfig, asked: DeviceParams) -> Result<Self> {
+        let dev = AlsaDevice::open(cfg, asked.rate, asked.frames, asked.periods)?;
+        let got = (dev.rate(), dev.period_frames(), dev.periods());
+        let mut d = AlsaDriver::new(dev, 0);
+        if got != (asked.rate, asked.frames, asked.periods) {
+            d.accepted_other = Some(format!(
+                "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
+                got.0, got.1, got.2, asked.rate, asked.frames, asked.periods
+            ));
+        }
+        Ok(d)
     }
 
     /// Hand the engine the captured periods as its input instead of the InputSource
@@ -564,6 +605,38 @@ impl AlsaDriver {
     /// What the run saw; complete once `run` returned.
     pub fn report(&self) -> AlsaReport {
         self.report.clone()
+    }
+}
+
+impl super::Device for AlsaDriver {
+    fn kind(&self) -> super::DriverKind {
+        super::DriverKind::Alsa
+    }
+
+    fn params(&self) -> DeviceParams {
+        DeviceParams {
+            rate: self.dev.rate(),
+            frames: self.dev.period_frames(),
+            periods: self.dev.periods(),
+        }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.accepted_other.iter().cloned().collect()
+    }
+
+    fn start<H, I, O>(
+        mut self,
+        parts: super::Parts<H, I, O>,
+        run: super::RunSpec,
+    ) -> Result<super::Running<super::Parts<H, I, O>>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
+        self.periods_total = run.periods_total;
+        super::contract::start_loop(self, parts, run, |d| super::DriverReport::Alsa(d.report()))
     }
 }
 

@@ -127,6 +127,10 @@ impl DeviceClock {
         self.t0_ns
     }
 
+    pub fn params(&self) -> DeviceParams {
+        self.params
+    }
+
     /// Exact interrupt time of period k.
     #[inline]
     pub fn t_ideal(&self, k: u64) -> u64 {

@@ -4,20 +4,30 @@
 //! JACK, the server owns it and calls a process callback) and calls
 //! [`CycleHandler::process_cycle`] once per period with the period's audio buffers and its
 //! [`CycleTiming`]. The engine implements `CycleHandler` and never learns which driver
-//! called it; a driver never learns what the handler runs. A JACK driver fits unchanged:
-//! its process callback reads `wake` first, takes `t_ideal`/period from
-//! `jack_get_cycle_times`, and calls `process_cycle` with the port buffers.
+//! called it; a driver never learns what the handler runs.
+//!
+//! Every driver, JACK included, is opened, started and joined the same way: see
+//! [`contract`] ([`Device`], [`Running`], [`DriverOutcome`]); [`DriverKind`] says which
+//! driver a run uses and what that implies. The loop drivers (virtual, sim, alsa) also
+//! implement [`Driver`], the loop their device thread runs.
 //!
 //! The device semantics shared by `virtual` and `sim` live in [`DeviceClock`].
 
 pub mod alsa;
+pub mod contract;
 pub mod device;
 pub mod jack;
+pub mod kind;
 pub mod signal;
 pub mod sim;
 pub mod virtual_dev;
 
+pub use contract::{
+    AnyDevice, Device, DriverOptions, DriverOutcome, DriverReport, Parts, RunSpec, Running,
+    RT_TID_WAIT,
+};
 pub use device::DeviceClock;
+pub use kind::DriverKind;
 
 pub use crate::common::DeviceParams;
 
@@ -80,13 +90,11 @@ pub trait CycleHandler {
     fn process_cycle(&mut self, io: &mut AudioIo<'_>, timing: &CycleTiming) -> CycleRecord;
 }
 
-/// What every driver offers: run cycles into a handler until the run's device periods
-/// are done or `stop` (or SIGINT/SIGTERM) asks to stop. Audio comes from `source` and goes
-/// to `sink`, so a loopback or a real device's buffers slot in without touching the loop.
-///
-/// A callback-driven driver (JACK) implements `run` by activating its client, calling
-/// `process_cycle` from the process callback, and deactivating before it returns, so the
-/// handler borrow never outlives the call.
+/// The loop of a driver that owns it (virtual, sim, alsa): run cycles into a handler on the
+/// calling thread until the run's device periods are done or `stop` (or SIGINT/SIGTERM)
+/// asks to stop. Audio comes from `source` and goes to `sink`, so a loopback or a real
+/// device's buffers slot in without touching the loop. [`Device::start`] runs it on the
+/// device thread; JACK, whose server owns the loop, has no such loop to offer.
 pub trait Driver: Send {
     fn run(
         &mut self,

@@ -89,6 +89,22 @@ pub trait OutputSink: Send {
     fn stats(&self) -> SinkStats;
 }
 
+/// A boxed source or sink is one: callers that choose theirs at run time pass a box.
+impl<T: InputSource + ?Sized> InputSource for Box<T> {
+    fn fill(&mut self, frame: u64, l: &mut [f32], r: &mut [f32]) {
+        (**self).fill(frame, l, r)
+    }
+}
+
+impl<T: OutputSink + ?Sized> OutputSink for Box<T> {
+    fn consume(&mut self, frame: u64, l: &[f32], r: &[f32], on_time: bool) {
+        (**self).consume(frame, l, r, on_time)
+    }
+    fn stats(&self) -> SinkStats {
+        (**self).stats()
+    }
+}
+
 pub struct Generator {
     kind: SignalKind,
     rate: f64,

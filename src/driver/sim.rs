@@ -342,6 +342,30 @@ impl SimDriver {
     }
 }
 
+impl super::Device for SimDriver {
+    fn kind(&self) -> super::DriverKind {
+        super::DriverKind::Sim
+    }
+
+    fn params(&self) -> DeviceParams {
+        self.clock.params()
+    }
+
+    fn start<H, I, O>(
+        mut self,
+        parts: super::Parts<H, I, O>,
+        run: super::RunSpec,
+    ) -> crate::error::Result<super::Running<super::Parts<H, I, O>>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
+        self.periods_total = run.periods_total;
+        super::contract::start_loop(self, parts, run, |_| super::DriverReport::None)
+    }
+}
+
 impl super::Driver for SimDriver {
     fn run(
         &mut self,

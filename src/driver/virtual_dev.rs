@@ -59,6 +59,30 @@ impl VirtualDriver {
     }
 }
 
+impl super::Device for VirtualDriver {
+    fn kind(&self) -> super::DriverKind {
+        super::DriverKind::Virtual
+    }
+
+    fn params(&self) -> DeviceParams {
+        self.params
+    }
+
+    fn start<H, I, O>(
+        mut self,
+        parts: super::Parts<H, I, O>,
+        run: super::RunSpec,
+    ) -> crate::error::Result<super::Running<super::Parts<H, I, O>>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
+        self.periods_total = run.periods_total;
+        super::contract::start_loop(self, parts, run, |_| super::DriverReport::None)
+    }
+}
+
 impl super::Driver for VirtualDriver {
     fn run(
         &mut self,

@@ -14,6 +14,7 @@
 
 pub mod collector;
 pub mod cost;
+pub mod harness;
 mod pool;
 pub mod probe;
 pub mod run;

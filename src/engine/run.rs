@@ -1,47 +1,32 @@
-//! `engine::run`: the library entry point behind `xrunlab run` — build the graph, start
-//! the driver on the engine's RT thread 0, watch it, fold the probes into a result.
+//! `engine::run`: the library entry point behind `xrunlab run` — open the device, build the
+//! graph for what it accepted, run it under the real-time harness, fold the probes into a
+//! result.
 
 use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
-use super::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
+use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
+use super::watchdog::{default_bound_ns, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
-use crate::driver::alsa::{AlsaConfig, AlsaDevice, AlsaDriver, AlsaReport};
-use crate::driver::jack::{JackClient, JackConfig, JackReport};
+use crate::driver::alsa::{AlsaConfig, AlsaReport};
+use crate::driver::jack::{JackConfig, JackReport};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
-use crate::driver::sim::{SimConfig, SimDriver};
-use crate::driver::virtual_dev::VirtualDriver;
-use crate::driver::{DeviceParams, Driver, DriverStats, StopReason};
+use crate::driver::sim::SimConfig;
+use crate::driver::{
+    AnyDevice, Device, DeviceParams, DriverOptions, DriverReport, Parts, RunSpec, StopReason,
+};
 use crate::dsp::ChainElement;
 use crate::error::{Error, Result};
 use crate::measure::stats::Summary;
 use crate::progress::Progress;
 use crate::results::Status;
-use crate::rt::thread::{spawn_rt, ThreadSpec};
+use crate::rt::thread::ThreadSpec;
 use crate::rt::Policy;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DriverKind {
-    Virtual,
-    Sim,
-    /// The engine as a JACK client (jackd2, or PipeWire under pw-jack).
-    Jack,
-    /// The engine pushing periods straight into an ALSA PCM.
-    Alsa,
-}
-
-/// Where the sim driver's compute time comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ComputeKind {
-    /// Run the DSP and take its measured time.
-    Measured,
-    /// The cost model (see `engine::cost`).
-    Model,
-}
+/// The driver kinds, with their capabilities (see `driver::kind`).
+pub use crate::driver::kind::{ComputeKind, DriverKind};
 
 /// What `xrunlab run` was asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -120,20 +105,14 @@ impl RunConfig {
             chain_elements: crate::dsp::parse_chain(chain)?,
             duration_ns: 10_000_000_000,
             cpus: Vec::new(),
-            policy: match driver {
-                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => Policy::fifo(80),
-                DriverKind::Sim => Policy::Other { nice: 0 },
-            },
+            policy: driver.default_policy(),
             seed: 1,
             input: SignalKind::Sine { freq_hz: 1000.0 },
             trace: None,
             watchdog_ns: None,
-            mlock: driver != DriverKind::Sim,
+            mlock: driver.mlock_applies(),
             sim: SimConfig::default(),
-            compute: match driver {
-                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => ComputeKind::Measured,
-                DriverKind::Sim => ComputeKind::Model,
-            },
+            compute: driver.default_compute(),
             cost: CostModel::default(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
             alsa: (driver == DriverKind::Alsa).then(AlsaConfig::default),
@@ -184,7 +163,7 @@ impl RunConfig {
         if self.duration_ns == 0 {
             return Err(Error::usage("--duration must be positive"));
         }
-        if self.driver != DriverKind::Sim && self.compute == ComputeKind::Model {
+        if !self.driver.can_model_compute() && self.compute == ComputeKind::Model {
             return Err(Error::usage(
                 "a cost model needs simulated time: use --driver sim",
             ));
@@ -380,48 +359,118 @@ pub fn run_tapped(
     on_threads: &dyn Fn(&[libc::pid_t]),
     tap: Option<std::sync::mpsc::Sender<super::probe::CycleRecord>>,
 ) -> Result<RunResult> {
-    // A JACK server decides buffer size and rate: open the client first and build the graph
-    // for what it serves. Its cycle is always "done before the next cycle starts" (n = 2).
-    let asked = cfg;
-    let (cfg, jack_client, alsa_dev) = match cfg.driver {
-        DriverKind::Jack => {
-            let jc = cfg.jack.clone().unwrap_or_default();
-            let client = JackClient::open(&jc, jc.buffer_requested, jc.rate_requested)?;
-            let mut c = cfg.clone();
-            c.rate = client.rate;
-            c.buffer_frames = client.frames;
-            c.periods = 2;
-            (std::borrow::Cow::Owned(c), Some(client), None)
-        }
-        // An ALSA device negotiates rate, period and periods: build the graph for what it
-        // accepted.
-        DriverKind::Alsa => {
-            let ac = cfg.alsa.clone().unwrap_or_default();
-            let dev = AlsaDevice::open(&ac, cfg.rate, cfg.buffer_frames, cfg.periods)?;
-            let mut c = cfg.clone();
-            c.rate = dev.rate();
-            c.buffer_frames = dev.period_frames();
-            c.periods = dev.periods();
-            (std::borrow::Cow::Owned(c), None, Some(dev))
-        }
-        _ => (std::borrow::Cow::Borrowed(cfg), None, None),
-    };
+    let (device, cfg) = negotiate(cfg)?;
+    let cfg = &cfg;
     let mut warnings = Vec::new();
-    if alsa_dev.is_some() {
-        let got = (cfg.rate, cfg.buffer_frames, cfg.periods);
-        let asked = (asked.rate, asked.buffer_frames, asked.periods);
-        if got != asked {
-            warnings.push(format!(
-                "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
-                got.0, got.1, got.2, asked.0, asked.1, asked.2
-            ));
+    let built = build_engine(cfg, &mut warnings)?;
+    let monitor = built.engine.monitor();
+    let stop = Arc::new(AtomicBool::new(false));
+    let collector = Collector::start(cfg, built.consumer, &stop, tap)?;
+    let period_ns = cfg.device().period_ns();
+    let h = Harness {
+        policy: cfg.policy,
+        watchdog_bound_ns: cfg
+            .watchdog_ns
+            .unwrap_or_else(|| default_bound_ns(period_ns)),
+        monitor: Arc::new(monitor.clone()),
+        extra_tids: built.engine.worker_tids(),
+        progress,
+        progress_total: cfg.periods_total(),
+        progress_message: "run",
+    };
+    let parts = Parts {
+        handler: built.engine,
+        source: Generator::new(cfg.input, cfg.rate, cfg.seed),
+        sink: ContinuitySink::new(cfg.input, cfg.rate),
+    };
+    let spec = RunSpec {
+        periods_total: cfg.periods_total(),
+        stop,
+        thread: ThreadSpec {
+            name: "xr-driver".into(),
+            policy: cfg.policy,
+            cpus: if cfg.unpinned {
+                Vec::new()
+            } else {
+                vec![built.cpus[0]]
+            },
+        },
+    };
+    let mut sup = RunSupervisor {
+        on_threads,
+        steal_sampling: cfg.driver.steal_sampling(),
+        steal: None,
+    };
+    let out = match harness::run(&h, device, parts, spec, &mut sup) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = collector.finish();
+            return Err(e);
         }
-    }
-    let cfg = &*cfg;
+    };
+    let steal_samples = sup
+        .steal
+        .take()
+        .map(crate::system::steal::StealSampler::stop);
+    let folded = collector.finish()?;
+    let host_steal = steal_samples.map(|s| {
+        let t0 = folded.first_t_ideal.unwrap_or(0);
+        crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
+    });
+    progress.finish();
+    Ok(fold_results(
+        cfg,
+        &built.layout,
+        out,
+        folded,
+        host_steal,
+        &monitor,
+        warnings,
+    ))
+}
+
+/// Open the configured device and rewrite the config with what it accepted: a JACK server
+/// decides buffer size and rate (and its cycle is always "done before the next cycle
+/// starts": n = 2), an ALSA device negotiates rate, period and periods. The graph is built
+/// for these.
+fn negotiate(asked: &RunConfig) -> Result<(AnyDevice, RunConfig)> {
+    let opts = DriverOptions {
+        sim: asked.sim.clone(),
+        seed: asked.seed,
+        jack: asked.jack.clone(),
+        alsa: asked.alsa.clone(),
+    };
+    let device = AnyDevice::open(asked.driver, asked.device(), &opts)?;
+    let got = device.params();
+    let mut cfg = asked.clone();
+    cfg.rate = got.rate;
+    cfg.buffer_frames = got.frames;
+    cfg.periods = got.periods;
     cfg.validate()?;
-    let params = cfg.device();
-    let period_ns = params.period_ns();
-    let periods_total = cfg.periods_total();
+    Ok((device, cfg))
+}
+
+/// Where the engine's threads run, and whether its compute time is modelled.
+struct Layout {
+    cpus: Vec<usize>,
+    threads: usize,
+    /// Compute time from the cost model (sim only).
+    model: bool,
+}
+
+struct Built {
+    engine: Engine,
+    consumer: rtrb::Consumer<super::probe::CycleRecord>,
+    cpus: Vec<usize>,
+    layout: Layout,
+    /// Held for the run.
+    _mlock: Option<crate::rt::memory::MemoryLock>,
+}
+
+/// Build the graph for the negotiated config: thread count and CPUs, the cost model's
+/// warnings, mlock on real time, the probe ring sized for 2 s of cycles.
+fn build_engine(cfg: &RunConfig, warnings: &mut Vec<String>) -> Result<Built> {
+    let period_ns = cfg.device().period_ns();
     let cpus = if cfg.cpus.is_empty() {
         crate::rt::affinity::allowed_cpus()?
     } else {
@@ -431,7 +480,7 @@ pub fn run_tapped(
         .len()
         .min(cfg.tracks as usize)
         .clamp(1, super::probe::MAX_THREADS);
-    let model = cfg.driver == DriverKind::Sim && cfg.compute == ComputeKind::Model;
+    let model = cfg.driver.can_model_compute() && cfg.compute == ComputeKind::Model;
     if model {
         let un = cfg.cost.unmodelled(&cfg.chain_elements);
         if !un.is_empty() {
@@ -441,7 +490,7 @@ pub fn run_tapped(
             ));
         }
     }
-    let _mlock = if cfg.mlock && cfg.driver != DriverKind::Sim {
+    let mlock = if cfg.mlock && cfg.driver.mlock_applies() {
         Some(crate::rt::memory::MemoryLock::acquire()?)
     } else {
         None
@@ -457,7 +506,7 @@ pub fn run_tapped(
         policy: cfg.policy,
         cost: model.then(|| cfg.cost.clone()),
         ring_capacity,
-        block_when_full: cfg.driver == DriverKind::Sim,
+        block_when_full: cfg.driver.block_when_full(),
         worker_spin_ns: cfg.worker_spin_ns,
         ramp: cfg.ramp,
         ..EngineSpec::new(
@@ -468,213 +517,99 @@ pub fn run_tapped(
         )
     };
     let (engine, consumer) = Engine::new(&spec)?;
-    let monitor = engine.monitor();
-    let worker_tids = engine.worker_tids();
-    let trace = match &cfg.trace {
-        Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),
-        None => None,
-    };
-    let collector_stop = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let early = cfg.stop_on.map(|on| EarlyStop {
-        on,
-        from_cycle: cfg.stop_from_cycle,
-        driver_stop: stop.clone(),
-    });
-    let collector = collector::spawn_tapped(consumer, trace, collector_stop.clone(), early, tap)?;
+    Ok(Built {
+        engine,
+        consumer,
+        cpus: cpus.clone(),
+        layout: Layout {
+            cpus,
+            threads,
+            model,
+        },
+        _mlock: mlock,
+    })
+}
 
-    // With JACK the driver thread only waits: the server's process thread runs the cycle.
-    let (driver_cpu, driver_policy) = match cfg.driver {
-        DriverKind::Jack => (cpus[0], Policy::Other { nice: 0 }),
-        _ => (cpus[0], cfg.policy),
-    };
-    let driver_kind = cfg.driver;
-    let (sim_cfg, seed, input) = (cfg.sim.clone(), cfg.seed, cfg.input);
-    let stop2 = stop.clone();
-    let mut engine = engine;
-    type JackOutcome = Option<Result<JackReport>>;
-    let jack_out: Arc<std::sync::Mutex<JackOutcome>> = Arc::default();
-    let jack_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let (jack_out2, jack_tid2) = (jack_out.clone(), jack_tid.clone());
-    let alsa_out: Arc<std::sync::Mutex<Option<AlsaReport>>> = Arc::default();
-    let alsa_out2 = alsa_out.clone();
-    let driver_thread = spawn_rt(
-        ThreadSpec {
-            name: "xr-driver".into(),
-            policy: driver_policy,
-            cpus: if cfg.unpinned {
-                Vec::new()
-            } else {
-                vec![driver_cpu]
-            },
-        },
-        move || -> (StopReason, DriverStats) {
-            let mut source = Generator::new(input, params.rate, seed);
-            let mut sink = ContinuitySink::new(input, params.rate);
-            if let Some(dev) = alsa_dev {
-                let mut d = AlsaDriver::new(dev, periods_total);
-                let out = d.run(&mut engine, &stop2, &mut source, &mut sink);
-                *alsa_out2.lock().unwrap_or_else(|e| e.into_inner()) = Some(d.report());
-                drop(engine);
-                return out;
-            }
-            let out =
-                match (driver_kind, jack_client) {
-                    (DriverKind::Jack, Some(client)) => {
-                        let r = client.run(
-                            engine,
-                            periods_total,
-                            &stop2,
-                            Some(Box::new(source)),
-                            Box::new(sink),
-                            &mut |tid| jack_tid2.store(tid, Ordering::SeqCst),
-                        );
-                        let out = match &r {
-                            Ok((reason, stats, _)) => (*reason, *stats),
-                            Err(_) => (StopReason::Stopped, DriverStats::default()),
-                        };
-                        *jack_out2.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(r.map(|(_, _, rep)| rep));
-                        return out;
-                    }
-                    (DriverKind::Sim, _) => SimDriver::new(params, &sim_cfg, seed, periods_total)
-                        .run(&mut engine, &stop2, &mut source, &mut sink),
-                    _ => VirtualDriver::new(params, periods_total).run(
-                        &mut engine,
-                        &stop2,
-                        &mut source,
-                        &mut sink,
-                    ),
-                };
-            drop(engine);
-            out
-        },
-    )?;
-    let mut driver_tid = driver_thread.tid;
-    if driver_kind == DriverKind::Jack {
-        // Guard the server's process thread, which exists once the first cycle ran.
-        let t = std::time::Instant::now();
-        while jack_tid.load(Ordering::SeqCst) == 0
-            && !driver_thread.is_finished()
-            && t.elapsed() < std::time::Duration::from_secs(3)
+/// The probe collector (a non-RT thread folding the cycle records as they come).
+struct Collector {
+    thread: std::thread::JoinHandle<Result<Folded>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Collector {
+    /// Start folding the engine's records; with `stop_on` it sets the run's `stop` at the
+    /// first matching xrun.
+    fn start(
+        cfg: &RunConfig,
+        consumer: rtrb::Consumer<super::probe::CycleRecord>,
+        run_stop: &Arc<AtomicBool>,
+        tap: Option<std::sync::mpsc::Sender<super::probe::CycleRecord>>,
+    ) -> Result<Self> {
+        let trace = match &cfg.trace {
+            Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),
+            None => None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let early = cfg.stop_on.map(|on| EarlyStop {
+            on,
+            from_cycle: cfg.stop_from_cycle,
+            driver_stop: run_stop.clone(),
+        });
+        let thread = collector::spawn_tapped(consumer, trace, stop.clone(), early, tap)?;
+        Ok(Collector { thread, stop })
+    }
+
+    /// Fold what is left once the device stopped.
+    fn finish(self) -> Result<Folded> {
+        self.stop.store(true, Ordering::Release);
+        self.thread
+            .join()
+            .map_err(|_| Error::cannot_measure("the probe collector panicked"))?
+    }
+}
+
+/// `run`'s part in the harness: the caller's thread observer, and the host's steal sampled
+/// beside a real-time run while it is supervised.
+struct RunSupervisor<'f> {
+    on_threads: &'f dyn Fn(&[libc::pid_t]),
+    steal_sampling: bool,
+    steal: Option<crate::system::steal::StealSampler>,
+}
+
+impl Supervisor for RunSupervisor<'_> {
+    fn on_threads(&mut self, tids: &[libc::pid_t]) {
+        (self.on_threads)(tids)
+    }
+
+    fn supervise(&mut self, ended: &dyn Fn() -> bool, h: &Harness<'_>) {
+        self.steal = self
+            .steal_sampling
+            .then(crate::system::steal::StealSampler::start)
+            .flatten();
+        show_progress(ended, h)
+    }
+}
+
+/// The result document's `results` from the harness outcome and the folded records.
+fn fold_results(
+    cfg: &RunConfig,
+    layout: &Layout,
+    out: HarnessOutcome<Parts<Engine, Generator, ContinuitySink>>,
+    folded: Folded,
+    host_steal: Option<crate::system::steal::HostSteal>,
+    monitor: &super::EngineMonitor,
+    mut warnings: Vec<String>,
+) -> RunResult {
+    let period_ns = cfg.device().period_ns();
+    warnings.extend(out.warnings.iter().cloned());
+    // A stop the collector asked for (`stop_on`) ends the run as complete.
+    let status = match (out.status, out.reason()) {
+        (Status::Interrupted, Some(StopReason::Stopped))
+            if folded.early_stop_cycle.is_some() && !crate::rt::interrupt::requested() =>
         {
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            Status::Complete
         }
-        match jack_tid.load(Ordering::SeqCst) {
-            0 => {}
-            tid => driver_tid = tid,
-        }
-    }
-    let mut tids = vec![driver_tid];
-    tids.extend(&worker_tids);
-    on_threads(&tids);
-    let bound_ns = cfg
-        .watchdog_ns
-        .unwrap_or_else(|| default_bound_ns(period_ns));
-    let watchdog = match Watchdog::start(
-        monitor.clone(),
-        tids.clone(),
-        bound_ns,
-        &cfg.policy,
-        stop.clone(),
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            // Never leave an unwatched RT run behind.
-            stop.store(true, Ordering::SeqCst);
-            let _ = driver_thread.join();
-            collector_stop.store(true, Ordering::Release);
-            let _ = collector.join();
-            return Err(e);
-        }
-    };
-
-    progress.set_total(periods_total);
-    progress.set_message("run");
-    // Beside a real-time run, what the hypervisor takes (sim runs on its own clock).
-    let steal = (cfg.driver != DriverKind::Sim)
-        .then(crate::system::steal::StealSampler::start)
-        .flatten();
-    let mut outcome: Option<(StopReason, DriverStats)> = None;
-    loop {
-        if driver_thread.is_finished() {
-            outcome = Some(driver_thread.join());
-            break;
-        }
-        if watchdog.has_fired() {
-            // The stuck thread is abandoned (see watchdog.rs); give a thread that was merely
-            // slow a moment to come back.
-            let t = std::time::Instant::now();
-            while !driver_thread.is_finished() && t.elapsed().as_millis() < 200 {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            if driver_thread.is_finished() {
-                outcome = Some(driver_thread.join());
-            } else {
-                std::mem::forget(driver_thread);
-            }
-            break;
-        }
-        progress.set_position(monitor.cycles_done());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let wd_report = watchdog.finish();
-    let steal_samples = steal.map(crate::system::steal::StealSampler::stop);
-    collector_stop.store(true, Ordering::Release);
-    let folded: Folded = collector
-        .join()
-        .map_err(|_| Error::cannot_measure("the probe collector panicked"))??;
-    let host_steal = steal_samples.map(|s| {
-        let t0 = folded.first_t_ideal.unwrap_or(0);
-        crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
-    });
-    progress.finish();
-
-    let jack_report = match jack_out.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => return Err(e),
-        None => None,
-    };
-    if let Some(j) = &jack_report {
-        if let Some(c) = &j.param_change {
-            warnings.push(format!("JACK: {c}; the run stopped there"));
-        }
-        if j.server_shutdown {
-            warnings.push("JACK: the server shut down during the run".to_string());
-        }
-    }
-    let alsa_report = alsa_out.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some(a) = &alsa_report {
-        if let Some(n) = &a.capture_note {
-            warnings.push(format!("ALSA: playback only ({n})"));
-        }
-        if a.xruns_recovered > 0 {
-            warnings.push(format!(
-                "ALSA: {} xruns recovered (prepare and restart)",
-                a.xruns_recovered
-            ));
-        }
-        if a.stalled {
-            warnings.push("ALSA: the device stopped delivering periods; the run stopped".into());
-        }
-        if let Some(e) = &a.error {
-            warnings.push(format!("ALSA: {e}; the run stopped there"));
-        }
-    }
-    let status = if jack_report.as_ref().is_some_and(|j| j.server_shutdown) {
-        Status::ServerShutdown
-    } else if wd_report.is_some() {
-        Status::Watchdog
-    } else {
-        match outcome {
-            Some((StopReason::Complete, _)) => Status::Complete,
-            Some((StopReason::Stopped, _))
-                if folded.early_stop_cycle.is_some() && !crate::rt::interrupt::requested() =>
-            {
-                Status::Complete
-            }
-            _ => Status::Interrupted,
-        }
+        (s, _) => s,
     };
     let dropped = monitor.dropped_records();
     if dropped > 0 {
@@ -682,9 +617,14 @@ pub fn run_tapped(
             "{dropped} cycle records were dropped (the collector fell behind); summaries miss them"
         ));
     }
-    let stats = outcome.map(|o| o.1);
+    let (stats, report) = match out.driver {
+        Some(d) => (Some(d.stats), d.report),
+        None => (None, DriverReport::None),
+    };
+    let wd_report = out.watchdog;
+    let (model, tids) = (layout.model, &out.tids);
     let cycles_for_mean = folded.records.max(1) as f64;
-    let threads_out = (0..threads)
+    let threads_out = (0..layout.threads)
         .map(|i| EngineThread {
             index: i as u32,
             tid: if model {
@@ -695,7 +635,7 @@ pub fn run_tapped(
             cpu: if model || cfg.unpinned {
                 None
             } else {
-                cpus.get(i).copied()
+                layout.cpus.get(i).copied()
             },
             policy: if model && i > 0 {
                 "simulated".into()
@@ -757,16 +697,19 @@ pub fn run_tapped(
         },
         trace_file: cfg.trace.clone(),
         watchdog: wd_report,
-        jack: jack_report,
-        alsa: alsa_report,
+        alsa: match &report {
+            DriverReport::Alsa(a) => Some(a.clone()),
+            _ => None,
+        },
+        jack: report.into_jack(),
         stress: None,
         compete: None,
     };
-    Ok(RunResult {
+    RunResult {
         status,
         config: cfg.clone(),
         results,
         warnings,
         early_stop_cycle: folded.early_stop_cycle,
-    })
+    }
 }

@@ -28,6 +28,66 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// What the watchdog and the progress bar read of a running cycle handler. The engine's
+/// [`EngineMonitor`] is one; a handler that is not the engine keeps a [`CycleGauge`].
+pub trait CycleMonitor: Send + Sync + 'static {
+    /// CLOCK_MONOTONIC time the cycle in progress entered the handler, None between cycles.
+    fn cycle_entered_ns(&self) -> Option<u64>;
+    fn cycles_done(&self) -> u64;
+}
+
+impl CycleMonitor for EngineMonitor {
+    fn cycle_entered_ns(&self) -> Option<u64> {
+        EngineMonitor::cycle_entered_ns(self)
+    }
+    fn cycles_done(&self) -> u64 {
+        EngineMonitor::cycles_done(self)
+    }
+}
+
+impl<T: CycleMonitor + ?Sized> CycleMonitor for Arc<T> {
+    fn cycle_entered_ns(&self) -> Option<u64> {
+        (**self).cycle_entered_ns()
+    }
+    fn cycles_done(&self) -> u64 {
+        (**self).cycles_done()
+    }
+}
+
+/// A [`CycleMonitor`] for a handler that is not the engine: it calls [`CycleGauge::enter`]
+/// first thing in its cycle and [`CycleGauge::leave`] last (two atomic stores each, no
+/// allocation: real-time safe).
+#[derive(Clone, Default)]
+pub struct CycleGauge(Arc<Gauge>);
+
+#[derive(Default)]
+struct Gauge {
+    entered_ns: std::sync::atomic::AtomicU64,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl CycleGauge {
+    pub fn enter(&self, now_ns: u64) {
+        self.0.entered_ns.store(now_ns.max(1), Ordering::Release);
+    }
+    pub fn leave(&self) {
+        self.0.done.fetch_add(1, Ordering::Relaxed);
+        self.0.entered_ns.store(0, Ordering::Release);
+    }
+}
+
+impl CycleMonitor for CycleGauge {
+    fn cycle_entered_ns(&self) -> Option<u64> {
+        match self.0.entered_ns.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+    fn cycles_done(&self) -> u64 {
+        self.0.done.load(Ordering::Relaxed)
+    }
+}
+
 /// Default bound: max(1 s, 100 periods).
 pub fn default_bound_ns(period_ns: u64) -> u64 {
     (100 * period_ns).max(1_000_000_000)
@@ -68,7 +128,7 @@ pub struct Watchdog {
 impl Watchdog {
     /// Start watching. `stop` is set when the watchdog fires.
     pub fn start(
-        monitor: EngineMonitor,
+        monitor: impl CycleMonitor,
         tids: Vec<libc::pid_t>,
         bound_ns: u64,
         engine_policy: &Policy,

@@ -125,11 +125,8 @@ impl LoadConfig {
             criterion: Criterion::Overload,
             cpus,
             reserve_cpu: None,
-            policy: match driver {
-                DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => Policy::fifo(80),
-                DriverKind::Sim => Policy::Other { nice: 0 },
-            },
-            mlock: driver != DriverKind::Sim,
+            policy: driver.default_policy(),
+            mlock: driver.mlock_applies(),
             max_instances: 1024,
             seed: 1,
             sim: SimConfig::default(),
@@ -137,11 +134,7 @@ impl LoadConfig {
             bench_ns: 300_000_000,
             stress: Vec::new(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
-            warmup_cycles: if driver == DriverKind::Sim {
-                0
-            } else {
-                WARMUP_CYCLES
-            },
+            warmup_cycles: if driver.real_time() { WARMUP_CYCLES } else { 0 },
         }
     }
 
@@ -247,7 +240,7 @@ impl LoadConfig {
         c.cpus = self.cpus.clone();
         c.policy = self.policy;
         c.seed = self.seed;
-        c.mlock = self.mlock && self.driver != DriverKind::Sim;
+        c.mlock = self.mlock && self.driver.mlock_applies();
         c.stop_on = Some(self.criterion.stop_on());
         c.stop_from_cycle = self.warmup_cycles as u64;
         // The grid sets the server's buffer size per cell (run_load); a trial only checks it.
@@ -257,7 +250,7 @@ impl LoadConfig {
             set_buffer: false,
             ..j.clone()
         });
-        if self.driver == DriverKind::Sim {
+        if self.driver.simulated() {
             c.sim = self.sim.clone();
             c.cost = self.cost.clone();
             c.compute = ComputeKind::Model;
@@ -273,12 +266,11 @@ impl LoadConfig {
             rate: self.rate,
             max_frames: buffer as usize,
         };
-        let (instance_ns, source) = match self.driver {
-            DriverKind::Sim => (self.cost.instance_cost(&e, &ctx)?.0 as f64, "cost-model"),
-            DriverKind::Virtual | DriverKind::Jack | DriverKind::Alsa => {
-                let b = crate::dsp::bench::bench_element(&e, &ctx, self.bench_ns)?;
-                (b.ns_per_frame * buffer as f64, "bench")
-            }
+        let (instance_ns, source) = if self.driver.simulated() {
+            (self.cost.instance_cost(&e, &ctx)?.0 as f64, "cost-model")
+        } else {
+            let b = crate::dsp::bench::bench_element(&e, &ctx, self.bench_ns)?;
+            (b.ns_per_frame * buffer as f64, "bench")
         };
         let per_thread = tracks.div_ceil(self.threads(tracks));
         let period_ns = ctx.period_ns() as f64;
@@ -510,7 +502,7 @@ pub fn check_resumable(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Result<()> {
         "reserve_cpu",
         "mlock",
     ];
-    if cfg.driver == DriverKind::Sim {
+    if cfg.driver.simulated() {
         keys.extend(["seed", "sim", "cost"]);
     }
     let (now, then) = (
@@ -563,7 +555,7 @@ pub fn run_load(
         }
     }
     let mut warnings = Vec::new();
-    if cfg.driver == DriverKind::Sim {
+    if cfg.driver.simulated() {
         for p in &cfg.plugins {
             let un = cfg.cost.unmodelled(&[cfg.element(p)?]);
             if !un.is_empty() {
