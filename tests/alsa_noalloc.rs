@@ -10,10 +10,10 @@ use common::counting::{Counting, ALLOCS, ARMED};
 use common::require;
 use common::servers::{AudioServer, JackdServer};
 use std::sync::atomic::{AtomicBool, Ordering};
+use xrunlab::common::cycle::CycleRecord;
 use xrunlab::driver::alsa::{AlsaAccess, AlsaConfig, AlsaDevice, AlsaDriver};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, Driver, StopReason};
-use xrunlab::engine::probe::CycleRecord;
 use xrunlab::engine::{Engine, EngineSpec};
 
 #[global_allocator]

@@ -1,9 +1,9 @@
 //! Deterministic tests of the engine's xrun accounting on the sim driver: every expected
 //! count is exact, because the sim's time is simulated and its compute is a cost model.
 
+use xrunlab::common::cycle::Cause;
 use xrunlab::driver::sim::{LatencyModel, SimEvent};
 use xrunlab::engine::cost::CostModel;
-use xrunlab::engine::probe::Cause;
 use xrunlab::engine::run::{ComputeKind, DriverKind};
 use xrunlab::engine::{run, RunConfig, RunResult};
 use xrunlab::progress::Silent;

@@ -10,10 +10,10 @@ use common::counting::{Counting, ALLOCS, ARMED};
 use common::require;
 use common::servers::JackdServer;
 use std::sync::atomic::{AtomicBool, Ordering};
+use xrunlab::common::cycle::CycleRecord;
 use xrunlab::driver::jack::{JackClient, JackConfig};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming};
-use xrunlab::engine::probe::CycleRecord;
 use xrunlab::engine::{Engine, EngineSpec};
 
 #[global_allocator]

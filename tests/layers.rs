@@ -37,17 +37,6 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// Upward imports in files that other branches of the same refactoring are restructuring
-/// right now (file relative to `src/`, imported module). Each path they use is re-exported
-/// from `crate::common`, where the import should point.
-/// TEMPORARY: removed by the integrator after the parallel refactoring merges.
-const ALLOWED: &[(&str, &str)] = &[
-    ("driver/alsa.rs", "engine"),
-    ("driver/jack.rs", "engine"),
-    ("engine/run.rs", "measure"),
-    ("engine/run.rs", "results"),
-];
-
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
@@ -358,7 +347,6 @@ fn no_layer_imports_a_higher_one() {
     files.sort();
     let mut unplaced = BTreeSet::new();
     let mut violations = Vec::new();
-    let mut allowed_hit = BTreeSet::new();
     for p in &files {
         let rel = p
             .strip_prefix(&src)
@@ -375,22 +363,12 @@ fn no_layer_imports_a_higher_one() {
             continue;
         }
         let text = std::fs::read_to_string(p).unwrap();
-        for v in check(&rel, &text) {
-            if ALLOWED.contains(&(v.file.as_str(), v.to.as_str())) {
-                allowed_hit.insert((v.file.clone(), v.to.clone()));
-            } else {
-                violations.push(v);
-            }
-        }
+        violations.extend(check(&rel, &text));
     }
     assert!(
         unplaced.is_empty(),
         "top-level modules missing from LAYERS in tests/layers.rs: {unplaced:?}"
     );
-    let stale: Vec<_> = ALLOWED
-        .iter()
-        .filter(|(f, m)| !allowed_hit.contains(&(f.to_string(), m.to_string())))
-        .collect();
     assert!(
         violations.is_empty(),
         "{} upward import(s) (docs/ARCHITECTURE.md §2; shared vocabulary belongs in \
@@ -401,10 +379,6 @@ fn no_layer_imports_a_higher_one() {
             .map(|v| format!("  {v}"))
             .collect::<Vec<_>>()
             .join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "ALLOWED in tests/layers.rs lists imports that are gone; remove them: {stale:?}"
     );
 }
 

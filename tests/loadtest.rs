@@ -9,9 +9,9 @@
 mod common;
 
 use common::{is_root, xrunlab};
+use xrunlab::common::cycle::Cause;
 use xrunlab::engine::collector::StopCriterion;
 use xrunlab::engine::cost::CostModel;
-use xrunlab::engine::probe::Cause;
 use xrunlab::engine::run::DriverKind;
 use xrunlab::engine::RunConfig;
 use xrunlab::measure::loadtest::{run_load, search, Criterion, LoadConfig, LoadResults};

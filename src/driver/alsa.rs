@@ -42,7 +42,7 @@
 
 use super::signal::{InputSource, OutputSink};
 use super::{AudioIo, CycleHandler, CycleTiming, DeviceParams, DriverStats, StopReason, TimeBase};
-use crate::engine::probe::{Cause, CycleRecord};
+use crate::common::cycle::{Cause, CycleRecord};
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
 use ::alsa::pcm::{Access, Format, HwParams, IoFormat, State, TstampType, IO, PCM};
@@ -423,11 +423,18 @@ impl AlsaDevice {
     /// environment error (exit 3) with ALSA's text.
     pub fn open(cfg: &AlsaConfig, rate: u32, frames: u32, periods: u32) -> Result<Self> {
         let play = PCM::new(&cfg.device, Direction::Playback, false).map_err(|e| {
-            Error::cannot_measure(format!(
+            let msg = format!(
                 "cannot open ALSA device '{}': {}",
                 cfg.device,
                 alsa_text(&e)
-            ))
+            );
+            // Another program holding the device is worth telling apart: it is the one case
+            // the user fixes by closing something rather than by configuring.
+            if e.errno() == libc::EBUSY {
+                Error::device_busy(msg)
+            } else {
+                Error::cannot_measure(msg)
+            }
         })?;
         let neg =
             configure(&play, cfg.access, None, rate, frames, periods).map_err(|(what, e)| {

@@ -74,7 +74,7 @@ pub struct XrunEvent {
     /// release − t_ideal: how late the previous cycle left this one to start.
     #[serde(default)]
     pub backlog_ns: u64,
-    /// Late only by that backlog: the cause is the previous xrun's (see `engine::probe`).
+    /// Late only by that backlog: the cause is the previous xrun's (see `common::cycle`).
     #[serde(default)]
     pub inherited: bool,
 }

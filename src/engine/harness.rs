@@ -5,13 +5,13 @@
 //! Ctrl-C, the watchdog firing), tear down, and return one outcome.
 
 use super::watchdog::{CycleMonitor, Watchdog, WatchdogReport};
+use crate::common::Status;
 use crate::driver::signal::{InputSource, OutputSink};
 use crate::driver::{
     CycleHandler, Device, DriverOutcome, Parts, RunSpec, Running, StopReason, RT_TID_WAIT,
 };
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::results::Status;
 use crate::rt::Policy;
 use std::time::Duration;
 
@@ -205,10 +205,10 @@ fn finish<T>(running: Running<T>) -> Option<Result<DriverOutcome<T>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::cycle::CycleRecord;
     use crate::driver::signal::{ContinuitySink, Generator, SignalKind};
     use crate::driver::sim::{SimConfig, SimDriver};
     use crate::driver::{AudioIo, CycleTiming, DeviceParams, DriverReport};
-    use crate::engine::probe::CycleRecord;
     use crate::engine::{Engine, EngineSpec};
     use crate::rt::thread::ThreadSpec;
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -16,7 +16,6 @@ pub mod collector;
 pub mod cost;
 pub mod harness;
 mod pool;
-pub mod probe;
 pub mod run;
 pub mod watchdog;
 

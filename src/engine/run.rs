@@ -6,6 +6,8 @@ use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, Xrun
 use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
 use super::watchdog::{default_bound_ns, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
+use crate::common::Status;
+use crate::common::Summary;
 use crate::driver::alsa::{AlsaConfig, AlsaReport};
 use crate::driver::jack::{JackConfig, JackReport};
 use crate::driver::signal::{ContinuitySink, Generator, SignalKind, SinkStats};
@@ -15,9 +17,7 @@ use crate::driver::{
 };
 use crate::dsp::ChainElement;
 use crate::error::{Error, Result};
-use crate::measure::stats::Summary;
 use crate::progress::Progress;
-use crate::results::Status;
 use crate::rt::thread::ThreadSpec;
 use crate::rt::Policy;
 use schemars::JsonSchema;
@@ -153,11 +153,11 @@ impl RunConfig {
                 self.periods
             )));
         }
-        if !(1..=super::probe::MAX_TRACKS as u32).contains(&self.tracks) {
+        if !(1..=crate::common::cycle::MAX_TRACKS as u32).contains(&self.tracks) {
             return Err(Error::usage(format!(
                 "--tracks {} is outside 1..{}",
                 self.tracks,
-                super::probe::MAX_TRACKS
+                crate::common::cycle::MAX_TRACKS
             )));
         }
         if self.duration_ns == 0 {
@@ -188,7 +188,7 @@ pub struct XrunCounts {
     pub interference: u64,
     /// Of `total` (and of the cause it is counted under): cycles late only by the backlog
     /// the xrun before them left, whose cause is that xrun's. Only a JACK server, which never
-    /// skips a late client's cycles, produces them (see `engine::probe`).
+    /// skips a late client's cycles, produces them (see `common::cycle`).
     #[serde(default)]
     pub inherited: u64,
 }
@@ -357,7 +357,7 @@ pub fn run_tapped(
     cfg: &RunConfig,
     progress: &dyn Progress,
     on_threads: &dyn Fn(&[libc::pid_t]),
-    tap: Option<std::sync::mpsc::Sender<super::probe::CycleRecord>>,
+    tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
 ) -> Result<RunResult> {
     let (device, cfg) = negotiate(cfg)?;
     let cfg = &cfg;
@@ -460,7 +460,7 @@ struct Layout {
 
 struct Built {
     engine: Engine,
-    consumer: rtrb::Consumer<super::probe::CycleRecord>,
+    consumer: rtrb::Consumer<crate::common::cycle::CycleRecord>,
     cpus: Vec<usize>,
     layout: Layout,
     /// Held for the run.
@@ -479,7 +479,7 @@ fn build_engine(cfg: &RunConfig, warnings: &mut Vec<String>) -> Result<Built> {
     let threads = cpus
         .len()
         .min(cfg.tracks as usize)
-        .clamp(1, super::probe::MAX_THREADS);
+        .clamp(1, crate::common::cycle::MAX_THREADS);
     let model = cfg.driver.can_model_compute() && cfg.compute == ComputeKind::Model;
     if model {
         let un = cfg.cost.unmodelled(&cfg.chain_elements);
@@ -541,9 +541,9 @@ impl Collector {
     /// first matching xrun.
     fn start(
         cfg: &RunConfig,
-        consumer: rtrb::Consumer<super::probe::CycleRecord>,
+        consumer: rtrb::Consumer<crate::common::cycle::CycleRecord>,
         run_stop: &Arc<AtomicBool>,
-        tap: Option<std::sync::mpsc::Sender<super::probe::CycleRecord>>,
+        tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
     ) -> Result<Self> {
         let trace = match &cfg.trace {
             Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),

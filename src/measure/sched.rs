@@ -581,10 +581,5 @@ impl Helper {
 
 /// Name the row in an error, keeping its exit code.
 fn in_row(e: Error, label: &str) -> Error {
-    match e {
-        Error::Usage(m) => Error::Usage(format!("row '{label}': {m}")),
-        Error::CannotMeasure(m) => Error::CannotMeasure(format!("row '{label}': {m}")),
-        Error::Aborted(m) => Error::Aborted(format!("row '{label}': {m}")),
-        other => other,
-    }
+    e.map_message(|m| format!("row '{label}': {m}"))
 }

@@ -236,10 +236,10 @@ pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
             }
             Ok(client)
         }
-        Err(jack::Error::LibraryError(m)) => Err(Error::cannot_measure(format!(
+        Err(jack::Error::LibraryError(m)) => Err(Error::no_server(format!(
             "{NO_SERVER} (libjack could not be loaded: {m})"
         ))),
-        Err(_) => Err(Error::cannot_measure(match held.first() {
+        Err(_) => Err(Error::no_server(match held.first() {
             Some(why) => format!("{NO_SERVER} (libjack: {why})"),
             None => NO_SERVER.to_string(),
         })),

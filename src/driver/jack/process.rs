@@ -1,9 +1,9 @@
 //! The process callback: the server's real-time thread runs one engine cycle per call, and
 //! the notification thread's counters it watches.
 
+use crate::common::cycle::Cause;
 use crate::driver::signal::{InputSource, OutputSink};
 use crate::driver::{AudioIo, CycleHandler, CycleTiming, DriverStats, TimeBase};
-use crate::engine::probe::Cause;
 use crate::rt::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 #[cfg(test)]
 use super::process::HISTORY;
 use super::process::{Brief, XrunSlot};
-use crate::engine::probe::Cause;
+use crate::common::cycle::Cause;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -3,9 +3,9 @@
 //! test drives that handler through.
 
 use super::config::Scenario;
+use crate::common::cycle::CycleRecord;
 use crate::driver::signal::{OutputSink, SinkStats};
 use crate::driver::{AudioIo, CycleHandler, CycleTiming};
-use crate::engine::probe::CycleRecord;
 use crate::engine::{Engine, EngineSpec};
 use crate::error::Result;
 use crate::rt::clock::monotonic_ns;

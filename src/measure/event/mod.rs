@@ -183,7 +183,8 @@ pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult>
                     s.period_frames.unwrap_or(0),
                     s.scenario.name()
                 ));
-                if e.to_string().contains(crate::driver::jack::NO_SERVER) {
+                // Without a server every later JACK row fails the same way: stop here.
+                if e.kind() == crate::error::ErrorKind::NoServer {
                     return Err(e);
                 }
             }

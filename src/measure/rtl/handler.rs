@@ -69,7 +69,7 @@ impl crate::driver::CycleHandler for LoopHandler {
         &mut self,
         io: &mut crate::driver::AudioIo<'_>,
         t: &crate::driver::CycleTiming,
-    ) -> crate::engine::probe::CycleRecord {
+    ) -> crate::common::cycle::CycleRecord {
         use std::sync::atomic::Ordering;
         let wake = crate::rt::clock::monotonic_ns();
         // Once converged the handler only waits for the driver to stop: later cycles (and
@@ -86,16 +86,16 @@ impl crate::driver::CycleHandler for LoopHandler {
         }
         io.out_r.copy_from_slice(io.out_l);
         let end = crate::rt::clock::monotonic_ns();
-        let mut rec = crate::engine::probe::CycleRecord {
+        let mut rec = crate::common::cycle::CycleRecord {
             cycle: t.cycle,
             t_ideal_ns: t.t_ideal_ns,
             release_ns: t.release_ns,
             wake_ns: wake,
             end_ns: end,
             deadline_ns: t.deadline_ns,
-            ..crate::engine::probe::CycleRecord::EMPTY
+            ..crate::common::cycle::CycleRecord::EMPTY
         };
-        crate::engine::probe::account(&mut rec);
+        crate::common::cycle::account(&mut rec);
         if t.skipped_before > 0 {
             self.skipped += t.skipped_before as u64;
             if !done {

@@ -17,9 +17,9 @@
 
 use super::handler::{LoopHandler, LoopRun, NoSink};
 use super::{Estimator, RtlConfig, RtlOutcome};
+use crate::common::cycle::CycleRecord;
 use crate::driver::jack::{JackClient, JackReport};
 use crate::driver::{AudioIo, CycleHandler, CycleTiming, StopReason};
-use crate::engine::probe::CycleRecord;
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
