@@ -11,8 +11,7 @@ use crate::common::Status;
 use crate::driver::signal::{Generator, OutputSink, SignalKind};
 use crate::driver::{Device, DriverReport, DriverStats, Parts, RunSpec};
 use crate::engine::harness::{self, Harness, Supervisor};
-use crate::engine::watchdog::default_bound_ns;
-use crate::engine::EngineMonitor;
+use crate::engine::watchdog::{default_bound_ns, CycleMonitor};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::rt::clock::monotonic_ns;
@@ -63,7 +62,8 @@ pub(super) fn trigger_loop(
     };
     // Let the device start and settle.
     if !wait_for(&|| sh.cycles.load(Ordering::Relaxed) >= 10) {
-        out.interrupted = crate::rt::interrupt::requested();
+        // A device that ended (the watchdog fired, it gave up) leaves a partial result.
+        out.interrupted = stop();
         if !out.interrupted {
             return Err(Error::cannot_measure(
                 "the audio device did not start cycling within 3 s",
@@ -185,7 +185,7 @@ pub(super) fn run_trials<D: Device, O: OutputSink + 'static>(
     gpio: Option<&GpioLine>,
     progress: &dyn Progress,
     device: D,
-    (handler, sh, monitor): (EventHandler, &Shared, EngineMonitor),
+    (handler, sh, monitor): (EventHandler, &Shared, impl CycleMonitor),
     sink: O,
     look: &mut dyn FnMut(),
 ) -> Result<DeviceRun<O>> {
@@ -309,5 +309,82 @@ pub(super) fn xruns_during_trials(
     {
         Some((a, b)) => at.filter(|t| (a..=b).contains(t)).count() as u64,
         None => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::signal::SinkStats;
+    use crate::driver::virtual_dev::VirtualDriver;
+    use crate::driver::{DeviceParams, DriverKind};
+    use crate::engine::watchdog::CycleGauge;
+    use crate::measure::event::handler::build_handler;
+    use crate::measure::event::Scenario;
+
+    /// Stuck for 1.5 s in the device thread at `frame`, under the gauge the watchdog reads.
+    struct StallingSink {
+        gauge: CycleGauge,
+        frame: u64,
+    }
+
+    impl OutputSink for StallingSink {
+        fn consume(&mut self, frame: u64, _: &[f32], _: &[f32], _: bool) {
+            if frame == self.frame {
+                self.gauge.enter(monotonic_ns());
+                std::thread::sleep(Duration::from_millis(1500));
+                self.gauge.leave();
+            }
+        }
+        fn stats(&self) -> SinkStats {
+            SinkStats::default()
+        }
+    }
+
+    #[test]
+    fn a_stuck_cycle_ends_the_trials_with_the_watchdog_status_and_warning() {
+        let mut cfg = EventConfig::new(DriverKind::Virtual);
+        cfg.policy = crate::rt::Policy::Other { nice: 0 };
+        cfg.trials = 1000;
+        let s = Setting {
+            driver: DriverKind::Virtual,
+            scenario: Scenario::Mono,
+            period_frames: Some(64),
+            periods: 2,
+            grid_buffer: None,
+        };
+        let params = DeviceParams {
+            rate: cfg.rate,
+            frames: 64,
+            periods: 2,
+        };
+        let (handler, _rx, sh, _monitor) =
+            build_handler(s.scenario, cfg.rate, 64, cfg.policy).unwrap();
+        let gauge = CycleGauge::default();
+        let sink = StallingSink {
+            gauge: gauge.clone(),
+            frame: 64 * 40,
+        };
+        let done = run_trials(
+            &cfg,
+            &s,
+            None,
+            &crate::progress::Silent,
+            VirtualDriver::new(params, 0),
+            (handler, &sh, gauge),
+            sink,
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(done.status, Status::Watchdog);
+        assert!(done.sink.is_none(), "the stuck thread was abandoned");
+        assert!(done.times.te.len() < 1000, "the trials stopped early");
+        assert!(
+            done.warnings
+                .iter()
+                .any(|w| w.starts_with("the watchdog stopped a cycle stuck for")),
+            "{:?}",
+            done.warnings
+        );
     }
 }
