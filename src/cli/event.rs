@@ -2,9 +2,10 @@
 
 use super::output::{self, Measured, Started, Verdict};
 use super::Global;
+use crate::driver::DriverKind;
 use crate::error::Result;
 use crate::measure::event::{
-    self, EventConfig, EventDriver, EventRun, EventRunResult, Scenario, GRID_PAIRS,
+    self, EventConfig, EventRun, EventRunResult, Scenario, DRIVERS, GRID_PAIRS,
 };
 use crate::report::table::{new_table, num};
 use crate::results::Body;
@@ -41,8 +42,8 @@ Exit codes: 0 measured, 2 bad usage, 3 cannot measure (no server, no GPIO chip),
 interrupted or no trial completed (partial result written).")]
 pub struct EventArgs {
     /// The backend: virtual (timer-paced codec model), jack (pull) or alsa (push).
-    #[arg(long)]
-    pub driver: Option<EventDriver>,
+    #[arg(long, value_parser = DriverKind::parser(DRIVERS))]
+    pub driver: Option<DriverKind>,
     /// Grid: the backends, e.g. virtual,jack,alsa.
     #[arg(long, value_name = "LIST")]
     pub drivers: Option<String>,
@@ -92,27 +93,15 @@ pub struct EventArgs {
 }
 
 fn config(a: &EventArgs) -> Result<EventConfig> {
-    let drivers: Vec<EventDriver> = match (a.grid, a.driver, &a.drivers) {
+    let drivers: Vec<DriverKind> = match (a.grid, a.driver, &a.drivers) {
         (_, Some(_), Some(_)) => return super::usage("--driver and --drivers exclude each other"),
         (false, None, Some(_)) => return super::usage("--drivers is for --grid; use --driver"),
         (false, None, None) => {
             return super::usage("say which backend: --driver virtual|jack|alsa")
         }
         (_, Some(d), None) => vec![d],
-        (true, None, None) => vec![EventDriver::Virtual],
-        (true, None, Some(list)) => {
-            let mut v = Vec::new();
-            for d in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let d: EventDriver = d.parse()?;
-                if !v.contains(&d) {
-                    v.push(d);
-                }
-            }
-            if v.is_empty() {
-                return super::usage("--drivers needs at least one backend");
-            }
-            v
-        }
+        (true, None, None) => vec![DriverKind::Virtual],
+        (true, None, Some(list)) => event::parse_drivers(list)?,
     };
     let scenarios = match &a.scenario {
         Some(s) => {
@@ -137,7 +126,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     if a.grid && (a.buffer.is_some() || a.periods.is_some()) {
         return super::usage("--grid takes its settings from --pairs, not --buffer/--periods");
     }
-    let is_jack = drivers.contains(&EventDriver::Jack);
+    let is_jack = drivers.contains(&DriverKind::Jack);
     let mut cfg = EventConfig::new(drivers[0]);
     cfg.drivers = drivers;
     cfg.rate = a.rate;
@@ -161,7 +150,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     };
     let jack_buffer = if a.grid { None } else { a.buffer };
     cfg.jack = a.jack.to_config(is_jack, jack_buffer, None)?;
-    cfg.alsa = a.alsa.to_config(cfg.drivers.contains(&EventDriver::Alsa))?;
+    cfg.alsa = a.alsa.to_config(cfg.drivers.contains(&DriverKind::Alsa))?;
     cfg.validate()?;
     Ok(cfg)
 }
@@ -279,7 +268,7 @@ fn rate(r: &EventRunResult) -> u32 {
 
 fn xruns(x: &EventRun) -> String {
     match x.server_xruns {
-        Some(sx) if x.driver == EventDriver::Alsa => format!("{} (alsa {sx})", x.xruns),
+        Some(sx) if x.driver == DriverKind::Alsa => format!("{} (alsa {sx})", x.xruns),
         Some(sx) => format!("{} (server {sx})", x.xruns),
         None => x.xruns.to_string(),
     }

@@ -1,21 +1,17 @@
 //! `--driver alsa`: the engine pushes periods into an ALSA PCM; the sound time follows from
 //! the delay ALSA reports right after the write that carried the onset.
 
-use super::config::{EventConfig, EventDriver, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Discard, Onset};
-use super::trials::{
-    ns_of_frames, trials_from, trials_on_device_thread, watchdog_warning, xruns_during_trials,
-};
+use super::trials::{run_trials, trials_from, xruns_during_trials};
 use super::Setting;
-use crate::common::Status;
-use crate::driver::signal::{Generator, SignalKind};
-use crate::driver::Driver;
+use crate::common::ns_of_frames;
+use crate::driver::alsa::AlsaDriver;
+use crate::driver::{Device, DeviceParams, DriverKind};
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::rt::thread::{spawn_rt, ThreadSpec};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// The engine pushes periods into an ALSA PCM. The onset's sound time is the delay ALSA
 /// reported right after the write that carried it, less the frames written after the onset.
@@ -25,42 +21,35 @@ pub(super) fn run(
     gpio: Option<&GpioLine>,
     progress: &dyn Progress,
 ) -> Result<EventRun> {
-    use crate::driver::alsa::{AlsaDevice, AlsaDriver};
-    let ac = cfg.alsa.clone().unwrap_or_default();
-    let want = s.period_frames.unwrap_or(64);
-    let dev = AlsaDevice::open(&ac, cfg.rate, want, s.periods)?;
-    let (rate, frames, periods) = (dev.rate(), dev.period_frames(), dev.periods());
-    let mut warnings = Vec::new();
-    if (rate, frames, periods) != (cfg.rate, want, s.periods) {
-        warnings.push(format!(
-            "ALSA device '{}' negotiated {rate} Hz, period {frames} × {periods} (asked {} Hz, {want} × {})",
-            ac.device, cfg.rate, s.periods
-        ));
-    }
-    let period_ns = crate::engine::period_ns(rate, frames as usize);
-    let mut drv = AlsaDriver::new(dev, u64::MAX / 4);
-    let wd = drv.write_delay();
+    let asked = DeviceParams {
+        rate: cfg.rate,
+        frames: s.period_frames.unwrap_or(64),
+        periods: s.periods,
+    };
+    // What the device accepted instead of `asked` is its own warning.
+    let mut dev = AlsaDriver::open(&cfg.alsa.clone().unwrap_or_default(), asked)?;
+    let DeviceParams {
+        rate,
+        frames,
+        periods,
+    } = dev.params();
+    let period_ns = dev.params().period_ns();
+    let wd = dev.write_delay();
     let (mut handler, mut rx, sh, monitor) = build_handler(s.scenario, rate, frames, cfg.policy)?;
     handler.delay_probe = Some(Box::new(move || wd.latest()));
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (stop2, seed) = (stop.clone(), cfg.seed);
-    let th = spawn_rt(
-        ThreadSpec {
-            name: "xr-event-alsa".into(),
-            policy: cfg.policy,
-            cpus: Vec::new(),
-        },
-        move || {
-            let mut handler = handler;
-            let mut src = Generator::new(SignalKind::Silence, rate, seed);
-            let (reason, stats) = drv.run(&mut handler, &stop2, &mut src, &mut Discard);
-            drop(handler);
-            (drv.report(), reason, stats)
-        },
+    let done = run_trials(
+        cfg,
+        s,
+        gpio,
+        progress,
+        dev,
+        (handler, &sh, monitor),
+        Discard,
+        &mut || {},
     )?;
-    let (times, wdr, (report, _reason, stats)) =
-        trials_on_device_thread(cfg, gpio, &sh, period_ns, progress, th, monitor, &stop)?;
+    let times = &done.times;
+    let mut warnings = done.warnings.clone();
     let onsets = drain(&mut rx);
     let unmeasured = onsets.iter().filter(|o| o.write_delay.is_none()).count();
     if unmeasured > 0 {
@@ -72,42 +61,36 @@ pub(super) fn run(
         o.write_delay.map(|(d, at)| {
             // The onset sample sits (frames − offset) frames before the end of the queue.
             let ahead = d - (frames as i64 - o.onset_frame as i64);
-            (at as i64 + ahead * 1_000_000_000 / rate as i64) as u64
+            let dt = ns_of_frames(ahead.unsigned_abs(), rate);
+            if ahead < 0 {
+                at - dt
+            } else {
+                at + dt
+            }
         })
     };
     let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
-    warnings.extend(times.warnings);
-    warnings.extend(watchdog_warning(wdr.as_ref()));
-    if let Some(e) = &report.error {
-        warnings.push(format!("ALSA: {e}"));
-    }
+    // None when the watchdog had to abandon a stuck device thread.
+    let report = done.report.clone().into_alsa();
+    let xrun_at = report.iter().flat_map(|r| &r.xrun_events);
     // Device xruns while the trials ran, as for JACK's server xruns.
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
-    let device_xruns = xruns_during_trials(
-        &times.te,
-        &trials,
-        period_ns,
-        report.xrun_events.iter().map(|e| t0 + e.at_ns),
-    );
+    let device_xruns =
+        xruns_during_trials(&times.te, &trials, period_ns, xrun_at.map(|e| t0 + e.at_ns));
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     // At the period interrupt one period is free and n−1 are queued ahead of the write.
     let queued = (periods as u64 - 1) * frames as u64;
-    let status = if wdr.is_some() {
-        Status::Watchdog
-    } else if times.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
     Ok(EventRun {
-        driver: EventDriver::Alsa,
+        driver: DriverKind::Alsa,
         scenario: s.scenario,
-        status,
+        status: done.status,
         rate,
         period_frames: frames,
         periods: Some(periods),
         grid_buffer_frames: s.grid_buffer,
-        output_delay_frames: report.delay_frames.mean.max(0.0) as u64,
+        output_delay_frames: report
+            .as_ref()
+            .map_or(0, |r| r.delay_frames.mean.max(0.0) as u64),
         playback_latency_frames: None,
         playback_latency_port: None,
         model: ModelBand::new(
@@ -119,12 +102,12 @@ pub(super) fn run(
         ignored_triggers: times.ignored,
         cycles: times.window.0,
         xruns: times.window.1,
-        skipped_periods: stats.skipped_periods,
+        skipped_periods: done.stats.skipped_periods,
         server_xruns: Some(device_xruns),
         device_t0_ns: None,
         background: None,
         jack: None,
-        alsa: Some(report),
+        alsa: report,
         warnings,
     })
 }

@@ -4,44 +4,39 @@
 use super::gpio::GpioSpec;
 use super::trigger::TriggerKind;
 use crate::common::Status;
+use crate::driver::DriverKind;
 use crate::error::{Error, Result};
 use crate::rt::Policy;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum EventDriver {
-    /// The timer-paced virtual codec: the DAC time is exact from the device model.
-    Virtual,
-    /// The engine as a JACK client: cycle start + playback port latency.
-    Jack,
-    /// Direct ALSA: the engine pushes periods; the delay ALSA reports after the write.
-    Alsa,
-}
+/// The drivers event runs on: every one with a real clock (the sim driver's simulated
+/// timeline has no trigger-to-sound time). virtual: the DAC time is exact from the device
+/// model; jack: cycle start + playback port latency; alsa: the delay ALSA reports after the
+/// write.
+pub const DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Jack, DriverKind::Alsa];
 
-impl EventDriver {
-    pub fn name(self) -> &'static str {
-        match self {
-            EventDriver::Virtual => "virtual",
-            EventDriver::Jack => "jack",
-            EventDriver::Alsa => "alsa",
+/// `--drivers LIST` of a grid: a comma list of [`DRIVERS`], each once, in the order given.
+pub fn parse_drivers(list: &str) -> Result<Vec<DriverKind>> {
+    let mut v = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let d = DRIVERS
+            .iter()
+            .copied()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "--drivers: event cannot run on '{name}': use virtual, jack or alsa"
+                ))
+            })?;
+        if !v.contains(&d) {
+            v.push(d);
         }
     }
-}
-
-impl std::str::FromStr for EventDriver {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim() {
-            "virtual" => Ok(EventDriver::Virtual),
-            "jack" => Ok(EventDriver::Jack),
-            "alsa" => Ok(EventDriver::Alsa),
-            _ => Err(Error::usage(format!(
-                "unknown event driver '{s}': use virtual, jack or alsa"
-            ))),
-        }
+    if v.is_empty() {
+        return Err(Error::usage("--drivers needs at least one backend"));
     }
+    Ok(v)
 }
 
 /// Topliss et al.'s three test scenarios.
@@ -162,7 +157,7 @@ pub fn parse_pairs(s: &str) -> Result<Vec<GridPair>> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventConfig {
     /// One driver for a single measurement; one or more with `grid`.
-    pub drivers: Vec<EventDriver>,
+    pub drivers: Vec<DriverKind>,
     /// Sample rate of the virtual device (JACK: the server's).
     pub rate: u32,
     /// Frames per period (`--buffer`); None = 64 on the virtual device, the server's on JACK.
@@ -188,7 +183,7 @@ pub struct EventConfig {
 }
 
 impl EventConfig {
-    pub fn new(driver: EventDriver) -> Self {
+    pub fn new(driver: DriverKind) -> Self {
         EventConfig {
             drivers: vec![driver],
             rate: 48000,
@@ -203,14 +198,17 @@ impl EventConfig {
             grid: None,
             seed: 1,
             policy: Policy::fifo(80),
-            jack: (driver == EventDriver::Jack).then(Default::default),
-            alsa: (driver == EventDriver::Alsa).then(Default::default),
+            jack: (driver == DriverKind::Jack).then(Default::default),
+            alsa: (driver == DriverKind::Alsa).then(Default::default),
         }
     }
 
     pub fn validate(&self) -> Result<()> {
         if self.drivers.is_empty() || self.scenarios.is_empty() {
             return Err(Error::usage("event needs a driver and a scenario"));
+        }
+        for d in &self.drivers {
+            d.accept("event", DRIVERS)?;
         }
         if !(1..=100_000).contains(&self.trials) {
             return Err(Error::usage(format!(
@@ -235,7 +233,7 @@ impl EventConfig {
                     "--periods {n} is outside 2..64 (one period of buffering leaves no time to compute)"
                 )));
             }
-            if self.drivers.contains(&EventDriver::Jack) && self.grid.is_none() {
+            if self.drivers.iter().any(|d| !d.periods_apply()) && self.grid.is_none() {
                 return Err(Error::usage(
                     "--periods is the virtual device's n: a JACK server's nperiods is set when it starts (jackd -d alsa -n N) and shows in its playback latency",
                 ));
@@ -360,7 +358,7 @@ pub struct Background {
 /// One measured setting: driver × buffer/period × scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRun {
-    pub driver: EventDriver,
+    pub driver: DriverKind,
     pub scenario: Scenario,
     pub status: Status,
     pub rate: u32,
@@ -433,6 +431,17 @@ mod tests {
             assert!(parse_pairs(bad).is_err(), "{bad}");
         }
         assert!(GRID_PAIRS.iter().all(|p| (2..=64).contains(&p.periods())));
+    }
+
+    #[test]
+    fn drivers_list_takes_the_real_clock_drivers_once() {
+        assert_eq!(
+            parse_drivers("virtual, jack,virtual,alsa").unwrap(),
+            [DriverKind::Virtual, DriverKind::Jack, DriverKind::Alsa]
+        );
+        for bad in ["sim", "virtual,nope", " , "] {
+            assert_eq!(parse_drivers(bad).unwrap_err().exit_code(), 2, "{bad}");
+        }
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub(super) struct EventHandler {
 }
 
 impl EventHandler {
+    /// The engine's worker threads, watched with the device's.
+    pub(super) fn worker_tids(&self) -> Vec<libc::pid_t> {
+        self.engine.worker_tids()
+    }
+
     /// The write of the onset's cycle happened after that cycle's handler returned: pick up
     /// its delay now (a later write means that one failed; the onset goes without).
     fn release_held(&mut self) {

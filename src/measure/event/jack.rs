@@ -2,21 +2,17 @@
 //! server reports plus the playback latency of our output port (the server's own figure
 //! for "written now, heard then").
 
-use super::config::{EventConfig, EventDriver, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Discard, Onset};
-use super::trials::{
-    ns_of_frames, trials_from, trigger_loop, watch, watchdog_warning, xruns_during_trials,
-};
+use super::trials::{run_trials, trials_from, xruns_during_trials};
 use super::Setting;
-use crate::common::Status;
-use crate::driver::signal::{Generator, SignalKind};
-use crate::driver::StopReason;
-use crate::error::{Error, Result};
+use crate::common::ns_of_frames;
+use crate::driver::jack::JackClient;
+use crate::driver::{Device, DriverKind};
+use crate::error::Result;
 use crate::progress::Progress;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 /// A second, passive client that looks at the graph: physical playback ports and the
 /// playback latency our port gets once connected.
@@ -65,7 +61,6 @@ pub(super) fn run(
     gpio: Option<&GpioLine>,
     progress: &dyn Progress,
 ) -> Result<EventRun> {
-    use crate::driver::jack::JackClient;
     let mut jc = cfg.jack.clone().unwrap_or_default();
     if s.grid_buffer.is_some() {
         // Grid: the period is set on the server for this row; the client puts the
@@ -85,73 +80,36 @@ pub(super) fn run(
         }
     }
     let client = JackClient::open(&jc, jc.buffer_requested, None)?;
-    let mut run = run_jack_client(cfg, s, client, &jc, &probe, gpio, progress)?;
-    run.warnings.splice(0..0, warnings);
-    Ok(run)
-}
-
-fn run_jack_client(
-    cfg: &EventConfig,
-    s: &Setting,
-    client: crate::driver::jack::JackClient,
-    jc: &crate::driver::jack::JackConfig,
-    probe: &JackProbe,
-    gpio: Option<&GpioLine>,
-    progress: &dyn Progress,
-) -> Result<EventRun> {
-    let (rate, frames) = (client.rate, client.frames);
-    let period_ns = crate::engine::period_ns(rate, frames as usize);
+    let p = client.params();
+    let (rate, frames, period_ns) = (p.rate, p.frames, p.period_ns());
     let (handler, mut rx, sh, monitor) = build_handler(s.scenario, rate, frames, cfg.policy)?;
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let tid = Arc::new(AtomicI32::new(0));
-    let (stop2, tid2, seed) = (stop.clone(), tid.clone(), cfg.seed);
-    let th = std::thread::Builder::new()
-        .name("xr-event-jack".into())
-        .spawn(move || {
-            client.run(
-                handler,
-                u64::MAX / 4,
-                &stop2,
-                Some(Box::new(Generator::new(SignalKind::Silence, rate, seed))),
-                Box::new(Discard),
-                &mut |t| tid2.store(t, Ordering::SeqCst),
-            )
-        })
-        .map_err(|e| Error::io("spawn the JACK client thread", e))?;
-    let t = std::time::Instant::now();
-    while tid.load(Ordering::SeqCst) == 0 && !th.is_finished() && t.elapsed().as_secs() < 3 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // tid 0 would make the watchdog demote itself: no process thread yet, nothing to guard.
-    let tids: Vec<libc::pid_t> = Some(tid.load(Ordering::SeqCst))
-        .filter(|&t| t != 0)
-        .into_iter()
-        .collect();
-    let (watchdog, th) = watch(monitor, tids, period_ns, &cfg.policy, &stop, th, |t| {
-        let _ = t.join();
-    })?;
-    // Our client name may have been made unique by the server; the probe finds our port
-    // among the target's connections by the name we asked for.
-    let latency_at_start = jc
-        .connect_out
-        .first()
-        .and_then(|p| probe.playback_latency(p, &jc.client_name));
-    let finished = || th.is_finished() || watchdog.has_fired();
-    let times = trigger_loop(cfg, gpio, &sh, period_ns, &finished, progress);
-    // Read again at the end: the server may have recomputed latencies after our connection.
-    let latency_at_end = jc
-        .connect_out
-        .first()
-        .and_then(|p| probe.playback_latency(p, &jc.client_name));
-    stop.store(true, Ordering::SeqCst);
-    let wd = watchdog.finish();
-    let outcome = th
-        .join()
-        .map_err(|_| Error::cannot_measure("the JACK client thread panicked"))?;
-    let times = times?;
-    let (reason, stats, report) = outcome?;
-    let mut warnings = times.warnings;
+    // Read once the process thread runs and again after the trials: the server may have
+    // recomputed latencies after our connection. Our client name may have been made unique
+    // by the server; the probe finds our port among the target's connections by the name
+    // we asked for.
+    let mut seen: Vec<Option<([u32; 2], String)>> = Vec::with_capacity(2);
+    let mut look = || {
+        seen.push(
+            jc.connect_out
+                .first()
+                .and_then(|p| probe.playback_latency(p, &jc.client_name)),
+        )
+    };
+    let done = run_trials(
+        cfg,
+        s,
+        gpio,
+        progress,
+        client,
+        (handler, &sh, monitor),
+        Discard,
+        &mut look,
+    )?;
+    let times = &done.times;
+    warnings.extend(done.warnings.iter().cloned());
+    let latency_at_start = seen.first().cloned().flatten();
+    let latency_at_end = seen.get(1).cloned().flatten();
     let latency = latency_at_end.clone().or(latency_at_start.clone());
     if latency_at_start.as_ref().map(|l| l.0) != latency_at_end.as_ref().map(|l| l.0) {
         warnings.push(format!(
@@ -165,33 +123,24 @@ fn run_jack_client(
     let t_sound =
         |o: &Onset| Some(o.t_ideal_ns + ns_of_frames(port_lat + o.onset_frame as u64, rate));
     let trials = trials_from(&times.te, &onsets, &t_sound, &|_| None);
-    warnings.extend(watchdog_warning(wd.as_ref()));
-    if let Some(c) = &report.param_change {
-        warnings.push(format!("JACK: {c}; the run stopped there"));
-    }
+    // None when the watchdog had to abandon a stuck client.
+    let report = done.report.clone().into_jack();
     // Server xruns while the trials ran (activation and teardown can cause their own).
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
     let server_xruns = xruns_during_trials(
         &times.te,
         &trials,
         period_ns,
-        report.server_xrun_events.iter().map(|e| t0 + e.at_ns),
+        report
+            .iter()
+            .flat_map(|r| &r.server_xrun_events)
+            .map(|e| t0 + e.at_ns),
     );
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
-    let status = if report.server_shutdown {
-        Status::ServerShutdown
-    } else if wd.is_some() {
-        Status::Watchdog
-    } else if times.interrupted || (reason == StopReason::Stopped && report.param_change.is_some())
-    {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
     Ok(EventRun {
-        driver: EventDriver::Jack,
+        driver: DriverKind::Jack,
         scenario: s.scenario,
-        status,
+        status: done.status,
         rate,
         period_frames: frames,
         periods: None,
@@ -208,11 +157,11 @@ fn run_jack_client(
         ignored_triggers: times.ignored,
         cycles: times.window.0,
         xruns: times.window.1,
-        skipped_periods: stats.skipped_periods,
+        skipped_periods: done.stats.skipped_periods,
         server_xruns: Some(server_xruns),
         device_t0_ns: None,
         background: None,
-        jack: Some(report),
+        jack: report,
         alsa: None,
         warnings,
     })

@@ -22,8 +22,8 @@
 //!
 //! ## Files
 //! `config` holds what is asked and answered, `handler` the real-time side (the cycle handler
-//! and the sinks), `trials` the trigger loop and the pairing of trials, shared by every
-//! driver; `virtual_dev`, `jack` and `alsa` each hold one driver's runner and its sound-time
+//! and the sinks), `trials` the trigger loop (the real-time harness's supervisor over every
+//! driver's device) and the pairing of trials; `virtual_dev`, `jack` and `alsa` each hold one driver's runner and its sound-time
 //! rule. This file lists the settings (the grid) and runs them.
 
 mod alsa;
@@ -36,12 +36,13 @@ pub mod trigger;
 mod virtual_dev;
 
 pub use config::{
-    parse_pairs, Background, EventConfig, EventDriver, EventResults, EventRun, EventRunResult,
-    EventTrial, GridPair, LatencyStats, ModelBand, Scenario, GRID_PAIRS,
+    parse_drivers, parse_pairs, Background, EventConfig, EventResults, EventRun, EventRunResult,
+    EventTrial, GridPair, LatencyStats, ModelBand, Scenario, DRIVERS, GRID_PAIRS,
 };
 pub use handler::{cycle_handler, DelayProbe, OnsetView, TriggerHandle};
 
 use crate::common::Status;
+use crate::driver::DriverKind;
 use crate::error::Result;
 use crate::progress::Progress;
 use gpio::GpioLine;
@@ -50,11 +51,31 @@ use std::time::Duration;
 /// One setting to measure.
 #[derive(Debug, Clone)]
 struct Setting {
-    driver: EventDriver,
+    driver: DriverKind,
     scenario: Scenario,
     period_frames: Option<u32>,
     periods: u32,
     grid_buffer: Option<u32>,
+}
+
+impl Setting {
+    /// What the progress bar says while it runs: driver, period (×n where `--periods`
+    /// applies) and scenario.
+    fn label(&self) -> String {
+        format!(
+            "{} {}{} {}",
+            self.driver,
+            self.period_frames
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            if self.driver.periods_apply() {
+                format!("×{}", self.periods)
+            } else {
+                String::new()
+            },
+            self.scenario.name()
+        )
+    }
 }
 
 /// The background of mono-bg: `top -b -d 0.1` when installed, else the built-in stressor
@@ -87,9 +108,11 @@ fn run_setting(
         None
     };
     let outcome = match s.driver {
-        EventDriver::Virtual => virtual_dev::run(cfg, s, gpio, progress),
-        EventDriver::Jack => jack::run(cfg, s, gpio, progress),
-        EventDriver::Alsa => alsa::run(cfg, s, gpio, progress),
+        DriverKind::Virtual => virtual_dev::run(cfg, s, gpio, progress),
+        DriverKind::Jack => jack::run(cfg, s, gpio, progress),
+        DriverKind::Alsa => alsa::run(cfg, s, gpio, progress),
+        // `validate` refused it already.
+        DriverKind::Sim => s.driver.accept("event", DRIVERS).map(|_| unreachable!()),
     };
     let background = bg.map(|(session, what)| Background {
         what,
@@ -100,8 +123,9 @@ fn run_setting(
     Ok(run)
 }
 
-/// The settings a config asks for, in table order; JACK rows of a grid collapse to one per
-/// period (the server's nperiods is not ours to change).
+/// The settings a config asks for, in table order; a grid's rows on a driver where
+/// `--periods` does not apply (JACK: the server's nperiods is not ours to change) collapse
+/// to one per period.
 fn settings(cfg: &EventConfig) -> Vec<Setting> {
     let mut out = Vec::new();
     match &cfg.grid {
@@ -120,7 +144,7 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
             for &d in &cfg.drivers {
                 let mut periods_seen = Vec::new();
                 for p in pairs {
-                    if d == EventDriver::Jack {
+                    if !d.periods_apply() {
                         if periods_seen.contains(&p.period_frames) {
                             continue;
                         }
@@ -155,17 +179,7 @@ pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult>
     let mut status = Status::Complete;
     progress.set_total(cfg.trials as u64);
     for s in &list {
-        progress.set_message(&format!(
-            "{} {}{} {}",
-            s.driver.name(),
-            s.period_frames.map(|p| p.to_string()).unwrap_or_default(),
-            if s.driver == EventDriver::Virtual {
-                format!("×{}", s.periods)
-            } else {
-                String::new()
-            },
-            s.scenario.name()
-        ));
+        progress.set_message(&s.label());
         progress.set_position(0);
         match run_setting(cfg, s, gpio.as_ref(), progress) {
             Ok(r) => {
@@ -218,16 +232,13 @@ mod tests {
 
     #[test]
     fn grid_settings_collapse_jack_rows_per_period() {
-        let mut c = EventConfig::new(EventDriver::Virtual);
-        c.drivers = vec![EventDriver::Virtual, EventDriver::Jack];
+        let mut c = EventConfig::new(DriverKind::Virtual);
+        c.drivers = vec![DriverKind::Virtual, DriverKind::Jack];
         c.scenarios = Scenario::ALL.to_vec();
         c.grid = Some(parse_pairs("128/64,256/64,256/128").unwrap());
         let s = settings(&c);
-        let v = s
-            .iter()
-            .filter(|x| x.driver == EventDriver::Virtual)
-            .count();
-        let j = s.iter().filter(|x| x.driver == EventDriver::Jack).count();
+        let v = s.iter().filter(|x| x.driver == DriverKind::Virtual).count();
+        let j = s.iter().filter(|x| x.driver == DriverKind::Jack).count();
         assert_eq!((v, j), (9, 6));
     }
 }

@@ -1,16 +1,21 @@
-//! The trials around any device: the trigger loop, the watchdog over the device thread,
-//! pairing what the cycle reported with the trigger times, and the xruns that fell while
+//! The trials around any device: the trigger loop as the real-time harness's supervisor
+//! (the harness starts the device, guards it with the watchdog and tears it down), pairing what the cycle reported with the trigger times, and the xruns that fell while
 //! the trials ran.
 
 use super::config::{EventConfig, EventTrial};
 use super::gpio::GpioLine;
-use super::handler::{Onset, Shared};
+use super::handler::{EventHandler, Onset, Shared};
 use super::trigger::TriggerKind;
-use crate::engine::watchdog::{default_bound_ns, Watchdog};
+use super::Setting;
+use crate::common::Status;
+use crate::driver::signal::{Generator, OutputSink, SignalKind};
+use crate::driver::{Device, DriverReport, DriverStats, Parts, RunSpec};
+use crate::engine::harness::{self, Harness, Supervisor};
+use crate::engine::watchdog::{default_bound_ns, CycleMonitor};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::rt::clock::monotonic_ns;
-use crate::rt::Policy;
+use crate::rt::thread::ThreadSpec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +62,8 @@ pub(super) fn trigger_loop(
     };
     // Let the device start and settle.
     if !wait_for(&|| sh.cycles.load(Ordering::Relaxed) >= 10) {
-        out.interrupted = crate::rt::interrupt::requested();
+        // A device that ended (the watchdog fired, it gave up) leaves a partial result.
+        out.interrupted = stop();
         if !out.interrupted {
             return Err(Error::cannot_measure(
                 "the audio device did not start cycling within 3 s",
@@ -124,60 +130,125 @@ pub(super) fn trigger_loop(
     Ok(out)
 }
 
-/// Put the device thread `th` (its real-time thread is `tids`) under the watchdog. If the
-/// watchdog cannot start, no real-time run may go on unwatched: stop and `join` the thread.
-pub(super) fn watch<T>(
-    monitor: crate::engine::EngineMonitor,
-    tids: Vec<libc::pid_t>,
+/// The trigger loop as the harness's supervisor: the trials run while the device cycles
+/// under the watchdog, and `look` runs once the device's threads exist and again when the
+/// trials are done (JACK reads its port latency then).
+struct TriggerLoop<'a> {
+    cfg: &'a EventConfig,
+    gpio: Option<&'a GpioLine>,
+    sh: &'a Shared,
     period_ns: u64,
-    policy: &Policy,
-    stop: &Arc<AtomicBool>,
-    th: T,
-    join: impl FnOnce(T),
-) -> Result<(Watchdog, T)> {
-    match Watchdog::start(
-        monitor,
-        tids,
-        default_bound_ns(period_ns),
-        policy,
-        stop.clone(),
-    ) {
-        Ok(w) => Ok((w, th)),
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            join(th);
-            Err(e)
-        }
+    look: &'a mut dyn FnMut(),
+    times: Option<Result<TrialTimes>>,
+    /// The device had stopped, the watchdog fired or a signal arrived by the time the
+    /// trials ended: the run is not complete, even with every trial measured.
+    ended: bool,
+}
+
+impl Supervisor for TriggerLoop<'_> {
+    fn on_threads(&mut self, _tids: &[libc::pid_t]) {
+        (self.look)();
+    }
+
+    fn supervise(&mut self, ended: &dyn Fn() -> bool, h: &Harness<'_>) {
+        self.times = Some(trigger_loop(
+            self.cfg,
+            self.gpio,
+            self.sh,
+            self.period_ns,
+            ended,
+            h.progress,
+        ));
+        self.ended = ended();
+        (self.look)();
     }
 }
 
-/// Run the trials while the device thread `th` cycles under the watchdog; then stop the
-/// thread and return the trial times, the watchdog's report and what the thread returned.
+/// What a device left after its trials.
+pub(super) struct DeviceRun<O> {
+    pub(super) times: TrialTimes,
+    pub(super) stats: DriverStats,
+    pub(super) report: DriverReport,
+    /// The output sink back from the device; None when its thread was stuck and abandoned.
+    pub(super) sink: Option<O>,
+    /// The device's warnings (opening, its report), the trials' and the watchdog's.
+    pub(super) warnings: Vec<String>,
+    pub(super) status: Status,
+}
+
+/// Run the trials of setting `s` on `device` under the real-time harness: `handler` cycles
+/// on the device into `sink` while the trigger loop runs; see [`TriggerLoop`] for `look`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn trials_on_device_thread<T>(
+pub(super) fn run_trials<D: Device, O: OutputSink + 'static>(
     cfg: &EventConfig,
+    s: &Setting,
     gpio: Option<&GpioLine>,
-    sh: &Shared,
-    period_ns: u64,
     progress: &dyn Progress,
-    th: crate::rt::thread::RtThread<T>,
-    monitor: crate::engine::EngineMonitor,
-    stop: &Arc<AtomicBool>,
-) -> Result<(
-    TrialTimes,
-    Option<crate::engine::watchdog::WatchdogReport>,
-    T,
-)> {
-    let tids = vec![th.tid];
-    let (watchdog, th) = watch(monitor, tids, period_ns, &cfg.policy, stop, th, |t| {
-        let _ = t.join();
-    })?;
-    let finished = || th.is_finished() || watchdog.has_fired();
-    let times = trigger_loop(cfg, gpio, sh, period_ns, &finished, progress);
-    stop.store(true, Ordering::SeqCst);
-    let wd = watchdog.finish();
-    let out = th.join();
-    Ok((times?, wd, out))
+    device: D,
+    (handler, sh, monitor): (EventHandler, &Shared, impl CycleMonitor),
+    sink: O,
+    look: &mut dyn FnMut(),
+) -> Result<DeviceRun<O>> {
+    let p = device.params();
+    let period_ns = p.period_ns();
+    let label = s.label();
+    let h = Harness {
+        policy: cfg.policy,
+        watchdog_bound_ns: default_bound_ns(period_ns),
+        monitor: Arc::new(monitor),
+        extra_tids: handler.worker_tids(),
+        progress,
+        progress_total: cfg.trials as u64,
+        progress_message: &label,
+    };
+    let parts = Parts {
+        handler,
+        source: Generator::new(SignalKind::Silence, p.rate, cfg.seed),
+        sink,
+    };
+    let spec = RunSpec {
+        // Until the trials are done: the supervisor's return stops the device.
+        periods_total: u64::MAX / 4,
+        stop: Arc::new(AtomicBool::new(false)),
+        thread: ThreadSpec {
+            name: format!("xr-ev-{}", device.kind()),
+            policy: cfg.policy,
+            cpus: Vec::new(),
+        },
+    };
+    let mut sup = TriggerLoop {
+        cfg,
+        gpio,
+        sh,
+        period_ns,
+        look,
+        times: None,
+        ended: false,
+    };
+    let out = harness::run(&h, device, parts, spec, &mut sup)?;
+    let times = sup
+        .times
+        .unwrap_or_else(|| Err(Error::cannot_measure("the trials did not run")))?;
+    let status = match out.status {
+        Status::ServerShutdown | Status::Watchdog => out.status,
+        _ if times.interrupted || sup.ended => Status::Interrupted,
+        _ => Status::Complete,
+    };
+    let mut warnings = out.warnings;
+    warnings.extend(times.warnings.iter().cloned());
+    warnings.extend(watchdog_warning(out.watchdog.as_ref()));
+    let (stats, report, sink) = match out.driver {
+        Some(d) => (d.stats, d.report, d.parts.map(|p| p.sink)),
+        None => (DriverStats::default(), DriverReport::None, None),
+    };
+    Ok(DeviceRun {
+        times,
+        stats,
+        report,
+        sink,
+        warnings,
+        status,
+    })
 }
 
 /// Pair what the cycle reported with the trigger times.
@@ -241,6 +312,79 @@ pub(super) fn xruns_during_trials(
     }
 }
 
-pub(super) fn ns_of_frames(frames: u64, rate: u32) -> u64 {
-    (frames as u128 * 1_000_000_000 / rate as u128) as u64
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::signal::SinkStats;
+    use crate::driver::virtual_dev::VirtualDriver;
+    use crate::driver::{DeviceParams, DriverKind};
+    use crate::engine::watchdog::CycleGauge;
+    use crate::measure::event::handler::build_handler;
+    use crate::measure::event::Scenario;
+
+    /// Stuck for 1.5 s in the device thread at `frame`, under the gauge the watchdog reads.
+    struct StallingSink {
+        gauge: CycleGauge,
+        frame: u64,
+    }
+
+    impl OutputSink for StallingSink {
+        fn consume(&mut self, frame: u64, _: &[f32], _: &[f32], _: bool) {
+            if frame == self.frame {
+                self.gauge.enter(monotonic_ns());
+                std::thread::sleep(Duration::from_millis(1500));
+                self.gauge.leave();
+            }
+        }
+        fn stats(&self) -> SinkStats {
+            SinkStats::default()
+        }
+    }
+
+    #[test]
+    fn a_stuck_cycle_ends_the_trials_with_the_watchdog_status_and_warning() {
+        let mut cfg = EventConfig::new(DriverKind::Virtual);
+        cfg.policy = crate::rt::Policy::Other { nice: 0 };
+        cfg.trials = 1000;
+        let s = Setting {
+            driver: DriverKind::Virtual,
+            scenario: Scenario::Mono,
+            period_frames: Some(64),
+            periods: 2,
+            grid_buffer: None,
+        };
+        let params = DeviceParams {
+            rate: cfg.rate,
+            frames: 64,
+            periods: 2,
+        };
+        let (handler, _rx, sh, _monitor) =
+            build_handler(s.scenario, cfg.rate, 64, cfg.policy).unwrap();
+        let gauge = CycleGauge::default();
+        let sink = StallingSink {
+            gauge: gauge.clone(),
+            frame: 64 * 40,
+        };
+        let done = run_trials(
+            &cfg,
+            &s,
+            None,
+            &crate::progress::Silent,
+            VirtualDriver::new(params, 0),
+            (handler, &sh, gauge),
+            sink,
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(done.status, Status::Watchdog);
+        assert!(done.sink.is_none(), "the stuck thread was abandoned");
+        assert!(done.times.te.len() < 1000, "the trials stopped early");
+        assert!(
+            done.warnings
+                .iter()
+                .any(|w| w.starts_with("the watchdog stopped a cycle stuck for")),
+            "{:?}",
+            done.warnings
+        );
+    }
 }

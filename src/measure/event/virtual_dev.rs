@@ -2,19 +2,17 @@
 //! `t_ideal(k) + (n−1)·P`, then passes the output FIFO and the DAC, so the sound time is
 //! exact from the device model.
 
-use super::config::{EventConfig, EventDriver, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Onset, OnsetSink};
-use super::trials::{ns_of_frames, trials_from, trials_on_device_thread, watchdog_warning};
+use super::trials::{run_trials, trials_from};
 use super::Setting;
-use crate::common::Status;
-use crate::driver::signal::{Generator, SignalKind};
-use crate::driver::{DeviceParams, Driver};
+use crate::common::ns_of_frames;
+use crate::driver::virtual_dev::VirtualDriver;
+use crate::driver::{DeviceParams, DriverKind};
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::rt::thread::{spawn_rt, ThreadSpec};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// One setting on the virtual device.
 pub(super) fn run(
@@ -32,28 +30,19 @@ pub(super) fn run(
     let period_ns = params.period_ns();
     let (handler, mut rx, sh, monitor) = build_handler(s.scenario, cfg.rate, frames, cfg.policy)?;
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let (rate, seed) = (cfg.rate, cfg.seed);
-    let sink_cap = cfg.trials as usize + 64;
-    let th = spawn_rt(
-        ThreadSpec {
-            name: "xr-event".into(),
-            policy: cfg.policy,
-            cpus: Vec::new(),
-        },
-        move || {
-            let mut handler = handler;
-            let mut drv = crate::driver::virtual_dev::VirtualDriver::new(params, u64::MAX / 4);
-            let mut src = Generator::new(SignalKind::Silence, rate, seed);
-            let mut sink = OnsetSink::new(sink_cap);
-            let (reason, stats) = drv.run(&mut handler, &stop2, &mut src, &mut sink);
-            drop(handler);
-            (sink, reason, stats)
-        },
+    let sink = OnsetSink::new(cfg.trials as usize + 64);
+    let dev = VirtualDriver::new(params, 0);
+    let done = run_trials(
+        cfg,
+        s,
+        gpio,
+        progress,
+        dev,
+        (handler, &sh, monitor),
+        sink,
+        &mut || {},
     )?;
-    let (times, wd, (sink, _reason, stats)) =
-        trials_on_device_thread(cfg, gpio, &sh, period_ns, progress, th, monitor, &stop)?;
+    let times = &done.times;
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
     let out_delay =
         (s.periods as u64 - 1) * frames as u64 + cfg.fifo_frames as u64 + cfg.dac_frames as u64;
@@ -66,28 +55,21 @@ pub(super) fn run(
             ),
         )
     };
-    let dev = |o: &Onset| {
+    // The sink's view is lost with a device thread the watchdog had to abandon.
+    let played: &[u64] = done.sink.as_ref().map_or(&[], |k| &k.onsets);
+    let device_frame = |o: &Onset| {
         let lo = o.cycle * frames as u64;
-        sink.onsets
+        played
             .iter()
             .copied()
             .find(|&f| f >= lo && f < lo + frames as u64)
     };
-    let trials = trials_from(&times.te, &onsets, &t_sound, &dev);
-    let mut warnings = times.warnings;
-    warnings.extend(watchdog_warning(wd.as_ref()));
+    let trials = trials_from(&times.te, &onsets, &t_sound, &device_frame);
     let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
-    let status = if wd.is_some() {
-        Status::Watchdog
-    } else if times.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
     Ok(EventRun {
-        driver: EventDriver::Virtual,
+        driver: DriverKind::Virtual,
         scenario: s.scenario,
-        status,
+        status: done.status,
         rate: cfg.rate,
         period_frames: frames,
         periods: Some(s.periods),
@@ -104,12 +86,12 @@ pub(super) fn run(
         ignored_triggers: times.ignored,
         cycles: times.window.0,
         xruns: times.window.1,
-        skipped_periods: stats.skipped_periods,
+        skipped_periods: done.stats.skipped_periods,
         server_xruns: None,
         device_t0_ns: Some(t0),
         background: None,
         jack: None,
         alsa: None,
-        warnings,
+        warnings: done.warnings,
     })
 }
