@@ -227,7 +227,7 @@ fn virtual_driver_loop_in_real_time() {
     }
     // Large buffers and 4 periods leave 32 ms of slack against the VM's wake-up spikes.
     let mut cfg = RtlConfig::model(48000, vec![512], 4, lat(13, 2, 10));
-    cfg.driver = Some(RtlDriver::Virtual);
+    cfg.driver = Some(xrunlab::driver::DriverKind::Virtual);
     cfg.loopback.fraction = 0.5;
     cfg.duration_ns = 5_000_000_000;
     let r = run(&cfg, &xrunlab::progress::Silent).unwrap();

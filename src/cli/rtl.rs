@@ -2,22 +2,16 @@
 
 use super::output::{self, Measured, Started, Verdict};
 use super::Global;
+use crate::driver::DriverKind;
 use crate::error::Result;
-use crate::measure::rtl::{
-    self, LoopLatency, RtlConfig, RtlDriver, RtlJack, RtlOutcome, RtlRunResult,
-};
+use crate::measure::rtl::{self, LoopLatency, RtlConfig, RtlJack, RtlOutcome, RtlRunResult};
 use crate::report::table::{new_table, num};
 use crate::results::Body;
 use crate::rt::Policy;
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum RtlDriverArg {
-    Sim,
-    Virtual,
-    Jack,
-    Alsa,
-}
+/// The drivers a loop can run on (all of them).
+const DRIVERS: &[DriverKind] = &DriverKind::ALL;
 
 /// Round-trip latency: modelled (2·buffer/fs + FIFO + codec, Vignati et al. eq. 1) and measured by
 /// multi-sine phase on a loop.
@@ -49,7 +43,7 @@ device may round them: the model uses what it accepted). It prints the round tri
 declares (playback + capture delay read together each cycle) and measured − declared, the
 latency the driver does not report (FIFO, converters). Windows an xrun touched are left out.
 Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
-estimate, or interrupted (partial result written).")]
+estimate, interrupted or stopped by the watchdog (partial result written).")]
 pub struct RtlArgs {
     /// Print the model only (no loop is run).
     #[arg(long)]
@@ -77,8 +71,8 @@ pub struct RtlArgs {
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
     /// Which loop to measure.
-    #[arg(long, value_enum)]
-    pub driver: Option<RtlDriverArg>,
+    #[arg(long, value_parser = DriverKind::parser(DRIVERS))]
+    pub driver: Option<DriverKind>,
     /// Loop the virtual device's output back to its input (the analog cable).
     #[arg(long)]
     pub loopback: bool,
@@ -108,6 +102,14 @@ pub struct RtlArgs {
     pub policy: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Stop when a loop's cycle has not ended after this long [default: max(1s, 100
+    /// periods)].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration_ns)]
+    pub watchdog: Option<u64>,
+    /// TEST ONLY: the loop's cycle N never returns (it spins), so the watchdog can be
+    /// tested end to end (tests/rtl_watchdog.rs); never use it in a measurement.
+    #[arg(long, hide = true, value_name = "N")]
+    pub hang_at_cycle: Option<u64>,
     /// jack: the port our output feeds (e.g. system:playback_1); with --in. Default: our own input.
     #[arg(long, value_name = "PORT")]
     pub out: Option<String>,
@@ -145,21 +147,16 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
                 "say what to do: --model, --driver sim|virtual --loopback, --driver jack or --driver alsa",
             )
         }
-        (false, Some(RtlDriverArg::Sim)) => Some(RtlDriver::Sim),
-        (false, Some(RtlDriverArg::Jack)) => Some(RtlDriver::Jack),
-        (false, Some(RtlDriverArg::Alsa)) => Some(RtlDriver::Alsa),
-        (false, Some(RtlDriverArg::Virtual)) => {
-            if !a.loopback {
-                return super::usage(
-                    "the virtual device has no cable: add --loopback to loop its output to its input",
-                );
-            }
-            Some(RtlDriver::Virtual)
+        (false, Some(DriverKind::Virtual)) if !a.loopback => {
+            return super::usage(
+                "the virtual device has no cable: add --loopback to loop its output to its input",
+            )
         }
+        (false, Some(d)) => Some(d),
     };
-    let is_jack = driver == Some(RtlDriver::Jack);
+    let is_jack = driver == Some(DriverKind::Jack);
     let mut jack = a.jack.to_config(is_jack, a.buffer, a.rate)?;
-    let alsa = a.alsa.to_config(driver == Some(RtlDriver::Alsa))?;
+    let alsa = a.alsa.to_config(driver == Some(DriverKind::Alsa))?;
     let virtual_only = a.loopback
         || a.fraction != 0.0
         || a.snr.is_some()
@@ -217,6 +214,8 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     cfg.min_level_dbfs = a.min_level;
     cfg.seed = a.seed;
     cfg.policy = a.policy.parse::<Policy>()?;
+    cfg.watchdog_ns = a.watchdog;
+    cfg.hang_at_cycle = a.hang_at_cycle;
     if let Some(s) = a.snr {
         if !s.is_finite() {
             return super::usage("--snr must be a number of dB");
@@ -237,16 +236,22 @@ pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
         Some(m) if m.outcome != RtlOutcome::Measured => Verdict::NothingMeasured(String::new()),
         _ => Verdict::Pass,
     };
+    let watchdog = r.results.watchdog.clone();
     let body = Body::Rtl {
         config: r.config,
         results: Box::new(r.results),
     };
-    output::finish(
-        Measured::new(body, r.status, started, human)
-            .warnings(r.warnings)
-            .verdict(verdict),
-        g,
-    )
+    let mut m = Measured::new(body, r.status, started, human)
+        .warnings(r.warnings)
+        .verdict(verdict);
+    if let Some(w) = watchdog {
+        m = m.partial(format!(
+            "xrunlab: error: watchdog: a cycle of the loop did not end within {}; its thread was demoted to SCHED_OTHER and the run stopped (partial result{})\n",
+            crate::units::format_ns(w.bound_ns),
+            if g.output.is_some() { " written" } else { " above" }
+        ));
+    }
+    output::finish(m, g)
 }
 
 pub(crate) fn summary(r: &RtlRunResult) -> String {

@@ -609,6 +609,11 @@ impl AlsaDriver {
             .clone()
     }
 
+    /// The opened device (what it negotiated, whether it captures).
+    pub fn device(&self) -> &AlsaDevice {
+        &self.dev
+    }
+
     /// What the run saw; complete once `run` returned.
     pub fn report(&self) -> AlsaReport {
         self.report.clone()

@@ -121,6 +121,9 @@ pub struct JackClient {
     control: Option<JackControl>,
     library_version: String,
     server: String,
+    /// The handler reads our input ports even when nothing is connected to them yet
+    /// (see [`JackClient::capture_input`]).
+    capture_input: bool,
 }
 
 /// Version string of the loaded libjack, and which server it speaks to.
@@ -292,7 +295,15 @@ impl JackClient {
             control,
             library_version,
             server,
+            capture_input: false,
         })
+    }
+
+    /// Hand the handler our input ports as its input instead of the InputSource, even
+    /// without `--connect in=`: a loop measurement whose connection is made once the
+    /// client runs (`rtl`'s self-loop).
+    pub fn capture_input(&mut self) {
+        self.capture_input = true;
     }
 
     /// The latency range of any port in the graph (ours or another client's), by its full

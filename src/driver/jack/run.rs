@@ -85,6 +85,8 @@ impl JackClient {
             control,
             library_version,
             server,
+            // Read by `start`, which passes it as `use_source`.
+            capture_input: _,
         } = self;
         let sh = Arc::new(Shared {
             done: AtomicBool::new(false),
@@ -231,7 +233,8 @@ impl Device for JackClient {
         let (stop, periods_total) = (run.stop.clone(), run.periods_total);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Error>>(1);
         let running = Running::spawn_waiting(spec, run.stop, move |rt_tid| {
-            let mut active = match self.activate(parts, periods_total, true) {
+            let use_source = !self.capture_input;
+            let mut active = match self.activate(parts, periods_total, use_source) {
                 Ok(a) => {
                     let _ = tx.send(None);
                     a

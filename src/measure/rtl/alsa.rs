@@ -14,16 +14,15 @@
 //!
 //! The model is the device's negotiated periods × period + `--fifo` + `--codec`.
 
-use super::handler::{on_rt_thread, LoopHandler, LoopRun, NoSink};
+use super::handler::{run_loop, LoopRun, LoopSpec, NoSink};
 use super::{Estimator, RtlConfig, RtlOutcome};
-use crate::driver::alsa::{AlsaDevice, AlsaDriver, AlsaReport, DelayFrames};
+use crate::driver::alsa::{AlsaDriver, AlsaReport, DelayFrames};
 use crate::driver::signal::InputSource;
-use crate::driver::{Driver, StopReason};
+use crate::driver::Device;
+use crate::engine::harness::Progressing;
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// What the ALSA loop was, what ALSA declares for it, and what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -42,18 +41,17 @@ pub struct RtlAlsa {
     pub driver: AlsaReport,
 }
 
-/// Open `cfg.alsa` for the loop: capture is required.
-pub(super) fn open(cfg: &RtlConfig) -> Result<AlsaDevice> {
-    let ac = cfg.alsa.clone().unwrap_or_default();
-    let dev = AlsaDevice::open(&ac, cfg.rate, cfg.buffers[0], cfg.periods)?;
-    if !dev.has_capture() {
-        return Err(Error::cannot_measure(format!(
-            "ALSA device '{}' gives no capture stream ({}): a loop needs playback and capture",
-            ac.device,
-            dev.capture_note().unwrap_or("no reason given")
-        )));
+/// A loop needs the device's capture stream as well as its playback.
+pub(super) fn check_capture(dev: &AlsaDriver) -> Result<()> {
+    let d = dev.device();
+    if d.has_capture() {
+        return Ok(());
     }
-    Ok(dev)
+    Err(Error::cannot_measure(format!(
+        "ALSA device '{}' gives no capture stream ({}): a loop needs playback and capture",
+        dev.report().device,
+        d.capture_note().unwrap_or("no reason given")
+    )))
 }
 
 /// The driver reads the captured periods; this source is never asked.
@@ -66,57 +64,38 @@ impl InputSource for Silence {
     }
 }
 
-/// Measure the loop on the opened device. `est` was built for its rate.
+/// Measure the loop on the opened device (its capture is the loop's input). `est` was
+/// built for its rate.
 pub(super) fn run(
     cfg: &RtlConfig,
-    dev: AlsaDevice,
+    mut dev: AlsaDriver,
     est: Estimator,
     progress: &dyn crate::progress::Progress,
 ) -> Result<LoopRun> {
-    let (period, periods) = (dev.period_frames(), dev.periods() as u64);
-    let max_frames = (cfg.duration_ns as u128 * dev.rate() as u128 / 1_000_000_000) as u64;
-    let periods_total = max_frames.div_ceil(period as u64).max(1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut handler = LoopHandler::new(est, period, stop.clone());
-    handler.late_loses_output = false;
-    let cycles = handler.cycles.clone();
-    let stop2 = stop.clone();
-    let (h, reason, report) = on_rt_thread(
-        cfg.policy,
-        "rtl (alsa loop)",
-        periods_total,
-        &cycles,
-        progress,
-        move || {
-            let mut drv = AlsaDriver::new(dev, periods_total);
-            drv.capture_input();
-            let (reason, _) = drv.run(&mut handler, &stop2, &mut Silence, &mut NoSink);
-            (handler, reason, drv.report())
-        },
-    )?;
-    let mut est = h.est;
+    check_capture(&dev)?;
+    let p = dev.params();
+    let (period, periods) = (p.frames as u64, p.periods as u64);
+    dev.capture_input();
+    let spec = LoopSpec {
+        est,
+        late_loses_output: false,
+        message: "rtl (alsa loop)",
+    };
+    let looped = run_loop(cfg, dev, spec, Silence, NoSink, progress, &mut Progressing)?;
+    let report = looped.report.clone().into_alsa();
+    let mut run = looped.into_run(Vec::new());
+    let (Some(report), Some(est)) = (report, run.est.as_mut()) else {
+        // The stuck loop was abandoned: no estimate, no device report.
+        return Ok(run);
+    };
     // An xrun loses up to n periods of output queued before it was detected, and after the
     // restart the first loop delay of input returns the pre-filled silence, not our signal
     // (the estimator extends every disturbance by one loop delay).
-    let p = period as u64;
     let mut excluded = 0;
     for x in &report.xrun_events {
-        let from = x.after_cycle.map_or(0, |c| c + 1).saturating_sub(periods) * p;
-        let to = x.resumed_cycle.unwrap_or(u64::MAX / p) * p;
+        let from = x.after_cycle.map_or(0, |c| c + 1).saturating_sub(periods) * period;
+        let to = x.resumed_cycle.unwrap_or(u64::MAX / period) * period;
         excluded += est.disturb_before_convergence(from, to) as u64;
-    }
-    let mut warnings = Vec::new();
-    if report.xruns_recovered > 0 {
-        warnings.push(format!(
-            "ALSA: {} xruns recovered (prepare and restart); the estimates around them are left out",
-            report.xruns_recovered
-        ));
-    }
-    if report.stalled {
-        warnings.push("ALSA: the device stopped delivering periods; the run stopped".into());
-    }
-    if let Some(e) = &report.error {
-        warnings.push(format!("ALSA: {e}; the run stopped there"));
     }
     let m = est.result();
     let measured = m.delay_frames.filter(|_| m.outcome == RtlOutcome::Measured);
@@ -125,29 +104,16 @@ pub(super) fn run(
     let extra = measured.zip(last).map(|(d, l)| d - l as f64);
     if let (Some(x), Some(l)) = (extra, last) {
         if x < -0.5 {
-            warnings.push(format!(
+            run.warnings.push(format!(
                 "ALSA declares {l} frames for this loop, more than measured"
             ));
         }
     }
-
-    // Only the handler (on convergence) sets `stop`; any other stop is an interruption
-    // (a signal, a stalled device, a failed recovery).
-    let interrupted = reason == StopReason::Stopped && !stop.load(Ordering::SeqCst);
-    let cycles = cycles.load(Ordering::Relaxed);
-    Ok(LoopRun {
-        cycles,
-        xruns: h.xruns,
-        skipped: h.skipped,
-        est: Some(est),
-        interrupted,
-        warnings,
-        jack: None,
-        alsa: Some(RtlAlsa {
-            declared_frames: declared,
-            extra_frames: extra,
-            xruns_excluded: excluded,
-            driver: report,
-        }),
-    })
+    run.alsa = Some(RtlAlsa {
+        declared_frames: declared,
+        extra_frames: extra,
+        xruns_excluded: excluded,
+        driver: report,
+    });
+    Ok(run)
 }

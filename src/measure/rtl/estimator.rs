@@ -190,7 +190,7 @@ impl Estimator {
             .map(|i| (2.0 * std::f64::consts::PI * i as f64 / w as f64).cos())
             .collect();
         let max_hops =
-            (cfg.max_duration_ns as u128 * rate as u128 / 1_000_000_000 / hop as u128) as usize + 2;
+            (crate::common::frames_of_ns(cfg.max_duration_ns, cfg.rate) / hop) as usize + 2;
         let k_second = (rate as usize).div_ceil(hop as usize) + 1;
         Estimator {
             cfg,

@@ -15,16 +15,14 @@
 //! it and reports the whole period as "extra loopback latency". Through hardware ports no
 //! cycle exists inside the graph, and the server's port latencies already hold its periods.
 
-use super::handler::{LoopHandler, LoopRun, NoSink};
+use super::handler::{run_loop, LoopRun, LoopSpec, NoSink};
 use super::{Estimator, RtlConfig, RtlOutcome};
-use crate::common::cycle::CycleRecord;
+use crate::common::Status;
 use crate::driver::jack::{JackClient, JackReport};
-use crate::driver::{AudioIo, CycleHandler, CycleTiming, StopReason};
+use crate::engine::harness::{show_progress, Harness, Supervisor};
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What the JACK loop was, what the server declares for it, and what it measured.
@@ -60,36 +58,6 @@ pub struct RtlJack {
     pub driver: JackReport,
 }
 
-/// `JackClient::run` keeps its handler; this one sends the loop handler back when the
-/// client drops it after deactivation (on the waiting thread, never in a cycle).
-struct Returning {
-    h: Option<LoopHandler>,
-    tx: std::sync::mpsc::Sender<LoopHandler>,
-}
-
-impl CycleHandler for Returning {
-    fn process_cycle(&mut self, io: &mut AudioIo<'_>, t: &CycleTiming) -> CycleRecord {
-        match self.h.as_mut() {
-            Some(h) => h.process_cycle(io, t),
-            None => CycleRecord::EMPTY,
-        }
-    }
-}
-
-impl Drop for Returning {
-    fn drop(&mut self) {
-        if let Some(h) = self.h.take() {
-            let _ = self.tx.send(h);
-        }
-    }
-}
-
-/// Open the client for `cfg` (server's buffer size and rate unless asked otherwise).
-pub(super) fn open(cfg: &RtlConfig) -> Result<JackClient> {
-    let jc = cfg.jack.clone().unwrap_or_default();
-    JackClient::open(&jc, jc.buffer_requested, jc.rate_requested)
-}
-
 fn latency(client: &jack::Client, port: &str, mode: jack::LatencyType) -> [u32; 2] {
     client
         .port_by_name(port)
@@ -117,10 +85,59 @@ fn check_port(client: &jack::Client, name: &str, want_input: bool) -> Result<jac
     Ok(flags)
 }
 
+/// The loop's part in the harness: once our ports run, close the self-loop and read what
+/// the server declares for the path (before the watchdog starts: reading waits for the
+/// server to propagate the latencies).
+struct Ports<'a> {
+    probe: &'a jack::Client,
+    self_loop: bool,
+    our_out: &'a str,
+    our_in: &'a str,
+    connect_error: Option<String>,
+    declared: Option<([u32; 2], [u32; 2])>,
+}
+
+impl Supervisor for Ports<'_> {
+    fn on_threads(&mut self, _tids: &[libc::pid_t]) {
+        let (probe, our_out, our_in) = (self.probe, self.our_out, self.our_in);
+        if self.self_loop {
+            if let Err(e) = probe.connect_ports_by_name(our_out, our_in) {
+                self.connect_error = Some(format!("cannot connect {our_out} → {our_in}: {e}"));
+                return;
+            }
+        }
+        // The server propagates latencies after a connection changes the graph: read until
+        // two reads 50 ms apart agree.
+        let read = || {
+            (
+                latency(probe, our_out, jack::LatencyType::Playback),
+                latency(probe, our_in, jack::LatencyType::Capture),
+            )
+        };
+        let mut last = read();
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = read();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        self.declared = Some(last);
+    }
+
+    /// A loop that could not be closed ends at once (the harness stops the client).
+    fn supervise(&mut self, ended: &dyn Fn() -> bool, h: &Harness<'_>) {
+        if self.connect_error.is_none() {
+            show_progress(ended, h)
+        }
+    }
+}
+
 /// Measure the loop. `est` was built for the client's rate.
 pub(super) fn run(
     cfg: &RtlConfig,
-    client: JackClient,
+    mut client: JackClient,
     est: Estimator,
     progress: &dyn crate::progress::Progress,
 ) -> Result<LoopRun> {
@@ -148,97 +165,53 @@ pub(super) fn run(
         }
     };
 
-    let max_frames = (cfg.duration_ns as u128 * rate as u128 / 1_000_000_000) as u64;
-    let periods_total = max_frames.div_ceil(frames as u64).max(1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler = LoopHandler::new(est, frames, stop.clone());
-    let cycles = handler.cycles.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let returning = Returning {
-        h: Some(handler),
-        tx,
+    // Our input ports are the loop's input, connected or not yet.
+    client.capture_input();
+    let source =
+        crate::driver::signal::Generator::new(crate::driver::signal::SignalKind::Silence, rate, 0);
+    let mut ports = Ports {
+        probe: &probe,
+        self_loop,
+        our_out: &our_out,
+        our_in: &our_in,
+        connect_error: None,
+        declared: None,
     };
-    let mut connect_error: Option<String> = None;
-    let mut declared: Option<([u32; 2], [u32; 2])> = None;
-    progress.set_total(periods_total);
-    progress.set_message("rtl (jack loop)");
-    let done = AtomicBool::new(false);
-    let outcome = std::thread::scope(|s| {
-        let th = s.spawn(|| {
-            let mut on_active = |_tid: libc::pid_t| {
-                if self_loop {
-                    if let Err(e) = probe.connect_ports_by_name(&our_out, &our_in) {
-                        connect_error = Some(format!("cannot connect {our_out} → {our_in}: {e}"));
-                        stop.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                }
-                // The server propagates latencies after a connection changes the graph:
-                // read until two reads 50 ms apart agree.
-                let read = || {
-                    (
-                        latency(&probe, &our_out, jack::LatencyType::Playback),
-                        latency(&probe, &our_in, jack::LatencyType::Capture),
-                    )
-                };
-                let mut last = read();
-                for _ in 0..10 {
-                    std::thread::sleep(Duration::from_millis(50));
-                    let now = read();
-                    if now == last {
-                        break;
-                    }
-                    last = now;
-                }
-                declared = Some(last);
-            };
-            let r = client.run(
-                returning,
-                periods_total,
-                &stop,
-                None,
-                Box::new(NoSink),
-                &mut on_active,
-            );
-            done.store(true, Ordering::SeqCst);
-            r
-        });
-        while !done.load(Ordering::SeqCst) && !th.is_finished() {
-            progress.set_position(cycles.load(Ordering::Relaxed));
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        th.join()
-            .unwrap_or_else(|_| Err(Error::cannot_measure("the JACK client thread panicked")))
-    });
-    let (reason, stats, mut report) = outcome?;
+    let spec = LoopSpec {
+        est,
+        late_loses_output: true,
+        message: "rtl (jack loop)",
+    };
+    let looped = run_loop(cfg, client, spec, source, NoSink, progress, &mut ports)?;
+    if let Some(e) = ports.connect_error {
+        return Err(Error::cannot_measure(e));
+    }
+    // A loop that never ran a cycle has no latencies worth reading.
+    let declared = ports.declared.filter(|_| looped.cycles > 0);
+    let mut report = looped.report.clone().into_jack().unwrap_or_default();
+    let param_change = report.param_change.is_some();
+    let mut warnings = Vec::new();
     if self_loop && declared.is_some() {
         report.connections.push(format!("{our_out} -> {our_in}"));
     }
-    if let Some(e) = connect_error {
-        return Err(Error::cannot_measure(e));
-    }
-    let mut warnings = Vec::new();
-    // The client dropped the handler when it deactivated; after a dead server it may
-    // never come back.
-    let mut est = rx
-        .recv_timeout(Duration::from_millis(200))
-        .ok()
-        .map(|h| h.est);
+    let mut run = looped.into_run(Vec::new());
+    // The client dropped the handler with a dead server (or a stuck cycle).
     // Server xrun notifications arrive late and off the cycle: exclude the windows around
     // the cycle each was matched to (two periods before it too, for the notification lag).
     // Those after the estimate converged came while the client only waited to stop.
     let mut server_excluded = 0;
-    if let Some(e) = est.as_mut() {
+    if let Some(e) = run.est.as_mut() {
         let b = frames as u64;
         for ev in &report.server_xrun_events {
             let c = ev
                 .cycle
-                .unwrap_or(ev.at_ns.saturating_mul(rate as u64) / 1_000_000_000 / b);
+                .unwrap_or(crate::common::frames_of_ns(ev.at_ns, rate) / b);
             server_excluded +=
                 e.disturb_before_convergence(c.saturating_sub(2) * b, (c + 1) * b) as u64;
         }
     }
-    let measured = est
+    let measured = run
+        .est
         .as_ref()
         .map(|e| e.result())
         .filter(|m| m.outcome == RtlOutcome::Measured)
@@ -255,20 +228,16 @@ pub(super) fn run(
             "the server declares {declared_frames} frames for this loop, more than measured"
         ));
     }
-    // Only the handler (on convergence) sets `stop`; any other stop is an interruption
-    // (signal, server gone, parameters changed).
-    let mut interrupted = reason == StopReason::Stopped && !stop.load(Ordering::SeqCst);
-    if report.server_shutdown || report.param_change.is_some() {
-        interrupted = true;
-        warnings.push(match &report.param_change {
-            Some(p) => format!("the run stopped early: {p}"),
-            None => "the JACK server went away during the run".into(),
-        });
+    // A buffer-size or rate change stops the run short of its estimate (the report's
+    // warning says which).
+    if param_change && run.status == Status::Complete {
+        run.status = Status::Interrupted;
     }
-    if est.is_none() {
+    if run.est.is_none() && run.watchdog.is_none() {
         warnings.push("the loop's state was lost with the JACK client: no measurement".into());
     }
-    let jack = RtlJack {
+    run.warnings.extend(warnings);
+    run.jack = Some(RtlJack {
         self_loop,
         out_port: if self_loop {
             our_in.clone()
@@ -292,15 +261,6 @@ pub(super) fn run(
         iodelay_extra_frames: measured.map(|d| d - playback[1] as f64 - capture[1] as f64),
         server_xruns_excluded: server_excluded,
         driver: report,
-    };
-    Ok(LoopRun {
-        est,
-        cycles: stats.cycles,
-        xruns: stats.xruns,
-        skipped: stats.skipped_periods,
-        interrupted,
-        warnings,
-        jack: Some(jack),
-        alsa: None,
-    })
+    });
+    Ok(run)
 }

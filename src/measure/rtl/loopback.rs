@@ -2,10 +2,12 @@
 //! and a fractional delay, and the two drivers that run the estimator over it — `sim`
 //! (offline, the cycles back to back) and `virtual` (the timer-paced device on an RT thread).
 
-use super::handler::{on_rt_thread, LoopHandler, LoopRun};
+use super::handler::{run_loop, LoopRun, LoopSpec};
 use super::model::{model_frames, LoopLatency};
 use super::{Estimator, RtlConfig};
 use crate::driver::signal::{InputSource, OutputSink, Rng, SinkStats};
+use crate::driver::virtual_dev::VirtualDriver;
+use crate::engine::harness::Progressing;
 use crate::progress::Progress;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -218,77 +220,36 @@ pub(super) fn run_sim(cfg: &RtlConfig, mut est: Estimator, progress: &dyn Progre
         cfg.seed,
     );
     progress.set_message("rtl (offline)");
-    let frames = run_offline(&mut est, &mut line, buffer, max_frames(cfg));
-    LoopRun {
-        est: Some(est),
-        cycles: frames / buffer as u64,
-        xruns: 0,
-        skipped: 0,
-        interrupted: false,
-        warnings: Vec::new(),
-        jack: None,
-        alsa: None,
-    }
-}
-
-/// The longest run asked, in frames.
-fn max_frames(cfg: &RtlConfig) -> u64 {
-    (cfg.duration_ns as u128 * cfg.rate as u128 / 1_000_000_000) as u64
+    let max_frames = crate::common::frames_of_ns(cfg.duration_ns, cfg.rate);
+    let frames = run_offline(&mut est, &mut line, buffer, max_frames);
+    LoopRun::offline(est, frames / buffer as u64)
 }
 
 /// The loop on the timer-paced virtual device. The engine is not involved: what is
 /// measured is the device's loop, and the estimator is the whole "graph".
 pub(super) fn run_virtual(
     cfg: &RtlConfig,
+    device: VirtualDriver,
     est: Estimator,
     progress: &dyn Progress,
 ) -> crate::Result<LoopRun> {
-    use crate::driver::Driver;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let buffer = cfg.buffers[0];
     let line = LoopLine::new(
         &cfg.loopback,
-        buffer,
+        cfg.buffers[0],
         cfg.periods,
         est.emitted_rms(),
         cfg.seed,
     );
-    let params = crate::driver::DeviceParams {
-        rate: cfg.rate,
-        frames: buffer,
-        periods: cfg.periods,
+    let (src, sink) = loopback(line);
+    let spec = LoopSpec {
+        est,
+        late_loses_output: true,
+        message: "rtl (virtual loop)",
     };
-    let periods_total = max_frames(cfg).div_ceil(buffer as u64).max(1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut handler = LoopHandler::new(est, buffer, stop.clone());
-    let cycles = handler.cycles.clone();
-    let (mut src, mut sink) = loopback(line);
-    let stop2 = stop.clone();
-    let (h, reason) = on_rt_thread(
-        cfg.policy,
-        "rtl (virtual loop)",
-        periods_total,
-        &cycles,
-        progress,
-        move || {
-            let mut drv = crate::driver::virtual_dev::VirtualDriver::new(params, periods_total);
-            let (reason, _) = drv.run(&mut handler, &stop2, &mut src, &mut sink);
-            (handler, reason)
-        },
-    )?;
-    // Stopping on convergence uses the same flag as a stop request; only a signal counts
-    // as interrupted.
-    let interrupted = reason == crate::driver::StopReason::Stopped && !h.est.converged();
+    let looped = run_loop(cfg, device, spec, src, sink, progress, &mut Progressing)?;
     Ok(LoopRun {
-        cycles: cycles.load(Ordering::Relaxed),
-        xruns: h.xruns,
-        skipped: h.skipped,
-        est: Some(h.est),
-        interrupted,
-        warnings: Vec::new(),
-        jack: None,
-        alsa: None,
+        ground_truth: true,
+        ..looped.into_run(Vec::new())
     })
 }
 

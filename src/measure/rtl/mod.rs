@@ -24,31 +24,20 @@ pub use model::{
     PROFILES,
 };
 
+use crate::driver::kind::BufferSource;
+use crate::driver::{AnyDevice, Device, DeviceParams, DriverKind, DriverOptions};
 use loopback::FD_CENTER;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// What paces a measured loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RtlDriver {
-    /// The virtual device's cycles run back to back without real time (deterministic).
-    Sim,
-    /// The timer-paced virtual device on an RT thread, its outputs looped back.
-    Virtual,
-    /// A JACK client: its process callback runs the estimator on its ports (see
-    /// `measure::rtl::jack`); the server decides buffer size and rate.
-    Jack,
-    /// The `alsa` driver in full duplex: playback out, capture in (see
-    /// `measure::rtl::alsa`); the device negotiates rate, period and periods.
-    Alsa,
-}
-
 /// What `xrunlab rtl` was asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RtlConfig {
-    /// None = the model only.
-    pub driver: Option<RtlDriver>,
+    /// What paces the measured loop; None = the model only. `sim` runs the virtual
+    /// device's loop offline (its cycles back to back, deterministic), `virtual` on the
+    /// timer-paced device, `jack` as a JACK client (the server decides buffer size and
+    /// rate), `alsa` on a PCM in full duplex (the device negotiates rate, period and periods).
+    pub driver: Option<DriverKind>,
     pub profile: Option<String>,
     pub rate: u32,
     /// Buffer sizes modelled (a measured run uses the first).
@@ -68,6 +57,13 @@ pub struct RtlConfig {
     /// The ALSA device (`--driver alsa`): PCM name and access.
     #[serde(default)]
     pub alsa: Option<crate::driver::alsa::AlsaConfig>,
+    /// Watchdog bound of a real-time loop; None = max(1 s, 100 periods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog_ns: Option<u64>,
+    /// TEST ONLY (`--hang-at-cycle`): the loop's handler never returns from this cycle, so
+    /// the watchdog can be tested end to end. A result made with it says so here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_at_cycle: Option<u64>,
 }
 
 impl RtlConfig {
@@ -85,6 +81,8 @@ impl RtlConfig {
             policy: crate::rt::Policy::fifo(80),
             jack: None,
             alsa: None,
+            watchdog_ns: None,
+            hang_at_cycle: None,
         }
     }
 
@@ -151,6 +149,9 @@ pub struct RtlResults {
     /// latency it does not.
     #[serde(default)]
     pub alsa: Option<RtlAlsa>,
+    /// What the watchdog did when a loop's cycle got stuck (status `watchdog`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<crate::engine::watchdog::WatchdogReport>,
 }
 
 impl RtlResults {
@@ -186,32 +187,24 @@ pub fn run(
 ) -> crate::Result<RtlRunResult> {
     use crate::common::Status;
     // A JACK server decides buffer size and rate, an ALSA device negotiates rate, period
-    // and periods: open them first and model what they serve.
-    let mut warnings = Vec::new();
-    let (cfg, jack_client, alsa_dev) = match cfg.driver {
-        Some(RtlDriver::Jack) => {
-            let client = jack::open(cfg)?;
-            let mut c = cfg.clone();
-            c.rate = client.rate;
-            c.buffers = vec![client.frames];
-            (std::borrow::Cow::Owned(c), Some(client), None)
-        }
-        Some(RtlDriver::Alsa) => {
-            cfg.validate()?;
-            let dev = alsa::open(cfg)?;
-            let mut c = cfg.clone();
-            (c.rate, c.buffers, c.periods) = (dev.rate(), vec![dev.period_frames()], dev.periods());
-            if (c.rate, c.buffers[0], c.periods) != (cfg.rate, cfg.buffers[0], cfg.periods) {
-                warnings.push(format!(
-                    "ALSA: the device accepted {} Hz, {} frames × {} periods (asked {} Hz, {} × {})",
-                    c.rate, c.buffers[0], c.periods, cfg.rate, cfg.buffers[0], cfg.periods
-                ));
-            }
-            (std::borrow::Cow::Owned(c), None, Some(dev))
-        }
-        _ => (std::borrow::Cow::Borrowed(cfg), None, None),
+    // and periods: open the device first and model what it serves.
+    let device = match cfg.driver {
+        Some(kind) => Some(open(cfg, kind)?),
+        None => None,
     };
-    let cfg = &*cfg;
+    let cfg = &match &device {
+        Some(d) => {
+            let got = d.params();
+            let mut c = cfg.clone();
+            c.rate = got.rate;
+            c.buffers = vec![got.frames];
+            if d.kind().periods_apply() {
+                c.periods = got.periods;
+            }
+            c
+        }
+        None => cfg.clone(),
+    };
     cfg.validate()?;
     let min = cfg
         .profile
@@ -237,27 +230,25 @@ pub fn run(
         skipped_periods: 0,
         jack: None,
         alsa: None,
+        watchdog: None,
     };
-    let Some(driver) = cfg.driver else {
+    let Some(device) = device else {
         return Ok(RtlRunResult {
             status: Status::Complete,
             config: cfg.clone(),
             results: res,
-            warnings,
+            warnings: Vec::new(),
         });
     };
     let buffer = cfg.buffers[0];
     let mut ecfg = EstimatorConfig::new(cfg.rate, cfg.duration_ns);
     ecfg.min_level_dbfs = cfg.min_level_dbfs;
     let est = Estimator::new(ecfg);
-    let lr = match (driver, jack_client, alsa_dev) {
-        (RtlDriver::Sim, _, _) => loopback::run_sim(cfg, est, progress),
-        (RtlDriver::Virtual, _, _) => loopback::run_virtual(cfg, est, progress)?,
-        (RtlDriver::Jack, Some(client), _) => jack::run(cfg, client, est, progress)?,
-        (RtlDriver::Alsa, _, Some(dev)) => alsa::run(cfg, dev, est, progress)?,
-        (RtlDriver::Jack | RtlDriver::Alsa, _, _) => {
-            unreachable!("the JACK client or ALSA device is opened above")
-        }
+    let lr = match device {
+        AnyDevice::Sim(_) => loopback::run_sim(cfg, est, progress),
+        AnyDevice::Virtual(d) => loopback::run_virtual(cfg, d, est, progress)?,
+        AnyDevice::Jack(c) => jack::run(cfg, c, est, progress)?,
+        AnyDevice::Alsa(d) => alsa::run(cfg, d, est, progress)?,
     };
     progress.finish();
     res.cycles = lr.cycles;
@@ -265,12 +256,8 @@ pub fn run(
     res.skipped_periods = lr.skipped;
     res.jack = lr.jack;
     res.alsa = lr.alsa;
-    warnings.extend(lr.warnings);
-    let status = if lr.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
+    res.watchdog = lr.watchdog;
+    let mut warnings = lr.warnings;
     if res.alsa.is_some() {
         if lr.xruns + lr.skipped > 0 {
             warnings.push(format!(
@@ -287,8 +274,7 @@ pub fn run(
     let model_f = model_frames(buffer, cfg.periods, &cfg.loopback.latency) as f64;
     if let Some(est) = lr.est {
         let m = est.result();
-        // Only the virtual loop has a ground truth.
-        if matches!(driver, RtlDriver::Sim | RtlDriver::Virtual) {
+        if lr.ground_truth {
             let truth = model_f + cfg.loopback.fraction;
             res.truth_frames = Some(truth);
             res.error_frames = m.delay_frames.map(|d| d - truth);
@@ -300,9 +286,31 @@ pub fn run(
         res.measured = Some(m);
     }
     Ok(RtlRunResult {
-        status,
+        status: lr.status,
         config: cfg.clone(),
         results: res,
         warnings,
     })
+}
+
+/// Open the loop's device for what `cfg` asks: the virtual device takes it as it is, a
+/// JACK server serves its own buffer size and rate, an ALSA device the closest it accepts
+/// (its warning says so when that differs).
+fn open(cfg: &RtlConfig, kind: DriverKind) -> crate::Result<AnyDevice> {
+    if kind.buffer_source() == BufferSource::Asked {
+        // What is asked must make sense before a device is asked for it.
+        cfg.validate()?;
+    }
+    let opts = DriverOptions {
+        seed: cfg.seed,
+        jack: cfg.jack.clone(),
+        alsa: cfg.alsa.clone(),
+        ..DriverOptions::default()
+    };
+    let asked = DeviceParams {
+        rate: cfg.rate,
+        frames: cfg.buffers[0],
+        periods: cfg.periods,
+    };
+    AnyDevice::open(kind, asked, &opts)
 }

@@ -2,7 +2,8 @@
 //! model, and the estimator's per-hop estimates over time.
 
 use super::{figure, n};
-use crate::measure::rtl::{RtlConfig, RtlDriver, RtlOutcome, RtlResults};
+use crate::driver::DriverKind;
+use crate::measure::rtl::{RtlConfig, RtlOutcome, RtlResults};
 use crate::report::plot::{hline, line_chart, Axes, Series};
 use maud::{html, Markup};
 
@@ -114,7 +115,7 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
                 p.fail { "No measurement (" (format!("{:?}", m.outcome).to_lowercase()) "): " (m.message) }
             }
             p { (r.cycles) " device cycles, " (r.xruns) " missed their deadline "
-                (if c.driver == Some(RtlDriver::Alsa) {
+                (if c.driver == Some(DriverKind::Alsa) {
                     "(on an ALSA device a late write still plays unless the device ran dry: its own xruns are what lose output)"
                 } else {
                     "(their output was lost)"
