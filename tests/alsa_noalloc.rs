@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use xrunlab::common::cycle::CycleRecord;
 use xrunlab::driver::alsa::{AlsaAccess, AlsaConfig, AlsaDevice, AlsaDriver};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
-use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, Driver, StopReason};
+use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, LoopDriver, StopReason};
 use xrunlab::engine::{Engine, EngineSpec};
 
 #[global_allocator]

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
 use xrunlab::driver::sim::{LatencyModel, SimConfig, SimDriver};
 use xrunlab::driver::virtual_dev::VirtualDriver;
-use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, DeviceParams, Driver, TimeBase};
+use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, DeviceParams, LoopDriver, TimeBase};
 use xrunlab::engine::cost::CostModel;
 use xrunlab::engine::{Engine, EngineSpec};
 use xrunlab::rt::clock::monotonic_ns;

@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use xrunlab::common::cycle::CycleRecord;
 use xrunlab::driver::jack::{JackClient, JackConfig};
 use xrunlab::driver::signal::{ContinuitySink, Generator, SignalKind};
-use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming};
+use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, Device, Parts, RunSpec, RT_TID_WAIT};
 use xrunlab::engine::{Engine, EngineSpec};
+use xrunlab::rt::thread::ThreadSpec;
+use xrunlab::rt::Policy;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -70,26 +72,41 @@ fn no_allocation_on_the_jack_process_thread() {
     };
     let (engine, _consumer) = Engine::new(&spec).unwrap();
     let input = SignalKind::Sine { freq_hz: 1000.0 };
-    let stop = AtomicBool::new(false);
-    let mut tid = 0;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
     // 2 s of server periods.
-    let (reason, stats, report) = client
-        .run(
-            Marked { engine, cycles: 0 },
-            375,
-            &stop,
-            Some(Box::new(Generator::new(input, 48000, 1))),
-            Box::new(ContinuitySink::new(input, 48000)),
-            &mut |t| tid = t,
+    let running = client
+        .start(
+            Parts {
+                handler: Marked { engine, cycles: 0 },
+                source: Generator::new(input, 48000, 1),
+                sink: ContinuitySink::new(input, 48000),
+            },
+            RunSpec {
+                periods_total: 375,
+                stop,
+                thread: ThreadSpec {
+                    name: "xr-noalloc".into(),
+                    policy: Policy::Other { nice: 0 },
+                    cpus: Vec::new(),
+                },
+            },
         )
         .unwrap();
-    // Read at once: the process thread is gone once `run` has closed the client.
+    running.wait_rt_tid(RT_TID_WAIT);
+    let tid = running.rt_tid();
+    let out = running.join().unwrap();
+    let (reason, stats) = (out.reason, out.stats);
+    let report = out.report.into_jack().unwrap();
+    // Read at once: the process thread is gone once `join` has closed the client.
     let n = ALLOCS.load(Ordering::SeqCst);
     assert_eq!(reason, xrunlab::driver::StopReason::Complete);
     // Enough cycles ran to mean something; a host stall skips periods (seen: 295 of 375).
     assert!(stats.cycles > 100, "{stats:?}");
     assert_eq!(stats.cycles + stats.skipped_periods, stats.periods_elapsed);
-    assert!(tid > 0);
+    assert!(
+        tid.is_some_and(|t| t > 0),
+        "the process thread never showed"
+    );
     assert_eq!(report.server, "jackd2");
     assert_eq!(n, 0, "{n} heap operations on the JACK process thread");
 }

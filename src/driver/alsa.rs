@@ -620,7 +620,7 @@ impl AlsaDriver {
     }
 }
 
-impl super::Device for AlsaDriver {
+impl super::LoopDriver for AlsaDriver {
     fn kind(&self) -> super::DriverKind {
         super::DriverKind::Alsa
     }
@@ -637,22 +637,14 @@ impl super::Device for AlsaDriver {
         self.accepted_other.iter().cloned().collect()
     }
 
-    fn start<H, I, O>(
-        mut self,
-        parts: super::Parts<H, I, O>,
-        run: super::RunSpec,
-    ) -> Result<super::Running<super::Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
-        self.periods_total = run.periods_total;
-        super::contract::start_loop(self, parts, run, |d| super::DriverReport::Alsa(d.report()))
+    fn set_periods_total(&mut self, periods_total: u64) {
+        self.periods_total = periods_total;
     }
-}
 
-impl super::Driver for AlsaDriver {
+    fn report(&self) -> super::DriverReport {
+        super::DriverReport::Alsa(self.report())
+    }
+
     fn run(
         &mut self,
         handler: &mut dyn CycleHandler,

@@ -18,7 +18,7 @@ use super::jack::{JackClient, JackConfig, JackReport};
 use super::signal::{InputSource, OutputSink};
 use super::sim::{SimConfig, SimDriver};
 use super::virtual_dev::VirtualDriver;
-use super::{CycleHandler, DeviceParams, Driver, DriverKind, DriverStats, StopReason};
+use super::{CycleHandler, DeviceParams, DriverKind, DriverStats, LoopDriver, StopReason};
 use crate::error::Result;
 use crate::rt::thread::{spawn_rt, RtThread, ThreadSpec};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -215,36 +215,49 @@ impl<T> Running<T> {
     }
 }
 
-/// Start a loop driver (virtual, sim, alsa): its [`Driver`] loop runs on the thread
-/// `run.thread` describes, and `report` reads what the driver has to say afterwards.
-pub(crate) fn start_loop<D, H, I, O>(
-    mut driver: D,
-    parts: Parts<H, I, O>,
-    run: RunSpec,
-    report: impl FnOnce(&D) -> DriverReport + Send + 'static,
-) -> Result<Running<Parts<H, I, O>>>
-where
-    D: Driver + 'static,
-    H: CycleHandler + Send + 'static,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
-{
-    let stop = run.stop.clone();
-    let mut parts = parts;
-    Running::spawn(run.thread, run.stop, move || {
-        let (reason, stats) = driver.run(
-            &mut parts.handler,
-            &stop,
-            &mut parts.source,
-            &mut parts.sink,
-        );
-        Ok(DriverOutcome {
-            reason,
-            stats,
-            report: report(&driver),
-            parts: Some(parts),
+/// Every loop driver (virtual, sim, alsa) is a device: its loop runs on the thread
+/// `run.thread` describes, which is therefore the real-time thread.
+impl<D: LoopDriver> Device for D {
+    fn kind(&self) -> DriverKind {
+        LoopDriver::kind(self)
+    }
+
+    fn params(&self) -> DeviceParams {
+        LoopDriver::params(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        LoopDriver::warnings(self)
+    }
+
+    fn start<H, I, O>(
+        mut self,
+        parts: Parts<H, I, O>,
+        run: RunSpec,
+    ) -> Result<Running<Parts<H, I, O>>>
+    where
+        H: CycleHandler + Send + 'static,
+        I: InputSource + 'static,
+        O: OutputSink + 'static,
+    {
+        self.set_periods_total(run.periods_total);
+        let stop = run.stop.clone();
+        let mut parts = parts;
+        Running::spawn(run.thread, run.stop, move || {
+            let (reason, stats) = self.run(
+                &mut parts.handler,
+                &stop,
+                &mut parts.source,
+                &mut parts.sink,
+            );
+            Ok(DriverOutcome {
+                reason,
+                stats,
+                report: self.report(),
+                parts: Some(parts),
+            })
         })
-    })
+    }
 }
 
 /// What opening a device of any kind may need besides the asked parameters.
@@ -294,28 +307,28 @@ impl AnyDevice {
 impl Device for AnyDevice {
     fn kind(&self) -> DriverKind {
         match self {
-            AnyDevice::Virtual(d) => d.kind(),
-            AnyDevice::Sim(d) => d.kind(),
-            AnyDevice::Jack(d) => d.kind(),
-            AnyDevice::Alsa(d) => d.kind(),
+            AnyDevice::Virtual(d) => Device::kind(d),
+            AnyDevice::Sim(d) => Device::kind(d),
+            AnyDevice::Jack(d) => Device::kind(d),
+            AnyDevice::Alsa(d) => Device::kind(d),
         }
     }
 
     fn params(&self) -> DeviceParams {
         match self {
-            AnyDevice::Virtual(d) => d.params(),
-            AnyDevice::Sim(d) => d.params(),
-            AnyDevice::Jack(d) => d.params(),
-            AnyDevice::Alsa(d) => d.params(),
+            AnyDevice::Virtual(d) => Device::params(d),
+            AnyDevice::Sim(d) => Device::params(d),
+            AnyDevice::Jack(d) => Device::params(d),
+            AnyDevice::Alsa(d) => Device::params(d),
         }
     }
 
     fn warnings(&self) -> Vec<String> {
         match self {
-            AnyDevice::Virtual(d) => d.warnings(),
-            AnyDevice::Sim(d) => d.warnings(),
-            AnyDevice::Jack(d) => d.warnings(),
-            AnyDevice::Alsa(d) => d.warnings(),
+            AnyDevice::Virtual(d) => Device::warnings(d),
+            AnyDevice::Sim(d) => Device::warnings(d),
+            AnyDevice::Jack(d) => Device::warnings(d),
+            AnyDevice::Alsa(d) => Device::warnings(d),
         }
     }
 

@@ -90,12 +90,32 @@ pub trait CycleHandler {
     fn process_cycle(&mut self, io: &mut AudioIo<'_>, timing: &CycleTiming) -> CycleRecord;
 }
 
-/// The loop of a driver that owns it (virtual, sim, alsa): run cycles into a handler on the
-/// calling thread until the run's device periods are done or `stop` (or SIGINT/SIGTERM)
-/// asks to stop. Audio comes from `source` and goes to `sink`, so a loopback or a real
-/// device's buffers slot in without touching the loop. [`Device::start`] runs it on the
-/// device thread; JACK, whose server owns the loop, has no such loop to offer.
-pub trait Driver: Send {
+/// A driver that owns its loop (virtual, sim, alsa). Every such driver is a [`Device`]
+/// through one blanket implementation in `contract`, whose `start` runs [`LoopDriver::run`]
+/// on the device thread; JACK, whose server owns the loop, implements [`Device`] itself.
+pub trait LoopDriver: Send + 'static {
+    fn kind(&self) -> DriverKind;
+
+    /// The negotiated parameters.
+    fn params(&self) -> DeviceParams;
+
+    /// What opening negotiated differently from what was asked.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// How many device periods the next `run` lasts.
+    fn set_periods_total(&mut self, periods_total: u64);
+
+    /// What the driver has to say after its loop, beside the counters.
+    fn report(&self) -> DriverReport {
+        DriverReport::None
+    }
+
+    /// Run cycles into `handler` on the calling thread until the run's device periods are
+    /// done or `stop` (or SIGINT/SIGTERM) asks to stop. Audio comes from `source` and goes
+    /// to `sink`, so a loopback or a real device's buffers slot in without touching the
+    /// loop. Tests call it directly to count allocations on their own thread.
     fn run(
         &mut self,
         handler: &mut dyn CycleHandler,

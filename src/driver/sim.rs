@@ -342,7 +342,7 @@ impl SimDriver {
     }
 }
 
-impl super::Device for SimDriver {
+impl super::LoopDriver for SimDriver {
     fn kind(&self) -> super::DriverKind {
         super::DriverKind::Sim
     }
@@ -351,22 +351,10 @@ impl super::Device for SimDriver {
         self.clock.params()
     }
 
-    fn start<H, I, O>(
-        mut self,
-        parts: super::Parts<H, I, O>,
-        run: super::RunSpec,
-    ) -> crate::error::Result<super::Running<super::Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
-        self.periods_total = run.periods_total;
-        super::contract::start_loop(self, parts, run, |_| super::DriverReport::None)
+    fn set_periods_total(&mut self, periods_total: u64) {
+        self.periods_total = periods_total;
     }
-}
 
-impl super::Driver for SimDriver {
     fn run(
         &mut self,
         handler: &mut dyn CycleHandler,

@@ -59,7 +59,7 @@ impl VirtualDriver {
     }
 }
 
-impl super::Device for VirtualDriver {
+impl super::LoopDriver for VirtualDriver {
     fn kind(&self) -> super::DriverKind {
         super::DriverKind::Virtual
     }
@@ -68,22 +68,10 @@ impl super::Device for VirtualDriver {
         self.params
     }
 
-    fn start<H, I, O>(
-        mut self,
-        parts: super::Parts<H, I, O>,
-        run: super::RunSpec,
-    ) -> crate::error::Result<super::Running<super::Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
-        self.periods_total = run.periods_total;
-        super::contract::start_loop(self, parts, run, |_| super::DriverReport::None)
+    fn set_periods_total(&mut self, periods_total: u64) {
+        self.periods_total = periods_total;
     }
-}
 
-impl super::Driver for VirtualDriver {
     fn run(
         &mut self,
         handler: &mut dyn CycleHandler,

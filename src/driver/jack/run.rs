@@ -23,45 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl JackClient {
-    /// Activate with `handler` as the process callback and run until `periods_total`
-    /// server periods elapsed, `stop`/a signal, a server shutdown or a buffer-size /
-    /// sample-rate change, blocking the calling thread; `on_active` gets the process
-    /// thread's tid once the first cycle has run. `source` (None: the input ports) feeds
-    /// the engine while `--connect in=` is not given.
-    ///
-    /// Used by `rtl` and `event` until they move to the harness; [`Device::start`] is the
-    /// contract.
-    #[doc(hidden)]
-    pub fn run<H: CycleHandler + Send + 'static>(
-        self,
-        handler: H,
-        periods_total: u64,
-        stop: &AtomicBool,
-        source: Option<Box<dyn InputSource>>,
-        sink: Box<dyn OutputSink>,
-        on_active: &mut dyn FnMut(libc::pid_t),
-    ) -> Result<(StopReason, DriverStats, JackReport)> {
-        let use_source = source.is_some();
-        let source: Box<dyn InputSource> = match source {
-            Some(s) => s,
-            None => Box::new(crate::driver::signal::Generator::new(
-                crate::driver::signal::SignalKind::Silence,
-                self.rate,
-                0,
-            )),
-        };
-        let parts = Parts {
-            handler,
-            source,
-            sink,
-        };
-        let mut active = self.activate(parts, periods_total, use_source)?;
-        let waited = active.wait(stop, on_active);
-        let out = active.teardown(waited)?;
-        let report = out.report.into_jack().unwrap_or_default();
-        Ok((out.reason, out.stats, report))
-    }
-
     /// Step 1 of a run: register our ports, answer latency questions, activate with the
     /// process callback and make the asked connections. `use_source`: the engine's input
     /// comes from `parts.source` unless `--connect in=` feeds our input ports.

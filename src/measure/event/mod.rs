@@ -111,8 +111,11 @@ fn run_setting(
         DriverKind::Virtual => virtual_dev::run(cfg, s, gpio, progress),
         DriverKind::Jack => jack::run(cfg, s, gpio, progress),
         DriverKind::Alsa => alsa::run(cfg, s, gpio, progress),
-        // `validate` refused it already.
-        DriverKind::Sim => s.driver.accept("event", DRIVERS).map(|_| unreachable!()),
+        // `validate` refuses it before any setting runs; a library caller that skipped
+        // validation gets the same usage error.
+        DriverKind::Sim => Err(crate::error::Error::usage(
+            "event measures when sound reaches a real clock: use virtual, jack or alsa, not sim",
+        )),
     };
     let background = bg.map(|(session, what)| Background {
         what,
