@@ -29,6 +29,16 @@ use std::time::Duration;
 /// runs a new client's first cycle within milliseconds (PipeWire negotiates the graph first).
 pub const RT_TID_WAIT: Duration = Duration::from_secs(3);
 
+/// The bounds a cycle's parts need to move to the device thread, named once.
+pub trait RtHandler: CycleHandler + Send + 'static {}
+impl<T: CycleHandler + Send + 'static> RtHandler for T {}
+/// See [`RtHandler`].
+pub trait RtSource: InputSource + 'static {}
+impl<T: InputSource + 'static> RtSource for T {}
+/// See [`RtHandler`].
+pub trait RtSink: OutputSink + 'static {}
+impl<T: OutputSink + 'static> RtSink for T {}
+
 /// What a cycle needs besides the device: they move to the device thread with the run and
 /// come back in the outcome (unless the run was abandoned with a stuck thread).
 pub struct Parts<H, I, O> {
@@ -114,11 +124,11 @@ pub trait Device: Sized + Send + 'static {
     /// is set, a signal arrives or the device gives up. Errors are the device's refusals
     /// (a JACK client that cannot register or activate); once it runs, every end is an
     /// outcome.
-    fn start<H, I, O>(self, parts: Parts<H, I, O>, run: RunSpec) -> Result<Running<Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static;
+    fn start<H: RtHandler, I: RtSource, O: RtSink>(
+        self,
+        parts: Parts<H, I, O>,
+        run: RunSpec,
+    ) -> Result<Running<Parts<H, I, O>>>;
 }
 
 /// A started device.
@@ -230,16 +240,11 @@ impl<D: LoopDriver> Device for D {
         LoopDriver::warnings(self)
     }
 
-    fn start<H, I, O>(
+    fn start<H: RtHandler, I: RtSource, O: RtSink>(
         mut self,
         parts: Parts<H, I, O>,
         run: RunSpec,
-    ) -> Result<Running<Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
+    ) -> Result<Running<Parts<H, I, O>>> {
         self.set_periods_total(run.periods_total);
         let stop = run.stop.clone();
         let mut parts = parts;
@@ -332,12 +337,11 @@ impl Device for AnyDevice {
         }
     }
 
-    fn start<H, I, O>(self, parts: Parts<H, I, O>, run: RunSpec) -> Result<Running<Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
+    fn start<H: RtHandler, I: RtSource, O: RtSink>(
+        self,
+        parts: Parts<H, I, O>,
+        run: RunSpec,
+    ) -> Result<Running<Parts<H, I, O>>> {
         match self {
             AnyDevice::Virtual(d) => d.start(parts, run),
             AnyDevice::Sim(d) => d.start(parts, run),

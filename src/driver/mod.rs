@@ -23,8 +23,8 @@ pub mod sim;
 pub mod virtual_dev;
 
 pub use contract::{
-    AnyDevice, Device, DriverOptions, DriverOutcome, DriverReport, Parts, RunSpec, Running,
-    RT_TID_WAIT,
+    AnyDevice, Device, DriverOptions, DriverOutcome, DriverReport, Parts, RtHandler, RtSink,
+    RtSource, RunSpec, Running, RT_TID_WAIT,
 };
 pub use device::DeviceClock;
 pub use kind::DriverKind;

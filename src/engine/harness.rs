@@ -6,10 +6,8 @@
 
 use super::watchdog::{CycleMonitor, Watchdog, WatchdogReport};
 use crate::common::Status;
-use crate::driver::signal::{InputSource, OutputSink};
-use crate::driver::{
-    CycleHandler, Device, DriverOutcome, Parts, RunSpec, Running, StopReason, RT_TID_WAIT,
-};
+use crate::driver::{Device, DriverOutcome, Parts, RunSpec, Running, StopReason, RT_TID_WAIT};
+use crate::driver::{RtHandler, RtSink, RtSource};
 use crate::error::Result;
 use crate::progress::Progress;
 use crate::rt::Policy;
@@ -97,7 +95,7 @@ impl<T> HarnessOutcome<T> {
 /// Run `device` with `parts` under the harness `h` until it stops; see the module notes.
 /// Errors: the device refused to start, the watchdog could not start (the device was
 /// stopped and joined), or the device failed in its teardown.
-pub fn run<D, H, I, O>(
+pub fn run<D, H: RtHandler, I: RtSource, O: RtSink>(
     h: &Harness<'_>,
     device: D,
     parts: Parts<H, I, O>,
@@ -106,9 +104,6 @@ pub fn run<D, H, I, O>(
 ) -> Result<HarnessOutcome<Parts<H, I, O>>>
 where
     D: Device,
-    H: CycleHandler + Send + 'static,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
 {
     run_with(h, device, parts, spec, sup, |tids, stop| {
         Watchdog::start(
@@ -121,7 +116,7 @@ where
     })
 }
 
-fn run_with<D, H, I, O>(
+fn run_with<D, H: RtHandler, I: RtSource, O: RtSink>(
     h: &Harness<'_>,
     device: D,
     parts: Parts<H, I, O>,
@@ -134,9 +129,6 @@ fn run_with<D, H, I, O>(
 ) -> Result<HarnessOutcome<Parts<H, I, O>>>
 where
     D: Device,
-    H: CycleHandler + Send + 'static,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
 {
     let mut warnings = device.warnings();
     let stop = spec.stop.clone();
@@ -208,6 +200,7 @@ mod tests {
     use crate::common::cycle::CycleRecord;
     use crate::driver::signal::{ContinuitySink, Generator, SignalKind};
     use crate::driver::sim::{SimConfig, SimDriver};
+    use crate::driver::CycleHandler;
     use crate::driver::{AudioIo, CycleTiming, DeviceParams, DriverReport};
     use crate::engine::{Engine, EngineSpec};
     use crate::rt::thread::ThreadSpec;
@@ -256,16 +249,11 @@ mod tests {
         fn warnings(&self) -> Vec<String> {
             vec!["the device accepted something else".into()]
         }
-        fn start<H, I, O>(
+        fn start<H: RtHandler, I: RtSource, O: RtSink>(
             self,
             parts: Parts<H, I, O>,
             run: RunSpec,
-        ) -> Result<Running<Parts<H, I, O>>>
-        where
-            H: CycleHandler + Send + 'static,
-            I: InputSource + 'static,
-            O: OutputSink + 'static,
-        {
+        ) -> Result<Running<Parts<H, I, O>>> {
             self.0.start(parts, run)
         }
     }

@@ -10,11 +10,12 @@ use super::process::{
 };
 use super::report::match_xruns;
 use super::{JackClient, JackControl, JackLoad, JackReport, ServerXrun};
-use crate::driver::signal::{InputSource, OutputSink, SinkStats};
+use crate::driver::signal::{OutputSink, SinkStats};
 use crate::driver::{
-    CycleHandler, Device, DeviceParams, DriverKind, DriverOutcome, DriverReport, DriverStats,
-    Parts, RunSpec, Running, StopReason,
+    Device, DeviceParams, DriverKind, DriverOutcome, DriverReport, DriverStats, Parts, RunSpec,
+    Running, StopReason,
 };
+use crate::driver::{RtHandler, RtSink, RtSource};
 use crate::error::{Error, Result};
 use crate::rt::clock::monotonic_ns;
 use crate::rt::thread::ThreadSpec;
@@ -26,17 +27,12 @@ impl JackClient {
     /// Step 1 of a run: register our ports, answer latency questions, activate with the
     /// process callback and make the asked connections. `use_source`: the engine's input
     /// comes from `parts.source` unless `--connect in=` feeds our input ports.
-    fn activate<H, I, O>(
+    fn activate<H: RtHandler, I: RtSource, O: RtSink>(
         self,
         parts: Parts<H, I, O>,
         periods_total: u64,
         use_source: bool,
-    ) -> Result<Active<H, I, O>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
+    ) -> Result<Active<H, I, O>> {
         let JackClient {
             client,
             cfg,
@@ -181,12 +177,11 @@ impl Device for JackClient {
     /// libjack creates the process thread from the activating thread and it inherits that
     /// thread's CPUs. A refusal (ports, callbacks, activation, connections) is returned
     /// here, before anything runs.
-    fn start<H, I, O>(self, parts: Parts<H, I, O>, run: RunSpec) -> Result<Running<Parts<H, I, O>>>
-    where
-        H: CycleHandler + Send + 'static,
-        I: InputSource + 'static,
-        O: OutputSink + 'static,
-    {
+    fn start<H: RtHandler, I: RtSource, O: RtSink>(
+        self,
+        parts: Parts<H, I, O>,
+        run: RunSpec,
+    ) -> Result<Running<Parts<H, I, O>>> {
         let spec = ThreadSpec {
             policy: crate::rt::Policy::Other { nice: 0 },
             ..run.thread
@@ -292,12 +287,7 @@ struct Waited {
     load: JackLoad,
 }
 
-impl<H, I, O> Active<H, I, O>
-where
-    H: CycleHandler + Send + 'static,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
-{
+impl<H: RtHandler, I: RtSource, O: RtSink> Active<H, I, O> {
     /// Step 2: wait on this (non-real-time) thread until the run ends, sampling
     /// `jack_cpu_load` and the clock offset meanwhile. `on_active` gets the process
     /// thread's tid once the first cycle has run.
@@ -455,16 +445,11 @@ where
 /// Tearing down a client whose server died can block in libjack; do it on a helper thread
 /// and give up on it (and on the process handler it holds) after a bound. The process
 /// handler comes back when the client was deactivated in time.
-fn close<H, I, O>(
+fn close<H: RtHandler, I: RtSource, O: RtSink>(
     active: jack::AsyncClient<Notifications, Process<H, I, O>>,
     shutdown: bool,
     latency_ports: LatencyCallback,
-) -> Result<Option<Process<H, I, O>>>
-where
-    H: CycleHandler + Send + 'static,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
-{
+) -> Result<Option<Process<H, I, O>>> {
     let (tx, rx) = std::sync::mpsc::channel();
     let teardown = std::thread::Builder::new()
         .name("xr-jack-close".into())

@@ -1,7 +1,7 @@
 //! `--driver alsa`: the engine pushes periods into an ALSA PCM; the sound time follows from
 //! the delay ALSA reports right after the write that carried the onset.
 
-use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Discard, Onset};
 use super::trials::{run_trials, trials_from, xruns_during_trials};
@@ -77,37 +77,25 @@ pub(super) fn run(
     let t0 = sh.t0_ns.load(Ordering::Relaxed);
     let device_xruns =
         xruns_during_trials(&times.te, &trials, period_ns, xrun_at.map(|e| t0 + e.at_ns));
-    let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     // At the period interrupt one period is free and n−1 are queued ahead of the write.
     let queued = (periods as u64 - 1) * frames as u64;
-    Ok(EventRun {
-        driver: DriverKind::Alsa,
-        scenario: s.scenario,
-        status: done.status,
+    let params = DeviceParams {
         rate,
-        period_frames: frames,
-        periods: Some(periods),
-        grid_buffer_frames: s.grid_buffer,
+        frames,
+        periods,
+    };
+    Ok(EventRun {
         output_delay_frames: report
             .as_ref()
             .map_or(0, |r| r.delay_frames.mean.max(0.0) as u64),
-        playback_latency_frames: None,
-        playback_latency_port: None,
-        model: ModelBand::new(
-            period_ns as f64,
-            ns_of_frames(queued + onset_typ as u64, rate) as f64,
-        ),
-        latency: LatencyStats::in_time(&trials),
-        trials,
-        ignored_triggers: times.ignored,
-        cycles: times.window.0,
-        xruns: times.window.1,
-        skipped_periods: done.stats.skipped_periods,
         server_xruns: Some(device_xruns),
-        device_t0_ns: None,
-        background: None,
-        jack: None,
         alsa: report,
-        warnings,
+        ..done.event_run(
+            s,
+            (DriverKind::Alsa, params, Some(periods)),
+            queued,
+            trials,
+            warnings,
+        )
     })
 }

@@ -2,7 +2,7 @@
 //! server reports plus the playback latency of our output port (the server's own figure
 //! for "written now, heard then").
 
-use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Discard, Onset};
 use super::trials::{run_trials, trials_from, xruns_during_trials};
@@ -136,33 +136,11 @@ pub(super) fn run(
             .flat_map(|r| &r.server_xrun_events)
             .map(|e| t0 + e.at_ns),
     );
-    let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     Ok(EventRun {
-        driver: DriverKind::Jack,
-        scenario: s.scenario,
-        status: done.status,
-        rate,
-        period_frames: frames,
-        periods: None,
-        grid_buffer_frames: s.grid_buffer,
-        output_delay_frames: port_lat,
         playback_latency_frames: latency.as_ref().map(|l| l.0),
         playback_latency_port: latency.map(|l| l.1),
-        model: ModelBand::new(
-            period_ns as f64,
-            ns_of_frames(port_lat + onset_typ as u64, rate) as f64,
-        ),
-        latency: LatencyStats::in_time(&trials),
-        trials,
-        ignored_triggers: times.ignored,
-        cycles: times.window.0,
-        xruns: times.window.1,
-        skipped_periods: done.stats.skipped_periods,
         server_xruns: Some(server_xruns),
-        device_t0_ns: None,
-        background: None,
         jack: report,
-        alsa: None,
-        warnings,
+        ..done.event_run(s, (DriverKind::Jack, p, None), port_lat, trials, warnings)
     })
 }

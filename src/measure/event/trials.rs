@@ -2,14 +2,16 @@
 //! (the harness starts the device, guards it with the watchdog and tears it down), pairing what the cycle reported with the trigger times, and the xruns that fell while
 //! the trials ran.
 
-use super::config::{EventConfig, EventTrial};
+use super::config::{EventConfig, EventRun, EventTrial, LatencyStats, ModelBand};
 use super::gpio::GpioLine;
 use super::handler::{EventHandler, Onset, Shared};
 use super::trigger::TriggerKind;
 use super::Setting;
 use crate::common::Status;
-use crate::driver::signal::{Generator, OutputSink, SignalKind};
-use crate::driver::{Device, DriverReport, DriverStats, Parts, RunSpec};
+use crate::common::{ns_of_frames, DeviceParams};
+use crate::driver::signal::{Generator, SignalKind};
+use crate::driver::RtSink;
+use crate::driver::{Device, DriverKind, DriverReport, DriverStats, Parts, RunSpec};
 use crate::engine::harness::{self, Harness, Supervisor};
 use crate::engine::watchdog::{default_bound_ns, CycleMonitor};
 use crate::error::{Error, Result};
@@ -176,10 +178,56 @@ pub(super) struct DeviceRun<O> {
     pub(super) status: Status,
 }
 
+impl<O> DeviceRun<O> {
+    /// The setting's record with what every driver fills alike. `queued_frames` is what the
+    /// device holds ahead of a new period's first sample (periods queued, FIFO, converter):
+    /// the output delay and the model band's fixed part; a runner overrides what its device
+    /// knows better (ALSA's measured delay, JACK's port latency and server xruns).
+    pub(super) fn event_run(
+        &self,
+        s: &Setting,
+        device: (DriverKind, DeviceParams, Option<u32>),
+        queued_frames: u64,
+        trials: Vec<EventTrial>,
+        warnings: Vec<String>,
+    ) -> EventRun {
+        let (driver, p, periods) = device;
+        let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0) as u64;
+        EventRun {
+            driver,
+            scenario: s.scenario,
+            status: self.status,
+            rate: p.rate,
+            period_frames: p.frames,
+            periods,
+            grid_buffer_frames: s.grid_buffer,
+            output_delay_frames: queued_frames,
+            playback_latency_frames: None,
+            playback_latency_port: None,
+            model: ModelBand::new(
+                p.period_ns() as f64,
+                ns_of_frames(queued_frames + onset_typ, p.rate) as f64,
+            ),
+            latency: LatencyStats::in_time(&trials),
+            trials,
+            ignored_triggers: self.times.ignored,
+            cycles: self.times.window.0,
+            xruns: self.times.window.1,
+            skipped_periods: self.stats.skipped_periods,
+            server_xruns: None,
+            device_t0_ns: None,
+            background: None,
+            jack: None,
+            alsa: None,
+            warnings,
+        }
+    }
+}
+
 /// Run the trials of setting `s` on `device` under the real-time harness: `handler` cycles
 /// on the device into `sink` while the trigger loop runs; see [`TriggerLoop`] for `look`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_trials<D: Device, O: OutputSink + 'static>(
+pub(super) fn run_trials<D: Device, O: RtSink>(
     cfg: &EventConfig,
     s: &Setting,
     gpio: Option<&GpioLine>,
@@ -315,7 +363,7 @@ pub(super) fn xruns_during_trials(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::signal::SinkStats;
+    use crate::driver::signal::{OutputSink, SinkStats};
     use crate::driver::virtual_dev::VirtualDriver;
     use crate::driver::{DeviceParams, DriverKind};
     use crate::engine::watchdog::CycleGauge;

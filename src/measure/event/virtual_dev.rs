@@ -2,7 +2,7 @@
 //! `t_ideal(k) + (n−1)·P`, then passes the output FIFO and the DAC, so the sound time is
 //! exact from the device model.
 
-use super::config::{EventConfig, EventRun, LatencyStats, ModelBand};
+use super::config::{EventConfig, EventRun};
 use super::gpio::GpioLine;
 use super::handler::{build_handler, drain, Onset, OnsetSink};
 use super::trials::{run_trials, trials_from};
@@ -27,7 +27,6 @@ pub(super) fn run(
         frames,
         periods: s.periods,
     };
-    let period_ns = params.period_ns();
     let (handler, mut rx, sh, monitor) = build_handler(s.scenario, cfg.rate, frames, cfg.policy)?;
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
     let sink = OnsetSink::new(cfg.trials as usize + 64);
@@ -65,33 +64,14 @@ pub(super) fn run(
             .find(|&f| f >= lo && f < lo + frames as u64)
     };
     let trials = trials_from(&times.te, &onsets, &t_sound, &device_frame);
-    let onset_typ = trials.first().map(|t| t.onset_frame).unwrap_or(0);
     Ok(EventRun {
-        driver: DriverKind::Virtual,
-        scenario: s.scenario,
-        status: done.status,
-        rate: cfg.rate,
-        period_frames: frames,
-        periods: Some(s.periods),
-        grid_buffer_frames: s.grid_buffer,
-        output_delay_frames: out_delay,
-        playback_latency_frames: None,
-        playback_latency_port: None,
-        model: ModelBand::new(
-            period_ns as f64,
-            ns_of_frames(out_delay + onset_typ as u64, cfg.rate) as f64,
-        ),
-        latency: LatencyStats::in_time(&trials),
-        trials,
-        ignored_triggers: times.ignored,
-        cycles: times.window.0,
-        xruns: times.window.1,
-        skipped_periods: done.stats.skipped_periods,
-        server_xruns: None,
         device_t0_ns: Some(t0),
-        background: None,
-        jack: None,
-        alsa: None,
-        warnings: done.warnings,
+        ..done.event_run(
+            s,
+            (DriverKind::Virtual, params, Some(s.periods)),
+            out_delay,
+            trials,
+            done.warnings.clone(),
+        )
     })
 }

@@ -4,8 +4,9 @@
 
 use super::{Estimator, RtlAlsa, RtlConfig, RtlJack};
 use crate::common::Status;
-use crate::driver::signal::{InputSource, OutputSink, SinkStats};
+use crate::driver::signal::{OutputSink, SinkStats};
 use crate::driver::{Device, DriverReport, Parts, RunSpec};
+use crate::driver::{RtSink, RtSource};
 use crate::engine::harness::{self, Harness, Supervisor};
 use crate::engine::watchdog::{default_bound_ns, CycleGauge, CycleMonitor, WatchdogReport};
 use crate::error::Result;
@@ -196,7 +197,7 @@ impl Looped {
 /// its thread at `cfg.policy`, the watchdog on the handler's gauge, until converged, the
 /// `cfg.duration_ns` elapsed, a signal, or the watchdog fired. A stop the handler asked for
 /// (converged) ends the run as complete.
-pub(super) fn run_loop<D, I, O>(
+pub(super) fn run_loop<D: Device, I: RtSource, O: RtSink>(
     cfg: &RtlConfig,
     device: D,
     spec: LoopSpec<'_>,
@@ -204,12 +205,7 @@ pub(super) fn run_loop<D, I, O>(
     sink: O,
     progress: &dyn Progress,
     sup: &mut dyn Supervisor,
-) -> Result<Looped>
-where
-    D: Device,
-    I: InputSource + 'static,
-    O: OutputSink + 'static,
-{
+) -> Result<Looped> {
     let p = device.params();
     let periods_total = crate::common::frames_of_ns(cfg.duration_ns, p.rate)
         .div_ceil(p.frames as u64)
