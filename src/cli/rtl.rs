@@ -30,7 +30,7 @@ Examples:
 The model is periods·buffer + FIFO + ADC + DAC frames (with the default 2 periods, eq. 1).
 The measurement emits five tones (about 1.7 to 5 kHz), demodulates what comes back over a
 1.25 s window and resolves the delay coarse to fine from the tones' phase differences; the
-largest measurable delay is that window (60000 frames at 48 kHz). It stops once the estimate
+largest measurable delay is that window (60032 frames, about 1.25 s, at 48 kHz). It stops once the estimate
 is stable to 0.01 frame over a second, or after --duration. The sim driver runs the virtual
 device's loop without real time (deterministic); virtual runs it on a timer-paced RT thread.
 With --driver jack the estimator is a JACK client at the server's buffer size and rate; it
