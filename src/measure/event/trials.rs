@@ -370,7 +370,9 @@ mod tests {
     use crate::measure::event::handler::build_handler;
     use crate::measure::event::Scenario;
 
-    /// Stuck for 1.5 s in the device thread at `frame`, under the gauge the watchdog reads.
+    /// Stuck for 4 s in the device thread at `frame`, under the gauge the watchdog reads:
+    /// far past the 1 s bound plus the harness's 200 ms grace, so a loaded host that polls
+    /// the watchdog late still finds the thread stuck and abandons it.
     struct StallingSink {
         gauge: CycleGauge,
         frame: u64,
@@ -380,7 +382,7 @@ mod tests {
         fn consume(&mut self, frame: u64, _: &[f32], _: &[f32], _: bool) {
             if frame == self.frame {
                 self.gauge.enter(monotonic_ns());
-                std::thread::sleep(Duration::from_millis(1500));
+                std::thread::sleep(Duration::from_secs(4));
                 self.gauge.leave();
             }
         }
