@@ -6,7 +6,7 @@
 //! which owns the envelope, the warnings, the writing and the exit code.
 
 use super::Global;
-use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD, EXIT_USAGE};
+use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
 use crate::results::{write_json_atomic, Body, ResultDoc, Status};
 use crate::system::Environment;
 use std::io::Write;
@@ -189,10 +189,9 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
     match written {
         Ok(_) => Ok(()),
         // The usage was checked before measuring (preflight): what fails now is the machine.
-        Err(e) if e.exit_code() == EXIT_USAGE => Err(Error::cannot_measure(format!(
+        Err(e) => Err(Error::cannot_measure(format!(
             "{e}; the result was printed but not saved"
         ))),
-        Err(e) => Err(e.map_message(|m| format!("{m}; the result was printed but not saved"))),
     }
 }
 
@@ -220,13 +219,24 @@ pub fn preflight(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<
             _ => Path::new("."),
         };
         let refuse = |why: String| Err(Error::usage(format!("{opt} {shown}: {why}")));
-        match std::fs::metadata(dir) {
-            Err(_) => return refuse(format!("directory {} does not exist", dir.display())),
-            Ok(m) if !m.is_dir() => return refuse(format!("{} is not a directory", dir.display())),
-            Ok(_) if !writable(dir) => {
-                return refuse(format!("directory {} is not writable", dir.display()))
+        // A device or a pipe (`-o /dev/null`) is written in place, not renamed over, and
+        // several outputs may share it.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            if !writable(path) {
+                return refuse("is not writable".into());
             }
-            Ok(_) => {}
+            continue;
+        } else {
+            match std::fs::metadata(dir) {
+                Err(_) => return refuse(format!("directory {} does not exist", dir.display())),
+                Ok(m) if !m.is_dir() => {
+                    return refuse(format!("{} is not a directory", dir.display()))
+                }
+                Ok(_) if !writable(dir) => {
+                    return refuse(format!("directory {} is not writable", dir.display()))
+                }
+                Ok(_) => {}
+            }
         }
         let id = FileId::of(path);
         let clash = seen
@@ -269,13 +279,18 @@ impl FileId {
     }
 }
 
-/// True when this process may create files in `dir` (access(2) sees root's override and
-/// read-only mounts alike).
-fn writable(dir: &Path) -> bool {
+/// True when this process may write `path`, or create files in it when it is a directory
+/// (access(2) sees root's override and read-only mounts alike).
+fn writable(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
+    let mode = if path.is_dir() {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }
