@@ -189,9 +189,11 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
     match written {
         Ok(_) => Ok(()),
         // The usage was checked before measuring (preflight): what fails now is the machine.
-        Err(e) => Err(Error::cannot_measure(format!(
-            "{e}; the result was printed but not saved"
-        ))),
+        Err(e) => Err(Error::cannot_measure(if g.json || !g.quiet {
+            format!("{e}; the result was printed but not saved")
+        } else {
+            format!("{e}; the result was not saved")
+        })),
     }
 }
 
