@@ -341,3 +341,30 @@ fn device_outputs_may_be_shared() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn late_histogram_failure_keeps_the_result_and_exits_3() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("SKIPPED: no /dev/full");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("lat.json");
+    let out = xrunlab()
+        .args([
+            "latency",
+            "--duration",
+            "300ms",
+            "--histogram",
+            "/dev/full",
+            "-o",
+        ])
+        .arg(&o)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("/dev/full"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "latency");
+}
