@@ -96,42 +96,54 @@ impl std::str::FromStr for AudioPeriod {
     }
 }
 
-/// A list of unsigned integers with ranges: `16,32,64`, `1..4`, `1..4,8`.
+/// The largest buffer size (frames) any command accepts in a list: far above any real period,
+/// and small enough that a mistyped range cannot expand into gigabytes.
+pub const MAX_BUFFER_FRAMES: u32 = 65_536;
+
+/// A list of unsigned integers with ranges: `16,32,64`, `1..4`, `1..4,8`, none above `max`.
 /// `A..B` is inclusive; a power-of-two range such as `16..512` with `pow2` keeps only
-/// powers of two (buffer sizes), otherwise every integer.
-pub fn parse_uint_list(s: &str, pow2_ranges: bool) -> Result<Vec<u32>> {
+/// powers of two (buffer sizes), otherwise every integer. `option` names the flag in errors.
+/// Every bound is checked before a range is expanded, so the list never exceeds `max` + 1
+/// values whatever the text (a range up to u32::MAX once expanded into billions).
+pub fn parse_uint_list(option: &str, s: &str, pow2_ranges: bool, max: u32) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     let bad = |p: &str| {
         Error::usage(format!(
-            "bad list '{s}' at '{p}': expected numbers and ranges such as 16,32,64 or 1..4"
+            "{option}: bad list '{s}' at '{p}': expected numbers and ranges such as 16,32,64 or 1..4"
         ))
+    };
+    let bounded = |p: &str, text: &str| -> Result<u32> {
+        let v: u64 = text.trim().parse().map_err(|_| bad(p))?;
+        if v > max as u64 {
+            return Err(Error::usage(format!(
+                "{option}: {v} in '{s}' is above the maximum {max}"
+            )));
+        }
+        Ok(v as u32)
     };
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((a, b)) = part.split_once("..") {
-            let a: u32 = a.trim().parse().map_err(|_| bad(part))?;
-            let b: u32 = b
-                .trim()
-                .trim_start_matches('=')
-                .parse()
-                .map_err(|_| bad(part))?;
+            let a = bounded(part, a)?;
+            let b = bounded(part, b.trim().trim_start_matches('='))?;
             if a > b {
                 return Err(bad(part));
             }
             if pow2_ranges {
-                let mut v = a.max(1).next_power_of_two();
-                while v <= b {
-                    out.push(v);
+                // u64 so that doubling past a large `b` cannot wrap to 0 and loop for ever.
+                let mut v = (a.max(1) as u64).next_power_of_two();
+                while v <= b as u64 {
+                    out.push(v as u32);
                     v *= 2;
                 }
             } else {
                 out.extend(a..=b);
             }
         } else {
-            out.push(part.parse().map_err(|_| bad(part))?);
+            out.push(bounded(part, part)?);
         }
     }
     if out.is_empty() {
-        return Err(Error::usage(format!("empty list '{s}'")));
+        return Err(Error::usage(format!("{option}: empty list '{s}'")));
     }
     out.sort_unstable();
     out.dedup();
@@ -165,13 +177,58 @@ mod tests {
     #[test]
     fn lists() {
         assert_eq!(
-            parse_uint_list("16..512", true).unwrap(),
+            parse_uint_list("--buffers", "16..512", true, MAX_BUFFER_FRAMES).unwrap(),
             vec![16, 32, 64, 128, 256, 512]
         );
-        assert_eq!(parse_uint_list("1..3,8", false).unwrap(), vec![1, 2, 3, 8]);
-        assert!(parse_uint_list("4..1", false).is_err());
-        assert!(parse_uint_list("a", false).is_err());
+        assert_eq!(
+            parse_uint_list("--tracks", "1..3,8", false, 64).unwrap(),
+            vec![1, 2, 3, 8]
+        );
+        assert!(parse_uint_list("--tracks", "4..1", false, 64).is_err());
+        assert!(parse_uint_list("--tracks", "a", false, 64).is_err());
         assert_eq!(parse_percent("80%").unwrap(), 80.0);
         assert!(parse_percent("120").is_err());
+    }
+
+    #[test]
+    fn lists_are_bounded_before_expanding() {
+        // Each of these once expanded into billions of values or wrapped a u32 to 0.
+        for (text, pow2, max) in [
+            ("1..2147483648", true, MAX_BUFFER_FRAMES),
+            ("16..4294967295", true, MAX_BUFFER_FRAMES),
+            ("1..4294967295", false, 64),
+            ("65", false, 64),
+            ("1..18446744073709551616", false, 64),
+        ] {
+            let e = parse_uint_list("--x", text, pow2, max).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{text}");
+            assert!(e.to_string().contains("--x"), "{e}");
+        }
+        // The top of the range itself is allowed, and doubling stops there.
+        assert_eq!(
+            parse_uint_list("--buffers", "32768..65536", true, MAX_BUFFER_FRAMES).unwrap(),
+            vec![32768, 65536]
+        );
+        // No power of two in the range: an empty list, refused.
+        assert!(parse_uint_list("--buffers", "40000..65535", true, MAX_BUFFER_FRAMES).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_list_text_parses_within_bounds_or_errors(
+            text in "[0-9.,= ]{0,40}|[0-9]{1,25}\\.\\.[0-9]{1,25}",
+            pow2: bool,
+            max in 1u32..=70_000,
+        ) {
+            match parse_uint_list("--x", &text, pow2, max) {
+                Ok(v) => {
+                    proptest::prop_assert!(!v.is_empty());
+                    proptest::prop_assert!(v.len() <= max as usize + 1);
+                    proptest::prop_assert!(v.iter().all(|&x| x <= max));
+                    proptest::prop_assert!(v.windows(2).all(|w| w[0] < w[1]));
+                }
+                Err(e) => proptest::prop_assert_eq!(e.exit_code(), 2),
+            }
+        }
     }
 }

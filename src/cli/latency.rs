@@ -169,28 +169,19 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         Some("idle") => cfg.baseline_idle = true,
         Some(other) => return super::usage(format!("--baseline {other}: only 'idle' is known")),
     }
-    if let Some(h) = &a.histogram {
-        // Fail on a bad path now rather than after a five-hour run.
-        match h.parent() {
-            Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
-                return super::usage(format!(
-                    "--histogram {}: directory {} does not exist",
-                    h.display(),
-                    d.display()
-                ))
-            }
-            _ => {}
-        }
-    }
     let started = Started::now(cfg.stress.clone());
     let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let result = latency::measure_under(&cfg, &spec, progress.as_ref())?;
     drop(progress);
-    if let Some(h) = &a.histogram {
-        let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
-        crate::results::write_atomic(h, text.as_bytes())?;
-    }
+    // A failed histogram write must not lose the result: it is reported after it (exit 3).
+    let histogram = match &a.histogram {
+        Some(h) => {
+            let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
+            crate::results::write_atomic(h, text.as_bytes())
+        }
+        None => Ok(()),
+    };
     let mut human = match &result.baseline {
         Some(b) => table::latency_phases(&[("idle", b), ("stress", &result)]),
         None => table::latency(&cfg, &result),
@@ -227,11 +218,14 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         config: cfg,
         results: Box::new(result),
     };
-    output::finish(
+    let code = output::finish(
         Measured::new(body, status, started, human)
             .warnings(warnings)
             .threshold(crossed)
             .partial("xrunlab: interrupted; the partial result was written\n"),
         g,
-    )
+    )?;
+    histogram
+        .map_err(|e| Error::cannot_measure(format!("{e}; the result was reported without it")))?;
+    Ok(code)
 }

@@ -145,7 +145,12 @@ impl LoadArgs {
         let mut c = LoadConfig::new(driver, cpus);
         c.reserve_cpu = self.reserve_cpu;
         if let Some(b) = &self.buffers {
-            c.buffers = crate::units::parse_uint_list(b, true)?;
+            c.buffers = crate::units::parse_uint_list(
+                "--buffers",
+                b,
+                true,
+                crate::units::MAX_BUFFER_FRAMES,
+            )?;
         }
         // The first size stands for "a size was given" (JackArgs refuses --set-buffer without).
         c.jack = self.jack.to_config(
@@ -157,7 +162,12 @@ impl LoadArgs {
             self.rate,
         )?;
         if let Some(t) = &self.tracks {
-            c.tracks = crate::units::parse_uint_list(t, false)?;
+            c.tracks = crate::units::parse_uint_list(
+                "--tracks",
+                t,
+                false,
+                crate::common::cycle::MAX_TRACKS as u32,
+            )?;
         }
         c.plugins = split_plugins(&self.plugins);
         c.rate = self.rate.unwrap_or(48000);

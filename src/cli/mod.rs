@@ -22,7 +22,7 @@ mod suite;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Options every subcommand accepts.
@@ -76,6 +76,39 @@ pub enum Command {
     Stressor(stress::StressorArgs),
 }
 
+/// (option, path) pairs: the files a command writes, then the files it reads.
+type Files<'a> = Vec<(&'static str, &'a Path)>;
+
+impl Command {
+    /// Every file this command writes and every file it reads whose loss would matter, for
+    /// [`output::preflight`]. A new file option belongs here.
+    fn files<'a>(&'a self, g: &'a Global) -> (Files<'a>, Files<'a>) {
+        let mut outputs: Files = Vec::new();
+        let mut inputs: Files = Vec::new();
+        match self {
+            // The suite's -o names a directory it creates; the stressor writes nothing.
+            Command::Suite(_) | Command::Stressor(_) => return (outputs, inputs),
+            Command::Latency(a) => {
+                outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)))
+            }
+            Command::Run(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
+            Command::Sched(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
+            Command::Report(a) => {
+                inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));
+                inputs.extend(a.manifest.as_deref().map(|p| ("--manifest", p)));
+            }
+            Command::Compare(a) => {
+                inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())))
+            }
+            Command::Import(a) => inputs.push(("FILE", a.file.as_path())),
+            // `load --resume FILE` writes the grid back to FILE by design.
+            _ => {}
+        }
+        outputs.extend(g.output.as_deref().map(|p| ("-o", p)));
+        (outputs, inputs)
+    }
+}
+
 /// Parse the process arguments, run the command and map the outcome to an exit code.
 pub fn main() -> ExitCode {
     crate::rt::interrupt::install();
@@ -87,6 +120,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
+    // Before anything is measured (or read): a wrong output path is a usage error now, not
+    // after an hour of measuring.
+    let (outputs, inputs) = cli.command.files(&cli.global);
+    if let Err(e) = output::preflight(&outputs, &inputs) {
+        eprintln!("xrunlab: error: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),
         Command::Latency(a) => latency::run(a, &cli.global),

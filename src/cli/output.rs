@@ -6,10 +6,11 @@
 //! which owns the envelope, the warnings, the writing and the exit code.
 
 use super::Global;
-use crate::error::{Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
+use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
 use crate::results::{write_json_atomic, Body, ResultDoc, Status};
 use crate::system::Environment;
 use std::io::Write;
+use std::path::Path;
 
 /// Write to stdout, treating a closed pipe (`xrunlab ... --json | head`) as the reader's
 /// choice rather than an error: the result file, if any, is already written.
@@ -123,7 +124,8 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
             doc.warnings.push(w);
         }
     }
-    emit(&doc, g, &m.human)?;
+    // A failed write is reported after the warnings: what was printed is the whole result.
+    let written = emit(&doc, g, &m.human);
     if m.show_warnings && !g.quiet {
         // A warning the summary already shows (a stress record's) is not repeated.
         let lines: String = doc
@@ -134,6 +136,7 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
             .collect();
         stderr(&lines);
     }
+    written?;
     if m.status != Status::Complete {
         let Some(line) = m.partial else {
             return Ok(0);
@@ -157,11 +160,14 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     })
 }
 
-/// Emit a finished (or partial) result as the global options ask.
+/// Emit a finished (or partial) result as the global options ask. The JSON document and the
+/// summary are printed even when the file cannot be written (a full disk, a directory removed
+/// while measuring), so that hours of measurement are not lost; that failure is then exit 3.
 pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
-    if let Some(path) = &g.output {
-        write_json_atomic(path, doc)?;
-    }
+    let written = match &g.output {
+        Some(path) => write_json_atomic(path, doc).map(|_| Some(path)),
+        None => Ok(None),
+    };
     if g.json {
         stdout(&format!("{}\n", doc.to_json()));
     }
@@ -171,7 +177,7 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
         } else {
             stdout(human);
         }
-        if let Some(path) = &g.output {
+        if let Ok(Some(path)) = &written {
             let line = format!("result written to {}\n", path.display());
             if g.json {
                 stderr(&line);
@@ -180,5 +186,113 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
             }
         }
     }
+    match written {
+        Ok(_) => Ok(()),
+        // The usage was checked before measuring (preflight): what fails now is the machine.
+        Err(e) => Err(Error::cannot_measure(if g.json || !g.quiet {
+            format!("{e}; the result was printed but not saved")
+        } else {
+            format!("{e}; the result was not saved")
+        })),
+    }
+}
+
+/// Check, before anything is measured, that every file a command will write can be written
+/// and that none of them is one of its inputs or another output: a mistake found after an
+/// hour of measuring loses the hour, and an output written over an input destroys it.
+/// `outputs` and `inputs` are (option, path) pairs; the option names the path in errors.
+pub fn preflight(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<()> {
+    let inputs_ids: Vec<(&str, &Path, FileId)> =
+        inputs.iter().map(|&(o, p)| (o, p, FileId::of(p))).collect();
+    let mut seen: Vec<(&str, &Path, FileId)> = Vec::new();
+    for &(opt, path) in outputs {
+        let shown = path.display();
+        let text = path.as_os_str().to_string_lossy();
+        if text.is_empty() {
+            return Err(Error::usage(format!("{opt}: empty file name")));
+        }
+        if path.is_dir() || text.ends_with('/') {
+            return Err(Error::usage(format!(
+                "{opt} {shown} is a directory: give a file name inside it"
+            )));
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let refuse = |why: String| Err(Error::usage(format!("{opt} {shown}: {why}")));
+        // A device or a pipe (`-o /dev/null`) is written in place, not renamed over, and
+        // several outputs may share it.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            if !writable(path) {
+                return refuse("is not writable".into());
+            }
+            continue;
+        } else {
+            match std::fs::metadata(dir) {
+                Err(_) => return refuse(format!("directory {} does not exist", dir.display())),
+                Ok(m) if !m.is_dir() => {
+                    return refuse(format!("{} is not a directory", dir.display()))
+                }
+                Ok(_) if !writable(dir) => {
+                    return refuse(format!("directory {} is not writable", dir.display()))
+                }
+                Ok(_) => {}
+            }
+        }
+        let id = FileId::of(path);
+        let clash = seen
+            .iter()
+            .map(|(o, p, i)| ("another output", *o, *p, i))
+            .chain(inputs_ids.iter().map(|(o, p, i)| ("an input", *o, *p, i)))
+            .find(|(.., i)| **i == id);
+        if let Some((what, other_opt, other, _)) = clash {
+            return refuse(format!(
+                "is the same file as {what}, {other_opt} {}: choose another file",
+                other.display()
+            ));
+        }
+        seen.push((opt, path, id));
+    }
     Ok(())
+}
+
+/// What two paths must share to be the same file: (device, inode) for a file that exists, so
+/// that symbolic and hard links are seen through; the canonical directory and the name for one
+/// that does not exist yet.
+#[derive(Debug, PartialEq, Eq)]
+enum FileId {
+    Inode(u64, u64),
+    Path(std::path::PathBuf),
+}
+
+impl FileId {
+    fn of(path: &Path) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(path) {
+            return FileId::Inode(m.dev(), m.ino());
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        FileId::Path(dir.join(path.file_name().unwrap_or_default()))
+    }
+}
+
+/// True when this process may write `path`, or create files in it when it is a directory
+/// (access(2) sees root's override and read-only mounts alike).
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mode = if path.is_dir() {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }

@@ -195,7 +195,12 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     let buffers = if driver.is_some() {
         vec![a.buffer.unwrap_or(64)]
     } else {
-        crate::units::parse_uint_list(&a.buffers, true)?
+        crate::units::parse_uint_list(
+            "--buffers",
+            &a.buffers,
+            true,
+            crate::units::MAX_BUFFER_FRAMES,
+        )?
     };
     let mut cfg = RtlConfig::model(a.rate.unwrap_or(48000), buffers, a.periods, lat);
     cfg.jack = jack;

@@ -49,21 +49,35 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
         .collect())
 }
 
+/// The kernel's largest CPU count (NR_CPUS at most 8192): a CPU number at or above it names no
+/// CPU on any machine, and refusing it before expanding a range keeps `0-4294967295` from
+/// allocating gigabytes.
+pub const MAX_CPUS: usize = 8192;
+
 /// Parse the kernel's CPU list format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     let bad = || Error::usage(format!("bad CPU list '{s}': expected e.g. 0-3,8"));
+    let cpu = |t: &str| -> Result<usize> {
+        let c: usize = t.parse().map_err(|_| bad())?;
+        if c >= MAX_CPUS {
+            return Err(Error::usage(format!(
+                "CPU {c} in '{s}' is not available (no machine has more than {MAX_CPUS} CPUs)"
+            )));
+        }
+        Ok(c)
+    };
     for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
-                let a: usize = a.parse().map_err(|_| bad())?;
-                let b: usize = b.parse().map_err(|_| bad())?;
+                let a = cpu(a)?;
+                let b = cpu(b)?;
                 if a > b {
                     return Err(bad());
                 }
                 out.extend(a..=b);
             }
-            None => out.push(part.parse().map_err(|_| bad())?),
+            None => out.push(cpu(part)?),
         }
     }
     out.sort_unstable();
@@ -118,6 +132,10 @@ mod tests {
         assert_eq!(format_cpu_list(&v), "0-3,8,10-11");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+        // Bounded before expanding: these once panicked (capacity overflow) or took 34 GB.
+        for big in ["0-18446744073709551615", "0-4294967295", "8192"] {
+            assert_eq!(parse_cpu_list(big).unwrap_err().exit_code(), 2, "{big}");
+        }
     }
 
     #[test]

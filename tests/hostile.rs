@@ -1,0 +1,370 @@
+//! What a hostile (or merely unlucky) user types: mistakes are refused with exit 2 before
+//! anything is measured, an input is never overwritten by an output, and a late write failure
+//! does not lose the result that was printed (docs/ARCHITECTURE.md §1).
+
+mod common;
+use common::xrunlab;
+use std::time::{Duration, Instant};
+
+/// Run xrunlab with `args`; return (exit code, stderr, wall time).
+fn run(args: &[&str]) -> (i32, String, Duration) {
+    let t0 = Instant::now();
+    let out = xrunlab()
+        .args(args)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        t0.elapsed(),
+    )
+}
+
+/// Exit 2 within `bound`, with `needle` in the message.
+fn refused_fast(args: &[&str], needle: &str, bound: Duration) {
+    let (rc, err, took) = run(args);
+    assert_eq!(rc, 2, "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
+    assert!(took < bound, "{args:?} took {took:?}");
+}
+
+// --- unbounded ranges -------------------------------------------------------------------
+
+#[test]
+fn rtl_model_buffers_range_is_bounded() {
+    refused_fast(
+        &["rtl", "--model", "--buffers", "1..2147483648"],
+        "--buffers",
+        Duration::from_secs(5),
+    );
+}
+
+#[test]
+fn load_buffers_range_is_bounded() {
+    refused_fast(
+        &["load", "--driver", "sim", "--buffers", "16..4294967295"],
+        "--buffers",
+        Duration::from_secs(5),
+    );
+}
+
+#[test]
+fn load_tracks_range_is_bounded() {
+    refused_fast(
+        &["load", "--driver", "sim", "--tracks", "1..4294967295"],
+        "--tracks",
+        Duration::from_secs(5),
+    );
+}
+
+#[test]
+fn cpu_range_is_bounded() {
+    refused_fast(
+        &["latency", "--duration", "5s", "--cpus", "0-4294967295"],
+        "CPU",
+        Duration::from_secs(5),
+    );
+}
+
+// --- outputs checked before measuring ---------------------------------------------------
+
+/// Far below the 5 s every measuring command here is asked for.
+const BEFORE_MEASURING: Duration = Duration::from_millis(1500);
+
+#[test]
+fn latency_missing_output_directory_is_refused_before_measuring() {
+    refused_fast(
+        &[
+            "latency",
+            "--duration",
+            "5s",
+            "-o",
+            "/nonexistent-dir/x.json",
+        ],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+}
+
+#[test]
+fn latency_output_that_is_a_directory_is_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    refused_fast(
+        &["latency", "--duration", "5s", "-o", d],
+        d,
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &["latency", "--duration", "5s", "--histogram", d],
+        "--histogram",
+        BEFORE_MEASURING,
+    );
+}
+
+#[test]
+fn run_sim_missing_output_directory_is_refused_before_measuring() {
+    refused_fast(
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "5s",
+            "-o",
+            "/nonexistent-dir/x.json",
+        ],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    refused_fast(
+        &["run", "--driver", "sim", "--duration", "5s", "-o", d],
+        d,
+        BEFORE_MEASURING,
+    );
+}
+
+#[test]
+fn stress_and_rtl_missing_output_directory_is_refused_before_measuring() {
+    refused_fast(
+        &[
+            "stress",
+            "--duration",
+            "5s",
+            "-o",
+            "/nonexistent-dir/x.json",
+        ],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &["rtl", "--duration", "5s", "-o", "/nonexistent-dir/x.json"],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+}
+
+#[test]
+fn output_inside_a_file_is_refused_with_the_right_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("plain");
+    std::fs::write(&f, "x").unwrap();
+    let o = f.join("x.json");
+    refused_fast(
+        &["latency", "--duration", "5s", "-o", o.to_str().unwrap()],
+        "is not a directory",
+        BEFORE_MEASURING,
+    );
+}
+
+#[test]
+fn late_write_failure_still_prints_the_result_and_exits_3() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("SKIPPED: no /dev/full");
+        return;
+    }
+    let args = [
+        "run",
+        "--driver",
+        "sim",
+        "--duration",
+        "1s",
+        "-o",
+        "/dev/full",
+    ];
+    let out = xrunlab().args(args).arg("--json").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(doc["kind"], "run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cycles"), "summary lost: {err}");
+    assert!(
+        err.contains("/dev/full") && err.contains("not saved"),
+        "{err}"
+    );
+    let out = xrunlab().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cycles"));
+}
+
+// --- an output never overwrites an input ------------------------------------------------
+
+/// A scratch directory holding a copy of a result fixture as `name`.
+fn scratch(name: &str, fixture: &str) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(format!(
+        "{}/tests/fixtures/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let p = dir.path().join(name);
+    std::fs::write(&p, &bytes).unwrap();
+    (dir, p, bytes)
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn report_refuses_to_overwrite_its_input() {
+    let (dir, r, bytes) = scratch("r.json", "results/latency.json");
+    refused_fast(&["report", s(&r), "-o", s(&r)], s(&r), BEFORE_MEASURING);
+    // Through a symbolic link, and a relative path to the same file.
+    let link = dir.path().join("link.html");
+    std::os::unix::fs::symlink(&r, &link).unwrap();
+    refused_fast(
+        &["report", s(&r), "-o", s(&link)],
+        "input",
+        BEFORE_MEASURING,
+    );
+    xrunlab()
+        .current_dir(dir.path())
+        .args(["report", s(&r), "-o", "./r.json"])
+        .assert()
+        .code(2);
+    // The manifest is an input too.
+    let m = dir.path().join("m.json");
+    std::fs::write(&m, &bytes).unwrap();
+    refused_fast(
+        &["report", "--manifest", s(&m), s(&r), "-o", s(&m)],
+        "--manifest",
+        BEFORE_MEASURING,
+    );
+    assert_eq!(std::fs::read(&r).unwrap(), bytes);
+    assert_eq!(std::fs::read(&m).unwrap(), bytes);
+}
+
+#[test]
+fn compare_refuses_to_overwrite_an_input_even_through_a_hard_link() {
+    let (dir, a, bytes) = scratch("a.json", "results/latency.json");
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, &bytes).unwrap();
+    refused_fast(
+        &["compare", s(&a), s(&b), "-o", s(&b)],
+        s(&b),
+        BEFORE_MEASURING,
+    );
+    let hard = dir.path().join("hard.html");
+    std::fs::hard_link(&b, &hard).unwrap();
+    refused_fast(
+        &["compare", s(&a), s(&b), "-o", s(&hard)],
+        "input",
+        BEFORE_MEASURING,
+    );
+    assert_eq!(std::fs::read(&a).unwrap(), bytes);
+    assert_eq!(std::fs::read(&b).unwrap(), bytes);
+}
+
+#[test]
+fn import_refuses_to_overwrite_its_input() {
+    let (dir, ct, bytes) = scratch("ct.txt", "cyclictest/sparse-rt-tests-2.7.txt");
+    refused_fast(&["import", s(&ct), "-o", s(&ct)], s(&ct), BEFORE_MEASURING);
+    let link = dir.path().join("ct.json");
+    std::os::unix::fs::symlink("ct.txt", &link).unwrap();
+    refused_fast(
+        &["import", s(&ct), "-o", s(&link)],
+        "input",
+        BEFORE_MEASURING,
+    );
+    assert_eq!(std::fs::read(&ct).unwrap(), bytes);
+}
+
+#[test]
+fn measuring_commands_refuse_one_file_for_two_outputs() {
+    let (dir, h, bytes) = scratch("h.txt", "results/latency.json");
+    refused_fast(
+        &[
+            "latency",
+            "--duration",
+            "5s",
+            "--histogram",
+            s(&h),
+            "-o",
+            s(&h),
+        ],
+        "--histogram",
+        BEFORE_MEASURING,
+    );
+    let link = dir.path().join("t.json");
+    std::os::unix::fs::symlink(&h, &link).unwrap();
+    refused_fast(
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "5s",
+            "--trace",
+            s(&h),
+            "-o",
+            s(&link),
+        ],
+        "--trace",
+        BEFORE_MEASURING,
+    );
+    // Not yet existing, named two ways.
+    let x = dir.path().join("x");
+    let x2 = dir.path().join(".").join("x");
+    refused_fast(
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "5s",
+            "--trace",
+            s(&x),
+            "-o",
+            s(&x2),
+        ],
+        "another output",
+        BEFORE_MEASURING,
+    );
+    assert_eq!(std::fs::read(&h).unwrap(), bytes);
+}
+
+#[test]
+fn device_outputs_may_be_shared() {
+    let out = xrunlab()
+        .args(["run", "--driver", "sim", "--duration", "200ms"])
+        .args(["--trace", "/dev/null", "-o", "/dev/null", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn late_histogram_failure_keeps_the_result_and_exits_3() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("SKIPPED: no /dev/full");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("lat.json");
+    let out = xrunlab()
+        .args([
+            "latency",
+            "--duration",
+            "300ms",
+            "--histogram",
+            "/dev/full",
+            "-o",
+        ])
+        .arg(&o)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("/dev/full"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "latency");
+}
