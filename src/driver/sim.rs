@@ -295,8 +295,22 @@ impl SimDriver {
     pub fn clock(&self) -> &DeviceClock {
         &self.clock
     }
+}
 
-    fn run_loop(
+impl super::LoopDriver for SimDriver {
+    fn kind(&self) -> super::DriverKind {
+        super::DriverKind::Sim
+    }
+
+    fn params(&self) -> DeviceParams {
+        self.clock.params()
+    }
+
+    fn set_periods_total(&mut self, periods_total: u64) {
+        self.periods_total = periods_total;
+    }
+
+    fn run(
         &mut self,
         h: &mut dyn CycleHandler,
         stop: &AtomicBool,
@@ -339,30 +353,6 @@ impl SimDriver {
                 .process(&mut self.clock, &timing, h, source, sink);
         };
         (reason, self.clock.stats(self.periods_total, sink))
-    }
-}
-
-impl super::LoopDriver for SimDriver {
-    fn kind(&self) -> super::DriverKind {
-        super::DriverKind::Sim
-    }
-
-    fn params(&self) -> DeviceParams {
-        self.clock.params()
-    }
-
-    fn set_periods_total(&mut self, periods_total: u64) {
-        self.periods_total = periods_total;
-    }
-
-    fn run(
-        &mut self,
-        handler: &mut dyn CycleHandler,
-        stop: &AtomicBool,
-        source: &mut dyn InputSource,
-        sink: &mut dyn OutputSink,
-    ) -> (StopReason, DriverStats) {
-        self.run_loop(handler, stop, source, sink)
     }
 }
 

@@ -25,10 +25,24 @@ impl VirtualDriver {
             buffers: PeriodBuffers::new(params.frames),
         }
     }
+}
+
+impl super::LoopDriver for VirtualDriver {
+    fn kind(&self) -> super::DriverKind {
+        super::DriverKind::Virtual
+    }
+
+    fn params(&self) -> DeviceParams {
+        self.params
+    }
+
+    fn set_periods_total(&mut self, periods_total: u64) {
+        self.periods_total = periods_total;
+    }
 
     /// Run on the calling thread (which should be the engine's RT thread 0) until the
     /// device periods are done or `stop` / a signal asks to stop.
-    fn run_loop(
+    fn run(
         &mut self,
         h: &mut dyn CycleHandler,
         stop: &AtomicBool,
@@ -56,29 +70,5 @@ impl VirtualDriver {
             self.buffers.process(&mut clock, &timing, h, source, sink);
         };
         (reason, clock.stats(self.periods_total, sink))
-    }
-}
-
-impl super::LoopDriver for VirtualDriver {
-    fn kind(&self) -> super::DriverKind {
-        super::DriverKind::Virtual
-    }
-
-    fn params(&self) -> DeviceParams {
-        self.params
-    }
-
-    fn set_periods_total(&mut self, periods_total: u64) {
-        self.periods_total = periods_total;
-    }
-
-    fn run(
-        &mut self,
-        handler: &mut dyn CycleHandler,
-        stop: &AtomicBool,
-        source: &mut dyn InputSource,
-        sink: &mut dyn OutputSink,
-    ) -> (StopReason, DriverStats) {
-        self.run_loop(handler, stop, source, sink)
     }
 }
