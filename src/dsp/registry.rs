@@ -141,6 +141,9 @@ pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
 
 /// Create one instance of a plugin by name.
 pub fn create(name: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
+    if let Some(target) = name.strip_prefix(super::lv2::PREFIX) {
+        return super::lv2::create_boxed(target, params, ctx);
+    }
     let (_, ctor) = REGISTRY
         .iter()
         .find(|(i, _)| i.name == name)

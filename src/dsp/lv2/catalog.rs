@@ -1,0 +1,336 @@
+//! What is installed: every LV2 plugin lilv finds on `LV2_PATH`, its ports and required
+//! features, and whether xrunlab can host it. `plugins list --lv2`, `plugins show` and the
+//! chain element `lv2:…` all resolve plugins here, so a name means the same plugin everywhere.
+
+use super::features::SUPPORTED_FEATURES;
+use crate::error::{Error, Result};
+use std::sync::OnceLock;
+
+/// lilv's world, loaded once per process: discovery reads every bundle's manifest, and the
+/// plugins it returns keep the world alive for as long as their instances exist.
+pub(super) fn world() -> &'static lilv::World {
+    static WORLD: OnceLock<lilv::World> = OnceLock::new();
+    WORLD.get_or_init(lilv::World::with_load_all)
+}
+
+const LV2: &str = "http://lv2plug.in/ns/lv2core#";
+const ATOM: &str = "http://lv2plug.in/ns/ext/atom#";
+
+/// The kind of data a port carries, as the host must connect it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortKind {
+    Audio,
+    Control,
+    Cv,
+    /// An atom port whose buffer is an `atom:Sequence` (MIDI, patch messages).
+    AtomSequence,
+    /// Anything else (an atom port of another buffer type, the old event extension):
+    /// the class URI says what.
+    Unsupported,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PortDesc {
+    pub index: usize,
+    pub symbol: String,
+    pub name: String,
+    pub kind: PortKind,
+    pub input: bool,
+    /// lv2:connectionOptional: the plugin copes with an unconnected port.
+    pub optional: bool,
+    pub default: Option<f32>,
+    pub minimum: Option<f32>,
+    pub maximum: Option<f32>,
+    /// The first class URI that made the port unsupported, for the error message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported_class: Option<String>,
+}
+
+impl PortDesc {
+    /// The valid range as text, e.g. `0..=1`, for messages and `plugins show`.
+    pub fn range_text(&self) -> String {
+        let f = |v: Option<f32>| v.map(|v| format!("{v}")).unwrap_or_default();
+        format!("{}..={}", f(self.minimum), f(self.maximum))
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginDesc {
+    pub uri: String,
+    pub name: String,
+    pub class: String,
+    pub ports: Vec<PortDesc>,
+    pub required_features: Vec<String>,
+    /// Index of the port that reports the plugin's latency in frames.
+    pub latency_port: Option<usize>,
+    /// Why xrunlab cannot host it; `None` when it can.
+    pub unhostable: Option<String>,
+}
+
+impl PluginDesc {
+    pub fn count(&self, kind: PortKind, input: bool) -> usize {
+        self.ports
+            .iter()
+            .filter(|p| p.kind == kind && p.input == input)
+            .count()
+    }
+
+    /// The one-word summary `plugins list` shows, e.g. `2→2 audio, 3 control, 1 atom in`.
+    pub fn ports_summary(&self) -> String {
+        let mut s = format!(
+            "{}→{} audio",
+            self.count(PortKind::Audio, true),
+            self.count(PortKind::Audio, false)
+        );
+        let controls = self.count(PortKind::Control, true);
+        if controls > 0 {
+            s += &format!(", {controls} control");
+        }
+        let (ai, ao) = (
+            self.count(PortKind::AtomSequence, true),
+            self.count(PortKind::AtomSequence, false),
+        );
+        if ai + ao > 0 {
+            s += &format!(", {ai}/{ao} atom in/out");
+        }
+        let cv = self.count(PortKind::Cv, true) + self.count(PortKind::Cv, false);
+        if cv > 0 {
+            s += &format!(", {cv} cv");
+        }
+        s
+    }
+
+    /// An instrument: MIDI in through an atom sequence and no audio input.
+    pub fn is_instrument(&self) -> bool {
+        self.count(PortKind::AtomSequence, true) > 0 && self.count(PortKind::Audio, true) == 0
+    }
+}
+
+fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
+    let w = world();
+    let uri = p.uri().as_uri().unwrap_or_default().to_string();
+    let name = p.name().as_str().unwrap_or(&uri).to_string();
+    let class = p.class().label().as_str().unwrap_or("Plugin").to_string();
+    let node = |s: &str| w.new_uri(s);
+    let (audio, control, cv, atom) = (
+        node(&format!("{LV2}AudioPort")),
+        node(&format!("{LV2}ControlPort")),
+        node(&format!("{LV2}CVPort")),
+        node(&format!("{ATOM}AtomPort")),
+    );
+    let (input, optional) = (
+        node(&format!("{LV2}InputPort")),
+        node(&format!("{LV2}connectionOptional")),
+    );
+    let (buffer_type, sequence) = (
+        node(&format!("{ATOM}bufferType")),
+        node(&format!("{ATOM}Sequence")),
+    );
+    let ranges = p.port_ranges_float();
+    let mut ports = Vec::new();
+    for port in p.iter_ports() {
+        let index = port.index();
+        let is_sequence = port
+            .value(&buffer_type)
+            .iter()
+            .any(|n| n.as_uri() == sequence.as_uri());
+        let (kind, unsupported_class) = if port.is_a(&audio) {
+            (PortKind::Audio, None)
+        } else if port.is_a(&control) {
+            (PortKind::Control, None)
+        } else if port.is_a(&cv) {
+            (PortKind::Cv, None)
+        } else if port.is_a(&atom) && is_sequence {
+            (PortKind::AtomSequence, None)
+        } else {
+            let classes: Vec<String> = port
+                .classes()
+                .iter()
+                .filter_map(|n| n.as_uri().map(str::to_string))
+                .filter(|u| !u.ends_with("#InputPort") && !u.ends_with("#OutputPort"))
+                .collect();
+            (
+                PortKind::Unsupported,
+                Some(classes.join(" ")).filter(|s| !s.is_empty()),
+            )
+        };
+        let r = ranges.get(index);
+        let finite = |v: f32| Some(v).filter(|v| v.is_finite());
+        let control_range = kind == PortKind::Control;
+        ports.push(PortDesc {
+            index,
+            symbol: port
+                .symbol()
+                .and_then(|n| n.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("port{index}")),
+            name: port
+                .name()
+                .and_then(|n| n.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            kind,
+            input: port.is_a(&input),
+            optional: port.has_property(&optional),
+            default: r.filter(|_| control_range).and_then(|r| finite(r.default)),
+            minimum: r.filter(|_| control_range).and_then(|r| finite(r.min)),
+            maximum: r.filter(|_| control_range).and_then(|r| finite(r.max)),
+            unsupported_class,
+        });
+    }
+    let required_features: Vec<String> = p
+        .required_features()
+        .iter()
+        .filter_map(|n| n.as_uri().map(str::to_string))
+        .collect();
+    let unhostable = required_features
+        .iter()
+        .find(|f| !SUPPORTED_FEATURES.contains(&f.as_str()))
+        .map(|f| format!("needs the feature {f}, which xrunlab does not provide"))
+        .or_else(|| {
+            ports
+                .iter()
+                .find(|p| p.kind == PortKind::Unsupported && !p.optional)
+                .map(|p| {
+                    format!(
+                        "port '{}' is of a type xrunlab does not connect ({})",
+                        p.symbol,
+                        p.unsupported_class.as_deref().unwrap_or("no known class")
+                    )
+                })
+        });
+    PluginDesc {
+        uri,
+        name,
+        class,
+        latency_port: p.latency_port_index(),
+        ports,
+        required_features,
+        unhostable,
+    }
+}
+
+/// Every installed plugin, sorted by URI.
+pub fn list() -> Vec<PluginDesc> {
+    let mut v: Vec<PluginDesc> = world().plugins().iter().map(|p| describe(&p)).collect();
+    v.sort_by(|a, b| a.uri.cmp(&b.uri));
+    v
+}
+
+/// Plugins whose URI or name contains `filter` (case-insensitive).
+pub fn filter(filter: &str) -> Vec<PluginDesc> {
+    let f = filter.to_lowercase();
+    list()
+        .into_iter()
+        .filter(|d| d.uri.to_lowercase().contains(&f) || d.name.to_lowercase().contains(&f))
+        .collect()
+}
+
+/// The last segment of a URI: what follows its last `/`, `#` or `:`.
+fn tail(uri: &str) -> &str {
+    uri.rsplit(['/', '#', ':']).next().unwrap_or(uri)
+}
+
+/// Find a plugin by URI, by name, or by the last segment of its URI (all case-insensitive
+/// but the URI). An unknown or ambiguous target is the user's mistake (exit 2), named with
+/// the closest installed plugins.
+pub fn resolve(target: &str) -> Result<(lilv::plugin::Plugin, PluginDesc)> {
+    let all = world().plugins();
+    // Compared as strings: lilv's new_uri aborts on text that is not a valid URI.
+    if let Some(p) = all.iter().find(|p| p.uri().as_uri() == Some(target)) {
+        let d = describe(&p);
+        return Ok((p, d));
+    }
+    let t = target.to_lowercase();
+    let by = |pred: &dyn Fn(&PluginDesc) -> bool| -> Vec<(lilv::plugin::Plugin, PluginDesc)> {
+        all.iter()
+            .map(|p| {
+                let d = describe(&p);
+                (p, d)
+            })
+            .filter(|(_, d)| pred(d))
+            .collect()
+    };
+    for found in [
+        by(&|d| d.name.to_lowercase() == t),
+        by(&|d| tail(&d.uri).to_lowercase() == t),
+    ] {
+        match found.len() {
+            0 => continue,
+            1 => return Ok(found.into_iter().next().unwrap()),
+            _ => {
+                let uris: Vec<String> = found.iter().map(|(_, d)| d.uri.clone()).collect();
+                return Err(Error::usage(format!(
+                    "lv2:{target} names {} installed plugins; use the URI: {}",
+                    uris.len(),
+                    uris.join(", ")
+                )));
+            }
+        }
+    }
+    let close = closest(target, &list(), 5);
+    Err(Error::usage(if close.is_empty() {
+        format!(
+            "no installed LV2 plugin is called '{target}' (none found on LV2_PATH; `xrunlab plugins list --lv2` lists them)"
+        )
+    } else {
+        format!(
+            "no installed LV2 plugin is called '{target}'; closest: {} (`xrunlab plugins list --lv2` lists them all)",
+            close.join(", ")
+        )
+    }))
+}
+
+/// The `n` installed plugins whose name or URI tail is nearest to `target`: substring
+/// matches first, then by edit distance.
+fn closest(target: &str, all: &[PluginDesc], n: usize) -> Vec<String> {
+    let t = target.to_lowercase();
+    let mut scored: Vec<(usize, &PluginDesc)> = all
+        .iter()
+        .map(|d| {
+            let (name, tl) = (d.name.to_lowercase(), tail(&d.uri).to_lowercase());
+            let score = if name.contains(&t) || d.uri.to_lowercase().contains(&t) {
+                0
+            } else {
+                1 + edit_distance(&t, &name).min(edit_distance(&t, &tl))
+            };
+            (score, d)
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.uri.cmp(&b.1.uri)));
+    let limit = 1 + t.len() / 2;
+    scored
+        .into_iter()
+        .filter(|(s, _)| *s <= limit)
+        .take(n)
+        .map(|(_, d)| format!("{} ({})", d.uri, d.name))
+        .collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_and_tail() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(tail("http://plugin.org.uk/swh-plugins/amp"), "amp");
+        assert_eq!(tail("urn:dragonfly:room"), "room");
+        assert_eq!(tail("http://x/y#Stereo"), "Stereo");
+    }
+}

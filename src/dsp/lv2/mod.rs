@@ -1,0 +1,61 @@
+//! LV2 hosting: users' own plugins in the engine, the bench and the load test, as the chain
+//! element `lv2:URI` or `lv2:NAME`, with parameters `lv2:URI(symbol=value,…)`.
+//!
+//! Built on the `lilv` crate (bindings to Debian's liblilv) for discovery, port data,
+//! instantiation and default state; the host features are ours (features.rs, worker.rs)
+//! because the higher-level `livi` 0.9 announces no sample rate, nominal block length or
+//! sequence size option, polls its worker every 100 ms under a mutex, and hides the plugins
+//! it cannot host — while `plugins list --lv2` must say why.
+//!
+//! A plugin runs in xrunlab's own process: one that crashes takes the process with it. The
+//! stressors die with it (PR_SET_PDEATHSIG); a tracefs instance left behind is removed at
+//! the next start.
+
+pub mod catalog;
+pub mod features;
+pub mod instance;
+pub mod worker;
+
+use super::{Plugin, PluginContext};
+use crate::error::Result;
+pub use catalog::{PluginDesc, PortDesc, PortKind};
+pub use instance::Lv2Plugin;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// The prefix that marks a chain element as an LV2 plugin.
+pub const PREFIX: &str = "lv2:";
+
+/// Resolve `target` once per process: a load test instantiates the same plugin hundreds of
+/// times, and matching a name walks every installed plugin.
+fn resolve_cached(target: &str) -> Result<(lilv::plugin::Plugin, PluginDesc)> {
+    type Cache = Mutex<HashMap<String, (lilv::plugin::Plugin, PluginDesc)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(target) {
+        return Ok(hit.clone());
+    }
+    let found = catalog::resolve(target)?;
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(target.to_string(), found.clone());
+    Ok(found)
+}
+
+/// The installed plugin `target` (URI or name) names.
+pub fn describe(target: &str) -> Result<PluginDesc> {
+    Ok(resolve_cached(target)?.1)
+}
+
+/// Instantiate `target` with `params` (`symbol=value,…`) for `ctx`.
+pub fn create(target: &str, params: &str, ctx: &PluginContext) -> Result<Lv2Plugin> {
+    let (plugin, desc) = resolve_cached(target)?;
+    let values = instance::parse_params(&desc, params)?;
+    Lv2Plugin::new(&plugin, &desc, &values, ctx)
+}
+
+/// As [`create`], boxed for a chain.
+pub fn create_boxed(target: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
+    Ok(Box::new(create(target, params, ctx)?))
+}
