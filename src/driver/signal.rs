@@ -160,8 +160,12 @@ pub struct SinkStats {
     pub periods_missing: u64,
     /// Sample-to-sample jumps larger than the input sine allows (only with a sine input).
     pub discontinuities: u64,
-    /// Largest absolute output sample.
+    /// Largest absolute output sample, both channels.
     pub peak: f32,
+    /// NaN or infinite output samples, both channels (a broken plugin's signature; the peak
+    /// cannot show them).
+    #[serde(default)]
+    pub nonfinite_samples: u64,
 }
 
 /// Checks that output periods arrive consecutively and, for a sine input through a linear
@@ -192,7 +196,7 @@ impl ContinuitySink {
 }
 
 impl OutputSink for ContinuitySink {
-    fn consume(&mut self, frame: u64, l: &[f32], _r: &[f32], on_time: bool) {
+    fn consume(&mut self, frame: u64, l: &[f32], r: &[f32], on_time: bool) {
         let n = l.len() as u64;
         if let Some(e) = self.expect_frame {
             if frame > e {
@@ -207,9 +211,11 @@ impl OutputSink for ContinuitySink {
             return;
         }
         self.stats.periods_on_time += 1;
-        for &v in l {
+        for &v in l.iter().chain(r) {
             let a = v.abs();
-            if a > self.stats.peak {
+            if !a.is_finite() {
+                self.stats.nonfinite_samples += 1;
+            } else if a > self.stats.peak {
                 self.stats.peak = a;
             }
         }

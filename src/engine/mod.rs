@@ -414,6 +414,14 @@ impl Engine {
         self.threads
     }
 
+    /// The latency each plugin of track 0 reports, in chain order (LV2's lv2:latency port;
+    /// `None` for plugins that report none). Call before the engine runs.
+    pub fn latencies(&self) -> Vec<Option<u32>> {
+        // SAFETY: no cycle has been published, so no worker touches the tracks.
+        let t0 = unsafe { &*self.sh.tracks[0].0.get() };
+        t0.plugins.iter().map(|p| p.latency_frames()).collect()
+    }
+
     /// Run the real graph for one cycle; returns the real end time of the last track.
     fn run_graph(&mut self, io: &mut AudioIo<'_>, rec: &mut CycleRecord, reference: u64) -> u64 {
         let sh = &*self.sh;

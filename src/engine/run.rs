@@ -285,6 +285,9 @@ pub struct RunResults {
     /// The competing periodic task's jobs, beside the engine's statistics.
     #[serde(default)]
     pub compete: Option<crate::stress::PeriodicResult>,
+    /// The LV2 plugins of the chain, with the latency each reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lv2: Vec<crate::dsp::lv2::Lv2Record>,
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
@@ -363,6 +366,7 @@ pub fn run_tapped(
     let cfg = &cfg;
     let mut warnings = Vec::new();
     let built = build_engine(cfg, &mut warnings)?;
+    let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, &built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
     let collector = Collector::start(cfg, built.consumer, &stop, tap)?;
@@ -418,7 +422,7 @@ pub fn run_tapped(
         crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
     });
     progress.finish();
-    Ok(fold_results(
+    let mut r = fold_results(
         cfg,
         &built.layout,
         out,
@@ -426,7 +430,9 @@ pub fn run_tapped(
         host_steal,
         &monitor,
         warnings,
-    ))
+    );
+    r.results.lv2 = lv2;
+    Ok(r)
 }
 
 /// Open the configured device and rewrite the config with what it accepted: a JACK server
@@ -704,6 +710,7 @@ fn fold_results(
         jack: report.into_jack(),
         stress: None,
         compete: None,
+        lv2: Vec::new(),
     };
     RunResult {
         status,

@@ -59,3 +59,39 @@ pub fn create(target: &str, params: &str, ctx: &PluginContext) -> Result<Lv2Plug
 pub fn create_boxed(target: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
     Ok(Box::new(create(target, params, ctx)?))
 }
+
+/// What a result records of each LV2 element of its chain.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Lv2Record {
+    /// The element as typed, e.g. `lv2:urn:dragonfly:room`.
+    pub element: String,
+    pub uri: String,
+    pub name: String,
+    /// Instances of it in series in each track.
+    pub instances: u32,
+    /// What its lv2:latency port reported after the first block, in frames (`None`: the
+    /// plugin reports no latency).
+    pub latency_frames: Option<u32>,
+}
+
+/// The LV2 elements of `chain`, with the latency the first instance of each reported
+/// (`latencies` is per instance, in chain order, as the engine built them).
+pub fn records(chain: &[super::ChainElement], latencies: &[Option<u32>]) -> Vec<Lv2Record> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    for e in chain {
+        if let Some(target) = e.plugin.strip_prefix(PREFIX) {
+            if let Ok(d) = describe(target) {
+                out.push(Lv2Record {
+                    element: e.plugin.clone(),
+                    uri: d.uri,
+                    name: d.name,
+                    instances: e.count,
+                    latency_frames: latencies.get(at).copied().flatten(),
+                });
+            }
+        }
+        at += e.count as usize;
+    }
+    out
+}

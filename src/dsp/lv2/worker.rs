@@ -306,6 +306,96 @@ unsafe extern "C" fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// A stand-in plugin: `work` doubles each byte and responds; `work_response` sums them.
+    struct Fake {
+        worked: AtomicU32,
+        responses: AtomicU32,
+        sum: AtomicU32,
+        ended: AtomicU32,
+    }
+
+    unsafe extern "C" fn fake_work(
+        instance: lv2_sys::LV2_Handle,
+        respond: lv2_sys::LV2_Worker_Respond_Function,
+        handle: lv2_sys::LV2_Worker_Respond_Handle,
+        size: u32,
+        data: *const c_void,
+    ) -> lv2_sys::LV2_Worker_Status {
+        let f = &*(instance as *const Fake);
+        f.worked.fetch_add(1, Ordering::SeqCst);
+        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size as usize);
+        let doubled: Vec<u8> = bytes.iter().map(|b| b * 2).collect();
+        respond.unwrap()(handle, size, doubled.as_ptr().cast())
+    }
+
+    unsafe extern "C" fn fake_response(
+        instance: lv2_sys::LV2_Handle,
+        size: u32,
+        data: *const c_void,
+    ) -> lv2_sys::LV2_Worker_Status {
+        let f = &*(instance as *const Fake);
+        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size as usize);
+        f.responses.fetch_add(1, Ordering::SeqCst);
+        f.sum
+            .fetch_add(bytes.iter().map(|&b| b as u32).sum(), Ordering::SeqCst);
+        0
+    }
+
+    unsafe extern "C" fn fake_end_run(instance: lv2_sys::LV2_Handle) -> lv2_sys::LV2_Worker_Status {
+        (*(instance as *const Fake))
+            .ended
+            .fetch_add(1, Ordering::SeqCst);
+        0
+    }
+
+    #[test]
+    fn work_scheduled_in_run_is_done_on_the_worker_thread_and_delivered_after_run() {
+        let fake = Fake {
+            worked: AtomicU32::new(0),
+            responses: AtomicU32::new(0),
+            sum: AtomicU32::new(0),
+            ended: AtomicU32::new(0),
+        };
+        let iface = lv2_sys::LV2_Worker_Interface {
+            work: Some(fake_work),
+            work_response: Some(fake_response),
+            end_run: Some(fake_end_run),
+        };
+        let w = WorkerShared::new();
+        unsafe { w.attach(&iface, &fake as *const Fake as *mut c_void) };
+        let sched = w.schedule_feature();
+        // Outside run (instantiation): done at once on this thread, delivered next cycle.
+        let st = unsafe { sched.schedule_work.unwrap()(sched.handle, 2, [1u8, 2].as_ptr().cast()) };
+        assert_eq!(st, lv2_sys::LV2_Worker_Status_LV2_WORKER_SUCCESS);
+        assert_eq!(fake.worked.load(Ordering::SeqCst), 1);
+        let thread = WorkerThread::start(&w).unwrap();
+        // In run: queued for the worker thread.
+        w.set_in_run(true);
+        for k in 0..10u8 {
+            let st = unsafe { sched.schedule_work.unwrap()(sched.handle, 1, [k].as_ptr().cast()) };
+            assert_eq!(st, lv2_sys::LV2_Worker_Status_LV2_WORKER_SUCCESS);
+        }
+        w.set_in_run(false);
+        // Cycles until every response is back (generous: the worker thread may be late).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while fake.responses.load(Ordering::SeqCst) < 11 && std::time::Instant::now() < until {
+            unsafe { w.deliver() };
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(thread);
+        assert_eq!(fake.worked.load(Ordering::SeqCst), 11);
+        assert_eq!(fake.responses.load(Ordering::SeqCst), 11);
+        assert_eq!(w.delivered.load(Ordering::SeqCst), 11);
+        // (1+2)*2 + 2*(0+1+…+9)
+        assert_eq!(fake.sum.load(Ordering::SeqCst), 6 + 90);
+        assert!(
+            fake.ended.load(Ordering::SeqCst) >= 1,
+            "end_run follows each delivery"
+        );
+        assert_eq!(w.dropped.load(Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn messages_round_trip_across_the_ring_end() {
