@@ -3,7 +3,7 @@
 use super::output::{self, Measured, Started};
 use super::Global;
 use crate::dsp::bench::{bench_element, BenchConfig, BenchResult, NEVER_RETURNS};
-use crate::dsp::{parse_chain, registry, ChainElement, PluginContext};
+use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
 use crate::results::{Body, Status};
@@ -22,14 +22,38 @@ pub struct PluginsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
-    /// List the built-in plugins with their parameters.
-    #[command(after_help = "Examples:\n  xrunlab plugins list")]
-    List,
+    /// List the built-in plugins with their parameters, or (--lv2) the installed LV2 plugins.
+    #[command(
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it (stressors\nstarted by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
+    )]
+    List(ListArgs),
+    /// The ports of one installed LV2 plugin: kinds, ranges and defaults, required features.
+    #[command(
+        after_help = "Examples:\n  xrunlab plugins show urn:dragonfly:room\n  xrunlab plugins show 'Dragonfly Hall Reverb'\n  xrunlab plugins show lv2:amp"
+    )]
+    Show(ShowArgs),
     /// Cost per frame and share of one core per instance: the physical limit of instances per core.
     #[command(
         after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many instances in series\n(the figure stays per instance, cache effects included). Without PLUGIN every plugin is measured.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --json reverb-heavy > bench.json"
     )]
     Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// List the installed LV2 plugins instead of the built-in ones.
+    #[arg(long)]
+    pub lv2: bool,
+    /// With --lv2: only plugins whose URI or name contains this (case-insensitive).
+    #[arg(value_name = "FILTER", requires = "lv2")]
+    pub filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The plugin's URI or name (an `lv2:` prefix is accepted).
+    #[arg(value_name = "PLUGIN")]
+    pub plugin: String,
 }
 
 #[derive(Debug, Args)]
@@ -50,7 +74,9 @@ pub struct BenchArgs {
 
 pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     match a.command {
-        PluginsCommand::List => {
+        PluginsCommand::List(l) if l.lv2 => list_lv2(l.filter.as_deref(), g),
+        PluginsCommand::Show(s) => show_lv2(&s.plugin, g),
+        PluginsCommand::List(_) => {
             let mut t = new_table(&["plugin", "description", "parameters"]);
             for i in registry::list() {
                 t.add_row(vec![
@@ -132,4 +158,136 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         results,
     };
     output::finish(Measured::new(body, Status::Complete, started, human), g)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| crate::error::Error::cannot_measure(format!("serialising: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
+    let found = match filter {
+        Some(f) => lv2::catalog::filter(f),
+        None => lv2::catalog::list(),
+    };
+    if g.json {
+        print_json(&found)?;
+        return Ok(0);
+    }
+    if g.quiet {
+        return Ok(0);
+    }
+    if found.is_empty() {
+        println!(
+            "no LV2 plugin{} found on LV2_PATH ({})",
+            filter.map(|f| format!(" matching '{f}'")).unwrap_or_default(),
+            std::env::var("LV2_PATH")
+                .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
+        );
+        return Ok(0);
+    }
+    let mut t = new_table(&["URI", "name", "ports", "required features", "hostable"]);
+    for d in &found {
+        let features: Vec<&str> = d
+            .required_features
+            .iter()
+            .map(|f| f.rsplit(['/']).next().unwrap_or(f))
+            .collect();
+        t.add_row(vec![
+            Cell::new(&d.uri),
+            Cell::new(&d.name),
+            Cell::new(d.ports_summary()),
+            Cell::new(features.join(" ")),
+            Cell::new(match &d.unhostable {
+                None => "yes".to_string(),
+                Some(why) => format!("no: {why}"),
+            }),
+        ]);
+    }
+    // URIs are copied into --chain: never wrap them.
+    if let Some(c) = t.column_mut(0) {
+        c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+    }
+    let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
+    println!("{t}");
+    println!(
+        "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins",
+        found.len()
+    );
+    Ok(0)
+}
+
+fn show_lv2(target: &str, g: &Global) -> Result<u8> {
+    let target = target.strip_prefix(lv2::PREFIX).unwrap_or(target);
+    let d = lv2::describe(target)?;
+    if g.json {
+        print_json(&d)?;
+        return Ok(0);
+    }
+    if g.quiet {
+        return Ok(0);
+    }
+    println!("{} ({}, {})", d.name, d.uri, d.class);
+    println!(
+        "required features: {}",
+        if d.required_features.is_empty() {
+            "none".to_string()
+        } else {
+            d.required_features.join(", ")
+        }
+    );
+    match &d.unhostable {
+        None => println!("hostable: yes"),
+        Some(why) => println!("hostable: no: {why}"),
+    }
+    if let Some(i) = d.latency_port {
+        println!("reports its latency on port {i}");
+    }
+    let mut t = new_table(&["#", "symbol", "name", "kind", "dir", "default", "range"]);
+    for p in &d.ports {
+        let opt = |v: Option<f32>| v.map(|v| format!("{v}")).unwrap_or_default();
+        t.add_row(vec![
+            Cell::new(p.index),
+            Cell::new(&p.symbol),
+            Cell::new(&p.name),
+            Cell::new(match (p.kind, &p.unsupported_class) {
+                (lv2::PortKind::Unsupported, Some(c)) => format!("unsupported ({c})"),
+                (k, _) => serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            }),
+            Cell::new(if p.input { "in" } else { "out" }),
+            Cell::new(opt(p.default)),
+            Cell::new(if p.minimum.is_some() || p.maximum.is_some() {
+                p.range_text()
+            } else {
+                String::new()
+            }),
+        ]);
+    }
+    println!("{t}");
+    let controls: Vec<String> = d
+        .ports
+        .iter()
+        .filter(|p| p.kind == lv2::PortKind::Control && p.input)
+        .take(2)
+        .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
+        .collect();
+    println!(
+        "use: --chain 'lv2:{}{}'",
+        d.uri,
+        if controls.is_empty() {
+            String::new()
+        } else {
+            format!("({})", controls.join(","))
+        }
+    );
+    Ok(0)
+}
+
+fn opt_num(v: Option<f32>) -> String {
+    v.map(|v| format!("{v}")).unwrap_or_else(|| "0".into())
 }
