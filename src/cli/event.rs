@@ -17,6 +17,7 @@ use clap::Args;
 #[command(after_help = "\
 Examples:
   xrunlab event --driver virtual --buffer 64 --periods 2 --scenario mono
+  xrunlab event --driver virtual --instrument lv2:http://drobilla.net/plugins/mda/EPiano
   xrunlab event --driver virtual --buffer 32 --periods 4 --fifo 20 --dac 10 --trials 500 -o ev.json
   xrunlab event --driver jack --scenario poly                      # the server's buffer size
   xrunlab event --driver jack --buffer 128 --set-buffer --scenario mono-bg
@@ -59,6 +60,11 @@ pub struct EventArgs {
     /// mono, mono-bg or poly; a comma list runs each [default: mono; grid: all three].
     #[arg(long, value_name = "LIST")]
     pub scenario: Option<String>,
+    /// Play this LV2 instrument instead of the built-in sine (mono, mono-bg): an installed
+    /// plugin with a MIDI input, as lv2:URI or lv2:NAME[(symbol=value,…)]; each trigger sends
+    /// it a note on (A4), the note off follows the tone. Its attack counts in the latency.
+    #[arg(long, value_name = "lv2:PLUGIN")]
+    pub instrument: Option<String>,
     /// internal (random phase), stdin (Enter) or udp:PORT (any datagram).
     #[arg(long, default_value = "internal")]
     pub trigger: String,
@@ -133,6 +139,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     cfg.buffer_frames = a.buffer;
     cfg.periods = a.periods;
     cfg.scenarios = scenarios;
+    cfg.instrument = a.instrument.clone();
     cfg.trigger = a.trigger.parse()?;
     cfg.trials = a.trials;
     cfg.gpio = a.gpio.as_deref().map(str::parse).transpose()?;
@@ -231,8 +238,13 @@ pub(crate) fn summary(r: &EventRunResult) -> String {
             ]);
         }
         s.push_str(&format!(
-            "Trigger-to-sound latency at {} Hz\n{t}\n",
-            rate(r)
+            "Trigger-to-sound latency at {} Hz{}\n{t}\n",
+            rate(r),
+            r.config
+                .instrument
+                .as_deref()
+                .map(|i| format!(", instrument {i} (its attack counts)"))
+                .unwrap_or_default()
         ));
     }
     let mut lines: Vec<String> = Vec::new();

@@ -182,7 +182,9 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     if found.is_empty() {
         println!(
             "no LV2 plugin{} found on LV2_PATH ({})",
-            filter.map(|f| format!(" matching '{f}'")).unwrap_or_default(),
+            filter
+                .map(|f| format!(" matching '{f}'"))
+                .unwrap_or_default(),
             std::env::var("LV2_PATH")
                 .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
         );

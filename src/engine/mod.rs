@@ -292,6 +292,8 @@ pub struct Engine {
     period_ns: u64,
     ramp: Option<Ramp>,
     chain_len: usize,
+    /// What the first instance of each chain element reported as its latency.
+    element_latency: Vec<Option<u32>>,
     /// Cause of the previous cycle's xrun (None: it was in time): a cycle late only by the
     /// backlog it left inherits it (see `probe`).
     prev_cause: Option<Cause>,
@@ -329,11 +331,36 @@ impl Engine {
             None => None,
         };
         let mut tracks = Vec::with_capacity(spec.tracks);
-        let mut chain_len = 0;
+        let chain_len: usize = spec.chain.iter().map(|e| e.count as usize).sum();
+        // A cost-modelled engine never runs its plugins: it validates the chain with one
+        // instance of each element (an LV2 plugin can cost milliseconds and a thread to
+        // create, and a model asks for thousands).
+        let once: Vec<ChainElement> = spec
+            .chain
+            .iter()
+            .map(|e| ChainElement {
+                count: 1,
+                ..e.clone()
+            })
+            .collect();
+        let mut element_latency = Vec::new();
         for i in 0..spec.tracks {
-            // A cost-modelled engine still validates the chain but never runs it.
-            let plugins = registry::create_chain(&spec.chain, &ctx)?;
-            chain_len = plugins.len();
+            let plugins = match (&spec.cost, i) {
+                (Some(_), 0) => registry::create_chain(&once, &ctx)?,
+                (Some(_), _) => Vec::new(),
+                (None, _) => registry::create_chain(&spec.chain, &ctx)?,
+            };
+            if i == 0 {
+                let mut at = 0;
+                for e in if spec.cost.is_some() {
+                    &once
+                } else {
+                    &spec.chain
+                } {
+                    element_latency.push(plugins.get(at).and_then(|p| p.latency_frames()));
+                    at += e.count as usize;
+                }
+            }
             let timed = if i == 0 {
                 chain_len.min(MAX_CLIENTS)
             } else {
@@ -378,6 +405,7 @@ impl Engine {
             period_ns,
             ramp: spec.ramp,
             chain_len,
+            element_latency,
             prev_cause: None,
         };
         if engine.cost.is_none() {
@@ -414,12 +442,10 @@ impl Engine {
         self.threads
     }
 
-    /// The latency each plugin of track 0 reports, in chain order (LV2's lv2:latency port;
-    /// `None` for plugins that report none). Call before the engine runs.
-    pub fn latencies(&self) -> Vec<Option<u32>> {
-        // SAFETY: no cycle has been published, so no worker touches the tracks.
-        let t0 = unsafe { &*self.sh.tracks[0].0.get() };
-        t0.plugins.iter().map(|p| p.latency_frames()).collect()
+    /// The latency each chain element reports (its first instance's; LV2's lv2:latency
+    /// port), in chain order; `None` for plugins that report none.
+    pub fn latencies(&self) -> &[Option<u32>] {
+        &self.element_latency
     }
 
     /// Run the real graph for one cycle; returns the real end time of the last track.

@@ -366,7 +366,7 @@ pub fn run_tapped(
     let cfg = &cfg;
     let mut warnings = Vec::new();
     let built = build_engine(cfg, &mut warnings)?;
-    let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, &built.engine.latencies());
+    let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
     let collector = Collector::start(cfg, built.consumer, &stop, tap)?;

@@ -195,6 +195,13 @@ impl LoadConfig {
                     e.plugin
                 )));
             }
+            // One instance now: a missing LV2 plugin, a bad port value or a plugin that will
+            // not instantiate must stop the grid before hours of it, not at its first trial.
+            let ctx = PluginContext {
+                rate: self.rate,
+                max_frames: self.buffers.iter().copied().max().unwrap_or(1) as usize,
+            };
+            crate::dsp::registry::create(&e.plugin, &e.params, &ctx)?;
         }
         // Every cell's run configuration must be valid before hours of grid start.
         for &b in &self.buffers {

@@ -188,7 +188,7 @@ impl Lv2Plugin {
         let instance = unsafe { plugin.instantiate(ctx.rate as f64, feats.features()) }
             .ok_or_else(|| {
                 Error::cannot_measure(format!(
-                    "lv2:{} ({}) failed to instantiate at {} Hz, {} frames (the plugin refused; run it in another host, e.g. jalv, to see its message)",
+                    "lv2:{} ({}) failed to instantiate at {} Hz, {} frames (the plugin refused; its own message, if it printed one, is above)",
                     desc.uri, desc.name, ctx.rate, frames
                 ))
             })?;

@@ -74,24 +74,21 @@ pub struct Lv2Record {
     pub latency_frames: Option<u32>,
 }
 
-/// The LV2 elements of `chain`, with the latency the first instance of each reported
-/// (`latencies` is per instance, in chain order, as the engine built them).
+/// The LV2 elements of `chain`, with the latency each reported (`latencies` is per chain
+/// element, as the engine measured them).
 pub fn records(chain: &[super::ChainElement], latencies: &[Option<u32>]) -> Vec<Lv2Record> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    for e in chain {
-        if let Some(target) = e.plugin.strip_prefix(PREFIX) {
-            if let Ok(d) = describe(target) {
-                out.push(Lv2Record {
-                    element: e.plugin.clone(),
-                    uri: d.uri,
-                    name: d.name,
-                    instances: e.count,
-                    latency_frames: latencies.get(at).copied().flatten(),
-                });
-            }
-        }
-        at += e.count as usize;
-    }
-    out
+    chain
+        .iter()
+        .zip(latencies.iter().chain(std::iter::repeat(&None)))
+        .filter_map(|(e, lat)| {
+            let d = describe(e.plugin.strip_prefix(PREFIX)?).ok()?;
+            Some(Lv2Record {
+                element: e.plugin.clone(),
+                uri: d.uri,
+                name: d.name,
+                instances: e.count,
+                latency_frames: *lat,
+            })
+        })
+        .collect()
 }

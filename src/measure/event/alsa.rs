@@ -35,7 +35,8 @@ pub(super) fn run(
     } = dev.params();
     let period_ns = dev.params().period_ns();
     let wd = dev.write_delay();
-    let (mut handler, mut rx, sh, monitor) = build_handler(s.scenario, rate, frames, cfg.policy)?;
+    let (mut handler, mut rx, sh, monitor) =
+        build_handler(cfg.chain(s.scenario), rate, frames, cfg.policy)?;
     handler.delay_probe = Some(Box::new(move || wd.latest()));
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
     let done = run_trials(

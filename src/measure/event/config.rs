@@ -166,6 +166,9 @@ pub struct EventConfig {
     /// server and shows in its playback port latency.
     pub periods: Option<u32>,
     pub scenarios: Vec<Scenario>,
+    /// An LV2 instrument (`lv2:…`) played instead of the built-in sine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instrument: Option<String>,
     pub trigger: TriggerKind,
     pub trials: u32,
     pub gpio: Option<GpioSpec>,
@@ -190,6 +193,7 @@ impl EventConfig {
             buffer_frames: None,
             periods: None,
             scenarios: vec![Scenario::Mono],
+            instrument: None,
             trigger: TriggerKind::Internal,
             trials: 200,
             gpio: None,
@@ -203,9 +207,48 @@ impl EventConfig {
         }
     }
 
+    /// The chain a scenario's engine runs: the instrument if one was given, else the
+    /// scenario's built-in synth.
+    pub fn chain(&self, s: Scenario) -> &str {
+        self.instrument.as_deref().unwrap_or(s.chain())
+    }
+
     pub fn validate(&self) -> Result<()> {
         if self.drivers.is_empty() || self.scenarios.is_empty() {
             return Err(Error::usage("event needs a driver and a scenario"));
+        }
+        if let Some(i) = &self.instrument {
+            if self.scenarios.contains(&Scenario::Poly) {
+                return Err(Error::usage(
+                    "--instrument replaces the sine of mono and mono-bg; poly is the built-in three-oscillator synth",
+                ));
+            }
+            let chain = crate::dsp::parse_chain(i)?;
+            let [e] = chain.as_slice() else {
+                return Err(Error::usage(format!(
+                    "--instrument {i}: one plugin, e.g. lv2:http://…/synth"
+                )));
+            };
+            let target = e
+                .plugin
+                .strip_prefix(crate::dsp::lv2::PREFIX)
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "--instrument {i}: an LV2 plugin, written lv2:URI or lv2:NAME"
+                    ))
+                })?;
+            let d = crate::dsp::lv2::describe(target)?;
+            if !d.is_instrument() {
+                return Err(Error::usage(format!(
+                    "--instrument: {} ({}) has {} — an instrument needs a MIDI (atom sequence) input and no audio input",
+                    d.uri,
+                    d.name,
+                    d.ports_summary()
+                )));
+            }
+            if e.count != 1 {
+                return Err(Error::usage("--instrument: one instance, without a count"));
+            }
         }
         for d in &self.drivers {
             d.accept("event", DRIVERS)?;

@@ -240,7 +240,7 @@ fn tone_cycles(period_ns: u64) -> u32 {
 
 /// The engine and its handler for `frames` at `rate`.
 pub(super) fn build_handler(
-    scenario: Scenario,
+    chain: &str,
     rate: u32,
     frames: u32,
     policy: Policy,
@@ -253,12 +253,7 @@ pub(super) fn build_handler(
     let spec = EngineSpec {
         policy,
         ring_capacity: 64,
-        ..EngineSpec::new(
-            rate,
-            frames as usize,
-            1,
-            crate::dsp::parse_chain(scenario.chain())?,
-        )
+        ..EngineSpec::new(rate, frames as usize, 1, crate::dsp::parse_chain(chain)?)
     };
     let (engine, _probe) = Engine::new(&spec)?;
     let monitor = engine.monitor();
@@ -332,7 +327,7 @@ pub fn cycle_handler(
     rate: u32,
     frames: u32,
 ) -> Result<(impl CycleHandler + Send, TriggerHandle)> {
-    let (h, rx, sh, _) = build_handler(scenario, rate, frames, Policy::Other { nice: 0 })?;
+    let (h, rx, sh, _) = build_handler(scenario.chain(), rate, frames, Policy::Other { nice: 0 })?;
     Ok((h, TriggerHandle { sh, rx }))
 }
 

@@ -82,7 +82,8 @@ pub(super) fn run(
     let client = JackClient::open(&jc, jc.buffer_requested, None)?;
     let p = client.params();
     let (rate, frames, period_ns) = (p.rate, p.frames, p.period_ns());
-    let (handler, mut rx, sh, monitor) = build_handler(s.scenario, rate, frames, cfg.policy)?;
+    let (handler, mut rx, sh, monitor) =
+        build_handler(cfg.chain(s.scenario), rate, frames, cfg.policy)?;
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
     // Read once the process thread runs and again after the trials: the server may have
     // recomputed latencies after our connection. Our client name may have been made unique

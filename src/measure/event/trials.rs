@@ -409,7 +409,7 @@ mod tests {
             periods: 2,
         };
         let (handler, _rx, sh, _monitor) =
-            build_handler(s.scenario, cfg.rate, 64, cfg.policy).unwrap();
+            build_handler(cfg.chain(s.scenario), cfg.rate, 64, cfg.policy).unwrap();
         let gauge = CycleGauge::default();
         let sink = StallingSink {
             gauge: gauge.clone(),

@@ -27,7 +27,8 @@ pub(super) fn run(
         frames,
         periods: s.periods,
     };
-    let (handler, mut rx, sh, monitor) = build_handler(s.scenario, cfg.rate, frames, cfg.policy)?;
+    let (handler, mut rx, sh, monitor) =
+        build_handler(cfg.chain(s.scenario), cfg.rate, frames, cfg.policy)?;
     let _mlock = crate::rt::memory::MemoryLock::acquire()?;
     let sink = OnsetSink::new(cfg.trials as usize + 64);
     let dev = VirtualDriver::new(params, 0);
