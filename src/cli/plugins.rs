@@ -86,7 +86,7 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
                 ]);
             }
             if !g.quiet {
-                println!("{t}");
+                output::stdout(&format!("{t}\n"));
             }
             Ok(0)
         }
@@ -163,7 +163,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| crate::error::Error::cannot_measure(format!("serialising: {e}")))?;
-    println!("{text}");
+    output::stdout(&format!("{text}\n"));
     Ok(())
 }
 
@@ -180,14 +180,14 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
         return Ok(0);
     }
     if found.is_empty() {
-        println!(
+        output::stdout(&format!(
             "no LV2 plugin{} found on LV2_PATH ({})",
             filter
                 .map(|f| format!(" matching '{f}'"))
                 .unwrap_or_default(),
             std::env::var("LV2_PATH")
                 .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
-        );
+        ));
         return Ok(0);
     }
     let mut t = new_table(&["URI", "name", "ports", "required features", "hostable"]);
@@ -213,11 +213,11 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
         c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
     }
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
-    println!("{t}");
-    println!(
+    output::stdout(&format!("{t}\n"));
+    output::stdout(&format!(
         "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins",
         found.len()
-    );
+    ));
     Ok(0)
 }
 
@@ -231,21 +231,21 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
     if g.quiet {
         return Ok(0);
     }
-    println!("{} ({}, {})", d.name, d.uri, d.class);
-    println!(
+    output::stdout(&format!("{} ({}, {})\n", d.name, d.uri, d.class));
+    output::stdout(&format!(
         "required features: {}",
         if d.required_features.is_empty() {
             "none".to_string()
         } else {
             d.required_features.join(", ")
         }
-    );
+    ));
     match &d.unhostable {
-        None => println!("hostable: yes"),
-        Some(why) => println!("hostable: no: {why}"),
+        None => output::stdout("hostable: yes\n"),
+        Some(why) => output::stdout(&format!("hostable: no: {why}\n")),
     }
     if let Some(i) = d.latency_port {
-        println!("reports its latency on port {i}");
+        output::stdout(&format!("reports its latency on port {i}\n"));
     }
     let mut t = new_table(&["#", "symbol", "name", "kind", "dir", "default", "range"]);
     for p in &d.ports {
@@ -270,7 +270,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
             }),
         ]);
     }
-    println!("{t}");
+    output::stdout(&format!("{t}\n"));
     let controls: Vec<String> = d
         .ports
         .iter()
@@ -278,7 +278,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
         .take(2)
         .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
         .collect();
-    println!(
+    output::stdout(&format!(
         "use: --chain 'lv2:{}{}'",
         d.uri,
         if controls.is_empty() {
@@ -286,7 +286,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
         } else {
             format!("({})", controls.join(","))
         }
-    );
+    ));
     Ok(0)
 }
 

@@ -69,7 +69,17 @@ pub fn urid_of(uri: &str) -> u32 {
     urid(&CString::new(uri).expect("URI constants have no NUL"))
 }
 
+/// Calls plugins made to map or unmap. They take the table's lock (a futex, which neither
+/// an allocation count nor a pthread_mutex count sees), so the no-allocation test reads this
+/// to prove no plugin maps in `run`.
+static MAP_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn map_calls() -> u64 {
+    MAP_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 unsafe extern "C" fn map_uri(_handle: *mut c_void, uri: *const c_char) -> u32 {
+    MAP_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if uri.is_null() {
         return 0;
     }
@@ -77,6 +87,7 @@ unsafe extern "C" fn map_uri(_handle: *mut c_void, uri: *const c_char) -> u32 {
 }
 
 unsafe extern "C" fn unmap_urid(_handle: *mut c_void, id: u32) -> *const c_char {
+    MAP_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let t = table().lock().unwrap_or_else(|e| e.into_inner());
     // The CString's heap buffer never moves when the Vec grows, so the pointer stays valid.
     match (id as usize).checked_sub(1).and_then(|i| t.uris.get(i)) {

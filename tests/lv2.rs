@@ -1,0 +1,382 @@
+//! LV2 hosting through the binary, on real third-party plugins from Debian's packages
+//! (installed by scripts/install-deps) and on fixtures in tests/fixtures/lv2:
+//! - each real plugin runs in `run` on the virtual driver and makes sound (not silence, not
+//!   NaN), and the result names it;
+//! - each runs in a short load grid on the sim driver with its cost measured by `plugins
+//!   bench`, where the maximum is then exact;
+//! - every bad input the issue lists exits with its code and a message that says what to do;
+//! - a plugin that crashes takes xrunlab with it, and the stressors xrunlab started die too.
+
+mod common;
+use common::{pids_with_env, require, show, xrunlab};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+const AMP: &str = "http://plugin.org.uk/swh-plugins/amp";
+const ZAMCOMP: &str = "urn:zamaudio:ZamComp";
+const HALL: &str = "https://github.com/michaelwillis/dragonfly-reverb";
+const LIGHT: &str = "urn:xrunlab:reverbDesigner-light";
+const HEAVY: &str = "urn:xrunlab:reverbDesigner-heavy";
+const EPIANO: &str = "http://drobilla.net/plugins/mda/EPiano";
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lv2")
+}
+
+/// The fixtures first, then lilv's default directories (where Debian's packages and
+/// scripts/build-reverb-designer put theirs).
+fn lv2_path() -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    format!(
+        "{}:{home}/.lv2:/usr/local/lib/lv2:/usr/lib/lv2",
+        fixtures().display()
+    )
+}
+
+fn cmd() -> assert_cmd::Command {
+    let mut c = xrunlab();
+    c.env("LV2_PATH", lv2_path());
+    c
+}
+
+/// Whether `uri` is installed (under CI its absence fails the test: install-deps installs
+/// every plugin used here).
+fn installed(uri: &str, package: &str) -> bool {
+    let ok = cmd()
+        .args(["-q", "plugins", "show", uri])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    require(ok, &format!("LV2 plugin {uri} ({package})"))
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}\n{}", show(o)))
+}
+
+#[test]
+fn real_plugins_make_sound_in_run_on_the_virtual_driver() {
+    let cases = [
+        // No required feature, mono in and out (mapped onto both channels).
+        (AMP, "swh-lv2", format!("lv2:{AMP}(gain=-6)")),
+        // DPF: options + urid:map.
+        (ZAMCOMP, "zam-plugins", format!("lv2:{ZAMCOMP}")),
+        // DPF with the worker, by name.
+        (
+            HALL,
+            "dragonfly-reverb-lv2",
+            "lv2:Dragonfly Hall Reverb".into(),
+        ),
+        // The Raspberry Pi 4 study's own Faust plugin.
+        (
+            LIGHT,
+            "scripts/build-reverb-designer",
+            format!("lv2:{LIGHT}"),
+        ),
+        (
+            HEAVY,
+            "scripts/build-reverb-designer",
+            format!("lv2:{HEAVY}"),
+        ),
+    ];
+    for (uri, package, element) in cases {
+        if !installed(uri, package) {
+            continue;
+        }
+        let o = cmd()
+            .args([
+                "-q",
+                "--json",
+                "run",
+                "--driver",
+                "virtual",
+                "--duration",
+                "2s",
+            ])
+            .args(["--chain", &element])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{element}: {}", show(&o));
+        let doc = json(&o);
+        let r = &doc["results"];
+        let sink = &r["sink"];
+        let peak = sink["peak"].as_f64().unwrap();
+        assert!(
+            peak > 1e-3 && peak < 100.0,
+            "{element}: output peak {peak} is silence or garbage: {sink}"
+        );
+        assert_eq!(sink["nonfinite_samples"], 0, "{element}: NaN in the output");
+        assert!(sink["periods_on_time"].as_u64().unwrap() > 0, "{sink}");
+        assert_eq!(r["lv2"][0]["uri"], uri, "{element}: {}", r["lv2"]);
+        assert_eq!(r["lv2"][0]["instances"], 1);
+        assert!(r["dsp_load_pct"]["mean"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// P = 2 ms exactly at 96 frames and 48 kHz.
+fn expected_max(per_frame_ns: f64) -> u64 {
+    let c = (per_frame_ns * 96.0).round() as u64;
+    2_000_000 / c
+}
+
+#[test]
+fn load_grid_on_the_sim_driver_with_a_measured_cost() {
+    for (uri, package) in [
+        (ZAMCOMP, "zam-plugins"),
+        (HEAVY, "scripts/build-reverb-designer"),
+    ] {
+        if !installed(uri, package) {
+            continue;
+        }
+        let element = format!("lv2:{uri}");
+        let o = cmd()
+            .args(["-q", "--json", "plugins", "bench", "--buffer", "96"])
+            .args(["--duration", "300ms", &element])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+        let per_frame = json(&o)["results"][0]["ns_per_frame"].as_f64().unwrap();
+        assert!(per_frame > 0.0 && per_frame.is_finite());
+        // The model takes the measured cost to three decimals, as the CLI would be told.
+        let per_frame = (per_frame * 1000.0).round() / 1000.0;
+        let o = cmd()
+            .args(["-q", "--json", "load", "--driver", "sim", "--buffers", "96"])
+            .args(["--tracks", "1,2", "--duration", "1s", "--stress", "none"])
+            .args(["--plugins", &element, "--max-instances", "8192"])
+            .args(["--cost", &format!("{element}={per_frame:.3}ns/frame")])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+        let doc = json(&o);
+        let cells = doc["results"]["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2, "{doc}");
+        let m = expected_max(per_frame);
+        for cell in cells {
+            assert_eq!(cell["plugin"], element);
+            assert_eq!(cell["max_per_track"].as_u64().unwrap(), m, "{cell}");
+        }
+    }
+}
+
+#[test]
+fn listing_and_showing_plugins() {
+    let o = cmd()
+        .args(["plugins", "list", "--lv2", "xrunlab:test"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("urn:xrunlab:test:needs-feature"), "{out}");
+    // The table wraps long cells; the JSON below has the reason whole.
+    assert!(out.contains("2 plugins, 1 hostable"), "{out}");
+    let o = cmd()
+        .args(["--json", "plugins", "list", "--lv2"])
+        .output()
+        .unwrap();
+    let all = json(&o);
+    let needs = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["uri"] == "urn:xrunlab:test:needs-feature")
+        .expect("the fixture is listed");
+    assert!(needs["unhostable"]
+        .as_str()
+        .unwrap()
+        .contains("urn:xrunlab:test:feature:unobtainable"));
+    if installed(AMP, "swh-lv2") {
+        cmd()
+            .args(["plugins", "show", "lv2:amp"])
+            .assert()
+            .success()
+            .stdout(predicates::str::contains("gain"))
+            .stdout(predicates::str::contains("-70..=70"));
+    }
+}
+
+/// Runs `args` and asserts its exit code and that stderr says `says`.
+fn refused(args: &[&str], code: i32, says: &[&str]) {
+    let o = cmd().args(args).output().unwrap();
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for s in says {
+        assert!(err.contains(s), "{args:?} should say '{s}': {}", show(&o));
+    }
+    assert!(!err.contains("panicked"), "{}", show(&o));
+}
+
+#[test]
+fn bad_input_exits_with_the_right_code_and_says_why() {
+    let run = |chain: &str| -> Vec<String> {
+        [
+            "run",
+            "--driver",
+            "virtual",
+            "--duration",
+            "30s",
+            "--chain",
+            chain,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let refuse_run = |chain: &str, code: i32, says: &[&str]| {
+        let a = run(chain);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        refused(&a, code, says);
+    };
+    // A feature no host provides: exit 2, naming it, on every command.
+    let needs = "lv2:urn:xrunlab:test:needs-feature";
+    refuse_run(needs, 2, &["urn:xrunlab:test:feature:unobtainable"]);
+    refused(
+        &["plugins", "bench", "--duration", "50ms", needs],
+        2,
+        &["urn:xrunlab:test:feature:unobtainable"],
+    );
+    refused(
+        &[
+            "load",
+            "--buffers",
+            "64",
+            "--plugins",
+            needs,
+            "--stress",
+            "none",
+        ],
+        2,
+        &["urn:xrunlab:test:feature:unobtainable"],
+    );
+    // Instantiation fails: exit 3, with the plugin named.
+    refuse_run(
+        "lv2:urn:xrunlab:test:broken",
+        3,
+        &["urn:xrunlab:test:broken", "failed to instantiate"],
+    );
+    if installed(HALL, "dragonfly-reverb-lv2") {
+        // Unknown name: exit 2 with the closest installed plugins.
+        refuse_run(
+            "lv2:Dragonfly Hal Reverb",
+            2,
+            &["no installed LV2 plugin", "Dragonfly Hall Reverb"],
+        );
+    }
+    if installed(AMP, "swh-lv2") {
+        // A value out of range and an unknown port: exit 2, naming the valid range/ports.
+        refuse_run("lv2:amp(gain=100)", 2, &["gain=100", "-70..=70"]);
+        refuse_run(
+            "lv2:amp(gian=1)",
+            2,
+            &["no control input 'gian'", "gain (-70..=70)"],
+        );
+        refuse_run("lv2:amp(gain)", 2, &["not symbol=value"]);
+        // Not an instrument.
+        refused(
+            &["event", "--driver", "virtual", "--instrument", "lv2:amp"],
+            2,
+            &["an instrument needs a MIDI"],
+        );
+    }
+}
+
+#[test]
+fn an_lv2_instrument_sounds_at_each_trigger() {
+    if !installed(EPIANO, "mda-lv2") {
+        return;
+    }
+    let o = cmd()
+        .args([
+            "-q", "--json", "event", "--driver", "virtual", "--trials", "20",
+        ])
+        .args(["--instrument", &format!("lv2:{EPIANO}")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let doc = json(&o);
+    assert_eq!(doc["config"]["instrument"], format!("lv2:{EPIANO}"));
+    let run = &doc["results"]["runs"][0];
+    let lat = &run["latency"];
+    // Every trigger found its onset, and no onset came before its trigger or seconds late.
+    assert_eq!(lat["count"], 20, "{run}");
+    let max_ms = lat["max_ns"].as_f64().unwrap() / 1e6;
+    assert!(
+        lat["min_ns"].as_f64().unwrap() > 0.0 && max_ms < 200.0,
+        "{lat}"
+    );
+}
+
+/// The source of a plugin that crashes on its 51st `run` (the first is xrunlab's priming
+/// block at instantiation, so it crashes while the engine runs).
+const CRASH_C: &str = r#"
+#include <lv2/core/lv2.h>
+#include <stdlib.h>
+static int calls;
+static LV2_Handle inst(const LV2_Descriptor* d, double r, const char* p,
+                       const LV2_Feature* const* f) { return (LV2_Handle)malloc(8); }
+static void conn(LV2_Handle h, uint32_t port, void* data) {}
+static void run(LV2_Handle h, uint32_t n) {
+    if (++calls > 50) { volatile int* p = 0; *p = 1; }
+}
+static void cleanup(LV2_Handle h) { free(h); }
+static const LV2_Descriptor desc = {
+    "urn:xrunlab:test:crash", inst, conn, NULL, run, NULL, cleanup, NULL };
+LV2_SYMBOL_EXPORT const LV2_Descriptor* lv2_descriptor(uint32_t i) {
+    return i == 0 ? &desc : NULL;
+}
+"#;
+
+const CRASH_TTL: &str = r#"
+@prefix lv2: <http://lv2plug.in/ns/lv2core#> .
+@prefix doap: <http://usefulinc.com/ns/doap#> .
+<urn:xrunlab:test:crash> a lv2:Plugin ;
+    lv2:binary <crash.so> ;
+    doap:name "xrunlab test: crashes" ;
+    lv2:port [ a lv2:AudioPort , lv2:InputPort ; lv2:index 0 ; lv2:symbol "in" ; lv2:name "In" ] ,
+             [ a lv2:AudioPort , lv2:OutputPort ; lv2:index 1 ; lv2:symbol "out" ; lv2:name "Out" ] .
+"#;
+
+#[test]
+fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
+    let header = std::path::Path::new("/usr/include/lv2/core/lv2.h").exists();
+    if !require(
+        header,
+        "lv2-dev (lv2/core/lv2.h) to build the crashing fixture",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("crash.lv2");
+    std::fs::create_dir(&bundle).unwrap();
+    std::fs::write(bundle.join("crash.c"), CRASH_C).unwrap();
+    std::fs::write(bundle.join("manifest.ttl"), CRASH_TTL).unwrap();
+    let cc = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(bundle.join("crash.so"))
+        .arg(bundle.join("crash.c"))
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc: {}", show(&cc));
+
+    let mark = format!("XRUNLAB_LV2_CRASH_MARK={}", std::process::id());
+    let (k, v) = mark.split_once('=').unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["run", "--driver", "virtual", "--duration", "30s"])
+        .args(["--policy", "other", "--no-mlock"])
+        .args(["--stress", "cpu", "--chain", "lv2:urn:xrunlab:test:crash"])
+        .env("LV2_PATH", dir.path())
+        .env(k, v)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+    // PR_SET_PDEATHSIG kills the stressors with their parent; give the kernel a moment.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut left = pids_with_env(&mark);
+    while !left.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = pids_with_env(&mark);
+    }
+    assert!(left.is_empty(), "stressors outlived the crash: {left:?}");
+}
