@@ -400,7 +400,7 @@ pub fn load_summary(
                         if c.capped { "+" } else { "" },
                         c.dsp_load_pct.mean,
                         c.dsp_load_per_instance_pct,
-                        c.limit.per_track
+                        limit_text(&c.limit)
                     ),
                     None => "—".into(),
                 }));
@@ -418,11 +418,25 @@ pub fn load_summary(
             .map(|c| c.limit.source.as_str())
             .unwrap_or("bench")
     ));
+    if r.cells.iter().any(|c| c.limit.steps.len() > 1) {
+        s.push_str(
+            "limit a→b: a from one instance's cost, b from the cost per instance of as many distinct \
+             instances in series as a thread runs at a (the cache-realistic limit the search starts from)\n",
+        );
+    }
     if let Some(l) = load_host_line(r) {
         s.push_str(&l);
         s.push('\n');
     }
     s
+}
+
+/// A cell's physical limit; `a→b` when the bench's estimate moved with the instance count.
+fn limit_text(l: &crate::measure::loadtest::PhysicalLimit) -> String {
+    match (l.steps.first(), l.used()) {
+        (Some(a), Some(b)) if l.steps.len() > 1 => format!("{}→{}", a.per_track, b.per_track),
+        _ => l.per_track.to_string(),
+    }
 }
 
 /// Failed trials whose every xrun fell where the hypervisor stole time: those maxima are
