@@ -14,7 +14,9 @@ use xrunlab::engine::collector::StopCriterion;
 use xrunlab::engine::cost::CostModel;
 use xrunlab::engine::run::DriverKind;
 use xrunlab::engine::RunConfig;
-use xrunlab::measure::loadtest::{run_load, search, Criterion, LoadConfig, LoadResults};
+use xrunlab::measure::loadtest::{
+    run_load, search, Criterion, LoadConfig, LoadResults, LIMIT_STEPS,
+};
 use xrunlab::progress::Silent;
 use xrunlab::results::{Body, ResultDoc, Status};
 use xrunlab::rt::Policy;
@@ -107,6 +109,9 @@ fn exact_maxima_with_two_trials_when_the_limit_is_exact() {
         assert_eq!(cell.max_per_track, m, "{cell:?}");
         assert_eq!(cell.total_instances, m * cell.tracks);
         assert_eq!(cell.limit.per_track, m);
+        // The cost model is the estimate: no bench, nothing measured with K instances.
+        assert_eq!(cell.limit.source, "cost-model");
+        assert!(cell.limit.steps.is_empty() && cell.limit.used().is_none());
         // The estimate is exact: it passes and one more fails.
         let seq: Vec<(u32, bool)> = cell
             .trials
@@ -429,5 +434,32 @@ fn a_tiny_real_grid_completes_on_the_virtual_driver() {
     if cell.max_per_track == 3 {
         assert!(cell.capped);
         assert!(cell.dsp_load_pct.mean > 5.0, "{:?}", cell.dsp_load_pct);
+    }
+}
+
+/// On a real driver the limit is measured with as many instances in series as one engine
+/// thread runs at the limit of one instance, in at most three benches, and the result says
+/// which count and cost it used.
+#[test]
+fn the_real_limit_is_measured_at_the_count_it_implies() {
+    let mut c = LoadConfig::new(DriverKind::Virtual, vec![0]);
+    c.rate = 48000;
+    c.bench_ns = 30_000_000;
+    // burn(10%) fits ~10 per period; 2 tracks on one CPU put both on the one thread.
+    let l = c.physical_limit(256, 2, "burn(10%)").unwrap();
+    assert_eq!(l.source, "bench");
+    assert!((1..=LIMIT_STEPS).contains(&l.steps.len()), "{l:?}");
+    assert_eq!(l.steps[0].instances, 1);
+    let used = l.used().unwrap();
+    assert_eq!(l.per_track, used.per_track);
+    assert!((l.instance_ns - used.ns_per_frame * 256.0).abs() < 1e-6);
+    // Each step runs the count the previous one implies (per track × 2 tracks per thread).
+    for w in l.steps.windows(2) {
+        assert_eq!(w[1].instances, (w[0].per_track * 2).max(1), "{l:?}");
+    }
+    // A factor of 3 around 5 per track (10 per thread) whatever the VM does.
+    assert!((1..=15).contains(&l.per_track), "{l:?}");
+    if l.steps.len() > 1 {
+        assert!(used.instances > 1, "{l:?}");
     }
 }

@@ -48,20 +48,133 @@ fn bench_writes_a_bench_result() {
         let pct = x["core_percent"].as_f64().unwrap();
         assert!(ns > 0.0 && (pct - ns * 48000.0 / 1e7).abs() < 1e-6 * pct.max(1.0));
         assert_eq!(x["buffer_frames"], 64);
+        // Every block timed: the mean per frame and the per-block distribution.
+        let k = x["instances"].as_f64().unwrap();
+        let b = &x["per_block"];
+        let mean = x["mean_ns_per_frame"].as_f64().unwrap();
+        assert!(mean > 0.0);
+        assert!((mean - b["mean_ns"].as_f64().unwrap() / 64.0 / k).abs() <= 1e-9 * mean);
+        let u = |f: &str| b[f].as_u64().unwrap();
+        assert!(u("max_ns") >= u("p999_ns") && u("p999_ns") >= u("p99_ns"));
+        assert!(u("p99_ns") >= u("p50_ns") && u("blocks") >= 5);
+        assert_eq!(
+            b["p999_ns_per_frame"].as_f64().unwrap(),
+            u("p999_ns") as f64 / 64.0 / k
+        );
+        assert_eq!(x["signal"], "noise");
+        assert!(x["signal_description"]
+            .as_str()
+            .unwrap()
+            .contains("−20 dBFS peak"));
     }
+    assert_eq!(v["config"]["signal"], "noise");
     // The human table goes to stderr when stdout carries JSON.
     assert!(String::from_utf8_lossy(&out.stderr).contains("inst/core"));
 }
 
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let out = xrunlab()
+        .args([
+            "plugins",
+            "bench",
+            "--json",
+            "--duration",
+            "20ms",
+            "--buffer",
+            "64",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn bench_instances_gives_one_result_per_plugin_and_count() {
+    let v = bench_json(&["--instances", "1,4,2", "gain", "reverb-light"]);
+    let got: Vec<(String, u64)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["plugin"].as_str().unwrap().to_string(),
+                r["instances"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = ["gain", "reverb-light"]
+        .iter()
+        .flat_map(|p| [1, 2, 4].map(|k| (p.to_string(), k)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(v["config"]["instances"], serde_json::json!([1, 2, 4]));
+    // A range takes its powers of two.
+    let v = bench_json(&["--instances", "1..8", "gain"]);
+    let ks: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["instances"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ks, [1, 2, 4, 8]);
+}
+
+#[test]
+fn bench_records_the_signal_and_the_table_says_it() {
+    for (sig, words) in [
+        ("silence", "silence"),
+        ("sine", "1 kHz sine, −20 dBFS peak"),
+        ("noise", "white noise, −20 dBFS peak"),
+    ] {
+        let out = xrunlab()
+            .args(["plugins", "bench", "--json", "--duration", "20ms"])
+            .args(["--signal", sig, "gain"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["config"]["signal"], sig);
+        assert_eq!(v["results"][0]["signal"], sig);
+        let d = v["results"][0]["signal_description"].as_str().unwrap();
+        assert!(d.contains(words), "{d}");
+        let table = String::from_utf8_lossy(&out.stderr);
+        let header = table.lines().next().unwrap();
+        assert!(header.contains(words), "{header}");
+    }
+}
+
 #[test]
 fn bench_rejects_bad_input_with_exit_2() {
-    for args in [
-        vec!["plugins", "bench", "nope"],
-        vec!["plugins", "bench", "reverb(N=3)"],
-        vec!["plugins", "bench", "hang"],
-        vec!["plugins", "bench", "--duration", "10", "gain"],
-        vec!["plugins", "bench", "--buffer", "0", "gain"],
+    // The arguments after `plugins bench`, and what the message must name.
+    for (args, says) in [
+        (&["nope"][..], "nope"),
+        (&["reverb(N=3)"], "N"),
+        (&["hang"], "hang"),
+        (&["--duration", "10", "gain"], "10"),
+        (&["--buffer", "0", "gain"], "--buffer"),
+        (&["--signal", "pink", "gain"], "--signal"),
+        (&["--signal", "", "gain"], "--signal"),
+        (&["--instances", "0", "gain"], "--instances"),
+        (&["--instances", "1,0,2", "gain"], "--instances"),
+        (&["--instances", "4097", "gain"], "4096"),
+        (&["--instances", "1..99999999999", "gain"], "--instances"),
+        (&["--instances", "two", "gain"], "--instances"),
+        (&["--instances", "", "gain"], "--instances"),
+        (&["--instances", "1,2", "gain:3"], "--instances"),
+        (&["gain:5000"], "4096"),
     ] {
-        xrunlab().args(&args).assert().code(2);
+        let out = xrunlab()
+            .args(["plugins", "bench"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        // Refused before measuring: no table.
+        assert!(!err.contains("inst/core"), "{args:?}: {err}");
     }
 }

@@ -210,7 +210,7 @@ fn terminal_summary_without_output() {
     for part in [
         "p99.99 µs",
         "DSP load",
-        "ns/frame p50",
+        "ns/f median",
         "bogo ops",
         "RT throttling",
         "max/track",

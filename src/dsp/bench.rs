@@ -2,13 +2,24 @@
 //! how many instances one core could run at a sample rate if nothing else existed. `plugins
 //! bench` prints it and `load` starts its search from it.
 //!
-//! The plugin processes white noise in blocks of the driver's buffer size with nothing
-//! real-time around it. Blocks are timed in groups of at least ~50 µs so that the clock
-//! reads cost nothing measurable even for trivial plugins; the headline figure is the
-//! median group, which ignores preemptions and hypervisor steal on a noisy machine, and the
-//! thread-CPU-time mean is reported beside it as a cross-check.
+//! The plugin processes a fixed input ([`Signal`]) in blocks of the driver's buffer size with
+//! nothing real-time around it. Every block is timed on CLOCK_MONOTONIC, and the blocks are
+//! also summed in groups of at least ~50 µs:
+//! - `mean_ns_per_frame`: all timed blocks' wall time / frames / instances, the figure a
+//!   mean-reporting benchmark such as lilv's `lv2bench` gives;
+//! - `per_block`: the distribution of single blocks (p50, p99, p99.9, max), where a plugin that
+//!   does its work in bursts (an FFT every N frames, a table rebuilt now and then) shows what
+//!   every mean hides;
+//! - `ns_per_frame`: the median group, which ignores preemptions and hypervisor steal on a
+//!   noisy machine; `core_percent` and `instances_per_core` derive from it. The thread-CPU-time
+//!   mean is reported beside it as a cross-check.
+//!
+//! Every block's time includes the harness: copying the input into the buffers, one clock
+//! read and recording the value (`per_block.harness_ns`, measured with no plugin; it is not
+//! subtracted, so trivial plugins show it as their floor).
 
-use super::{registry, ChainElement, PluginContext};
+use super::{registry, ChainElement, Plugin, PluginContext};
+use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::error::{Error, Result};
 use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
 use schemars::JsonSchema;
@@ -17,14 +28,118 @@ use serde::{Deserialize, Serialize};
 /// Plugins `bench` refuses: they never return from `process`.
 pub const NEVER_RETURNS: &[&str] = &["hang"];
 
+/// The most instances in series one benchmark runs (`--instances`, a chain element's count).
+/// 4096 reverb-heavy instances already hold about 2 GB of state.
+pub const MAX_INSTANCES: u32 = 4096;
+
+/// Peak level of the noise and sine inputs: −20 dBFS.
+pub const SIGNAL_PEAK: f32 = 0.1;
+
+/// The input every block starts from (plugins process in place, so it is copied in afresh).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Signal {
+    /// White noise, uniform in ±0.1: −20 dBFS peak, −24.8 dBFS RMS; the same samples every run.
+    #[default]
+    Noise,
+    /// All zeros: some plugins' feedback paths decay into denormals on it (lv2bench's input).
+    Silence,
+    /// A 1 kHz sine of peak 0.1: −20 dBFS peak, −23.0 dBFS RMS.
+    Sine,
+}
+
+impl Signal {
+    /// What the input was, with its level, for tables and the result.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Signal::Noise => "white noise, −20 dBFS peak (−24.8 dBFS RMS)",
+            Signal::Silence => "silence (zeros)",
+            Signal::Sine => "1 kHz sine, −20 dBFS peak (−23.0 dBFS RMS)",
+        }
+    }
+
+    /// One loop of the input, left and right, of equal length and at least `buf` frames. The
+    /// sine loop holds whole cycles, so playing it round has no seam.
+    pub fn tables(self, rate: u32, buf: usize) -> (Vec<f32>, Vec<f32>) {
+        match self {
+            Signal::Noise => {
+                // Long enough that no plugin sees a short repeating pattern.
+                let n = (buf * 64).max(1 << 16);
+                let x = noise(n + 7);
+                // Right is the same sequence 7 samples on: uncorrelated with left at lag 0.
+                (x[..n].to_vec(), x[7..].to_vec())
+            }
+            Signal::Silence => (vec![0.0; buf], vec![0.0; buf]),
+            Signal::Sine => {
+                let rate = rate.max(1) as u64;
+                // 1000·i/rate is a whole number of cycles first at i = rate / gcd(rate, 1000).
+                let cycle = (rate / gcd(rate, 1000)) as usize;
+                let n = cycle * buf.max(4096).div_ceil(cycle);
+                // The phase from an exact integer remainder: no drift however long the loop.
+                let x: Vec<f32> = (0..n as u64)
+                    .map(|i| {
+                        let ph = (i * 1000 % rate) as f64 / rate as f64;
+                        SIGNAL_PEAK * (std::f64::consts::TAU * ph).sin() as f32
+                    })
+                    .collect();
+                (x.clone(), x)
+            }
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn describe_noise() -> String {
+    Signal::Noise.describe().into()
+}
+
 /// What `plugins bench` was asked to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchConfig {
     pub rate: u32,
     pub buffer_frames: u32,
-    /// Timing budget per plugin.
+    /// Timing budget per plugin and instance count.
     pub duration_ns: u64,
+    /// As typed; a count runs that many instances in series unless `instances` is given.
     pub plugins: Vec<ChainElement>,
+    /// `--instances`: every plugin is measured at each of these counts in series (one result
+    /// per plugin and count). None: the counts as typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<Vec<u32>>,
+    /// Files written before the signal was selectable used noise.
+    #[serde(default)]
+    pub signal: Signal,
+}
+
+/// The wall time of single blocks: one block of `buffer_frames` through all `instances`
+/// instances, in ns; and the same per frame per instance (block / buffer_frames / instances).
+/// The mean per frame is the result's `mean_ns_per_frame`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BlockStats {
+    /// Blocks timed.
+    pub blocks: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub p50_ns_per_frame: f64,
+    pub p99_ns_per_frame: f64,
+    pub p999_ns_per_frame: f64,
+    pub max_ns_per_frame: f64,
+    /// The median block with no plugin at all (copying the input in, one clock read,
+    /// recording): included in every figure above, not subtracted.
+    pub harness_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -32,13 +147,28 @@ pub struct BenchResult {
     pub plugin: String,
     #[serde(default)]
     pub params: String,
-    /// Instances run in series (their cost is divided by this; >1 shows cache effects).
+    /// Distinct instances run in series (K); every per-frame figure is per instance, so its
+    /// rise with K is the cost of their state no longer fitting in cache.
     pub instances: u32,
     pub rate: u32,
     pub buffer_frames: u32,
+    /// The input (files written before it was selectable used noise).
+    #[serde(default)]
+    pub signal: Signal,
+    /// The input in words, with its level.
+    #[serde(default = "describe_noise")]
+    pub signal_description: String,
     /// Frames processed while timing (per instance).
     pub measured_frames: u64,
-    /// Median over timed groups of wall time per frame per instance.
+    /// Wall time of all timed blocks / frames / instances: the mean, comparable with
+    /// lv2bench. None in files written before blocks were timed one by one.
+    #[serde(default)]
+    pub mean_ns_per_frame: Option<f64>,
+    /// Single blocks' wall time (None in files written before it was measured).
+    #[serde(default)]
+    pub per_block: Option<BlockStats>,
+    /// Median over timed groups (≥ ~50 µs of blocks) of wall time per frame per instance:
+    /// robust against preemption and host steal.
     pub ns_per_frame: f64,
     /// Fastest group.
     pub ns_per_frame_min: f64,
@@ -50,7 +180,8 @@ pub struct BenchResult {
     pub instances_per_core: f64,
 }
 
-/// Deterministic white noise at -20 dBFS, a fixed input for every run.
+/// Deterministic white noise, uniform in (−0.1, 0.1]: −20 dBFS peak, and 0.1/√3 RMS
+/// (−24.8 dBFS).
 fn noise(len: usize) -> Vec<f32> {
     let mut s: u32 = 0x9E37_79B9;
     (0..len)
@@ -58,12 +189,12 @@ fn noise(len: usize) -> Vec<f32> {
             s ^= s << 13;
             s ^= s >> 17;
             s ^= s << 5;
-            (s as f32 / u32::MAX as f32 - 0.5) * 0.2
+            (s as f32 / u32::MAX as f32 - 0.5) * (2.0 * SIGNAL_PEAK)
         })
         .collect()
 }
 
-/// Benchmark one instance of `name(params)`.
+/// Benchmark one instance of `name(params)` on noise.
 pub fn bench_plugin(
     name: &str,
     params: &str,
@@ -81,11 +212,122 @@ pub fn bench_plugin(
     )
 }
 
-/// Benchmark `count` instances of an element in series for about `duration_ns` of wall time.
+/// Benchmark `count` instances of an element in series on noise for about `duration_ns`.
 pub fn bench_element(
     e: &ChainElement,
     ctx: &PluginContext,
     duration_ns: u64,
+) -> Result<BenchResult> {
+    bench_element_on(e, ctx, duration_ns, Signal::Noise)
+}
+
+/// The input loop and the block buffers.
+struct Input {
+    src_l: Vec<f32>,
+    src_r: Vec<f32>,
+    l: Vec<f32>,
+    r: Vec<f32>,
+    pos: usize,
+}
+
+impl Input {
+    fn new(signal: Signal, ctx: &PluginContext) -> Self {
+        let (src_l, src_r) = signal.tables(ctx.rate, ctx.max_frames);
+        Input {
+            src_l,
+            src_r,
+            l: vec![0.0; ctx.max_frames],
+            r: vec![0.0; ctx.max_frames],
+            pos: 0,
+        }
+    }
+
+    /// Copy the next block of the loop in and run it through the chain.
+    #[inline(always)]
+    fn block(&mut self, chain: &mut [Box<dyn Plugin>]) {
+        let n = self.src_l.len();
+        let first = (n - self.pos).min(self.l.len());
+        for (dst, src) in [(&mut self.l, &self.src_l), (&mut self.r, &self.src_r)] {
+            dst[..first].copy_from_slice(&src[self.pos..self.pos + first]);
+            let rest = dst.len() - first;
+            dst[first..].copy_from_slice(&src[..rest]);
+        }
+        for p in chain.iter_mut() {
+            p.process(&mut self.l, &mut self.r);
+        }
+        std::hint::black_box((&self.l, &self.r));
+        self.pos = (self.pos + self.l.len()) % n;
+    }
+}
+
+/// What a timed run saw.
+struct Timed {
+    /// Wall time of each group of blocks, ns.
+    groups: Vec<u64>,
+    /// Single blocks. An HDR histogram rather than a sorted Vec: a trivial plugin runs tens
+    /// of millions of blocks in a few seconds, and the histogram stays a fixed ~200 kB at
+    /// 0.1 % resolution (exact below 2 µs) where the Vec would grow to hundreds of MB.
+    hist: Histogram,
+    min: u64,
+    max: u64,
+    sum: u128,
+    cpu_ns: u64,
+}
+
+impl Timed {
+    fn blocks(&self) -> Summary {
+        Summary::of(&self.hist).with_exact(self.min, self.max, self.sum)
+    }
+}
+
+/// Run blocks in groups of `per_group` until `duration_ns` has passed and at least 5 groups
+/// ran, timing each block from the clock read that ended the one before. The bookkeeping
+/// between groups falls outside every block.
+fn time_blocks(
+    input: &mut Input,
+    chain: &mut [Box<dyn Plugin>],
+    per_group: u64,
+    duration_ns: u64,
+) -> Timed {
+    let mut tm = Timed {
+        groups: Vec::new(),
+        hist: new_ns_histogram(),
+        min: u64::MAX,
+        max: 0,
+        sum: 0,
+        cpu_ns: 0,
+    };
+    let start = monotonic_ns();
+    let cpu0 = thread_cpu_ns();
+    loop {
+        let a = monotonic_ns();
+        let mut t = a;
+        for _ in 0..per_group {
+            input.block(chain);
+            let now = monotonic_ns();
+            let d = now - t;
+            record_clamped(&mut tm.hist, d);
+            tm.min = tm.min.min(d);
+            tm.max = tm.max.max(d);
+            t = now;
+        }
+        tm.sum += (t - a) as u128;
+        tm.groups.push(t - a);
+        if t - start >= duration_ns && tm.groups.len() >= 5 {
+            break;
+        }
+    }
+    tm.cpu_ns = thread_cpu_ns() - cpu0;
+    tm
+}
+
+/// Benchmark `count` instances of an element in series on `signal` for about `duration_ns`
+/// of wall time (after a warm-up of a tenth of it, 20-300 ms).
+pub fn bench_element_on(
+    e: &ChainElement,
+    ctx: &PluginContext,
+    duration_ns: u64,
+    signal: Signal,
 ) -> Result<BenchResult> {
     if NEVER_RETURNS.contains(&e.plugin.as_str()) {
         return Err(Error::usage(format!(
@@ -96,57 +338,44 @@ pub fn bench_element(
     if ctx.max_frames == 0 || ctx.rate == 0 {
         return Err(Error::usage("bench: buffer and rate must be positive"));
     }
+    if !(1..=MAX_INSTANCES).contains(&e.count) {
+        return Err(Error::usage(format!(
+            "bench: {} instances of '{}': must be within 1..{MAX_INSTANCES}",
+            e.count, e.plugin
+        )));
+    }
     let mut chain = registry::create_chain(std::slice::from_ref(e), ctx)?;
+    let mut input = Input::new(signal, ctx);
     let buf = ctx.max_frames;
-    let src_len = (buf * 64).max(1 << 16);
-    let (src_l, src_r) = (noise(src_len), noise(src_len + 7)[7..].to_vec());
-    let (mut l, mut r) = (vec![0.0f32; buf], vec![0.0f32; buf]);
-    let mut pos = 0;
-    let mut block = |chain: &mut Vec<Box<dyn super::Plugin>>| {
-        l.copy_from_slice(&src_l[pos..pos + buf]);
-        r.copy_from_slice(&src_r[pos..pos + buf]);
-        for p in chain.iter_mut() {
-            p.process(&mut l, &mut r);
-        }
-        std::hint::black_box((&l, &r));
-        pos += buf;
-        if pos + buf > src_len {
-            pos = 0;
-        }
-    };
+
+    // The harness alone, on the same input and clock: the floor of every block.
+    let harness_ns = time_blocks(&mut input, &mut [], 256, 2_000_000)
+        .blocks()
+        .p50;
 
     // Warm-up: fill caches and delay lines, and learn the block cost to size the groups.
     let warm_until = monotonic_ns() + (duration_ns / 10).clamp(20_000_000, 300_000_000);
     let mut warm_blocks = 0u64;
     let t0 = monotonic_ns();
     while monotonic_ns() < warm_until || warm_blocks < 8 {
-        block(&mut chain);
+        input.block(&mut chain);
         warm_blocks += 1;
     }
     let block_ns = ((monotonic_ns() - t0) / warm_blocks).max(1);
     let per_group = (50_000 / block_ns).max(1);
 
-    let mut groups: Vec<f64> = Vec::new();
-    let frames_per_group = per_group * buf as u64;
-    let per_frame = |ns: u64| ns as f64 / frames_per_group as f64 / e.count as f64;
-    let start = monotonic_ns();
-    let cpu0 = thread_cpu_ns();
-    let mut blocks = 0u64;
-    loop {
-        let a = monotonic_ns();
-        for _ in 0..per_group {
-            block(&mut chain);
-        }
-        let b = monotonic_ns();
-        groups.push(per_frame(b - a));
-        blocks += per_group;
-        if b - start >= duration_ns && groups.len() >= 5 {
-            break;
-        }
-    }
-    let cpu = thread_cpu_ns() - cpu0;
-    let frames = blocks * buf as u64;
+    let tm = time_blocks(&mut input, &mut chain, per_group, duration_ns);
+    let k = e.count as f64;
+    // Every per-frame figure is one block figure / frames / instances, in this order.
+    let per_frame = |ns: f64| ns / buf as f64 / k;
+    let mut groups: Vec<f64> = tm
+        .groups
+        .iter()
+        .map(|&g| per_frame(g as f64 / per_group as f64))
+        .collect();
     groups.sort_by(f64::total_cmp);
+    let s = tm.blocks();
+    let frames = s.count * buf as u64;
     let ns_per_frame = groups[groups.len() / 2];
     let core_percent = ns_per_frame * ctx.rate as f64 / 1e9 * 100.0;
     Ok(BenchResult {
@@ -155,10 +384,26 @@ pub fn bench_element(
         instances: e.count,
         rate: ctx.rate,
         buffer_frames: buf as u32,
+        signal,
+        signal_description: signal.describe().into(),
         measured_frames: frames,
+        mean_ns_per_frame: Some(per_frame(s.mean)),
+        per_block: Some(BlockStats {
+            blocks: s.count,
+            mean_ns: s.mean,
+            p50_ns: s.p50,
+            p99_ns: s.p99,
+            p999_ns: s.p99_9,
+            max_ns: s.max,
+            p50_ns_per_frame: per_frame(s.p50 as f64),
+            p99_ns_per_frame: per_frame(s.p99 as f64),
+            p999_ns_per_frame: per_frame(s.p99_9 as f64),
+            max_ns_per_frame: per_frame(s.max as f64),
+            harness_ns,
+        }),
         ns_per_frame,
         ns_per_frame_min: groups[0],
-        cpu_ns_per_frame_mean: cpu as f64 / frames as f64 / e.count as f64,
+        cpu_ns_per_frame_mean: tm.cpu_ns as f64 / frames as f64 / k,
         core_percent,
         instances_per_core: if core_percent > 0.0 {
             100.0 / core_percent
@@ -172,17 +417,139 @@ pub fn bench_element(
 mod tests {
     use super::*;
 
+    fn ctx(max_frames: usize) -> PluginContext {
+        PluginContext {
+            rate: 48000,
+            max_frames,
+        }
+    }
+
+    fn el(plugin: &str, params: &str, count: u32) -> ChainElement {
+        ChainElement {
+            plugin: plugin.into(),
+            params: params.into(),
+            count,
+        }
+    }
+
+    fn db(x: f64) -> f64 {
+        20.0 * x.log10()
+    }
+
+    fn peak_rms(x: &[f32]) -> (f64, f64) {
+        let peak = x.iter().fold(0.0f64, |m, v| m.max(v.abs() as f64));
+        let rms = (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+        (peak, rms)
+    }
+
     #[test]
     fn bench_measures_and_refuses_hang() {
-        let ctx = PluginContext {
-            rate: 48000,
-            max_frames: 128,
-        };
+        let ctx = ctx(128);
         let r = bench_plugin("reverb-light", "", &ctx, 30_000_000).unwrap();
         assert!(r.ns_per_frame > 0.0 && r.ns_per_frame.is_finite());
         assert!((r.core_percent * r.instances_per_core - 100.0).abs() < 1e-6);
         assert!(r.measured_frames > 0);
+        assert_eq!(r.signal, Signal::Noise);
         assert!(bench_plugin("hang", "", &ctx, 1_000_000).is_err());
         assert!(bench_plugin("nope", "", &ctx, 1_000_000).is_err());
+        for k in [0, MAX_INSTANCES + 1] {
+            assert!(bench_element(&el("gain", "", k), &ctx, 1_000_000).is_err());
+        }
+    }
+
+    /// burn(X%) does a fixed amount of calibrated work per block, so its blocks cluster
+    /// round their mean; the bounds are a factor of 3 because the VM stalls.
+    #[test]
+    fn per_block_statistics_of_a_constant_cost() {
+        let (buf, k) = (256usize, 2u32);
+        let ctx = ctx(buf);
+        let r = bench_element_on(&el("burn", "5%", k), &ctx, 100_000_000, Signal::Silence).unwrap();
+        let b = r.per_block.unwrap();
+        let mean_pf = r.mean_ns_per_frame.unwrap();
+        // Two burn(5%) take a tenth of the 5.33 ms period per block.
+        let expected = ctx.period_ns() as f64 * 0.10;
+        assert!(
+            b.mean_ns > expected / 3.0 && b.mean_ns < expected * 3.0,
+            "{b:?}"
+        );
+        assert!(
+            (b.p50_ns as f64) > b.mean_ns / 3.0 && (b.p50_ns as f64) < b.mean_ns * 3.0,
+            "{b:?}"
+        );
+        assert!(b.max_ns >= b.p999_ns && b.p999_ns >= b.p99_ns && b.p99_ns >= b.p50_ns);
+        assert!(b.blocks >= 5 && r.measured_frames == b.blocks * buf as u64);
+        // Per frame per instance is exactly per block / frames / instances.
+        let pf = |ns: f64| ns / buf as f64 / k as f64;
+        assert_eq!(b.p50_ns_per_frame, pf(b.p50_ns as f64));
+        assert_eq!(b.p99_ns_per_frame, pf(b.p99_ns as f64));
+        assert_eq!(b.p999_ns_per_frame, pf(b.p999_ns as f64));
+        assert_eq!(b.max_ns_per_frame, pf(b.max_ns as f64));
+        assert_eq!(mean_pf, pf(b.mean_ns));
+        // The median of groups and the mean measure the same constant cost.
+        assert!(r.ns_per_frame > mean_pf / 3.0 && r.ns_per_frame < mean_pf * 3.0);
+        // The harness is a copy and a clock read, far below a tenth of a period.
+        assert!((b.harness_ns as f64) < b.mean_ns / 10.0, "{b:?}");
+        assert_eq!(r.signal, Signal::Silence);
+        assert_eq!(r.signal_description, "silence (zeros)");
+    }
+
+    #[test]
+    fn noise_is_minus_20_dbfs_peak() {
+        let (l, r) = Signal::Noise.tables(48000, 256);
+        assert_eq!(l.len(), r.len());
+        assert_eq!(l[7..], r[..r.len() - 7]);
+        for x in [&l, &r] {
+            let (peak, rms) = peak_rms(x);
+            assert!(
+                peak <= SIGNAL_PEAK as f64 + 1e-6 && db(peak) > -20.01,
+                "{peak}"
+            );
+            // Uniform in ±a has RMS a/√3: −24.77 dBFS for a = 0.1.
+            assert!(
+                (db(rms) - (-20.0 - 10.0 * 3f64.log10())).abs() < 0.1,
+                "{rms}"
+            );
+        }
+        assert_eq!(l, Signal::Noise.tables(48000, 256).0, "deterministic");
+    }
+
+    #[test]
+    fn sine_is_1_khz_at_minus_20_dbfs_peak_and_loops_without_a_seam() {
+        for rate in [48000u32, 44100, 96000, 22050] {
+            let (l, r) = Signal::Sine.tables(rate, 512);
+            assert_eq!(l, r);
+            assert!(l.len() >= 512);
+            let (peak, rms) = peak_rms(&l);
+            assert!(peak <= 0.1 + 1e-6 && db(peak) > -20.05, "{rate}: {peak}");
+            // −20 dBFS peak is −23.01 dBFS RMS.
+            assert!((db(rms) + 23.01).abs() < 0.05, "{rate}: {}", db(rms));
+            // Whole cycles: the sample after the last is the first again.
+            assert_eq!(l.len() as u64 * 1000 % rate as u64, 0, "{rate}");
+            // 1 kHz: upward zero crossings, one per ms.
+            let ups = l.windows(2).filter(|w| w[0] < 0.0 && w[1] >= 0.0).count();
+            let cycles = l.len() as f64 * 1000.0 / rate as f64;
+            assert!(
+                (ups as f64 - cycles).abs() <= 1.0,
+                "{rate}: {ups} vs {cycles}"
+            );
+        }
+    }
+
+    #[test]
+    fn silence_is_zeros() {
+        let (l, r) = Signal::Silence.tables(48000, 64);
+        assert!(l.len() >= 64 && l.iter().chain(&r).all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn the_input_loop_wraps_round_the_table() {
+        // 3-frame blocks on a table of 65536 + whatever: every block copies the next frames.
+        let ctx = ctx(3);
+        let mut inp = Input::new(Signal::Noise, &ctx);
+        let n = inp.src_l.len();
+        inp.pos = n - 2;
+        inp.block(&mut []);
+        assert_eq!(inp.l, [inp.src_l[n - 2], inp.src_l[n - 1], inp.src_l[0]]);
+        assert_eq!(inp.pos, 1);
     }
 }

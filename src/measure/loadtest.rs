@@ -3,8 +3,9 @@
 //! trial duration without a disqualifying xrun.
 //!
 //! Search per cell (see [`search`]): the first trial runs the physical limit `est` (how many
-//! instances of the plugin fit in one period per engine thread, from `dsp::bench` on a real
-//! driver or from the cost model on `sim`). If it passes, the count grows by steps 1, 2, 4 …
+//! instances of the plugin fit in one period per engine thread, from `dsp::bench` of as many
+//! instances in series as a thread will run on a real driver, see
+//! [`LoadConfig::physical_limit`], or from the cost model on `sim`). If it passes, the count grows by steps 1, 2, 4 …
 //! until a trial fails (or `max_instances` is reached); if it fails, it shrinks by the same
 //! steps until one passes (0 always passes: no instances). The bracket is then closed by
 //! binary search. An exact estimate therefore costs 2 trials (`est` passes, `est+1` fails).
@@ -267,42 +268,109 @@ impl LoadConfig {
 
     /// The physical limit of a cell: instances per track that fit in one period when each
     /// engine thread runs its share of the tracks and nothing else costs anything.
+    ///
+    /// On real drivers the cost is measured with as many distinct instances in series as one
+    /// engine thread will run, because one hot instance's cost is not that of the 96th once
+    /// their state no longer fits in cache: bench one instance, bench the count its limit
+    /// implies and take the limit at that count, once more if it moved again
+    /// ([`LIMIT_STEPS`] benches at most, `bench_ns` each). On `sim` the cost model has no
+    /// cache and the limit stays its deterministic one.
     pub fn physical_limit(&self, buffer: u32, tracks: u32, plugin: &str) -> Result<PhysicalLimit> {
         let e = self.element(plugin)?;
         let ctx = PluginContext {
             rate: self.rate,
             max_frames: buffer as usize,
         };
-        let (instance_ns, source) = if self.driver.simulated() {
-            (self.cost.instance_cost(&e, &ctx)?.0 as f64, "cost-model")
-        } else {
-            let b = crate::dsp::bench::bench_element(&e, &ctx, self.bench_ns)?;
-            (b.ns_per_frame * buffer as f64, "bench")
-        };
         let per_thread = tracks.div_ceil(self.threads(tracks));
         let period_ns = ctx.period_ns() as f64;
-        let per_track = if instance_ns <= 0.0 {
-            self.max_instances
-        } else {
-            (period_ns / (instance_ns * per_thread as f64))
-                .floor()
-                .min(self.max_instances as f64) as u32
+        let fit = |instance_ns: f64| {
+            if instance_ns <= 0.0 {
+                self.max_instances
+            } else {
+                (period_ns / (instance_ns * per_thread as f64))
+                    .floor()
+                    .min(self.max_instances as f64) as u32
+            }
         };
+        if self.driver.simulated() {
+            let instance_ns = self.cost.instance_cost(&e, &ctx)?.0 as f64;
+            return Ok(PhysicalLimit {
+                instance_ns,
+                source: "cost-model".into(),
+                per_track: fit(instance_ns),
+                steps: Vec::new(),
+            });
+        }
+        let mut steps: Vec<LimitStep> = Vec::new();
+        let mut k = 1u32;
+        loop {
+            let b = crate::dsp::bench::bench_element(
+                &ChainElement {
+                    count: k,
+                    ..e.clone()
+                },
+                &ctx,
+                self.bench_ns,
+            )?;
+            let per_track = fit(b.ns_per_frame * buffer as f64);
+            steps.push(LimitStep {
+                instances: k,
+                ns_per_frame: b.ns_per_frame,
+                per_track,
+            });
+            // The instances one engine thread runs in series at that limit.
+            let next = per_track
+                .saturating_mul(per_thread)
+                .clamp(1, crate::dsp::bench::MAX_INSTANCES);
+            if next == k || steps.len() >= LIMIT_STEPS {
+                break;
+            }
+            k = next;
+        }
+        let used = steps.last().expect("one step at least");
         Ok(PhysicalLimit {
-            instance_ns,
-            source: source.into(),
-            per_track,
+            instance_ns: used.ns_per_frame * buffer as f64,
+            source: "bench".into(),
+            per_track: used.per_track,
+            steps,
         })
     }
 }
+
+/// Benches the physical limit takes at most on a real driver: one instance, then the count
+/// its limit implies, then once more if the limit moved again.
+pub const LIMIT_STEPS: usize = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PhysicalLimit {
     /// Cost of one instance per cycle, ns.
     pub instance_ns: f64,
-    /// `bench` (measured alone, on a real driver) or `cost-model` (sim).
+    /// `bench` (measured on a real driver, nothing else running) or `cost-model` (sim).
     pub source: String,
     /// Instances per track that fit in one period.
+    pub per_track: u32,
+    /// `bench`: the estimate step by step, first one instance; the last is the one used (its
+    /// `instances` in series and `ns_per_frame` give `instance_ns`). Empty on `sim` and in
+    /// files written before the estimate measured more than one instance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<LimitStep>,
+}
+
+impl PhysicalLimit {
+    /// The bench step the limit came from: K instances in series and their cost per instance.
+    pub fn used(&self) -> Option<&LimitStep> {
+        self.steps.last()
+    }
+}
+
+/// One bench of the physical limit's estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LimitStep {
+    /// Distinct instances run in series (K).
+    pub instances: u32,
+    /// Their cost per instance per frame, the bench's median (`BenchResult::ns_per_frame`).
+    pub ns_per_frame: f64,
+    /// The limit per track that cost gives.
     pub per_track: u32,
 }
 

@@ -68,7 +68,10 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
                  th { "wake p99 / max" } th { "trials" } th { "time" } }
             @for c in &r.cells {
                 tr { (n(c.buffer_frames)) (n(format_ns(c.period_ns))) (n(c.tracks)) td { (c.plugin) }
-                     (n(format!("{} ({})", c.limit.per_track, c.limit.source)))
+                     (n(match c.limit.used() {
+                         Some(u) => format!("{} ({}: {:.1} ns/frame at K = {})", c.limit.per_track, c.limit.source, u.ns_per_frame, u.instances),
+                         None => format!("{} ({})", c.limit.per_track, c.limit.source),
+                     }))
                      (n(format!("{}{}", c.max_per_track, if c.capped { "+" } else { "" })))
                      (n(c.total_instances))
                      (n(format!("{:.1} / {:.1} / {:.1}", c.dsp_load_pct.mean, c.dsp_load_pct.p99, c.dsp_load_pct.max)))
@@ -79,7 +82,8 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
                      (n(format_ns(c.time_spent_ns))) }
             }
         }
-        p { "limit/track: instances that fit one period by the isolated cost of one instance (its source in brackets); "
+        p { "limit/track: instances that fit one period by the cost of an instance with nothing else running (its source in brackets; "
+            "bench: measured with K distinct instances in series, K = the instances a thread runs at the limit of one instance, then at the limit found at that K); "
             "+ : the search stopped at --max-instances without a failure." }
     }
 }
