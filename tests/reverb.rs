@@ -1,6 +1,7 @@
 //! Reverb behaviour: stability under long noise, per-band decay times measured from the
 //! impulse response, and block-size independence.
 
+mod common;
 use realfft::RealFftPlanner;
 use xrunlab::dsp::{registry, Plugin, PluginContext};
 
@@ -159,14 +160,20 @@ const BANDS: [(f64, f64); 5] = [
     (6000.0, 12000.0),
 ];
 
-fn check_t60(name: &str, params: &str, want: [f64; 5]) {
+/// The measured T60 of each analysis band of `name(params)`'s impulse response.
+fn measure_t60(name: &str, params: &str, longest: f64) -> [f64; 5] {
     let mut p = reverb(name, params, 256);
-    let frames = (want.iter().cloned().fold(0.0, f64::max) * 1.2 * RATE as f64) as usize;
+    let frames = (longest * 1.2 * RATE as f64) as usize;
     let h = impulse_response(p.as_mut(), frames, 256);
+    BANDS.map(|(lo, hi)| band_t60(&h, lo, hi))
+}
+
+fn check_t60(name: &str, params: &str, want: [f64; 5]) {
+    let got = measure_t60(name, params, want.iter().cloned().fold(0.0, f64::max));
     let mut report = String::new();
     let mut ok = true;
     for (b, &(lo, hi)) in BANDS.iter().enumerate() {
-        let t = band_t60(&h, lo, hi);
+        let t = got[b];
         let err = t / want[b] - 1.0;
         report.push_str(&format!(
             "band {b} ({lo}-{hi} Hz): T60 {t:.2} s, set {:.2} s ({:+.1} %)\n",
@@ -263,4 +270,49 @@ fn block_size_does_not_change_the_output() {
             "{name}: silent output"
         );
     }
+}
+
+/// Faust's own reverbDesigner (the Raspberry Pi 4 study's workload, built as LV2 by
+/// scripts/build-reverb-designer) against the built-in equivalent, per band, at the defaults.
+/// Measured here (2026-11): Faust's decays are ~0.73x the slider values in every band
+/// (heavy 6.16/4.61/3.48/2.74/2.12 s for 8.4/6.5/5/3.8/2.7) while the built-in is within
+/// 10 % of them; the *shape* across bands is the same, which is what this asserts: each
+/// band's T60 relative to the lowest band's matches the built-in's within 15 %, and the
+/// overall scale is printed. Its output stage defaults to -40 dB; 0 dB here.
+fn compare_with_faust(variant: &str) {
+    let uri = format!("urn:xrunlab:reverbDesigner-{variant}");
+    let found = xrunlab::dsp::lv2::describe(&uri).is_ok();
+    if !common::require(
+        found,
+        &format!("LV2 plugin {uri} (scripts/build-reverb-designer)"),
+    ) {
+        return;
+    }
+    let faust = measure_t60(&format!("lv2:{uri}"), "Output_Level__dB__17=0", 8.4);
+    let ours = measure_t60(&format!("reverb-{variant}"), "", 8.4);
+    let mut report = String::new();
+    let mut ok = true;
+    for b in 0..5 {
+        let shape = (faust[b] / faust[0]) / (ours[b] / ours[0]) - 1.0;
+        report.push_str(&format!(
+            "band {b}: Faust {:.2} s, built-in {:.2} s, ratio {:.2}, shape {:+.1} %\n",
+            faust[b],
+            ours[b],
+            faust[b] / ours[b],
+            shape * 100.0
+        ));
+        ok &= shape.abs() <= 0.15 && faust[b] > 0.5;
+    }
+    eprint!("reverbDesigner-{variant} vs reverb-{variant}:\n{report}");
+    assert!(ok, "the per-band decay shapes differ:\n{report}");
+}
+
+#[test]
+fn per_band_decay_of_fausts_reverbdesigner_heavy_has_the_builtin_shape() {
+    compare_with_faust("heavy");
+}
+
+#[test]
+fn per_band_decay_of_fausts_reverbdesigner_light_has_the_builtin_shape() {
+    compare_with_faust("light");
 }

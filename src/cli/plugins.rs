@@ -235,7 +235,7 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     }
     if found.is_empty() {
         output::stdout(&format!(
-            "no LV2 plugin{} found on LV2_PATH ({})",
+            "no LV2 plugin{} found on LV2_PATH ({})\n",
             filter
                 .map(|f| format!(" matching '{f}'"))
                 .unwrap_or_default(),
@@ -269,7 +269,7 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
     output::stdout(&format!("{t}\n"));
     output::stdout(&format!(
-        "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins",
+        "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins\n",
         found.len()
     ));
     Ok(0)
@@ -287,7 +287,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
     }
     output::stdout(&format!("{} ({}, {})\n", d.name, d.uri, d.class));
     output::stdout(&format!(
-        "required features: {}",
+        "required features: {}\n",
         if d.required_features.is_empty() {
             "none".to_string()
         } else {
@@ -333,7 +333,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
         .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
         .collect();
     output::stdout(&format!(
-        "use: --chain 'lv2:{}{}'",
+        "use: --chain 'lv2:{}{}'\n",
         d.uri,
         if controls.is_empty() {
             String::new()
