@@ -46,6 +46,7 @@ Examples:
   xrunlab load --duration 10m --validate 2h -o paper.json        # Vignati et al.'s protocol
   xrunlab load --resume paper.json                               # continue after Ctrl-C
   xrunlab load --buffers 256 --tracks 1 --plugins 'burn(10%)' --duration 2s --stress none
+  xrunlab load --buffers 256 --tracks 1,2 --plugins lv2:reverbDesigner-heavy,lv2:urn:dragonfly:room
   xrunlab load --driver sim --plugins reverb-heavy --cost reverb-heavy=40ns/frame --cost-overhead 20us
   xrunlab load --driver jack --plugins reverb-heavy --tracks 1 --duration 10s   # inside jackd
   pw-jack xrunlab load --driver jack --buffers 64,128,256 --set-buffer --tracks 1")]
@@ -66,7 +67,10 @@ pub struct LoadArgs {
     /// Keep this CPU free of real-time work (Vignati et al.'s PREEMPT_RT setup).
     #[arg(long, value_name = "CPU")]
     pub reserve_cpu: Option<usize>,
-    /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)'.
+    /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)', or an
+    /// installed LV2 plugin: lv2:URI or lv2:NAME[(symbol=value,…)] (`plugins list --lv2`),
+    /// e.g. lv2:reverbDesigner-heavy (scripts/build-reverb-designer builds the study's own).
+    /// A crashing LV2 plugin takes xrunlab with it; `--resume` the grid from its -o file.
     #[arg(long, default_value = "reverb-light,reverb-heavy")]
     pub plugins: String,
     /// Sample rate in Hz [default: 48000; jack: the server's].

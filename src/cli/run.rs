@@ -24,6 +24,7 @@ pub enum ComputeArg {
 Examples:
   xrunlab run --buffer 64 --tracks 2 --chain 'burn(20%)' --duration 30s
   xrunlab run --buffer 256 --chain 'burn(30%)' --duration 2s --trace cycles.csv -o run.json
+  xrunlab run --buffer 128 --chain 'lv2:urn:zamaudio:ZamComp,lv2:Dragonfly Room Reverb' --duration 30s
   xrunlab run --chain thru --buffer 64 --duration 10s --fail-on-xrun      # engine overhead, for CI
   xrunlab run --driver sim --chain 'burn(40%):2' --sim-latency normal:30us,10us --duration 60s
   xrunlab run --driver sim --chain gain:30 --cost gain=20us --buffer 48   # what-if from a cost model
@@ -68,7 +69,10 @@ pub struct RunArgs {
     /// Tracks run in parallel, 1..64.
     #[arg(long, default_value_t = 1)]
     pub tracks: u32,
-    /// Plugin chain of every track: plugin[(params)][:count],... e.g. 'burn(20%):2,gain'.
+    /// Plugin chain of every track: plugin[(params)][:count],... e.g. 'burn(20%):2,gain';
+    /// installed LV2 plugins as lv2:URI or lv2:NAME[(symbol=value,…)] (`plugins list --lv2`).
+    /// An LV2 plugin runs inside xrunlab: if it crashes, xrunlab goes with it (its stressors
+    /// die with it; no result is written).
     #[arg(long, default_value = "thru")]
     pub chain: String,
     /// How long to run (device time), e.g. 30s, 10m.
