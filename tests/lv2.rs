@@ -380,3 +380,77 @@ fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
     }
     assert!(left.is_empty(), "stressors outlived the crash: {left:?}");
 }
+
+const DPL: &str = "http://gareus.org/oss/lv2/dpl#stereo";
+
+#[test]
+fn a_plugins_reported_latency_is_recorded() {
+    if !installed(DPL, "x42-plugins") {
+        return;
+    }
+    let element = format!("lv2:{DPL}");
+    let o = cmd()
+        .args([
+            "-q",
+            "--json",
+            "run",
+            "--driver",
+            "virtual",
+            "--duration",
+            "1s",
+        ])
+        .args(["--chain", &format!("{element}:2")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let lv2 = &json(&o)["results"]["lv2"][0];
+    assert_eq!(lv2["instances"], 2, "{lv2}");
+    // x42's limiter looks ahead: a positive latency, the same in the bench result.
+    let lat = lv2["latency_frames"]
+        .as_u64()
+        .expect("dpl reports its latency");
+    assert!(lat > 0, "{lv2}");
+    let o = cmd()
+        .args([
+            "-q",
+            "--json",
+            "plugins",
+            "bench",
+            "--duration",
+            "50ms",
+            &element,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(json(&o)["results"][0]["latency_frames"].as_u64(), Some(lat));
+}
+
+#[test]
+fn sched_runs_a_chain_of_lv2_plugins_as_its_pipeline() {
+    if !installed(AMP, "swh-lv2") {
+        return;
+    }
+    let o = cmd()
+        .args([
+            "-q",
+            "--json",
+            "sched",
+            "--policies",
+            "other",
+            "--duration",
+            "1s",
+        ])
+        .args(["--chain", "lv2:amp(gain=-3):3"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let doc = json(&o);
+    assert_eq!(doc["config"]["chain"], "lv2:amp(gain=-3):3");
+    assert_eq!(doc["config"]["clients"], 3);
+    refused(
+        &["sched", "--chain", "lv2:amp", "--graph", "3x5%"],
+        2,
+        &["cannot be used with"],
+    );
+}

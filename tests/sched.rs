@@ -27,6 +27,7 @@ fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
         buffer_frames: 128,
         clients: 4,
         client_pct: 5.0,
+        chain: None,
         duration_ns,
         prio: 10,
         budget_ns: period_ns * 9 / 10,

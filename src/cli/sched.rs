@@ -42,7 +42,7 @@ const SCHED_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Jack];
 /// would stay outside the reservation (--driver jack is refused with the reason).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  sudo xrunlab sched --preset 48k128 --compete voip --duration 10s\n  sudo xrunlab sched --preset 96k128 --ramp 10x7% --ramp-every 5s --duration 60s --compete video --trace sched.csv -o sched.json\n  sudo xrunlab sched --policies other,fifo --graph 10x7% --compete video -o sched.json\n  sudo xrunlab sched --policies deadline-adaptive --window 200 --percentile 99 --overprovision 10%"
+    after_help = "Examples:\n  sudo xrunlab sched --preset 48k128 --compete voip --duration 10s\n  sudo xrunlab sched --preset 96k128 --ramp 10x7% --ramp-every 5s --duration 60s --compete video --trace sched.csv -o sched.json\n  sudo xrunlab sched --policies other,fifo --graph 10x7% --compete video -o sched.json\n  sudo xrunlab sched --policies deadline-adaptive --window 200 --percentile 99 --overprovision 10%\n  sudo xrunlab sched --policies fifo,deadline-adaptive --chain 'lv2:urn:zamaudio:ZamComp:4,lv2:urn:dragonfly:room'"
 )]
 pub struct SchedArgs {
     /// Comma-separated: other, fifo, deadline, deadline-adaptive, deadline-reclaim.
@@ -71,6 +71,10 @@ pub struct SchedArgs {
     /// The same pipeline, its clients added one at a time during each row.
     #[arg(long, value_name = "NxPCT")]
     pub ramp: Option<String>,
+    /// Your own pipeline instead of the burn clients: a chain as `run --chain` takes it, e.g.
+    /// 'lv2:urn:zamaudio:ZamComp:4,lv2:urn:dragonfly:room' (each instance is one client).
+    #[arg(long, value_name = "CHAIN", conflicts_with_all = ["graph", "ramp"])]
+    pub chain: Option<String>,
     /// With --ramp: time between two clients joining [default: duration / (N+1)].
     #[arg(long, value_name = "DURATION", requires = "ramp")]
     pub ramp_every: Option<String>,
@@ -141,7 +145,16 @@ impl SchedArgs {
             return super::usage("--rate and --buffer must be positive");
         }
         let period_ns = buffer as u64 * 1_000_000_000 / rate as u64;
-        let (clients, client_pct) = parse_graph(self.ramp.as_deref().unwrap_or(&self.graph))?;
+        let (clients, client_pct) = match &self.chain {
+            Some(c) => {
+                let n: u64 = crate::dsp::parse_chain(c)?
+                    .iter()
+                    .map(|e| u64::from(e.count))
+                    .sum();
+                (u32::try_from(n).unwrap_or(u32::MAX), 0.0)
+            }
+            None => parse_graph(self.ramp.as_deref().unwrap_or(&self.graph))?,
+        };
         let driver = self.driver;
         let duration_ns = parse_duration_ns(&self.duration)?;
         let ramp_every_ns = match (&self.ramp, &self.ramp_every) {
@@ -178,6 +191,7 @@ impl SchedArgs {
             buffer_frames: buffer,
             clients,
             client_pct,
+            chain: self.chain.clone(),
             duration_ns,
             prio: self.prio,
             budget_ns,

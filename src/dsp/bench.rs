@@ -158,6 +158,9 @@ pub struct BenchResult {
     /// The input in words, with its level.
     #[serde(default = "describe_noise")]
     pub signal_description: String,
+    /// The latency the plugin reports (an LV2 plugin's lv2:latency port), in frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_frames: Option<u32>,
     /// Frames processed while timing (per instance).
     pub measured_frames: u64,
     /// Wall time of all timed blocks / frames / instances: the mean, comparable with
@@ -410,6 +413,7 @@ pub fn bench_element_on(
         } else {
             f64::INFINITY
         },
+        latency_frames: chain.first().and_then(|p| p.latency_frames()),
     })
 }
 

@@ -64,8 +64,12 @@ pub struct SchedConfig {
     pub buffer_frames: u32,
     /// Burn clients in the pipeline.
     pub clients: u32,
-    /// Share of a period each client burns, percent.
+    /// Share of a period each client burns, percent (0 with `chain`).
     pub client_pct: f64,
+    /// The user's chain as the pipeline instead of the burn clients (`--chain`, e.g. LV2
+    /// plugins); `clients` is then its instance count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
     /// Per row.
     pub duration_ns: u64,
     /// FIFO priority of the engine; the competitor runs at prio+5 and prio−5.
@@ -192,7 +196,10 @@ impl SchedConfig {
     }
 
     fn run_config(&self, policy: Policy, unpinned: bool) -> Result<RunConfig> {
-        let chain = format!("burn({}%):{}", self.client_pct, self.clients);
+        let chain = match &self.chain {
+            Some(c) => c.clone(),
+            None => format!("burn({}%):{}", self.client_pct, self.clients),
+        };
         let mut c = RunConfig::new(self.driver, &chain)?;
         c.rate = self.rate;
         c.buffer_frames = self.buffer_frames;

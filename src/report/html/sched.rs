@@ -104,7 +104,10 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
     };
     html! {
         h3 { "Scheduling policies" }
-        p { "Graph of " (cfg.clients) " burn client(s) × " (format!("{:.1}", cfg.client_pct)) " % of P in one pipeline, "
+        p { @match &cfg.chain {
+                Some(c) => { "Graph: the chain " code { (c) } " (" (cfg.clients) " client(s)) in one pipeline, " }
+                None => { "Graph of " (cfg.clients) " burn client(s) × " (format!("{:.1}", cfg.client_pct)) " % of P in one pipeline, " }
+            }
             (cfg.buffer_frames) " frames @ " (cfg.rate) " Hz: P = " (format_ns(r.period_ns)) "; "
             (format_ns(cfg.duration_ns)) " per row; "
             @match &cfg.compete {
