@@ -12,7 +12,8 @@ use crate::results::{Body, Status};
 use clap::{Args, Subcommand};
 use comfy_table::Cell;
 
-/// The built-in plugins: list them, or measure their cost per frame.
+/// Built-in and installed LV2 plugins: list and show them, or measure their cost per block and
+/// per frame.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  xrunlab plugins list\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 --duration 5s 'reverb(N=4,NB=3)'"
