@@ -365,3 +365,343 @@ fn late_histogram_failure_keeps_the_result_and_exits_3() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
     assert_eq!(doc["kind"], "latency");
 }
+
+// --- signals ------------------------------------------------------------------------------
+
+/// Signal tests start stressors and real-time-ish loops: they take turns, so that on a
+/// 2-core machine one test's load does not stretch another's stop.
+static SIGNALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn signals_turn() -> std::sync::MutexGuard<'static, ()> {
+    SIGNALS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// No real-time privilege needed, nothing that starves the machine.
+const GENTLE: [&str; 4] = ["--policy", "other", "--no-mlock", "-q"];
+
+/// xrunlab `args` as GNU timeout runs its command: in a process group of its own, here with
+/// `mark` (KEY=VALUE) in its environment, which every stressor inherits.
+fn spawn_marked(args: &[&str], mark: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let (k, v) = mark.split_once('=').unwrap();
+    std::process::Command::new(common::bin())
+        .args(args)
+        .env(k, v)
+        .env_remove("CI")
+        .env_remove("XRUNLAB_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn mark(test: &str) -> String {
+    format!("XRUNLAB_HOSTILE_MARK={}-{test}", std::process::id())
+}
+
+/// Poll `ok` every 20 ms; false after `limit`.
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok()
+}
+
+/// Processes carrying `mark` other than `me`: the stressors.
+fn stressors(mark: &str, me: i32) -> Vec<i32> {
+    common::pids_with_env(mark)
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect()
+}
+
+/// Wait until at least `n` stressors of `child` run, then a little longer so it measures.
+fn await_stressors(child: &std::process::Child, mark: &str, n: usize) {
+    let me = child.id() as i32;
+    assert!(
+        wait_until(Duration::from_secs(20), || stressors(mark, me).len() >= n),
+        "stressors did not start"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) of our own child or its process group.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// What GNU timeout does when the time is up: the signal to the command, then to the
+/// command's whole group (the 50 ms between them keep the kernel from merging the two).
+fn signal_like_timeout(child: &std::process::Child, sig: i32) {
+    let pid = child.id() as i32;
+    kill(pid, sig);
+    std::thread::sleep(Duration::from_millis(50));
+    kill(-pid, sig);
+}
+
+/// The child's exit status and stderr, failing the test (after killing it) past `limit`.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (status, err)
+}
+
+/// Nothing carrying `mark` is left and `dir` (the stressors' --stress-dir) is empty.
+fn nothing_left(mark: &str, dir: &std::path::Path) {
+    assert!(
+        wait_until(Duration::from_secs(5), || common::pids_with_env(mark)
+            .is_empty()),
+        "left behind: {:?}",
+        common::pids_with_env(mark)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "stressor files left: {left:?}");
+}
+
+fn status_of(path: &std::path::Path) -> serde_json::Value {
+    common::read_json(path)["status"].clone()
+}
+
+/// `timeout -s INT T xrunlab run … --stress …` once lost the result 4 times in 10: the second
+/// SIGINT (to the group) took the give-up path. Both signals are one request now.
+#[test]
+fn two_sigints_like_gnu_timeout_keep_the_run_result_and_clean_up() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("run2");
+    let mut args = vec!["run", "--chain", "burn(10%)", "--duration", "60s"];
+    args.extend(["--stress", "cpu", "--stress-backend", "builtin"]);
+    args.extend(["--stress-dir", s(&sdir), "-o", s(&out)]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 1);
+    signal_like_timeout(&child, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+    nothing_left(&mark, &sdir);
+}
+
+#[test]
+fn two_sigterms_like_gnu_timeout_keep_the_latency_result_and_clean_up() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("lat.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("lat2");
+    let mut args = vec!["latency", "--duration", "60s", "--no-dma-latency"];
+    args.extend(["--stress", "cpu,proc", "--stress-backend", "builtin"]);
+    args.extend(["--stress-dir", s(&sdir), "-o", s(&out)]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 2);
+    signal_like_timeout(&child, libc::SIGTERM);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+    nothing_left(&mark, &sdir);
+}
+
+/// A stressor that swaps its log for a FIFO: the stop blocks reading it (the orderly stop
+/// has signalled the stressors and collects their output) until the test opens the FIFO
+/// for writing. A process stuck in its stop, for exactly as long as the test wants.
+const STUCK_LOG: &str = "sh -c 'rm -f out-0.log; mkfifo out-0.log; exec sleep 600'";
+
+/// Start `run` under the stuck-log stressor and send the first SIGINT once its stop is
+/// blocked; return the child and the FIFO.
+fn run_stuck_in_its_stop(
+    sdir: &std::path::Path,
+    out: &std::path::Path,
+    mark: &str,
+) -> (std::process::Child, std::path::PathBuf) {
+    let mut args = vec!["run", "--chain", "thru", "--duration", "60s"];
+    args.extend([
+        "--stress-cmd",
+        STUCK_LOG,
+        "--stress-dir",
+        s(sdir),
+        "-o",
+        s(out),
+    ]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, mark);
+    let mut fifo = None;
+    let found = wait_until(Duration::from_secs(20), || {
+        fifo = std::fs::read_dir(sdir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("out-0.log"))
+            .find(|p| {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_fifo())
+            });
+        fifo.is_some()
+    });
+    assert!(found, "the stressor did not make its FIFO");
+    std::thread::sleep(Duration::from_millis(300));
+    kill(child.id() as i32, libc::SIGINT);
+    (child, fifo.unwrap())
+}
+
+/// After the grace a signal gives up waiting: the stressors are SIGKILLed at once and the
+/// process, unblocked within its deadline, still writes its partial result (exit 3) and
+/// removes the stressors' directory.
+#[test]
+fn a_signal_after_the_grace_gives_up_waiting_but_still_writes_the_result() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("giveup");
+    let (child, fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
+    // Past the 2 s grace (docs/ARCHITECTURE.md §5), well inside nothing else.
+    std::thread::sleep(Duration::from_millis(2600));
+    kill(child.id() as i32, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    // Unblock the stop: a writer that opens and closes the FIFO gives its reader EOF.
+    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    let doc = common::read_json(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let warnings = doc["results"]["stress"]["warnings"].to_string();
+    assert!(warnings.contains("gave up"), "{warnings}");
+    nothing_left(&mark, &sdir);
+}
+
+/// Given up and still stuck past the deadline, the process removes the stressors'
+/// directory from the signal handler and dies by the signal.
+#[test]
+fn a_process_stuck_past_the_give_up_deadline_cleans_up_and_dies_by_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("die");
+    let (child, _fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
+    std::thread::sleep(Duration::from_millis(2600));
+    kill(child.id() as i32, libc::SIGINT);
+    // The deadline is 3 s; nothing opens the FIFO.
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}: {err}");
+    assert!(
+        !out.exists(),
+        "a result from a process that could not write one"
+    );
+    nothing_left(&mark, &sdir);
+}
+
+/// An ssh session that drops closes the terminal and sends SIGHUP: like SIGTERM, the result
+/// is written and the command exits 3, though nothing can be printed any more.
+#[test]
+fn sighup_with_the_terminal_gone_still_writes_the_result() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r.json");
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors; the name, termios and winsize are optional.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    let tty = |fd: i32| {
+        // SAFETY: dup of a descriptor we own; the Stdio owns the copy.
+        std::process::Stdio::from(unsafe {
+            <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(fd))
+        })
+    };
+    let mut child = std::process::Command::new(common::bin())
+        .args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
+        .args(["--policy", "other", "--no-mlock"])
+        .stdin(std::process::Stdio::null())
+        .stdout(tty(slave))
+        .stderr(tty(slave))
+        .spawn()
+        .unwrap();
+    // SAFETY: closing the descriptors openpty gave us: the terminal hangs up.
+    unsafe {
+        libc::close(slave);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe {
+        libc::close(master);
+    }
+    kill(child.id() as i32, libc::SIGHUP);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("still running after SIGHUP");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert_eq!(status_of(&out), "interrupted");
+}
+
+/// Under `nohup` SIGHUP is ignored when xrunlab starts, and stays ignored.
+#[test]
+fn an_ignored_sighup_stays_ignored() {
+    use std::os::unix::process::CommandExt;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r.json");
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
+        .args(GENTLE)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    kill(child.id() as i32, libc::SIGHUP);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP was not ignored"
+    );
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+}
