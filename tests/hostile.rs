@@ -705,3 +705,107 @@ fn an_ignored_sighup_stays_ignored() {
     assert_eq!(status.code(), Some(3), "{status:?}: {err}");
     assert_eq!(status_of(&out), "interrupted");
 }
+
+/// `stress` stopped by a signal is a partial result like any other: exit 3 (it was 0).
+/// (tests/stress_session.rs checks the same for SIGTERM with the stressors' reaping.)
+#[test]
+fn stress_interrupted_exits_3() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("s.json");
+    let mark = mark("stress");
+    let mut args = vec!["stress", "--stress", "cpu", "--stress-backend", "builtin"];
+    args.extend(["--duration", "60s", "-q", "-o", s(&out)]);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 1);
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+}
+
+/// `plugins bench` took its first Ctrl-C for nothing and ran every plugin to the end (exit 0).
+/// Now the runs finished before the signal are the result, in order, and it exits 3.
+#[test]
+fn plugins_bench_interrupted_keeps_the_runs_it_finished() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bench.json");
+    let counts: Vec<String> = (1..=20).map(|k| k.to_string()).collect();
+    let counts = counts.join(",");
+    // 20 runs of about 1.1 s each: at 8 s at least one has ended (unless starting took
+    // 7 s) and most have not.
+    let args = [
+        "plugins",
+        "bench",
+        "gain",
+        "--instances",
+        &counts,
+        "--buffer",
+        "64",
+        "--duration",
+        "1s",
+        "-q",
+        "-o",
+        s(&out),
+    ];
+    let child = spawn_marked(&args, &mark("bench"));
+    std::thread::sleep(Duration::from_secs(8));
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let doc = common::read_json(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let done: Vec<u64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| common::u(&r["instances"]))
+        .collect();
+    assert!(
+        !done.is_empty() && done.len() < 20,
+        "{} runs kept",
+        done.len()
+    );
+    assert_eq!(done, (1..=done.len() as u64).collect::<Vec<_>>());
+}
+
+/// `report` finished after Ctrl-C (exit 0). Now it exits 3 and writes no page: a report cut
+/// short would pass for the whole. Its input is a FIFO, so the signal arrives, for certain,
+/// while it reads.
+#[test]
+fn report_interrupted_writes_nothing_and_exits_3() {
+    use std::io::Write;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, html) = (tmp.path().join("r.json"), tmp.path().join("r.html"));
+    let c = std::ffi::CString::new(s(&input)).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let bytes = std::fs::read(format!(
+        "{}/tests/fixtures/results/latency.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let child = spawn_marked(&["report", s(&input), "-o", s(&html)], &mark("report"));
+    // Opening for writing waits until report has opened the FIFO to read it.
+    let mut w = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .unwrap();
+    kill(child.id() as i32, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    w.write_all(&bytes).unwrap();
+    drop(w);
+    let (status, err) = finish_within(child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!html.exists(), "a report was written after Ctrl-C");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "a partial file: {left:?}");
+}
