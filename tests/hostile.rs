@@ -809,3 +809,112 @@ fn report_interrupted_writes_nothing_and_exits_3() {
         .collect();
     assert_eq!(left.len(), 1, "a partial file: {left:?}");
 }
+
+// --- the sim cost model -------------------------------------------------------------------
+
+/// A misspelt `--cost` name left the real plugin at cost 0: 0 % DSP and no xrun instead of
+/// 120 % and 1875 xruns. It is refused, naming the closest element of the chain.
+#[test]
+fn a_cost_for_a_plugin_not_in_the_chain_is_refused_naming_the_closest() {
+    let chain = ["--chain", "reverb-heavy:4,gain"];
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--duration", "60s"][..],
+            &chain,
+            &["--cost", "reverb-hevy=400us"],
+        ]
+        .concat(),
+        "did you mean 'reverb-heavy'",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--duration", "60s"][..],
+            &chain,
+            &["--cost", "gain=1us", "--cost", "gain=2us"],
+        ]
+        .concat(),
+        "has a cost already",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &[
+            "load",
+            "--driver",
+            "sim",
+            "--duration",
+            "60s",
+            "--plugins",
+            "reverb-heavy",
+            "--cost",
+            "reverb-heavy=40ns/frame",
+            "--cost",
+            "reverb-ligth=20ns/frame",
+            "--stress",
+            "none",
+        ],
+        "'reverb-ligth' is not in the chain",
+        BEFORE_MEASURING,
+    );
+    // The costs were only ever a model: measured compute has no use for them.
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--sim-compute", "measured"][..],
+            &["--duration", "60s", "--chain", "gain", "--cost", "gain=1us"],
+        ]
+        .concat(),
+        "--sim-compute measured",
+        BEFORE_MEASURING,
+    );
+}
+
+/// The right name gives the model's answer; an element without a cost says so on the
+/// terminal, not only in the JSON.
+#[test]
+fn the_cost_model_answers_and_names_what_it_leaves_at_zero() {
+    let out = xrunlab()
+        .args(["run", "--driver", "sim", "--duration", "2s"])
+        .args([
+            "--chain",
+            "reverb-heavy:4,gain",
+            "--cost",
+            "reverb-heavy=400us",
+        ])
+        .args(["--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 4 × 400 µs in a 1333 µs period: every cycle that runs overloads (the model is exact);
+    // with the cost under a misspelt name none did.
+    let r = &doc["results"];
+    let (cycles, overload) = (common::u(&r["cycles"]), common::u(&r["xruns"]["overload"]));
+    assert!(cycles > 0 && overload == cycles, "{overload} of {cycles}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("xrunlab: warning:") && l.contains("no --cost for gain")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_hang_plugin_is_refused_on_sim() {
+    for compute in ["model", "measured"] {
+        refused_fast(
+            &[
+                "run",
+                "--driver",
+                "sim",
+                "--sim-compute",
+                compute,
+                "--chain",
+                "gain,hang",
+                "--duration",
+                "60s",
+            ],
+            "'hang' never returns",
+            BEFORE_MEASURING,
+        );
+    }
+}
