@@ -918,3 +918,30 @@ fn the_hang_plugin_is_refused_on_sim() {
         );
     }
 }
+
+// --- schema -------------------------------------------------------------------------------
+
+/// `schema -o FILE` printed to stdout and ignored -o (exit 0 even for a missing directory).
+#[test]
+fn schema_honours_output_and_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("schema.json");
+    let printed = xrunlab().arg("schema").output().unwrap();
+    assert_eq!(printed.status.code(), Some(0));
+    let out = xrunlab()
+        .args(["schema", "-q", "-o", s(&f)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "-q printed");
+    assert_eq!(std::fs::read(&f).unwrap(), printed.stdout);
+    let out = xrunlab().args(["schema", "-o", s(&f)]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("schema written to"));
+    refused_fast(
+        &["schema", "-o", "/nonexistent-dir/x.json"],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+    let d = tmp.path().to_str().unwrap();
+    refused_fast(&["schema", "-o", d], d, BEFORE_MEASURING);
+}
