@@ -945,3 +945,81 @@ fn schema_honours_output_and_quiet() {
     let d = tmp.path().to_str().unwrap();
     refused_fast(&["schema", "-o", d], d, BEFORE_MEASURING);
 }
+
+// --- low ------------------------------------------------------------------------------------
+
+/// A watchdog bound below one period would stop every healthy run at its first cycle.
+#[test]
+fn a_watchdog_below_one_period_is_refused_before_measuring() {
+    for bound in ["0s", "1ns", "1ms"] {
+        refused_fast(
+            &[
+                "run",
+                "--driver",
+                "sim",
+                "--buffer",
+                "64",
+                "--duration",
+                "60s",
+                "--watchdog",
+                bound,
+            ],
+            "below one period",
+            BEFORE_MEASURING,
+        );
+        refused_fast(
+            &[
+                "rtl",
+                "--driver",
+                "virtual",
+                "--loopback",
+                "--duration",
+                "60s",
+                "--watchdog",
+                bound,
+            ],
+            "below one period",
+            BEFORE_MEASURING,
+        );
+    }
+}
+
+#[test]
+fn stress_refuses_a_zero_duration_as_the_others_do() {
+    refused_fast(
+        &["stress", "--stress", "cpu", "--duration", "0s"],
+        "--duration must be positive",
+        BEFORE_MEASURING,
+    );
+}
+
+/// The mlock advice ("pass --no-mlock") names an option `sched` and `event` now take, and
+/// the result records it.
+#[test]
+fn sched_and_event_take_the_no_mlock_they_advise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (e, sc) = (tmp.path().join("e.json"), tmp.path().join("s.json"));
+    let out = xrunlab()
+        .args([
+            "event",
+            "--driver",
+            "virtual",
+            "--trials",
+            "5",
+            "--no-mlock",
+        ])
+        .args(["--policy", "other", "-q", "-o", s(&e)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(common::read_json(&e)["config"]["mlock"], false);
+    let out = xrunlab()
+        .args(["sched", "--policies", "other", "--duration", "500ms"])
+        .args(["--no-mlock", "-q", "-o", s(&sc)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(common::read_json(&sc)["config"]["mlock"], false);
+}
