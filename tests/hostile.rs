@@ -468,6 +468,39 @@ fn finish_within(
     (status, err)
 }
 
+/// Open `fifo` for writing once `child` has it open for reading (a blocking open would wait
+/// forever for a child that died first); the writer is blocking again when returned.
+fn fifo_writer(fifo: &std::path::Path, child: &mut std::process::Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let t = Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: fcntl on a descriptor f owns.
+                unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) };
+                return f;
+            }
+            // ENXIO: no reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("{}: {e}", fifo.display()),
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("ended ({s:?}) without opening {}", fifo.display());
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{} never opened",
+            fifo.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Nothing carrying `mark` is left and `dir` (the stressors' --stress-dir) is empty.
 fn nothing_left(mark: &str, dir: &std::path::Path) {
     assert!(
@@ -577,13 +610,13 @@ fn a_signal_after_the_grace_gives_up_waiting_but_still_writes_the_result() {
     let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
     std::fs::create_dir(&sdir).unwrap();
     let mark = mark("giveup");
-    let (child, fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
-    // Past the 2 s grace (docs/ARCHITECTURE.md §5), well inside nothing else.
+    let (mut child, fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
+    // Past the 2 s grace (docs/ARCHITECTURE.md §5).
     std::thread::sleep(Duration::from_millis(2600));
     kill(child.id() as i32, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(100));
     // Unblock the stop: a writer that opens and closes the FIFO gives its reader EOF.
-    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+    drop(fifo_writer(&fifo, &mut child));
     let (status, err) = finish_within(child, Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{status:?}: {err}");
     let doc = common::read_json(&out);
@@ -788,12 +821,8 @@ fn report_interrupted_writes_nothing_and_exits_3() {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
-    let child = spawn_marked(&["report", s(&input), "-o", s(&html)], &mark("report"));
-    // Opening for writing waits until report has opened the FIFO to read it.
-    let mut w = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&input)
-        .unwrap();
+    let mut child = spawn_marked(&["report", s(&input), "-o", s(&html)], &mark("report"));
+    let mut w = fifo_writer(&input, &mut child);
     kill(child.id() as i32, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(200));
     w.write_all(&bytes).unwrap();
