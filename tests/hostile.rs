@@ -365,3 +365,690 @@ fn late_histogram_failure_keeps_the_result_and_exits_3() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
     assert_eq!(doc["kind"], "latency");
 }
+
+// --- signals ------------------------------------------------------------------------------
+
+/// Signal tests start stressors and real-time-ish loops: they take turns, so that on a
+/// 2-core machine one test's load does not stretch another's stop.
+static SIGNALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn signals_turn() -> std::sync::MutexGuard<'static, ()> {
+    SIGNALS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// No real-time privilege needed, nothing that starves the machine.
+const GENTLE: [&str; 4] = ["--policy", "other", "--no-mlock", "-q"];
+
+/// xrunlab `args` as GNU timeout runs its command: in a process group of its own, here with
+/// `mark` (KEY=VALUE) in its environment, which every stressor inherits.
+fn spawn_marked(args: &[&str], mark: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let (k, v) = mark.split_once('=').unwrap();
+    std::process::Command::new(common::bin())
+        .args(args)
+        .env(k, v)
+        .env_remove("CI")
+        .env_remove("XRUNLAB_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn mark(test: &str) -> String {
+    format!("XRUNLAB_HOSTILE_MARK={}-{test}", std::process::id())
+}
+
+/// Poll `ok` every 20 ms; false after `limit`.
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok()
+}
+
+/// Processes carrying `mark` other than `me`: the stressors.
+fn stressors(mark: &str, me: i32) -> Vec<i32> {
+    common::pids_with_env(mark)
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect()
+}
+
+/// Wait until at least `n` stressors of `child` run, then a little longer so it measures.
+fn await_stressors(child: &std::process::Child, mark: &str, n: usize) {
+    let me = child.id() as i32;
+    assert!(
+        wait_until(Duration::from_secs(20), || stressors(mark, me).len() >= n),
+        "stressors did not start"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) of our own child or its process group.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// What GNU timeout does when the time is up: the signal to the command, then to the
+/// command's whole group (the 50 ms between them keep the kernel from merging the two).
+fn signal_like_timeout(child: &std::process::Child, sig: i32) {
+    let pid = child.id() as i32;
+    kill(pid, sig);
+    std::thread::sleep(Duration::from_millis(50));
+    kill(-pid, sig);
+}
+
+/// The child's exit status and stderr, failing the test (after killing it) past `limit`.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (status, err)
+}
+
+/// Open `fifo` for writing once `child` has it open for reading (a blocking open would wait
+/// forever for a child that died first); the writer is blocking again when returned.
+fn fifo_writer(fifo: &std::path::Path, child: &mut std::process::Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let t = Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: fcntl on a descriptor f owns.
+                unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) };
+                return f;
+            }
+            // ENXIO: no reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("{}: {e}", fifo.display()),
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("ended ({s:?}) without opening {}", fifo.display());
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{} never opened",
+            fifo.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Nothing carrying `mark` is left and `dir` (the stressors' --stress-dir) is empty.
+fn nothing_left(mark: &str, dir: &std::path::Path) {
+    assert!(
+        wait_until(Duration::from_secs(5), || common::pids_with_env(mark)
+            .is_empty()),
+        "left behind: {:?}",
+        common::pids_with_env(mark)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "stressor files left: {left:?}");
+}
+
+fn status_of(path: &std::path::Path) -> serde_json::Value {
+    common::read_json(path)["status"].clone()
+}
+
+/// `timeout -s INT T xrunlab run … --stress …` once lost the result 4 times in 10: the second
+/// SIGINT (to the group) took the give-up path. Both signals are one request now.
+#[test]
+fn two_sigints_like_gnu_timeout_keep_the_run_result_and_clean_up() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("run2");
+    let mut args = vec!["run", "--chain", "burn(10%)", "--duration", "60s"];
+    args.extend(["--stress", "cpu", "--stress-backend", "builtin"]);
+    args.extend(["--stress-dir", s(&sdir), "-o", s(&out)]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 1);
+    signal_like_timeout(&child, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+    nothing_left(&mark, &sdir);
+}
+
+#[test]
+fn two_sigterms_like_gnu_timeout_keep_the_latency_result_and_clean_up() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("lat.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("lat2");
+    let mut args = vec!["latency", "--duration", "60s", "--no-dma-latency"];
+    args.extend(["--stress", "cpu,proc", "--stress-backend", "builtin"]);
+    args.extend(["--stress-dir", s(&sdir), "-o", s(&out)]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 2);
+    signal_like_timeout(&child, libc::SIGTERM);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+    nothing_left(&mark, &sdir);
+}
+
+/// A stressor that swaps its log for a FIFO: the stop blocks reading it (the orderly stop
+/// has signalled the stressors and collects their output) until the test opens the FIFO
+/// for writing. A process stuck in its stop, for exactly as long as the test wants.
+const STUCK_LOG: &str = "sh -c 'rm -f out-0.log; mkfifo out-0.log; exec sleep 600'";
+
+/// Start `run` under the stuck-log stressor and send the first SIGINT once its stop is
+/// blocked; return the child and the FIFO.
+fn run_stuck_in_its_stop(
+    sdir: &std::path::Path,
+    out: &std::path::Path,
+    mark: &str,
+) -> (std::process::Child, std::path::PathBuf) {
+    let mut args = vec!["run", "--chain", "thru", "--duration", "60s"];
+    args.extend([
+        "--stress-cmd",
+        STUCK_LOG,
+        "--stress-dir",
+        s(sdir),
+        "-o",
+        s(out),
+    ]);
+    args.extend(GENTLE);
+    let child = spawn_marked(&args, mark);
+    let mut fifo = None;
+    let found = wait_until(Duration::from_secs(20), || {
+        fifo = std::fs::read_dir(sdir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("out-0.log"))
+            .find(|p| {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_fifo())
+            });
+        fifo.is_some()
+    });
+    assert!(found, "the stressor did not make its FIFO");
+    std::thread::sleep(Duration::from_millis(300));
+    kill(child.id() as i32, libc::SIGINT);
+    (child, fifo.unwrap())
+}
+
+/// After the grace a signal gives up waiting: the stressors are SIGKILLed at once and the
+/// process, unblocked within its deadline, still writes its partial result (exit 3) and
+/// removes the stressors' directory.
+#[test]
+fn a_signal_after_the_grace_gives_up_waiting_but_still_writes_the_result() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("giveup");
+    let (mut child, fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
+    // Past the 2 s grace (docs/ARCHITECTURE.md §5).
+    std::thread::sleep(Duration::from_millis(2600));
+    kill(child.id() as i32, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    // Unblock the stop: a writer that opens and closes the FIFO gives its reader EOF.
+    drop(fifo_writer(&fifo, &mut child));
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    let doc = common::read_json(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let warnings = doc["results"]["stress"]["warnings"].to_string();
+    assert!(warnings.contains("gave up"), "{warnings}");
+    nothing_left(&mark, &sdir);
+}
+
+/// Given up and still stuck past the deadline, the process removes the stressors'
+/// directory from the signal handler and dies by the signal.
+#[test]
+fn a_process_stuck_past_the_give_up_deadline_cleans_up_and_dies_by_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sdir, out) = (tmp.path().join("stress"), tmp.path().join("r.json"));
+    std::fs::create_dir(&sdir).unwrap();
+    let mark = mark("die");
+    let (child, _fifo) = run_stuck_in_its_stop(&sdir, &out, &mark);
+    std::thread::sleep(Duration::from_millis(2600));
+    kill(child.id() as i32, libc::SIGINT);
+    // The deadline is 3 s; nothing opens the FIFO.
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}: {err}");
+    assert!(
+        !out.exists(),
+        "a result from a process that could not write one"
+    );
+    nothing_left(&mark, &sdir);
+}
+
+/// An ssh session that drops closes the terminal and sends SIGHUP: like SIGTERM, the result
+/// is written and the command exits 3, though nothing can be printed any more.
+#[test]
+fn sighup_with_the_terminal_gone_still_writes_the_result() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r.json");
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors; the name, termios and winsize are optional.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    let tty = |fd: i32| {
+        // SAFETY: dup of a descriptor we own; the Stdio owns the copy.
+        std::process::Stdio::from(unsafe {
+            <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(fd))
+        })
+    };
+    let mut child = std::process::Command::new(common::bin())
+        .args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
+        .args(["--policy", "other", "--no-mlock"])
+        .stdin(std::process::Stdio::null())
+        .stdout(tty(slave))
+        .stderr(tty(slave))
+        .spawn()
+        .unwrap();
+    // SAFETY: closing the descriptors openpty gave us: the terminal hangs up.
+    unsafe {
+        libc::close(slave);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe {
+        libc::close(master);
+    }
+    kill(child.id() as i32, libc::SIGHUP);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("still running after SIGHUP");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert_eq!(status_of(&out), "interrupted");
+}
+
+/// Under `nohup` SIGHUP is ignored when xrunlab starts, and stays ignored.
+#[test]
+fn an_ignored_sighup_stays_ignored() {
+    use std::os::unix::process::CommandExt;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r.json");
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
+        .args(GENTLE)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    kill(child.id() as i32, libc::SIGHUP);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP was not ignored"
+    );
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+}
+
+/// `stress` stopped by a signal is a partial result like any other: exit 3 (it was 0).
+/// (tests/stress_session.rs checks the same for SIGTERM with the stressors' reaping.)
+#[test]
+fn stress_interrupted_exits_3() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("s.json");
+    let mark = mark("stress");
+    let mut args = vec!["stress", "--stress", "cpu", "--stress-backend", "builtin"];
+    args.extend(["--duration", "60s", "-q", "-o", s(&out)]);
+    let child = spawn_marked(&args, &mark);
+    await_stressors(&child, &mark, 1);
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(&out), "interrupted");
+}
+
+/// `plugins bench` took its first Ctrl-C for nothing and ran every plugin to the end (exit 0).
+/// Now the runs finished before the signal are the result, in order, and it exits 3.
+#[test]
+fn plugins_bench_interrupted_keeps_the_runs_it_finished() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bench.json");
+    let counts: Vec<String> = (1..=20).map(|k| k.to_string()).collect();
+    let counts = counts.join(",");
+    // 20 runs of about 1.1 s each: at 8 s at least one has ended (unless starting took
+    // 7 s) and most have not.
+    let args = [
+        "plugins",
+        "bench",
+        "gain",
+        "--instances",
+        &counts,
+        "--buffer",
+        "64",
+        "--duration",
+        "1s",
+        "-q",
+        "-o",
+        s(&out),
+    ];
+    let child = spawn_marked(&args, &mark("bench"));
+    std::thread::sleep(Duration::from_secs(8));
+    kill(child.id() as i32, libc::SIGINT);
+    let (status, err) = finish_within(child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let doc = common::read_json(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let done: Vec<u64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| common::u(&r["instances"]))
+        .collect();
+    assert!(
+        !done.is_empty() && done.len() < 20,
+        "{} runs kept",
+        done.len()
+    );
+    assert_eq!(done, (1..=done.len() as u64).collect::<Vec<_>>());
+}
+
+/// `report` finished after Ctrl-C (exit 0). Now it exits 3 and writes no page: a report cut
+/// short would pass for the whole. Its input is a FIFO, so the signal arrives, for certain,
+/// while it reads.
+#[test]
+fn report_interrupted_writes_nothing_and_exits_3() {
+    use std::io::Write;
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, html) = (tmp.path().join("r.json"), tmp.path().join("r.html"));
+    let c = std::ffi::CString::new(s(&input)).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let bytes = std::fs::read(format!(
+        "{}/tests/fixtures/results/latency.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let mut child = spawn_marked(&["report", s(&input), "-o", s(&html)], &mark("report"));
+    let mut w = fifo_writer(&input, &mut child);
+    kill(child.id() as i32, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    w.write_all(&bytes).unwrap();
+    drop(w);
+    let (status, err) = finish_within(child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!html.exists(), "a report was written after Ctrl-C");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "a partial file: {left:?}");
+}
+
+// --- the sim cost model -------------------------------------------------------------------
+
+/// A misspelt `--cost` name left the real plugin at cost 0: 0 % DSP and no xrun instead of
+/// 120 % and 1875 xruns. It is refused, naming the closest element of the chain.
+#[test]
+fn a_cost_for_a_plugin_not_in_the_chain_is_refused_naming_the_closest() {
+    let chain = ["--chain", "reverb-heavy:4,gain"];
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--duration", "60s"][..],
+            &chain,
+            &["--cost", "reverb-hevy=400us"],
+        ]
+        .concat(),
+        "did you mean 'reverb-heavy'",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--duration", "60s"][..],
+            &chain,
+            &["--cost", "gain=1us", "--cost", "gain=2us"],
+        ]
+        .concat(),
+        "has a cost already",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &[
+            "load",
+            "--driver",
+            "sim",
+            "--duration",
+            "60s",
+            "--plugins",
+            "reverb-heavy",
+            "--cost",
+            "reverb-heavy=40ns/frame",
+            "--cost",
+            "reverb-ligth=20ns/frame",
+            "--stress",
+            "none",
+        ],
+        "'reverb-ligth' is not in the chain",
+        BEFORE_MEASURING,
+    );
+    // The costs were only ever a model: measured compute has no use for them.
+    refused_fast(
+        &[
+            &["run", "--driver", "sim", "--sim-compute", "measured"][..],
+            &["--duration", "60s", "--chain", "gain", "--cost", "gain=1us"],
+        ]
+        .concat(),
+        "--sim-compute measured",
+        BEFORE_MEASURING,
+    );
+}
+
+/// The right name gives the model's answer; an element without a cost says so on the
+/// terminal, not only in the JSON.
+#[test]
+fn the_cost_model_answers_and_names_what_it_leaves_at_zero() {
+    let out = xrunlab()
+        .args(["run", "--driver", "sim", "--duration", "2s"])
+        .args([
+            "--chain",
+            "reverb-heavy:4,gain",
+            "--cost",
+            "reverb-heavy=400us",
+        ])
+        .args(["--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 4 × 400 µs in a 1333 µs period: every cycle that runs overloads (the model is exact);
+    // with the cost under a misspelt name none did.
+    let r = &doc["results"];
+    let (cycles, overload) = (common::u(&r["cycles"]), common::u(&r["xruns"]["overload"]));
+    assert!(cycles > 0 && overload == cycles, "{overload} of {cycles}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("xrunlab: warning:") && l.contains("no --cost for gain")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_hang_plugin_is_refused_on_sim() {
+    for compute in ["model", "measured"] {
+        refused_fast(
+            &[
+                "run",
+                "--driver",
+                "sim",
+                "--sim-compute",
+                compute,
+                "--chain",
+                "gain,hang",
+                "--duration",
+                "60s",
+            ],
+            "'hang' never returns",
+            BEFORE_MEASURING,
+        );
+    }
+}
+
+// --- schema -------------------------------------------------------------------------------
+
+/// `schema -o FILE` printed to stdout and ignored -o (exit 0 even for a missing directory).
+#[test]
+fn schema_honours_output_and_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("schema.json");
+    let printed = xrunlab().arg("schema").output().unwrap();
+    assert_eq!(printed.status.code(), Some(0));
+    let out = xrunlab()
+        .args(["schema", "-q", "-o", s(&f)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "-q printed");
+    assert_eq!(std::fs::read(&f).unwrap(), printed.stdout);
+    let out = xrunlab().args(["schema", "-o", s(&f)]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("schema written to"));
+    refused_fast(
+        &["schema", "-o", "/nonexistent-dir/x.json"],
+        "/nonexistent-dir/x.json",
+        BEFORE_MEASURING,
+    );
+    let d = tmp.path().to_str().unwrap();
+    refused_fast(&["schema", "-o", d], d, BEFORE_MEASURING);
+}
+
+// --- low ------------------------------------------------------------------------------------
+
+/// A watchdog bound below one period would stop every healthy run at its first cycle.
+#[test]
+fn a_watchdog_below_one_period_is_refused_before_measuring() {
+    for bound in ["0s", "1ns", "1ms"] {
+        refused_fast(
+            &[
+                "run",
+                "--driver",
+                "sim",
+                "--buffer",
+                "64",
+                "--duration",
+                "60s",
+                "--watchdog",
+                bound,
+            ],
+            "below one period",
+            BEFORE_MEASURING,
+        );
+        refused_fast(
+            &[
+                "rtl",
+                "--driver",
+                "virtual",
+                "--loopback",
+                "--duration",
+                "60s",
+                "--watchdog",
+                bound,
+            ],
+            "below one period",
+            BEFORE_MEASURING,
+        );
+    }
+}
+
+#[test]
+fn stress_refuses_a_zero_duration_as_the_others_do() {
+    refused_fast(
+        &["stress", "--stress", "cpu", "--duration", "0s"],
+        "--duration must be positive",
+        BEFORE_MEASURING,
+    );
+}
+
+/// The mlock advice ("pass --no-mlock") names an option `sched` and `event` now take, and
+/// the result records it.
+#[test]
+fn sched_and_event_take_the_no_mlock_they_advise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (e, sc) = (tmp.path().join("e.json"), tmp.path().join("s.json"));
+    let out = xrunlab()
+        .args([
+            "event",
+            "--driver",
+            "virtual",
+            "--trials",
+            "5",
+            "--no-mlock",
+        ])
+        .args(["--policy", "other", "-q", "-o", s(&e)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(common::read_json(&e)["config"]["mlock"], false);
+    let out = xrunlab()
+        .args(["sched", "--policies", "other", "--duration", "500ms"])
+        .args(["--no-mlock", "-q", "-o", s(&sc)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(common::read_json(&sc)["config"]["mlock"], false);
+}

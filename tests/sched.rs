@@ -35,6 +35,7 @@ fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
         compete: Some("voip".parse().unwrap()),
         ramp_every_ns: None,
         trace: None,
+        mlock: true,
     }
 }
 

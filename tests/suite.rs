@@ -231,6 +231,78 @@ fn suite_interrupted_writes_the_manifest_and_exits_3() {
     }
 }
 
+/// `timeout -s INT T xrunlab suite …` signals the suite, then its whole group: two signals
+/// in quick succession are one request. The stage under way (latency under stress) stops as
+/// by hand, the manifest says interrupted, and no stressor or stressor directory is left.
+#[test]
+fn suite_signalled_like_gnu_timeout_still_writes_the_manifest_and_cleans_up() {
+    use std::os::unix::process::CommandExt;
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    // Stressor directories go to TMPDIR when no file class needs /var/tmp.
+    let scratch = tmp.path().join("tmp");
+    std::fs::create_dir(&scratch).unwrap();
+    let mark = format!("XRUNLAB_SUITE_MARK={}-timeout", std::process::id());
+    let (k, v) = mark.split_once('=').unwrap();
+    let mut child = std::process::Command::new(bin())
+        .args(["suite", "--quick", "-q", "-o"])
+        .arg(&dir)
+        .env(k, v)
+        .env("TMPDIR", &scratch)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Once the stage's stressors run (marked processes beyond the suite and its stage).
+    let t = Instant::now();
+    while !(dir.join("03-latency-stress.log").exists() && common::pids_with_env(&mark).len() >= 3) {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the stress stage did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: our child and its process group.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    unsafe {
+        libc::kill(-pid, libc::SIGINT);
+    }
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the suite did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    let m = manifest(&dir);
+    assert_eq!(m.status, SuiteStatus::Interrupted);
+    let stage = m
+        .stages
+        .iter()
+        .find(|s| s.stage == "latency-stress")
+        .unwrap();
+    assert_eq!(stage.reason.as_deref(), Some("interrupted"), "{stage:?}");
+    let file = stage.file.as_ref().expect("the stage's partial result");
+    assert_eq!(read_json(&dir.join(file))["status"], "interrupted");
+    let gone = (0..250).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        common::pids_with_env(&mark).is_empty()
+    });
+    assert!(gone, "left behind: {:?}", common::pids_with_env(&mark));
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().flatten().collect();
+    assert!(left.is_empty(), "stressor directories left: {left:?}");
+}
+
 #[test]
 fn suite_bad_usage_exits_2() {
     let tmp = tempfile::tempdir().unwrap();

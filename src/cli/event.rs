@@ -92,6 +92,9 @@ pub struct EventArgs {
     pub policy: Policy,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Do not lock memory (mlockall) during the trials.
+    #[arg(long)]
+    pub no_mlock: bool,
     #[command(flatten)]
     pub jack: super::jack_args::JackArgs,
     #[command(flatten)]
@@ -147,6 +150,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     cfg.dac_frames = a.dac;
     cfg.seed = a.seed;
     cfg.policy = a.policy;
+    cfg.mlock = !a.no_mlock;
     cfg.grid = if a.grid {
         Some(match &a.pairs {
             Some(p) => event::parse_pairs(p)?,

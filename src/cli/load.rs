@@ -193,7 +193,11 @@ impl LoadArgs {
                 latency: LatencyModel::parse(&self.sim_latency)?,
                 events: self.inject.clone(),
             };
-            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead)?;
+            let mut chain = Vec::new();
+            for p in &c.plugins {
+                chain.extend(crate::dsp::parse_chain(p)?);
+            }
+            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &chain)?;
         }
         if driver == DriverKind::Jack {
             c.adopt_jack_server(self.buffers.is_some(), self.rate)?;

@@ -124,7 +124,7 @@ pub fn main() -> ExitCode {
     // after an hour of measuring.
     let (outputs, inputs) = cli.command.files(&cli.global);
     if let Err(e) = output::preflight(&outputs, &inputs) {
-        eprintln!("xrunlab: error: {e}");
+        output::stderr(&format!("xrunlab: error: {e}\n"));
         return ExitCode::from(e.exit_code());
     }
     let outcome = match cli.command {
@@ -148,7 +148,7 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("xrunlab: error: {e}");
+            output::stderr(&format!("xrunlab: error: {e}\n"));
             ExitCode::from(e.exit_code())
         }
     }

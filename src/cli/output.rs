@@ -65,19 +65,18 @@ pub struct Measured {
     /// The human summary.
     pub human: String,
     pub verdict: Verdict,
-    /// What stderr says when the result is partial (status not complete); None when a partial
-    /// result is the command's ordinary end (exit 0, e.g. `stress` stopped with Ctrl-C).
-    pub partial: Option<String>,
+    /// What stderr says when the result is partial (status not complete; always exit 3).
+    pub partial: String,
     /// Print the warnings on stderr (`check` shows the same conditions as its table rows).
     pub show_warnings: bool,
 }
 
 impl Measured {
     pub fn new(body: Body, status: Status, started: Started, human: String) -> Self {
-        let partial = Some(format!(
+        let partial = format!(
             "xrunlab: {} interrupted; partial result reported\n",
             body.kind()
-        ));
+        );
         Measured {
             body,
             status,
@@ -110,7 +109,7 @@ impl Measured {
     }
 
     pub fn partial(mut self, line: impl Into<String>) -> Self {
-        self.partial = Some(line.into());
+        self.partial = line.into();
         self
     }
 }
@@ -138,10 +137,7 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     }
     written?;
     if m.status != Status::Complete {
-        let Some(line) = m.partial else {
-            return Ok(0);
-        };
-        stderr(&line);
+        stderr(&m.partial);
         if m.status == Status::Watchdog {
             // A thread stuck in a plugin cannot be joined; leaving the process ends it.
             let _ = std::io::stdout().flush();

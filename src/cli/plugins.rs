@@ -184,7 +184,12 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     let mut results: Vec<BenchResult> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for e in &runs {
-        match bench_element_on(e, &ctx, duration_ns, b.signal) {
+        let r = bench_element_on(e, &ctx, duration_ns, b.signal);
+        if crate::rt::interrupt::requested() {
+            // The run under way was cut short: the result is the runs that ended before.
+            break;
+        }
+        match r {
             Ok(r) => results.push(r),
             // Asked for by name: a bad name or parameter is the user's error.
             Err(err) if explicit => return Err(err),
@@ -197,6 +202,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
             }
         }
     }
+    let results_len = results.len();
     let mut human = table::bench(&results, b.rate, b.buffer);
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
@@ -212,7 +218,19 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         },
         results,
     };
-    output::finish(Measured::new(body, Status::Complete, started, human), g)
+    let status = if crate::rt::interrupt::requested() {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    output::finish(
+        Measured::new(body, status, started, human).partial(format!(
+            "xrunlab: bench interrupted after {} of {} runs; partial result reported\n",
+            results_len,
+            runs.len()
+        )),
+        g,
+    )
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {

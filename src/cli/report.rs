@@ -21,19 +21,32 @@ pub struct ReportArgs {
     pub manifest: Option<PathBuf>,
 }
 
+/// A report has nothing partial worth keeping: Ctrl-C ends it with exit 3 and no file (a
+/// half-built page would pass for the whole), checked between the steps that take time.
+fn stop_if_interrupted() -> Result<()> {
+    if crate::rt::interrupt::requested() {
+        return Err(crate::error::Error::cannot_measure(
+            "interrupted; no report written",
+        ));
+    }
+    Ok(())
+}
+
 pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
-    let inputs = a
-        .files
-        .iter()
-        .map(|p| report::load(p))
-        .collect::<Result<Vec<_>>>()?;
+    let mut inputs = Vec::with_capacity(a.files.len());
+    for p in &a.files {
+        stop_if_interrupted()?;
+        inputs.push(report::load(p)?);
+    }
     let manifest = match &a.manifest {
         Some(p) => Some(crate::suite::Manifest::read_file(p)?),
         None => None,
     };
+    stop_if_interrupted()?;
     match &g.output {
         Some(path) => {
             let html = report::html::report_with(&inputs, manifest.as_ref());
+            stop_if_interrupted()?;
             crate::results::write_atomic(path, html.as_bytes())?;
             if !g.quiet {
                 output::stdout(&format!(
@@ -46,6 +59,7 @@ pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
         None => {
             if !g.quiet {
                 for i in &inputs {
+                    stop_if_interrupted()?;
                     output::stdout(&summary(i));
                 }
             }

@@ -181,7 +181,25 @@ impl RunArgs {
                 ComputeArg::Measured => ComputeKind::Measured,
                 ComputeArg::Model => ComputeKind::Model,
             };
-            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead)?;
+            if matches!(self.sim_compute, ComputeArg::Measured)
+                && (!self.cost.is_empty() || self.cost_overhead != 0)
+            {
+                return Err(Error::usage(
+                    "--cost and --cost-overhead are the cost model: they do nothing with --sim-compute measured",
+                ));
+            }
+            if let Some(e) = c
+                .chain_elements
+                .iter()
+                .find(|e| crate::dsp::bench::NEVER_RETURNS.contains(&e.plugin.as_str()))
+            {
+                // As `load` refuses it: in a model it costs nothing, measured it never ends.
+                return Err(Error::usage(format!(
+                    "--chain: '{}' never returns; it exercises the watchdog on a real driver, not on sim",
+                    e.plugin
+                )));
+            }
+            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &c.chain_elements)?;
         }
         c.validate()?;
         Ok(c)

@@ -112,6 +112,9 @@ pub struct SchedArgs {
     /// is set per row.
     #[arg(long, value_name = "SPEC")]
     pub compete: Option<String>,
+    /// Do not lock memory (mlockall) during the rows.
+    #[arg(long)]
+    pub no_mlock: bool,
 }
 
 fn parse_graph(s: &str) -> Result<(u32, f64)> {
@@ -199,6 +202,7 @@ impl SchedArgs {
             compete,
             ramp_every_ns,
             trace: self.trace.as_ref().map(|p| p.display().to_string()),
+            mlock: !self.no_mlock,
         };
         cfg.validate()?;
         Ok(cfg)

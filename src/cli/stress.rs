@@ -37,6 +37,9 @@ pub struct StressCmdArgs {
 pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     let spec = a.stress.to_spec()?;
     let duration_ns = parse_duration_ns(&a.duration)?;
+    if duration_ns == 0 {
+        return super::usage("--duration must be positive");
+    }
     let mut compete = a
         .compete
         .as_deref()
@@ -60,10 +63,9 @@ pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
         },
         results: Box::new(results),
     };
-    let mut m = Measured::new(body, status, started, human);
-    // Ctrl-C is how a held load is ended: what ran until then is the whole result.
-    m.partial = None;
-    output::finish(m, g)
+    // Interrupted, the record covers what ran until then and exits 3 like every command's
+    // partial result (docs/ARCHITECTURE.md §1): a script cannot mistake it for the duration.
+    output::finish(Measured::new(body, status, started, human), g)
 }
 
 /// Internal: one built-in stressor (started by a stress session, not by users).

@@ -283,9 +283,9 @@ impl Timed {
     }
 }
 
-/// Run blocks in groups of `per_group` until `duration_ns` has passed and at least 5 groups
-/// ran, timing each block from the clock read that ended the one before. The bookkeeping
-/// between groups falls outside every block.
+/// Run blocks in groups of `per_group` until `duration_ns` has passed (or a signal asked to
+/// stop) and at least 5 groups ran, timing each block from the clock read that ended the one
+/// before. The bookkeeping between groups falls outside every block.
 fn time_blocks(
     input: &mut Input,
     chain: &mut [Box<dyn Plugin>],
@@ -316,7 +316,8 @@ fn time_blocks(
         }
         tm.sum += (t - a) as u128;
         tm.groups.push(t - a);
-        if t - start >= duration_ns && tm.groups.len() >= 5 {
+        let done = t - start >= duration_ns || crate::rt::interrupt::requested();
+        if done && tm.groups.len() >= 5 {
             break;
         }
     }

@@ -46,16 +46,29 @@ pub struct CostModel {
 }
 
 impl CostModel {
-    /// The model the `--cost` values and `--cost-overhead` describe (shared by every command
-    /// that can run on the sim driver).
-    pub fn from_flags(costs: &[String], overhead_ns: u64) -> Result<Self> {
-        Ok(CostModel {
-            costs: costs
-                .iter()
-                .map(|s| Self::parse_cost(s))
-                .collect::<Result<_>>()?,
+    /// The model the `--cost` values and `--cost-overhead` describe for `chain` (shared by
+    /// every command that can run on the sim driver). A cost for a plugin the chain does not
+    /// hold is a typo that would leave the real one at cost 0: refused, naming the closest
+    /// element; so is a name given twice.
+    pub fn from_flags(costs: &[String], overhead_ns: u64, chain: &[ChainElement]) -> Result<Self> {
+        let mut model = CostModel {
+            costs: Vec::with_capacity(costs.len()),
             overhead_ns,
-        })
+        };
+        for s in costs {
+            let c = Self::parse_cost(s)?;
+            if model.costs.iter().any(|o| o.plugin == c.plugin) {
+                return Err(Error::usage(format!(
+                    "--cost {s}: '{}' has a cost already",
+                    c.plugin
+                )));
+            }
+            if !chain.iter().any(|e| e.plugin == c.plugin) {
+                return Err(Error::usage(not_in_chain(s, &c.plugin, chain)));
+            }
+            model.costs.push(c);
+        }
+        Ok(model)
     }
 
     /// Parse one `--cost` value: `NAME=DURATION` (per instance per cycle) or
@@ -66,7 +79,8 @@ impl CostModel {
                 "bad --cost '{s}': expected NAME=DURATION or NAME=DURATION/frame, e.g. burn=50us"
             ))
         };
-        let (name, v) = s.split_once('=').ok_or_else(bad)?;
+        // The last '=': an LV2 URI may hold one, a cost never does.
+        let (name, v) = s.rsplit_once('=').ok_or_else(bad)?;
         let name = name.trim();
         if name.is_empty() {
             return Err(bad());
@@ -126,6 +140,25 @@ impl CostModel {
             overhead_ns: self.overhead_ns,
         })
     }
+}
+
+/// "--cost S: 'NAME' is not in the chain (…); did you mean 'X'?"
+fn not_in_chain(s: &str, name: &str, chain: &[ChainElement]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for e in chain {
+        if !names.contains(&e.plugin.as_str()) {
+            names.push(&e.plugin);
+        }
+    }
+    let closest = names
+        .iter()
+        .min_by_key(|n| crate::dsp::lv2::catalog::edit_distance(name, n))
+        .map(|n| format!("; did you mean '{n}'?"))
+        .unwrap_or_default();
+    format!(
+        "--cost {s}: '{name}' is not in the chain ({}){closest}",
+        names.join(", ")
+    )
 }
 
 fn parse_fractional_ns(s: &str) -> Option<f64> {
@@ -202,6 +235,30 @@ mod tests {
         for bad in ["burn", "=1us", "x=1", "x=1parsec/frame"] {
             assert!(CostModel::parse_cost(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn costs_must_name_an_element_of_the_chain() {
+        let flags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let chain = parse_chain("reverb-heavy:4,lv2:urn:zamaudio:ZamComp,burn(10%)").unwrap();
+        // An LV2 URI holds ':' (and may hold '='): the cost is after the last '='.
+        let m = CostModel::from_flags(
+            &flags(&["lv2:urn:zamaudio:ZamComp=13ns/frame", "burn=5us"]),
+            0,
+            &chain,
+        )
+        .unwrap();
+        assert_eq!(m.costs[0].plugin, "lv2:urn:zamaudio:ZamComp");
+        assert_eq!(m.costs[0].per_frame_ns, 13.0);
+        let e = CostModel::from_flags(&flags(&["reverb-hevy=400us"]), 0, &chain)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean 'reverb-heavy'"), "{e}");
+        let e = CostModel::from_flags(&flags(&["burn=1us", "burn=2us"]), 0, &chain)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has a cost already"), "{e}");
+        assert!(CostModel::from_flags(&[], 0, &chain).is_ok());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
 use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
-use super::watchdog::{default_bound_ns, WatchdogReport};
+use super::watchdog::{bound_ns, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
 use crate::common::Status;
 use crate::common::Summary;
@@ -364,18 +364,17 @@ pub fn run_tapped(
 ) -> Result<RunResult> {
     let (device, cfg) = negotiate(cfg)?;
     let cfg = &cfg;
+    let period_ns = cfg.device().period_ns();
+    let watchdog_bound_ns = bound_ns(cfg.watchdog_ns, period_ns)?;
     let mut warnings = Vec::new();
     let built = build_engine(cfg, &mut warnings)?;
     let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
     let collector = Collector::start(cfg, built.consumer, &stop, tap)?;
-    let period_ns = cfg.device().period_ns();
     let h = Harness {
         policy: cfg.policy,
-        watchdog_bound_ns: cfg
-            .watchdog_ns
-            .unwrap_or_else(|| default_bound_ns(period_ns)),
+        watchdog_bound_ns,
         monitor: Arc::new(monitor.clone()),
         extra_tids: built.engine.worker_tids(),
         progress,

@@ -93,6 +93,21 @@ pub fn default_bound_ns(period_ns: u64) -> u64 {
     (100 * period_ns).max(1_000_000_000)
 }
 
+/// The bound for a device of `period_ns`: `asked` (`--watchdog`), else the default. A bound
+/// below one period would stop every healthy run at its first cycle: a usage error, given
+/// before the device runs (the period is known only once the device is negotiated).
+pub fn bound_ns(asked: Option<u64>, period_ns: u64) -> crate::error::Result<u64> {
+    match asked {
+        None => Ok(default_bound_ns(period_ns)),
+        Some(b) if b < period_ns => Err(crate::error::Error::usage(format!(
+            "--watchdog {}: below one period ({}), so every cycle would trip it",
+            crate::units::format_ns(b),
+            crate::units::format_ns(period_ns)
+        ))),
+        Some(b) => Ok(b),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DemotedThread {
     pub tid: i32,

@@ -85,6 +85,9 @@ pub struct SchedConfig {
     /// Per-cycle CSV trace of every row (`--trace`).
     #[serde(default)]
     pub trace: Option<String>,
+    /// mlockall during every row (`--no-mlock`: false); results before the option locked.
+    #[serde(default = "crate::rt::memory::locked_by_default")]
+    pub mlock: bool,
 }
 
 /// How the budget reaches several engine threads (also in `--help`).
@@ -207,6 +210,7 @@ impl SchedConfig {
         c.duration_ns = self.duration_ns;
         c.policy = policy;
         c.unpinned = unpinned;
+        c.mlock &= self.mlock;
         c.ramp = self
             .ramp_every_ns
             .map(|every_ns| Ramp { start: 0, every_ns });

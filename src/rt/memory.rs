@@ -6,7 +6,18 @@ use crate::error::{Error, Result};
 /// left as found.
 pub struct MemoryLock(());
 
+/// The `mlock` of a config read from a result written before the setting could be turned
+/// off: such runs locked.
+pub fn locked_by_default() -> bool {
+    true
+}
+
 impl MemoryLock {
+    /// `acquire` when `wanted` (a command's `--no-mlock` makes it false).
+    pub fn acquire_if(wanted: bool) -> Result<Option<Self>> {
+        wanted.then(Self::acquire).transpose()
+    }
+
     pub fn acquire() -> Result<Self> {
         // SAFETY: mlockall has no memory-safety preconditions.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };

@@ -206,6 +206,8 @@ impl StressSession {
         let dir = parent.join(format!("xrunlab-stress-{}", self.marker));
         std::fs::create_dir(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        // Removed by shutdown; the registry removes it if a signal kills us first.
+        registry::register_dir(&dir);
         self.record.dir = Some(dir.display().to_string());
         self.dir = Some(dir.clone());
         if spec.presets.iter().any(|p| p.uses_files()) {
@@ -529,12 +531,19 @@ impl StressSession {
         }
         self.kill_escapees();
         self.collect();
+        if crate::rt::interrupt::gave_up() && !self.children.is_empty() {
+            self.record.warnings.push(
+                "a signal after the first gave up waiting: the stressors were killed (SIGKILL) before they could report"
+                    .into(),
+            );
+        }
         if let Some(d) = self.dir.take() {
             if let Err(e) = std::fs::remove_dir_all(&d) {
                 self.record
                     .warnings
                     .push(format!("could not remove {}: {e}", d.display()));
             }
+            registry::unregister_dir(&d);
         }
         self.record.duration_ns = crate::rt::clock::monotonic_ns() - self.started_ns;
     }

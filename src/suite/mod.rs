@@ -10,6 +10,7 @@ pub use stages::{Mode, Need, Stage, STAGES};
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -140,15 +141,24 @@ fn complete_result(path: &Path) -> Option<bool> {
     Some(input.status() == "complete")
 }
 
-/// The child running now, for the last-resort hook of a second Ctrl-C.
+/// The child running now, for the last-resort hook.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
-fn kill_child_group() {
+/// How long the suite has after giving up: its stage child gets the give-up once the
+/// child's own grace has passed, then has its own deadline to write its partial result,
+/// and the suite still records it in the manifest.
+const DEADLINE: Duration = Duration::from_secs(
+    crate::rt::interrupt::GRACE.as_secs() + crate::rt::interrupt::DEADLINE_S as u64 + 2,
+);
+
+/// A give-up is passed on by `run_child` at the right time; only if the suite itself must
+/// die is its stage killed outright.
+fn on_escalation(stage: crate::rt::interrupt::Escalation) {
     let pid = CHILD.load(Ordering::SeqCst);
-    if pid > 0 {
+    if pid > 0 && stage == crate::rt::interrupt::Escalation::Die {
         // SAFETY: kill is async-signal-safe; the child leads its own process group.
         unsafe {
-            libc::kill(-pid, libc::SIGTERM);
+            libc::kill(-pid, libc::SIGKILL);
         }
     }
 }
@@ -161,7 +171,8 @@ struct Ran {
 
 /// Run `exe argv` with its output in `log`, in its own process group so a terminal's
 /// Ctrl-C reaches the suite only, which passes exactly one SIGINT on: the child then stops
-/// as it would by hand (partial result, machine restored).
+/// as it would by hand (partial result, machine restored). When the suite gives up, so does
+/// the child: a SIGTERM after the child's grace (docs/ARCHITECTURE.md §5).
 fn run_child(exe: &Path, argv: &[String], log: &Path) -> Result<Ran> {
     use std::os::unix::process::CommandExt;
     let out = std::fs::File::create(log)
@@ -180,19 +191,26 @@ fn run_child(exe: &Path, argv: &[String], log: &Path) -> Result<Ran> {
         .map_err(|e| Error::cannot_measure(format!("cannot run {}: {e}", exe.display())))?;
     let pid = child.id() as i32;
     CHILD.store(pid, Ordering::SeqCst);
-    let mut forwarded = false;
+    let mut forwarded: Option<Instant> = None;
+    let mut gave_up = false;
+    // The child would take a give-up within its grace for the first signal repeated.
+    let child_grace = crate::rt::interrupt::GRACE + Duration::from_millis(250);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) => {}
             Err(e) => return Err(Error::cannot_measure(format!("waiting for a stage: {e}"))),
         }
-        if crate::rt::interrupt::requested() && !forwarded {
-            // SAFETY: pid is our live child.
+        let give_up = crate::rt::interrupt::gave_up()
+            && !gave_up
+            && forwarded.is_some_and(|t| t.elapsed() > child_grace);
+        if (crate::rt::interrupt::requested() && forwarded.is_none()) || give_up {
+            // SAFETY: pid is our live child (not reaped: try_wait saw it running).
             unsafe {
-                libc::kill(pid, libc::SIGINT);
+                libc::kill(pid, if give_up { libc::SIGTERM } else { libc::SIGINT });
             }
-            forwarded = true;
+            gave_up |= give_up;
+            forwarded.get_or_insert_with(Instant::now);
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -236,7 +254,8 @@ fn rel(dir: &Path, p: &Path) -> String {
 pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| Error::input(&cfg.dir, format!("cannot create the directory: {e}")))?;
-    crate::rt::interrupt::set_last_resort_hook(kill_child_group);
+    crate::rt::interrupt::add_hook(on_escalation);
+    crate::rt::interrupt::set_deadline(DEADLINE);
     let mut manifest = Manifest {
         tool: crate::results::Tool::default(),
         mode: cfg.mode,
@@ -256,7 +275,8 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     let total = STAGES.len() + 1;
     let say = |s: String| {
         if cfg.progress {
-            eprintln!("{s}");
+            // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
+            let _ = writeln!(std::io::stderr(), "{s}");
         }
     };
     for (i, stage) in STAGES.iter().enumerate() {

@@ -306,7 +306,8 @@ fn closest(target: &str, all: &[PluginDesc], n: usize) -> Vec<String> {
         .collect()
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance, for "did you mean" suggestions.
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -38,7 +38,7 @@ pub(super) fn run(
     let (mut handler, mut rx, sh, monitor) =
         build_handler(cfg.chain(s.scenario), rate, frames, cfg.policy)?;
     handler.delay_probe = Some(Box::new(move || wd.latest()));
-    let _mlock = crate::rt::memory::MemoryLock::acquire()?;
+    let _mlock = crate::rt::memory::MemoryLock::acquire_if(cfg.mlock)?;
     let done = run_trials(
         cfg,
         s,

@@ -183,6 +183,9 @@ pub struct EventConfig {
     /// `--driver alsa`: the PCM and access.
     #[serde(default)]
     pub alsa: Option<crate::driver::alsa::AlsaConfig>,
+    /// mlockall during the trials (`--no-mlock`: false); results before the option locked.
+    #[serde(default = "crate::rt::memory::locked_by_default")]
+    pub mlock: bool,
 }
 
 impl EventConfig {
@@ -204,6 +207,7 @@ impl EventConfig {
             policy: Policy::fifo(80),
             jack: (driver == DriverKind::Jack).then(Default::default),
             alsa: (driver == DriverKind::Alsa).then(Default::default),
+            mlock: true,
         }
     }
 

@@ -84,7 +84,7 @@ pub(super) fn run(
     let (rate, frames, period_ns) = (p.rate, p.frames, p.period_ns());
     let (handler, mut rx, sh, monitor) =
         build_handler(cfg.chain(s.scenario), rate, frames, cfg.policy)?;
-    let _mlock = crate::rt::memory::MemoryLock::acquire()?;
+    let _mlock = crate::rt::memory::MemoryLock::acquire_if(cfg.mlock)?;
     // Read once the process thread runs and again after the trials: the server may have
     // recomputed latencies after our connection. Our client name may have been made unique
     // by the server; the probe finds our port among the target's connections by the name

@@ -29,7 +29,7 @@ pub(super) fn run(
     };
     let (handler, mut rx, sh, monitor) =
         build_handler(cfg.chain(s.scenario), cfg.rate, frames, cfg.policy)?;
-    let _mlock = crate::rt::memory::MemoryLock::acquire()?;
+    let _mlock = crate::rt::memory::MemoryLock::acquire_if(cfg.mlock)?;
     let sink = OnsetSink::new(cfg.trials as usize + 64);
     let dev = VirtualDriver::new(params, 0);
     let done = run_trials(

@@ -8,7 +8,7 @@ use crate::driver::signal::{OutputSink, SinkStats};
 use crate::driver::{Device, DriverReport, Parts, RunSpec};
 use crate::driver::{RtSink, RtSource};
 use crate::engine::harness::{self, Harness, Supervisor};
-use crate::engine::watchdog::{default_bound_ns, CycleGauge, CycleMonitor, WatchdogReport};
+use crate::engine::watchdog::{bound_ns, CycleGauge, CycleMonitor, WatchdogReport};
 use crate::error::Result;
 use crate::progress::Progress;
 use crate::rt::thread::ThreadSpec;
@@ -225,9 +225,7 @@ pub(super) fn run_loop<D: Device, I: RtSource, O: RtSink>(
     };
     let h = Harness {
         policy: cfg.policy,
-        watchdog_bound_ns: cfg
-            .watchdog_ns
-            .unwrap_or_else(|| default_bound_ns(p.period_ns())),
+        watchdog_bound_ns: bound_ns(cfg.watchdog_ns, p.period_ns())?,
         monitor: Arc::new(gauge.clone()),
         extra_tids: Vec::new(),
         progress,
