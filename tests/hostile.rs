@@ -58,6 +58,54 @@ fn huge_ranges_are_refused_before_expanding() {
     }
 }
 
+/// CPU lists beyond any machine once panicked (capacity overflow) or aborted (a 34 GB
+/// allocation); every option taking one names the CPU and the ones this process may use.
+#[test]
+fn cpu_lists_beyond_the_machine_name_the_allowed_cpus() {
+    // The child inherits this process's affinity mask.
+    use xrunlab::rt::affinity::{allowed_cpus, format_cpu_list};
+    let allowed = format!("(allowed: {})", format_cpu_list(&allowed_cpus().unwrap()));
+    let cases: [&[&str]; 4] = [
+        &["latency", "--duration", "60s", "--cpus"],
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "60s",
+            "--stress",
+            "cpu",
+            "--stress-cpus",
+        ],
+        &[
+            "stress",
+            "--duration",
+            "60s",
+            "--compete",
+            "voip",
+            "--compete-cpus",
+        ],
+        &["latencytest", "--phase-duration", "60s", "--stress-cpus"],
+    ];
+    for args in cases {
+        for (list, cpu) in [
+            (
+                "0-18446744073709551615",
+                "CPU 18446744073709551615 is not available",
+            ),
+            ("0-4294967295", "CPU 4294967295 is not available"),
+        ] {
+            let mut a = args.to_vec();
+            a.push(list);
+            let (rc, err, took) = run(&a);
+            assert_eq!(rc, 2, "{a:?}: {err}");
+            assert!(err.contains(cpu), "{a:?}: {err}");
+            assert!(err.contains(&allowed), "{a:?}: {err}");
+            assert!(took < BEFORE_MEASURING, "{a:?} took {took:?}");
+        }
+    }
+}
+
 // --- outputs checked before measuring ---------------------------------------------------
 
 /// Far below the 60 s every measuring command here is asked for, and far above what a
