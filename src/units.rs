@@ -71,6 +71,12 @@ pub struct AudioPeriod {
 }
 
 impl AudioPeriod {
+    /// Frames > 0 at a rate within [`crate::common::device::RATES`]: what the parser accepts
+    /// and what a result read back must hold (a rate of 0 divides by zero).
+    pub fn is_valid(&self) -> bool {
+        self.frames > 0 && crate::common::device::RATES.contains(&self.rate)
+    }
+
     pub fn period_ns(&self) -> u64 {
         crate::common::ns_of_frames(self.frames as u64, self.rate)
     }
@@ -87,12 +93,16 @@ impl std::str::FromStr for AudioPeriod {
         let (f, r) = s.split_once('@').ok_or_else(bad)?;
         let frames: u32 = f.trim().parse().map_err(|_| bad())?;
         let rate: u32 = r.trim().parse().map_err(|_| bad())?;
-        if frames == 0 || !(1000..=768_000).contains(&rate) {
+        let p = AudioPeriod { frames, rate };
+        if !p.is_valid() {
+            let r = crate::common::device::RATES;
             return Err(Error::usage(format!(
-                "audio period '{s}': frames must be > 0 and the rate within 1000..768000 Hz"
+                "audio period '{s}': frames must be > 0 and the rate within {}..{} Hz",
+                r.start(),
+                r.end()
             )));
         }
-        Ok(AudioPeriod { frames, rate })
+        Ok(p)
     }
 }
 
