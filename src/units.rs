@@ -3,6 +3,10 @@
 
 use crate::error::{Error, Result};
 
+/// The longest duration any option or recorded command line may say (half of u64 ns, 292
+/// years: far beyond any run, and room to add a few without overflowing).
+pub const MAX_DURATION_NS: u64 = u64::MAX / 2;
+
 /// A duration such as `200us`, `1.5ms`, `30s`, `10m`, `5h`, `250ns`. A bare number is
 /// rejected: the unit must be explicit, because a wrong guess is a silent 1000× error.
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
@@ -30,7 +34,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         _ => return Err(bad()),
     };
     let ns = value * scale;
-    if !ns.is_finite() || ns > u64::MAX as f64 / 2.0 {
+    if !ns.is_finite() || ns > MAX_DURATION_NS as f64 {
         return Err(bad());
     }
     Ok(ns.round() as u64)
