@@ -40,6 +40,18 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
     Ok(ns.round() as u64)
 }
 
+/// A duration as [`parse_duration_ns`], or a bare whole number of microseconds: the options
+/// that mirror one of cyclictest's µs options (`-i`, `-h`) read its command lines unchanged.
+pub fn parse_duration_or_us(s: &str) -> Result<u64> {
+    match s.trim().parse::<u64>() {
+        Ok(us) => us
+            .checked_mul(1_000)
+            .filter(|&ns| ns <= MAX_DURATION_NS)
+            .ok_or_else(|| Error::usage(format!("duration '{s}' µs is longer than any run"))),
+        Err(_) => parse_duration_ns(s),
+    }
+}
+
 /// Print nanoseconds with a unit that keeps 3–4 significant digits.
 pub fn format_ns(ns: u64) -> String {
     if ns < 10_000 {
@@ -50,6 +62,17 @@ pub fn format_ns(ns: u64) -> String {
         format!("{:.2} ms", ns as f64 / 1e6)
     } else {
         format!("{:.2} s", ns as f64 / 1e9)
+    }
+}
+
+/// A number that is one (`NaN` and `inf` parse as f64 but mean nothing as a gain or a
+/// level): the value parser of every f64 option.
+pub fn parse_finite(s: &str) -> Result<f64> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(Error::usage(format!(
+            "'{s}' is not a number (expected e.g. -6 or 0.5)"
+        ))),
     }
 }
 
