@@ -3,6 +3,10 @@
 
 use crate::error::{Error, Result};
 
+/// The longest duration any option or recorded command line may say (half of u64 ns, 292
+/// years: far beyond any run, and room to add a few without overflowing).
+pub const MAX_DURATION_NS: u64 = u64::MAX / 2;
+
 /// A duration such as `200us`, `1.5ms`, `30s`, `10m`, `5h`, `250ns`. A bare number is
 /// rejected: the unit must be explicit, because a wrong guess is a silent 1000× error.
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
@@ -30,10 +34,22 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         _ => return Err(bad()),
     };
     let ns = value * scale;
-    if !ns.is_finite() || ns > u64::MAX as f64 / 2.0 {
+    if !ns.is_finite() || ns > MAX_DURATION_NS as f64 {
         return Err(bad());
     }
     Ok(ns.round() as u64)
+}
+
+/// A duration as [`parse_duration_ns`], or a bare whole number of microseconds: the options
+/// that mirror one of cyclictest's µs options (`-i`, `-h`) read its command lines unchanged.
+pub fn parse_duration_or_us(s: &str) -> Result<u64> {
+    match s.trim().parse::<u64>() {
+        Ok(us) => us
+            .checked_mul(1_000)
+            .filter(|&ns| ns <= MAX_DURATION_NS)
+            .ok_or_else(|| Error::usage(format!("duration '{s}' µs is longer than any run"))),
+        Err(_) => parse_duration_ns(s),
+    }
 }
 
 /// Print nanoseconds with a unit that keeps 3–4 significant digits.
@@ -46,6 +62,17 @@ pub fn format_ns(ns: u64) -> String {
         format!("{:.2} ms", ns as f64 / 1e6)
     } else {
         format!("{:.2} s", ns as f64 / 1e9)
+    }
+}
+
+/// A number that is one (`NaN` and `inf` parse as f64 but mean nothing as a gain or a
+/// level): the value parser of every f64 option.
+pub fn parse_finite(s: &str) -> Result<f64> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(Error::usage(format!(
+            "'{s}' is not a number (expected e.g. -6 or 0.5)"
+        ))),
     }
 }
 
@@ -71,6 +98,12 @@ pub struct AudioPeriod {
 }
 
 impl AudioPeriod {
+    /// Frames > 0 at a rate within [`crate::common::device::RATES`]: what the parser accepts
+    /// and what a result read back must hold (a rate of 0 divides by zero).
+    pub fn is_valid(&self) -> bool {
+        self.frames > 0 && crate::common::device::RATES.contains(&self.rate)
+    }
+
     pub fn period_ns(&self) -> u64 {
         crate::common::ns_of_frames(self.frames as u64, self.rate)
     }
@@ -87,12 +120,16 @@ impl std::str::FromStr for AudioPeriod {
         let (f, r) = s.split_once('@').ok_or_else(bad)?;
         let frames: u32 = f.trim().parse().map_err(|_| bad())?;
         let rate: u32 = r.trim().parse().map_err(|_| bad())?;
-        if frames == 0 || !(1000..=768_000).contains(&rate) {
+        let p = AudioPeriod { frames, rate };
+        if !p.is_valid() {
+            let r = crate::common::device::RATES;
             return Err(Error::usage(format!(
-                "audio period '{s}': frames must be > 0 and the rate within 1000..768000 Hz"
+                "audio period '{s}': frames must be > 0 and the rate within {}..{} Hz",
+                r.start(),
+                r.end()
             )));
         }
-        Ok(AudioPeriod { frames, rate })
+        Ok(p)
     }
 }
 

@@ -58,6 +58,54 @@ fn huge_ranges_are_refused_before_expanding() {
     }
 }
 
+/// CPU lists beyond any machine once panicked (capacity overflow) or aborted (a 34 GB
+/// allocation); every option taking one names the CPU and the ones this process may use.
+#[test]
+fn cpu_lists_beyond_the_machine_name_the_allowed_cpus() {
+    // The child inherits this process's affinity mask.
+    use xrunlab::rt::affinity::{allowed_cpus, format_cpu_list};
+    let allowed = format!("(allowed: {})", format_cpu_list(&allowed_cpus().unwrap()));
+    let cases: [&[&str]; 4] = [
+        &["latency", "--duration", "60s", "--cpus"],
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "60s",
+            "--stress",
+            "cpu",
+            "--stress-cpus",
+        ],
+        &[
+            "stress",
+            "--duration",
+            "60s",
+            "--compete",
+            "voip",
+            "--compete-cpus",
+        ],
+        &["latencytest", "--phase-duration", "60s", "--stress-cpus"],
+    ];
+    for args in cases {
+        for (list, cpu) in [
+            (
+                "0-18446744073709551615",
+                "CPU 18446744073709551615 is not available",
+            ),
+            ("0-4294967295", "CPU 4294967295 is not available"),
+        ] {
+            let mut a = args.to_vec();
+            a.push(list);
+            let (rc, err, took) = run(&a);
+            assert_eq!(rc, 2, "{a:?}: {err}");
+            assert!(err.contains(cpu), "{a:?}: {err}");
+            assert!(err.contains(&allowed), "{a:?}: {err}");
+            assert!(took < BEFORE_MEASURING, "{a:?} took {took:?}");
+        }
+    }
+}
+
 // --- outputs checked before measuring ---------------------------------------------------
 
 /// Far below the 60 s every measuring command here is asked for, and far above what a
@@ -1051,4 +1099,118 @@ fn sched_and_event_take_the_no_mlock_they_advise() {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(common::read_json(&sc)["config"]["mlock"], false);
+}
+
+/// An output ending in '/' names a directory; when there is none the message says so
+/// (it once said "is a directory" of a plain file, or the OS's bare "Not a directory").
+#[test]
+fn output_ending_in_a_slash_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("plain");
+    std::fs::write(&f, "x").unwrap();
+    let file_slash = format!("{}/", f.display());
+    let none_slash = format!("{}/", dir.path().join("none").display());
+    for (o, why) in [
+        (&file_slash, "is not a directory"),
+        (&none_slash, "does not exist"),
+    ] {
+        for args in [
+            &["latency", "--duration", "60s", "-o"][..],
+            &["report", "tests/fixtures/results/latency.json", "-o"][..],
+        ] {
+            let mut a = args.to_vec();
+            a.push(o);
+            let (rc, err, _) = run(&a);
+            assert_eq!(rc, 2, "{a:?}: {err}");
+            assert!(err.contains("ends in '/', but"), "{a:?}: {err}");
+            assert!(err.contains(why), "{a:?}: {err}");
+        }
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), b"x");
+}
+
+// --- messages that name the problem -----------------------------------------------------
+
+/// Each of these once gave a message about something else, or was accepted while its
+/// twin was refused.
+#[test]
+fn mistakes_are_named_for_what_they_are() {
+    fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [&["run", "--driver", "sim", "--duration", "60s"][..], extra].concat()
+    }
+    refused_fast(
+        &with(&["--chain", "burn(10%)x"]),
+        "'x' after the closing parenthesis",
+        BEFORE_MEASURING,
+    );
+    refused_fast(
+        &with(&["--chain", "sine(0)"]),
+        "frequency must be above 0 Hz",
+        BEFORE_MEASURING,
+    );
+    // The input signal follows the sine plugin's rule.
+    refused_fast(
+        &with(&["--input", "sine:1e9"]),
+        "--input sine:1000000000: frequency 1000000000 Hz is at or above Nyquist (24000 Hz)",
+        BEFORE_MEASURING,
+    );
+    for opt in ["--gain", "--min-level", "--fraction", "--snr"] {
+        for v in ["NaN", "inf"] {
+            refused_fast(
+                &["rtl", "--driver", "sim", "--duration", "60s", opt, v],
+                &format!("'{v}' is not a number"),
+                BEFORE_MEASURING,
+            );
+        }
+    }
+    // A wrong type is named as such, not as missing or as another kind.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.json");
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("tests/fixtures/results/run.json").unwrap())
+            .unwrap();
+    for (key, value, needle) in [
+        (
+            "schema_version",
+            serde_json::json!("1"),
+            "schema_version is \"1\"",
+        ),
+        ("kind", serde_json::json!(5), "kind is 5"),
+    ] {
+        let mut v = base.clone();
+        v[key] = value;
+        std::fs::write(&p, v.to_string()).unwrap();
+        refused_fast(&["report", s(&p)], needle, BEFORE_MEASURING);
+    }
+}
+
+/// `--hist-max` takes a bare number as µs, as cyclictest's -h does (and `-i` already did).
+#[test]
+fn hist_max_takes_bare_microseconds_like_cyclictest() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("lat.json");
+    let out = xrunlab()
+        .args([
+            "latency",
+            "--duration",
+            "200ms",
+            "-i",
+            "500",
+            "--hist-max",
+            "2000",
+            "-q",
+        ])
+        .arg("-o")
+        .arg(&o)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
+    assert_eq!(doc["config"]["hist_max_ns"], 2_000_000);
+    assert_eq!(doc["config"]["interval_ns"], 500_000);
 }

@@ -205,3 +205,199 @@ proptest::proptest! {
         }
     }
 }
+
+/// `xrunlab import` on `text` saved as `name`: exit 2, and stderr holds the file and every
+/// needle.
+fn refused(name: &str, text: &str, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    let out = xrunlab().arg("import").arg(&p).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+    assert!(err.contains(&p.display().to_string()), "{name}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{name}: '{n}' not in: {err}");
+    }
+}
+
+/// Footers that once panicked `clamp` (min above max) or sized a vector by a thread number
+/// (`# Thread 4294967295:` aborted, `# Thread 99999999:` took 3.1 GB): exit 2 naming the
+/// file and the line (issue 20 defect 6).
+#[test]
+fn impossible_text_footers_exit_2_naming_the_line() {
+    let text = std::fs::read_to_string(fixture("sparse-rt-tests-2.7.txt")).unwrap();
+    let swap = |from: &str, to: &str| {
+        assert!(text.contains(from), "{from}");
+        text.replace(from, to)
+    };
+    refused(
+        "min-above-max.txt",
+        &swap("# Min Latencies: 00003", "# Min Latencies: 00500")
+            .replace("# Max Latencies: 00700", "# Max Latencies: 00000"),
+        &[
+            "line 10",
+            "'# Min Latencies:' says 500 µs for thread 0",
+            "(line 12)",
+        ],
+    );
+    for thread in [
+        "18446744073709551615",
+        "4294967295",
+        "99999999",
+        "99999999999999999999999",
+    ] {
+        refused(
+            &format!("thread-{thread}.txt"),
+            &swap("# Thread 1: 00017", &format!("# Thread {thread}: 00017")),
+            &["line 16", &format!("'# Thread {thread}:' names a thread")],
+        );
+    }
+    refused(
+        "more-listed-than-overflows.txt",
+        &swap("# Thread 0: 00711", "# Thread 0: 00711 00712"),
+        &["line 15", "lists 2 overflow cycles", "counts 1"],
+    );
+    refused(
+        "thread-twice.txt",
+        &swap("# Thread 0: 00711", "# Thread 0: 00711\n# Thread 0:"),
+        &["line 16", "listed twice"],
+    );
+}
+
+/// Values that were once wrapped into a valid-looking result (`"max": 1e30` as
+/// 18446744073709550616 ns, `"cycles": 1e30` as u64::MAX with per-CPU sums not the total,
+/// `-D 99999999999999h` wrapped, buckets at u64::MAX read as 12 µs): exit 2 naming the
+/// field (issue 20 defect 7).
+#[test]
+fn values_beyond_range_exit_2_naming_the_field() {
+    let text = std::fs::read_to_string(fixture("sparse-rt-tests-2.7.txt")).unwrap();
+    refused(
+        "bucket.txt",
+        &text.replace(
+            "000118 000000\t000012\n",
+            "000118 000000\t000012\n18446744073709551615 000001\t000000\n",
+        ),
+        &[
+            "line 10",
+            "histogram bucket 18446744073709551615 µs is beyond any latency",
+        ],
+    );
+    refused(
+        "overflows.txt",
+        &text.replace(
+            "# Histogram Overflows: 00001 00003",
+            "# Histogram Overflows: 18446744073709551615 00003",
+        ),
+        &["line 13", "beyond 2^64 samples"],
+    );
+    refused(
+        "max.txt",
+        &text.replace("# Max Latencies: 00700", "# Max Latencies: 99999999999999"),
+        &[
+            "line 12",
+            "'# Max Latencies:' 99999999999999 µs is beyond any latency",
+        ],
+    );
+
+    let json = std::fs::read_to_string(fixture("rt-tests.json")).unwrap();
+    // Thread 1's fields: the line named is thread 1's, not the first "max" in the file.
+    let thread1 = |field: &str, from: &str, to: &str| {
+        let at = json.find("\"1\": {").unwrap();
+        let (head, tail) = json.split_at(at);
+        let needle = format!("\"{field}\": {from}");
+        assert!(tail.contains(&needle), "{needle}");
+        format!(
+            "{head}{}",
+            tail.replacen(&needle, &format!("\"{field}\": {to}"), 1)
+        )
+    };
+    let line_of = |text: &str, field: &str| {
+        let at = text.find("\"1\": {").unwrap();
+        let skip = text[..at].lines().count();
+        skip + text[at..]
+            .lines()
+            .position(|l| l.contains(&format!("\"{field}\"")))
+            .unwrap()
+    };
+    for (field, from, to, needle) in [
+        (
+            "max",
+            "19",
+            "1e30",
+            "thread.1.max: expected a whole number, found 1e+30",
+        ),
+        (
+            "max",
+            "19",
+            "-1",
+            "thread.1.max: expected a whole number, found -1",
+        ),
+        (
+            "min",
+            "16",
+            "1e30",
+            "thread.1.min: expected a whole number, found 1e+30",
+        ),
+        (
+            "cycles",
+            "1000",
+            "1e30",
+            "thread.1.cycles: expected a whole number, found 1e+30",
+        ),
+        (
+            "min",
+            "16",
+            "5000",
+            "thread.1.min: 5000 µs is above thread.1.max 19 µs",
+        ),
+        (
+            "max",
+            "19",
+            "99999999999999",
+            "thread.1.max: 99999999999999 µs is beyond any latency",
+        ),
+        (
+            "avg",
+            "17.50",
+            "1e300",
+            "thread.1.avg: 1e+300 µs is beyond any latency",
+        ),
+        (
+            "cycles",
+            "1000",
+            "999",
+            "thread.1.cycles: 999 is fewer than the 1000 samples",
+        ),
+    ] {
+        let t = thread1(field, from, to);
+        let line = format!("line {}: ", line_of(&t, field));
+        refused(&format!("{field}-{to}.json"), &t, &[&line, needle]);
+    }
+    // Each thread's count is whole, their sum is not: once wrapped to a total below a CPU's.
+    let big = json.replace("\"cycles\": 1000", "\"cycles\": 18446744073709551615");
+    refused("cycles-sum.json", &big, &["cycles add up beyond 2^64"]);
+    for (from, to, needle) in [
+        (
+            "-l 1000",
+            "-D 99999999999999h",
+            "cmdline: -D 99999999999999h is longer than any run",
+        ),
+        (
+            "-i 200",
+            "-i 99999999999999999",
+            "cmdline: -i 99999999999999999 is longer than any run",
+        ),
+        (
+            "-h 400",
+            "-h 99999999999999",
+            "cmdline: -h 99999999999999 µs is beyond any latency",
+        ),
+    ] {
+        refused(
+            "cmdline.json",
+            &json.replace(from, to),
+            &["line 3: ", needle],
+        );
+    }
+}

@@ -625,3 +625,79 @@ fn a_result_newer_than_this_build_exits_2_saying_which_versions_it_reads() {
     assert!(err.contains("schema_version 99"), "{err}");
     assert!(err.contains("versions 1 to"), "{err}");
 }
+
+/// Well-formed results with an empty list or a zero rate once panicked `report` (index out
+/// of bounds, division by zero) and `compare`: every reader refuses them with exit 2 naming
+/// the file and the field (issue 20 defect 8), and `load --resume` reads through the same
+/// check.
+#[test]
+fn well_formed_results_with_empty_or_zero_fields_exit_2_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], serde_json::Value, &str); 5] = [
+        (
+            "rtl",
+            &["config", "buffers"],
+            serde_json::json!([]),
+            "config.buffers is empty",
+        ),
+        (
+            "rtl",
+            &["results", "model"],
+            serde_json::json!([]),
+            "results.model is empty",
+        ),
+        (
+            "rtl-alsa",
+            &["results", "model"],
+            serde_json::json!([]),
+            "results.model is empty",
+        ),
+        (
+            "latency-audio",
+            &["config", "audio_period", "rate"],
+            0.into(),
+            "config.audio_period 64@0",
+        ),
+        (
+            "load",
+            &["config", "buffers"],
+            serde_json::json!([]),
+            "config.buffers is empty",
+        ),
+    ];
+    for (name, path, value, needle) in cases {
+        let mut v = json(name);
+        *path.iter().fold(&mut v, |v, k| &mut v[*k]) = value;
+        let p = dir.path().join(format!("{name}-hostile.json"));
+        std::fs::write(&p, v.to_string()).unwrap();
+        let html = dir.path().join("r.html");
+        let runs: [Vec<std::ffi::OsString>; 3] = [
+            vec!["report".into(), p.clone().into()],
+            vec![
+                "report".into(),
+                p.clone().into(),
+                "-o".into(),
+                html.clone().into(),
+            ],
+            vec!["compare".into(), fixture(name).into(), p.clone().into()],
+        ];
+        for args in runs {
+            let out = xrunlab().args(&args).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            let want = format!("{}: {needle}", p.display());
+            assert!(err.contains(&want), "{args:?}: '{want}' not in {err}");
+            assert!(!html.exists());
+        }
+        if name == "load" {
+            let out = xrunlab()
+                .args(["load", "--driver", "sim", "--resume"])
+                .arg(&p)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains("config.buffers is empty"), "{err}");
+        }
+    }
+}

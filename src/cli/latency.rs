@@ -7,7 +7,7 @@ use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
 use crate::report::table;
 use crate::results::{Body, Status};
 use crate::rt::{affinity, Policy};
-use crate::units::{parse_duration_ns, AudioPeriod};
+use crate::units::{parse_duration_ns, parse_duration_or_us, AudioPeriod};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -53,6 +53,7 @@ pub struct LatencyArgs {
     #[arg(long)]
     pub no_mlock: bool,
     /// Bound of the cyclictest-format histogram (1 µs buckets); later wake-ups are overflows.
+    /// A bare number is µs, as cyclictest's -h.
     #[arg(long, default_value = "400us", value_name = "DURATION")]
     pub hist_max: String,
     /// Write the histogram in cyclictest's -h text format to FILE.
@@ -107,11 +108,9 @@ fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {
 
 /// Turn the arguments into a measurement config (usage errors, exit 2, before measuring).
 pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
-    // A bare number is microseconds, as in cyclictest's -i, so its command lines carry over.
-    let interval_ns = match a.interval.trim().parse::<u64>() {
-        Ok(us) => us.saturating_mul(1000),
-        Err(_) => parse_duration_ns(&a.interval)?,
-    };
+    // A bare number is microseconds, as in cyclictest's -i and -h, so its command lines
+    // carry over.
+    let interval_ns = parse_duration_or_us(&a.interval)?;
     if interval_ns == 0 {
         return Err(crate::error::Error::usage(
             "--interval must be greater than zero",
@@ -141,7 +140,7 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
         loops: a.loops,
         dma_latency: Some(!a.no_dma_latency),
         mlock: Some(!a.no_mlock),
-        hist_max_ns: parse_duration_ns(&a.hist_max)?,
+        hist_max_ns: parse_duration_or_us(&a.hist_max)?,
         audio_period,
         fail_above,
         stress: Vec::new(),

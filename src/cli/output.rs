@@ -207,9 +207,19 @@ pub fn preflight(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<
         if text.is_empty() {
             return Err(Error::usage(format!("{opt}: empty file name")));
         }
-        if path.is_dir() || text.ends_with('/') {
+        if path.is_dir() {
             return Err(Error::usage(format!(
                 "{opt} {shown} is a directory: give a file name inside it"
+            )));
+        }
+        if let Some(named) = text.strip_suffix('/') {
+            // `-o FILE/` or `-o NEWDIR/`: the '/' asks for a directory that is not there.
+            let what = match std::fs::metadata(named) {
+                Ok(_) => "is not a directory",
+                Err(_) => "does not exist",
+            };
+            return Err(Error::usage(format!(
+                "{opt} {shown} ends in '/', but {named} {what}: give a file name"
             )));
         }
         let dir = match path.parent() {

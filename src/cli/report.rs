@@ -127,3 +127,125 @@ fn summary(i: &Input) -> String {
     s.push('\n');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// Paths (keys, and `#i` for array items) of every value under `v`, with the value;
+    /// of an array only its first item, whose shape the others share.
+    fn paths(v: &Value, at: &[String], out: &mut Vec<(Vec<String>, Value)>) {
+        out.push((at.to_vec(), v.clone()));
+        let mut go = |k: String, x: &Value| {
+            let mut p = at.to_vec();
+            p.push(k);
+            paths(x, &p, out);
+        };
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, x)| go(k.clone(), x)),
+            Value::Array(a) => a.iter().take(1).for_each(|x| go("#0".into(), x)),
+            _ => {}
+        }
+    }
+
+    /// Long series cut to 16 items, so that every field can be tried in seconds; the
+    /// histograms stay whole because their counts must add up.
+    fn thin(v: &mut Value) {
+        match v {
+            Value::Object(m) => m
+                .iter_mut()
+                .filter(|(k, _)| *k != "histogram_us")
+                .for_each(|(_, x)| thin(x)),
+            Value::Array(a) => {
+                a.truncate(16);
+                a.iter_mut().for_each(thin);
+            }
+            _ => {}
+        }
+    }
+
+    fn at<'a>(doc: &'a mut Value, path: &[String]) -> &'a mut Value {
+        path.iter().fold(doc, |v, k| match k.strip_prefix('#') {
+            Some(i) => &mut v[i.parse::<usize>().unwrap()],
+            None => &mut v[k.as_str()],
+        })
+    }
+
+    /// Everything a reader does with a file: the terminal summary, the HTML report, and a
+    /// comparison with itself (text and HTML). An input error is a fine answer.
+    fn read_every_way(path: &std::path::Path) {
+        let Ok(a) = crate::report::load(path) else {
+            return;
+        };
+        let b = crate::report::load(path).unwrap();
+        let _ = summary(&a);
+        let _ = crate::report::html::report_with(std::slice::from_ref(&a), None);
+        let inputs = vec![a, b];
+        let labels = crate::report::compare::labels(&inputs, &[]).unwrap();
+        if let Ok(t) = crate::report::compare::compare(&inputs, &labels) {
+            let _ = crate::report::compare::to_text(&t);
+            let _ = crate::report::compare::to_html(&t, &inputs, &labels);
+        }
+    }
+
+    /// Each field of `fixture`'s config and results in turn set to each hostile value and
+    /// read every way; the mutations whose reading panicked.
+    fn mutate_and_read(fixture: &std::path::Path, dir: &std::path::Path) -> Vec<String> {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let p = dir.join(&name);
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        crate::results::migrate::upgrade(&mut doc);
+        thin(&mut doc);
+        std::fs::write(&p, doc.to_string()).unwrap();
+        crate::report::load(&p).expect("the thinned fixture reads");
+        let mut all = Vec::new();
+        for top in ["config", "results"] {
+            paths(&doc[top], &[top.to_string()], &mut all);
+        }
+        let mut panics = Vec::new();
+        for (path, v) in all {
+            let values = match &v {
+                Value::Array(a) if !a.is_empty() => vec![json!([])],
+                Value::Number(_) => vec![json!(0), json!(-1), json!(u64::MAX), json!(1e300)],
+                _ => vec![],
+            };
+            for x in values {
+                let mut d = doc.clone();
+                *at(&mut d, &path) = x.clone();
+                std::fs::write(&p, d.to_string()).unwrap();
+                if std::panic::catch_unwind(|| read_every_way(&p)).is_err() {
+                    panics.push(format!("{name} {} = {x}", path.join(".")));
+                }
+            }
+        }
+        panics
+    }
+
+    /// Every field of every fixture's config and results set, one at a time, to an empty
+    /// list, 0, -1, u64::MAX or 1e300: reading it is refused (exit 2) or it is presented,
+    /// never a panic (an index out of bounds, a division by zero, an overflowing sum, a
+    /// chart coordinate beyond i32 in plotters: each once found this way).
+    #[test]
+    fn no_single_field_of_a_fixture_makes_a_reader_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results");
+        let files: Vec<_> = std::fs::read_dir(fixtures)
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .filter(|f| f.extension().is_some_and(|e| e == "json"))
+            .collect();
+        // One thread per fixture: the renders dominate, and each file is independent.
+        let panics: Vec<String> = std::thread::scope(|s| {
+            let threads: Vec<_> = files
+                .iter()
+                .map(|f| s.spawn(|| mutate_and_read(f, dir.path())))
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        assert!(panics.is_empty(), "readers panicked on: {panics:#?}");
+    }
+}

@@ -5,6 +5,9 @@
 /// Nanoseconds per second.
 const NS_PER_S: u128 = 1_000_000_000;
 
+/// Sample rates (Hz) any command accepts; a result with another rate was not measured.
+pub const RATES: std::ops::RangeInclusive<u32> = 1000..=768_000;
+
 /// The duration of `frames` at `rate` Hz, rounded down to a nanosecond.
 pub fn ns_of_frames(frames: u64, rate: u32) -> u64 {
     (frames as u128 * NS_PER_S / rate as u128) as u64

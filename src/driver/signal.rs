@@ -77,6 +77,24 @@ impl std::str::FromStr for SignalKind {
     }
 }
 
+impl SignalKind {
+    /// Whether the signal can be played at `rate` Hz: a sine below Nyquist, as the sine
+    /// plugin requires (`sine:FREQ` once ran at any frequency `sine(FREQ)` refused).
+    pub fn check(&self, rate: u32) -> crate::Result<()> {
+        match self {
+            SignalKind::Sine { freq_hz } => {
+                match crate::dsp::osc::tone_problem(*freq_hz, 1.0, rate) {
+                    Some(why) => Err(crate::Error::usage(format!(
+                        "--input sine:{freq_hz}: {why}"
+                    ))),
+                    None => Ok(()),
+                }
+            }
+            SignalKind::Silence | SignalKind::Noise => Ok(()),
+        }
+    }
+}
+
 /// Fills the engine's input for the period starting at device frame `frame`.
 pub trait InputSource: Send {
     fn fill(&mut self, frame: u64, l: &mut [f32], r: &mut [f32]);

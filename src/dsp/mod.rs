@@ -89,7 +89,7 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
             return Err(bad(part, "empty element"));
         }
         if let Some(target) = part.strip_prefix(lv2::PREFIX) {
-            out.push(parse_lv2_element(target).map_err(|why| bad(part, why))?);
+            out.push(parse_lv2_element(target).map_err(|why| bad(part, &why))?);
             continue;
         }
         let (head, count) = match part.rsplit_once(':') {
@@ -105,15 +105,7 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
             }
             _ => (part, 1),
         };
-        let (plugin, params) = match head.split_once('(') {
-            Some((n, rest)) => {
-                let p = rest
-                    .strip_suffix(')')
-                    .ok_or_else(|| bad(part, "unclosed parenthesis"))?;
-                (n.trim(), p.trim())
-            }
-            None => (head, ""),
-        };
+        let (plugin, params) = name_and_params(head).map_err(|why| bad(part, &why))?;
         if plugin.is_empty()
             || !plugin
                 .chars()
@@ -130,30 +122,38 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
     Ok(out)
 }
 
+/// `NAME(params)` or `NAME` as (name, params), each trimmed. The parameters run from the
+/// first '(' to the last ')', so that a parameter may hold parentheses; text after that ')'
+/// is named (`burn(10%)x` is not an unclosed parenthesis).
+fn name_and_params(head: &str) -> std::result::Result<(&str, &str), String> {
+    match head.split_once('(') {
+        Some((name, rest)) => match rest.rsplit_once(')') {
+            Some((params, after)) if after.trim().is_empty() => Ok((name.trim(), params.trim())),
+            Some((_, after)) => Err(format!("'{}' after the closing parenthesis", after.trim())),
+            None => Err("unclosed parenthesis".into()),
+        },
+        None if head.contains(')') => Err("')' without '('".into()),
+        None => Ok((head.trim(), "")),
+    }
+}
+
 /// `URI-or-NAME[(params)][:count]` after `lv2:`. URIs hold colons (`urn:dragonfly:room`),
 /// so only a final `:DIGITS` is a count; a URI that itself ends in `:DIGITS` needs an
 /// explicit `:1`.
-fn parse_lv2_element(target: &str) -> std::result::Result<ChainElement, &'static str> {
+fn parse_lv2_element(target: &str) -> std::result::Result<ChainElement, String> {
     let (head, count) = match target.rsplit_once(':') {
         Some((h, c)) if !c.is_empty() && c.trim().chars().all(|ch| ch.is_ascii_digit()) => {
             let n: u32 = c.trim().parse().map_err(|_| "count is too large")?;
             if n == 0 {
-                return Err("count must be at least 1");
+                return Err("count must be at least 1".into());
             }
             (h.trim(), n)
         }
         _ => (target, 1),
     };
-    let (name, params) = match head.split_once('(') {
-        Some((n, rest)) => {
-            let p = rest.strip_suffix(')').ok_or("unclosed parenthesis")?;
-            (n.trim(), p.trim())
-        }
-        None if head.contains(')') => return Err("')' without '('"),
-        None => (head.trim(), ""),
-    };
+    let (name, params) = name_and_params(head)?;
     if name.is_empty() {
-        return Err("lv2: needs a plugin URI or name, e.g. lv2:urn:zamaudio:ZamComp");
+        return Err("lv2: needs a plugin URI or name, e.g. lv2:urn:zamaudio:ZamComp".into());
     }
     Ok(ChainElement {
         plugin: format!("{}{name}", lv2::PREFIX),

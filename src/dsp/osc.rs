@@ -145,17 +145,31 @@ fn parse(
             _ => return Err(bad(format!("unknown parameter '{k}'"))),
         }
     }
-    let top = ctx.rate as f64 / 2.0;
-    if !(p.freq > 0.0 && p.freq * max_partial < top) {
-        return Err(bad(format!(
-            "frequency {} Hz puts a partial at or above Nyquist ({top} Hz)",
-            p.freq
-        )));
+    if let Some(why) = tone_problem(p.freq, max_partial, ctx.rate) {
+        return Err(bad(why));
     }
     if !(0.0..=1.0).contains(&p.amp) {
         return Err(bad(format!("amp must be within 0..1, got {}", p.amp)));
     }
     Ok(p)
+}
+
+/// Why a tone of `freq` Hz whose highest partial is `max_partial` × `freq` cannot be played at
+/// `rate` Hz, if it cannot: the one rule of the sine plugins and the virtual codec's
+/// `--input sine:FREQ`.
+pub fn tone_problem(freq: f64, max_partial: f64, rate: u32) -> Option<String> {
+    let top = rate as f64 / 2.0;
+    if freq.is_nan() || freq <= 0.0 {
+        Some(format!("frequency must be above 0 Hz, got {freq}"))
+    } else if freq * max_partial >= top {
+        Some(if max_partial > 1.0 {
+            format!("frequency {freq} Hz puts a partial at or above Nyquist ({top} Hz)")
+        } else {
+            format!("frequency {freq} Hz is at or above Nyquist ({top} Hz)")
+        })
+    } else {
+        None
+    }
 }
 
 pub fn create_sine(params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {

@@ -141,6 +141,7 @@ impl RunConfig {
                 self.rate
             )));
         }
+        self.input.check(self.rate)?;
         if !(1..=65536).contains(&self.buffer_frames) {
             return Err(Error::usage(format!(
                 "--buffer {} is outside 1..65536",

@@ -488,7 +488,7 @@ fn sched(docs: &[&Body], header: &[String]) -> Vec<Table> {
         table("Xruns + skipped periods / cycles", &|x| {
             format!(
                 "{} / {}",
-                x.engine.xruns.total + x.engine.skipped_periods,
+                super::xruns_and_skipped(&x.engine),
                 x.engine.cycles
             )
         }),

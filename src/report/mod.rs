@@ -145,6 +145,13 @@ pub fn load(path: &Path) -> Result<Input> {
     }
 }
 
+/// Xruns and skipped periods together: the periods a run or sched row did not deliver on
+/// time. Saturating, as every sum over a file's counts here: a file is not trusted to keep
+/// them small.
+pub fn xruns_and_skipped(e: &crate::engine::run::RunResults) -> u64 {
+    e.xruns.total.saturating_add(e.skipped_periods)
+}
+
 /// Leaves of a JSON value as (dotted path, value) rows; long arrays are cut to keep a
 /// generic section readable (traces belong in CSV files, not in a report table).
 pub fn flatten(v: &serde_json::Value, max_rows: usize) -> Vec<(String, String)> {

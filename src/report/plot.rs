@@ -41,7 +41,7 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f
     let mut y0 = f64::INFINITY;
     let mut y1 = f64::NEG_INFINITY;
     for (x, y) in series.iter().flat_map(|s| s.points.iter().copied()) {
-        if (log_y && y <= 0.0) || (log_x && x <= 0.0) {
+        if !x.is_finite() || !y.is_finite() || (log_y && y <= 0.0) || (log_x && x <= 0.0) {
             continue;
         }
         x0 = x0.min(x);
@@ -59,7 +59,7 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f
         x0 /= 1.2;
         x1 *= 1.2;
     }
-    if log_y {
+    let b = if log_y {
         (x0, x1, y0 / 1.5, y1 * 2.0)
     } else if y_tight {
         let pad = ((y1 - y0) * 0.1).max(y1.abs() * 1e-4).max(1e-9);
@@ -67,7 +67,21 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f
     } else {
         let lo = y0.min(0.0);
         (x0, x1, lo, if y1 > lo { y1 * 1.05 } else { lo + 1.0 })
+    };
+    // Values near f64::MAX (a corrupted file) overflow the padding: draw empty axes.
+    if [b.0, b.1, b.2, b.3].iter().all(|v| v.is_finite()) {
+        b
+    } else {
+        (0.0, 1.0, if log_y { 1.0 } else { 0.0 }, 10.0)
     }
+}
+
+/// `(x, y)` moved onto the edge of the axes when it lies outside them. plotters maps a point
+/// to an i32 pixel, which overflows for a value far outside the axes (an event a file places
+/// 10^10 s into a 3 s run); such a point is shown where the axes end. None for a point that
+/// cannot be drawn at all.
+fn clip((x, y): (f64, f64), (x0, x1, y0, y1): (f64, f64, f64, f64)) -> Option<(f64, f64)> {
+    (x.is_finite() && y.is_finite()).then(|| (x.max(x0).min(x1), y.max(y0).min(y1)))
 }
 
 /// A line (or marker) chart with a legend; an empty string never comes back, even for no
@@ -75,7 +89,10 @@ fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f
 pub fn line_chart(axes: &Axes, series: &[Series]) -> String {
     let mut svg = String::new();
     let (mut x0, mut x1, y0, y1) = bounds(series, axes.log_x, axes.log_y, axes.y_tight);
-    if let Some((a, b)) = axes.x_range.filter(|(a, b)| b > a) {
+    if let Some((a, b)) = axes
+        .x_range
+        .filter(|(a, b)| a.is_finite() && b.is_finite() && b > a)
+    {
         (x0, x1) = (a, b);
     } else if axes.x_integer {
         // Room for the markers of the first and last whole-number column.
@@ -132,6 +149,7 @@ fn draw_lines(
                     .iter()
                     .copied()
                     .filter(|&(x, y)| (!axes.log_y || y > 0.0) && (!axes.log_x || x > 0.0))
+                    .filter_map(|p| clip(p, (x0, x1, y0, y1)))
                     .collect();
                 let drawn = if axes.points_only {
                     chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?
@@ -228,7 +246,28 @@ fn draw_bars(
 ) -> DrawResult {
     root.fill(&WHITE)?;
     let n = bars.len().max(1) as u32;
-    let top = bars.iter().map(|b| b.1).fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let top = bars
+        .iter()
+        .map(|b| b.1)
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let top = if top.is_finite() { top } else { f64::MAX };
+    let bars: Vec<(String, f64)> = bars
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                if v.is_finite() {
+                    v.clamp(0.0, top)
+                } else {
+                    0.0
+                },
+            )
+        })
+        .collect();
+    let bars = bars.as_slice();
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 16))
         .margin(10)

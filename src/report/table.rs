@@ -410,7 +410,11 @@ pub fn load_summary(
         s.push_str(&format!("{t}\n"));
     }
     let trials: usize = r.cells.iter().map(|c| c.trials.len()).sum();
-    let secs: u64 = r.cells.iter().map(|c| c.time_spent_ns).sum::<u64>() / 1_000_000_000;
+    let secs = r
+        .cells
+        .iter()
+        .fold(0u64, |a, c| a.saturating_add(c.time_spent_ns))
+        / 1_000_000_000;
     s.push_str(&format!(
         "{trials} trials in {secs} s; limit = instances that fit one period by {}; + = stopped at --max-instances\n",
         r.cells
@@ -526,7 +530,7 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
                 us(end.max as f64)
             )),
             num(us(e.cpu_ns.mean)),
-            num(e.xruns.total + e.skipped_periods),
+            num(super::xruns_and_skipped(e)),
             num(q),
             num(resp),
             num(miss),

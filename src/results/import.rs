@@ -16,11 +16,17 @@ use crate::measure::latency::{
     CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
 };
 use crate::rt::Policy;
+use serde_json::Value;
 use std::path::Path;
 
 pub const FORMAT_TEXT: &str = "cyclictest-text";
 pub const FORMAT_TEXT_SPARSE: &str = "cyclictest-text-sparse";
 pub const FORMAT_JSON: &str = "cyclictest-json";
+
+/// The largest latency (and histogram bucket) a file may hold, in ns: a wake-up a day late
+/// is a suspended machine or a corrupt file, not a scheduling latency. Bounding every value
+/// keeps the sums and the µs → ns scaling below far from overflowing.
+pub const MAX_LATENCY_NS: u64 = 86_400 * 1_000_000_000;
 
 /// One cyclictest thread, in the tool's own units (µs unless `scale_ns` says otherwise).
 #[derive(Debug, Default, Clone)]
@@ -40,6 +46,8 @@ struct Thread {
 struct Recorded {
     format: &'static str,
     command: Option<String>,
+    /// "line N: " of the command line in the file, for errors about its options.
+    command_at: String,
     dma_latency: Option<bool>,
     hist_buckets: Option<u64>,
     scale_ns: u64,
@@ -59,7 +67,30 @@ pub fn import_str(text: &str, name: &str) -> Result<(LatencyConfig, LatencyResul
     } else {
         parse_text(text).map_err(|m| Error::input(name, m))?
     };
-    Ok(build(threads, rec, name))
+    let (config, results) = build(threads, rec, name).map_err(|m| Error::input(name, m))?;
+    // The check every reader of a result runs: an import is held to what it will meet.
+    let body = super::Body::Latency {
+        config,
+        results: Box::new(results),
+    };
+    super::validate::validate_body(&body).map_err(|m| Error::input(name, m))?;
+    match body {
+        super::Body::Latency { config, results } => Ok((config, *results)),
+        _ => unreachable!("built as a latency body above"),
+    }
+}
+
+/// `v` (in units of `scale_ns`) as ns, if it is a latency a file may hold.
+fn latency_ns(v: u64, scale_ns: u64) -> Option<u64> {
+    v.checked_mul(scale_ns).filter(|&ns| ns <= MAX_LATENCY_NS)
+}
+
+/// The error for a latency beyond [`MAX_LATENCY_NS`]: `what` says where it is.
+fn beyond(what: &str, v: impl std::fmt::Display, unit: &str) -> String {
+    format!(
+        "{what} {v} {unit} is beyond any latency (at most {} s: a day)",
+        MAX_LATENCY_NS / 1_000_000_000
+    )
 }
 
 fn parse_list(rest: &str, line_no: usize, what: &str) -> Result<Vec<u64>, String> {
@@ -79,7 +110,8 @@ struct Footer {
     avg: Option<(usize, Vec<u64>)>,
     max: Option<(usize, Vec<u64>)>,
     overflows: Option<(usize, Vec<u64>)>,
-    cycles: Vec<(usize, Vec<u64>)>,
+    /// `# Thread N:` lines: (N as written, line, cycle numbers listed).
+    cycles: Vec<(String, usize, Vec<u64>)>,
 }
 
 fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
@@ -117,15 +149,16 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             } else if let Some(r) = c.strip_prefix("Histogram Overflows:") {
                 footer(&mut f.overflows, "# Histogram Overflows:", r)?;
             } else if let Some(r) = c.strip_prefix("Thread ") {
+                // "# Thread Ids:" and other words carry nothing; a number is a thread, checked
+                // against the footer once it is read (never used to size anything: a line
+                // "# Thread 4294967295:" once allocated gigabytes).
                 if let Some((idx, list)) = r.split_once(':') {
-                    if let Ok(idx) = idx.trim().parse::<usize>() {
+                    let idx = idx.trim();
+                    if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) {
                         // "# 01957 others" ends the listed cycle numbers.
                         let listed = list.split('#').next().unwrap_or("");
                         let v = parse_list(listed, n, "# Thread N:")?;
-                        if f.cycles.len() <= idx {
-                            f.cycles.resize(idx + 1, (0, Vec::new()));
-                        }
-                        f.cycles[idx] = (n, v);
+                        f.cycles.push((idx.to_string(), n, v));
                     }
                 }
             } else if c.starts_with("/dev/cpu_dma_latency set to") {
@@ -145,6 +178,12 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             if v.len() < 2 {
                 return Err(format!(
                     "line {n}: expected a histogram row 'BUCKET COUNT [COUNT...]', found '{line}'"
+                ));
+            }
+            if latency_ns(v[0], rec.scale_ns).is_none() {
+                return Err(format!(
+                    "line {n}: {}",
+                    beyond("histogram bucket", v[0], "µs")
                 ));
             }
             if let Some((prev, cols)) = rows.last() {
@@ -228,6 +267,35 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
     } else {
         FORMAT_TEXT_SPARSE
     };
+    let mut listed: Vec<Option<(usize, Vec<u64>)>> = vec![None; threads];
+    for (idx, line, v) in std::mem::take(&mut f.cycles) {
+        let Some(slot) = idx.parse::<usize>().ok().and_then(|i| listed.get_mut(i)) else {
+            return Err(format!(
+                "line {line}: '# Thread {idx}:' names a thread '# Min Latencies:' does not list (it lists {threads}, from 0)"
+            ));
+        };
+        if slot.is_some() {
+            return Err(format!("line {line}: '# Thread {idx}:' is listed twice"));
+        }
+        *slot = Some((line, v));
+    }
+    let (min_line, max_line) = (f.min.as_ref().map_or(0, |m| m.0), max_line);
+    // Footer values and bucket numbers are µs; each must be a latency.
+    for (line, label, values) in [
+        (min_line, "# Min Latencies:", &min),
+        (avg_line, "# Avg Latencies:", &avg),
+        (max_line, "# Max Latencies:", &max),
+    ] {
+        if let Some(v) = values
+            .iter()
+            .find(|&&v| latency_ns(v, rec.scale_ns).is_none())
+        {
+            return Err(format!(
+                "line {line}: {}",
+                beyond(&format!("'{label}'"), v, "µs")
+            ));
+        }
+    }
     let mut out = Vec::with_capacity(threads);
     for t in 0..threads {
         let buckets: Vec<(u64, u64)> = rows
@@ -235,7 +303,32 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             .filter(|(_, c)| c[t] > 0)
             .map(|(k, c)| (*k, c[t]))
             .collect();
-        let binned: u64 = buckets.iter().map(|b| b.1).sum();
+        let binned = buckets
+            .iter()
+            .try_fold(0u64, |a, b| a.checked_add(b.1))
+            .ok_or_else(|| {
+                format!("line {first_row_line}: the histogram column of thread {t} adds up beyond 2^64 samples")
+            })?;
+        let count = binned.checked_add(overflows[t]).ok_or_else(|| {
+            format!("line {of_line}: thread {t}'s histogram and '# Histogram Overflows:' add up beyond 2^64 samples")
+        })?;
+        if count > 0 && min[t] > max[t] {
+            return Err(format!(
+                "line {min_line}: '# Min Latencies:' says {} µs for thread {t}, above its '# Max Latencies:' {} µs (line {max_line})",
+                min[t], max[t]
+            ));
+        }
+        let overflow_cycles = match listed[t].take() {
+            Some((line, v)) if v.len() as u64 > overflows[t] => {
+                return Err(format!(
+                    "line {line}: '# Thread {t}:' lists {} overflow cycles but '# Histogram Overflows:' counts {} (line {of_line})",
+                    v.len(),
+                    overflows[t]
+                ))
+            }
+            Some((_, v)) => v,
+            None => Vec::new(),
+        };
         if let Some((line, total)) = &f.total {
             if !fits(total.len()) {
                 return Err(format!(
@@ -253,12 +346,12 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
         out.push(Thread {
             cpu: t,
             buckets,
-            count: binned + overflows[t],
+            count,
             min: min[t],
             avg: avg[t] as f64,
             max: max[t],
             overflows: overflows[t],
-            overflow_cycles: f.cycles.get(t).map(|c| c.1.clone()).unwrap_or_default(),
+            overflow_cycles,
         });
     }
     if rec.format == FORMAT_TEXT {
@@ -275,11 +368,24 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             e.column()
         )
     })?;
-    // The file's own line of a key, for errors about its value.
-    let line_of = |key: &str| {
-        text.lines()
-            .position(|l| l.contains(&format!("\"{key}\"")))
-            .map_or(String::new(), |i| format!("line {}: ", i + 1))
+    // The file's own line of a value, for errors about it: each key of `path` is looked for
+    // after the line of the one before (thread 1's "min" is after "1", not thread 0's).
+    let lines: Vec<&str> = text.lines().collect();
+    let line_of = |path: &[&str]| {
+        let mut from = 0;
+        for key in path {
+            let quoted = format!("\"{key}\"");
+            let is_key = |l: &&str| {
+                l.split(&quoted)
+                    .nth(1)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            };
+            match lines[from..].iter().position(is_key) {
+                Some(i) => from += i,
+                None => return String::new(),
+            }
+        }
+        format!("line {}: ", from + 1)
     };
     let threads = v.get("thread").and_then(|t| t.as_object()).ok_or_else(|| {
         "line 1: expected a cyclictest --json file: an object with a \"thread\" object".to_string()
@@ -288,9 +394,13 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
         Some(1) => 1,
         _ => 1_000,
     };
+    // rt-tests writes the key with a colon in it.
+    let command_key = ["cmdline:", "cmdline"]
+        .into_iter()
+        .find(|k| v.get(*k).is_some())
+        .unwrap_or("cmdline");
     let command = v
-        .get("cmdline:")
-        .or_else(|| v.get("cmdline"))
+        .get(command_key)
         .and_then(|c| c.as_str())
         .map(str::to_string);
     let mut keys: Vec<(usize, &String)> = Vec::new();
@@ -298,64 +408,105 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
         let i = k.parse::<usize>().map_err(|_| {
             format!(
                 "{}expected thread numbers as keys of \"thread\", found \"{k}\"",
-                line_of(k)
+                line_of(&["thread", k])
             )
         })?;
         keys.push((i, k));
     }
     keys.sort();
+    let unit = if scale_ns == 1 { "ns" } else { "µs" };
     let mut out = Vec::new();
     for (i, k) in keys {
         let t = &threads[k];
-        let num = |field: &str| -> Result<f64, String> {
-            t.get(field)
-                .and_then(|x| x.as_f64())
-                .ok_or_else(|| format!("{}expected a number in thread.{k}.{field}", line_of(field)))
+        let field = |name: &str| format!("{}thread.{k}.{name}", line_of(&["thread", k, name]));
+        // Counts and extremes are whole numbers: `"cycles": 1e30` once became u64::MAX.
+        let whole = |name: &str| -> Result<u64, String> {
+            let v = t.get(name);
+            v.and_then(|x| x.as_u64()).ok_or_else(|| match v {
+                Some(x) => format!("{}: expected a whole number, found {x}", field(name)),
+                None => format!("{}: expected a whole number, found nothing", field(name)),
+            })
         };
-        let count = num("cycles")? as u64;
+        // A latency is a number of `unit`s within the bound; named as the file writes it.
+        let latency = |name: &str| -> Result<f64, String> {
+            let x = t.get(name);
+            match x.and_then(Value::as_f64) {
+                Some(v) if v >= 0.0 && v * scale_ns as f64 <= MAX_LATENCY_NS as f64 => Ok(v),
+                Some(_) => Err(format!(
+                    "{}: {}",
+                    field(name),
+                    beyond("", x.unwrap_or(&Value::Null), unit).trim_start()
+                )),
+                None => Err(format!("{}: expected a number", field(name))),
+            }
+        };
+        let count = whole("cycles")?;
+        let (min, max) = (whole("min")?, whole("max")?);
+        latency("min")?;
+        latency("max")?;
+        let avg = latency("avg")?;
+        if count > 0 && min > max {
+            return Err(format!(
+                "{}: {min} {unit} is above thread.{k}.max {max} {unit}",
+                field("min")
+            ));
+        }
         let hist = t
             .get("histogram")
             .and_then(|h| h.as_object())
             .ok_or_else(|| {
                 format!(
                 "{}thread {k} has no \"histogram\": percentiles need one (run cyclictest with -h)",
-                line_of(k)
+                line_of(&["thread", k])
             )
             })?;
         let mut buckets = Vec::with_capacity(hist.len());
-        for (b, c) in hist {
-            let b: u64 = b.parse().map_err(|_| {
-                format!(
-                    "{}expected a bucket number in thread.{k}.histogram, found \"{b}\"",
-                    line_of(b)
-                )
+        let mut binned = 0u64;
+        for (key, c) in hist {
+            let at = line_of(&["thread", k, "histogram", key]);
+            let b: u64 = key.parse().map_err(|_| {
+                format!("{at}expected a bucket number in thread.{k}.histogram, found \"{key}\"")
             })?;
+            if latency_ns(b, scale_ns).is_none() {
+                return Err(format!(
+                    "{at}thread.{k}.histogram: {}",
+                    beyond("bucket", b, unit)
+                ));
+            }
             let c = c.as_u64().ok_or_else(|| {
-                format!(
-                    "{}expected a count for bucket {b} of thread {k}",
-                    line_of(&b.to_string())
-                )
+                format!("{at}expected a whole number of samples for bucket {b} of thread {k}, found {c}")
+            })?;
+            binned = binned.checked_add(c).ok_or_else(|| {
+                format!("{at}thread.{k}.histogram: the counts add up beyond 2^64")
             })?;
             if c > 0 {
                 buckets.push((b, c));
             }
         }
+        if binned > count {
+            return Err(format!(
+                "{}: {count} is fewer than the {binned} samples in thread.{k}.histogram",
+                field("cycles")
+            ));
+        }
         buckets.sort_unstable();
-        let binned: u64 = buckets.iter().map(|b| b.1).sum();
         let cpu = t.get("cpu").and_then(|c| c.as_i64()).unwrap_or(-1);
         out.push(Thread {
             cpu: if cpu >= 0 { cpu as usize } else { i },
             buckets,
             count,
-            min: num("min")? as u64,
-            avg: num("avg")?,
-            max: num("max")? as u64,
-            overflows: count.saturating_sub(binned),
+            min,
+            avg,
+            max,
+            overflows: count - binned,
             overflow_cycles: Vec::new(),
         });
     }
     if out.is_empty() {
-        return Err(format!("{}\"thread\" lists no thread", line_of("thread")));
+        return Err(format!(
+            "{}\"thread\" lists no thread",
+            line_of(&["thread"])
+        ));
     }
     let hist_buckets = command
         .as_deref()
@@ -372,6 +523,7 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
                 .as_deref()
                 .map(|c| !c.split_whitespace().any(|w| w == "--default-system")),
             command,
+            command_at: line_of(&[command_key]),
             hist_buckets,
             scale_ns,
         },
@@ -410,7 +562,11 @@ fn has_flag(cmd: &str, short: char, long: &str) -> bool {
 }
 
 /// How cyclictest ran, from its recorded command line (its defaults where an option is absent).
-fn config_from_command(cmd: &str) -> (Option<Policy>, Option<u64>, Option<u64>, Option<u64>, bool) {
+type CommandConfig = (Option<Policy>, Option<u64>, Option<u64>, Option<u64>, bool);
+
+/// How cyclictest ran, from its recorded command line (its defaults where an option is
+/// absent). An interval or duration no run can have is an error naming the option.
+fn config_from_command(cmd: &str) -> Result<CommandConfig, String> {
     let prio: u32 = option_value(cmd, Some('p'), "priority")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
@@ -421,31 +577,44 @@ fn config_from_command(cmd: &str) -> (Option<Policy>, Option<u64>, Option<u64>, 
         _ if prio > 0 => Policy::fifo(prio.min(99)),
         _ => Policy::Other { nice: 0 },
     };
+    let too_long = |opt: &str, v: &str| {
+        format!("cmdline: {opt} {v} is longer than any run (at most 292 years)")
+    };
     let interval_us: u64 = option_value(cmd, Some('i'), "interval")
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000);
+    let interval_ns = interval_us
+        .checked_mul(1_000)
+        .filter(|&ns| ns <= crate::units::MAX_DURATION_NS)
+        .ok_or_else(|| too_long("-i", &interval_us.to_string()))?;
     let loops = option_value(cmd, Some('l'), "loops")
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|&l| l > 0);
-    let duration = option_value(cmd, Some('D'), "duration").and_then(|v| {
-        let v = v.trim();
-        let (num, mult) = match v.chars().last() {
-            Some('s') => (&v[..v.len() - 1], 1),
-            Some('m') => (&v[..v.len() - 1], 60),
-            Some('h') => (&v[..v.len() - 1], 3600),
-            Some('d') => (&v[..v.len() - 1], 86_400),
-            _ => (v, 1),
-        };
-        num.parse::<u64>().ok().map(|n| n * mult * 1_000_000_000)
-    });
+    let duration = match option_value(cmd, Some('D'), "duration") {
+        None => None,
+        Some(v) => {
+            let t = v.trim();
+            let (num, mult) = match t.chars().last() {
+                Some('s') => (&t[..t.len() - 1], 1),
+                Some('m') => (&t[..t.len() - 1], 60),
+                Some('h') => (&t[..t.len() - 1], 3600),
+                Some('d') => (&t[..t.len() - 1], 86_400),
+                _ => (t, 1),
+            };
+            match num.parse::<u64>() {
+                // A value cyclictest would not take says nothing the model holds.
+                Err(_) => None,
+                Ok(n) => Some(
+                    n.checked_mul(mult)
+                        .and_then(|s| s.checked_mul(1_000_000_000))
+                        .filter(|&ns| ns <= crate::units::MAX_DURATION_NS)
+                        .ok_or_else(|| too_long("-D", t))?,
+                ),
+            }
+        }
+    };
     let mlock = has_flag(cmd, 'm', "mlockall");
-    (
-        Some(policy),
-        Some(interval_us * 1_000),
-        duration,
-        loops,
-        mlock,
-    )
+    Ok((Some(policy), Some(interval_ns), duration, loops, mlock))
 }
 
 /// Percentiles straight from 1-unit buckets (exact at the file's resolution, unlike an HDR
@@ -487,8 +656,20 @@ fn bucket_summary(
     }
 }
 
-fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, LatencyResult) {
+/// The latency result of the threads read. Every value is bounded by the parsers
+/// ([`MAX_LATENCY_NS`]); the sums over threads are still checked, since a file may list any
+/// number of them.
+fn build(
+    threads: Vec<Thread>,
+    rec: Recorded,
+    name: &str,
+) -> Result<(LatencyConfig, LatencyResult), String> {
     let scale = rec.scale_ns;
+    // Each thread's count fits; their sum (and so the overflows') must too.
+    let count = threads
+        .iter()
+        .try_fold(0u64, |a, t| a.checked_add(t.count))
+        .ok_or("the threads' cycles add up beyond 2^64 samples")?;
     let mut merged = std::collections::BTreeMap::new();
     let mut per_cpu = Vec::with_capacity(threads.len());
     let (mut sum_all, mut overflows) = (0u128, 0u64);
@@ -515,8 +696,9 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
                 max_of = Some((t.max * scale, t.cpu));
             }
         }
-        sum_all += sum;
-        overflows += t.overflows;
+        let too_many = || "the threads' samples add up beyond 2^64".to_string();
+        sum_all = sum_all.checked_add(sum).ok_or_else(too_many)?;
+        overflows = overflows.checked_add(t.overflows).ok_or_else(too_many)?;
         per_cpu.push(CpuLatency {
             cpu: t.cpu,
             stats: LatencyStats {
@@ -539,7 +721,6 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
             series_truncated: false,
         });
     }
-    let count: u64 = threads.iter().map(|t| t.count).sum();
     let merged: Vec<(u64, u64)> = merged.into_iter().collect();
     let overall = LatencyStats {
         summary: bucket_summary(
@@ -560,11 +741,20 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
     };
     let (policy, interval_ns, duration_ns, loops, mlock) = match rec.command.as_deref() {
         Some(c) => {
-            let (p, i, d, l, m) = config_from_command(c);
+            let (p, i, d, l, m) =
+                config_from_command(c).map_err(|e| format!("{}{e}", rec.command_at))?;
             (p, i, d, l, Some(m))
         }
         None => (None, None, None, None, None),
     };
+    let hist_buckets = rec.hist_buckets.unwrap_or(max_bucket).max(1);
+    let hist_max_ns = latency_ns(hist_buckets, scale).ok_or_else(|| {
+        format!(
+            "{}cmdline: {}",
+            rec.command_at,
+            beyond("-h", hist_buckets, "µs")
+        )
+    })?;
     let cfg = LatencyConfig {
         source: LatencySource::Imported {
             file: name.to_string(),
@@ -581,7 +771,7 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         mlock,
         // The sparse format does not say where its histogram ended; its highest bucket is a
         // lower bound.
-        hist_max_ns: rec.hist_buckets.unwrap_or(max_bucket).max(1) * scale,
+        hist_max_ns,
         audio_period: None,
         fail_above: None,
         stress: Vec::new(),
@@ -596,7 +786,7 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
         stress: None,
         baseline: None,
     };
-    (cfg, result)
+    Ok((cfg, result))
 }
 
 #[cfg(test)]
@@ -653,7 +843,7 @@ mod tests {
     #[test]
     fn command_lines_are_understood() {
         let c = "cyclictest -q -m -S -p 90 -i200 -h 400 -l 2000 --json=x.json";
-        let (p, i, d, l, m) = config_from_command(c);
+        let (p, i, d, l, m) = config_from_command(c).unwrap();
         assert_eq!(p, Some(Policy::fifo(90)));
         assert_eq!(i, Some(200_000));
         assert_eq!((d, l, m), (None, Some(2000), true));
@@ -661,7 +851,7 @@ mod tests {
             option_value(c, Some('h'), "histogram").as_deref(),
             Some("400")
         );
-        let (p, i, d, _, m) = config_from_command("cyclictest -D 1m --policy=rr -p5");
+        let (p, i, d, _, m) = config_from_command("cyclictest -D 1m --policy=rr -p5").unwrap();
         assert_eq!(p, Some(Policy::Rr { priority: 5 }));
         assert_eq!((i, d, m), (Some(1_000_000), Some(60_000_000_000), false));
     }

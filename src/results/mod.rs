@@ -6,6 +6,7 @@ pub mod cyclictest;
 pub mod import;
 pub mod migrate;
 pub mod suite;
+pub mod validate;
 pub mod write;
 
 use crate::system::Environment;
@@ -14,6 +15,13 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::common::Status;
 pub use write::{read_result, write_atomic, write_json_atomic};
+
+/// Check a typed result (docs/ARCHITECTURE.md §6): every reader and `import` call this, so
+/// nothing downstream meets an empty list, a zero rate or counts that disagree. The error
+/// names the field; callers add the file.
+pub fn validate(doc: &ResultDoc) -> std::result::Result<(), validate::Problem> {
+    validate::validate_body(&doc.body)
+}
 
 /// Bumped whenever a change to the types would break readers of older files; readers bring
 /// older files up to it with [`migrate::upgrade`]. 2: fields named after a study got names

@@ -69,16 +69,25 @@ pub fn read_result(path: &Path) -> Result<ResultDoc> {
         )
     })?;
     super::migrate::upgrade(&mut value);
-    match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == super::SCHEMA_VERSION as u64 => {}
-        Some(v) => {
+    match value.get("schema_version") {
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(super::SCHEMA_VERSION as u64) => {}
+        Some(serde_json::Value::Number(n)) => {
             return Err(Error::input(
                 path,
                 format!(
-                "schema_version {v} is not supported by this xrunlab (it reads versions {} to {})",
+                "schema_version {n} is not supported by this xrunlab (it reads versions {} to {})",
                 super::migrate::OLDEST_READABLE,
                 super::SCHEMA_VERSION
             ),
+            ))
+        }
+        Some(other) => {
+            return Err(Error::input(
+                path,
+                format!(
+                    "schema_version is {other}: expected a whole number such as {}",
+                    super::SCHEMA_VERSION
+                ),
             ))
         }
         None => {
@@ -88,8 +97,22 @@ pub fn read_result(path: &Path) -> Result<ResultDoc> {
             ))
         }
     }
-    serde_json::from_value(value)
-        .map_err(|e| Error::input(path, format!("not a valid xrunlab result: {e}")))
+    // serde takes a number as the index of an enum variant: `"kind": 5` would be read as
+    // the sixth kind. A kind is its name.
+    match value.get("kind") {
+        Some(serde_json::Value::String(_)) => {}
+        Some(other) => {
+            return Err(Error::input(
+                path,
+                format!("kind is {other}: expected a name such as \"latency\""),
+            ))
+        }
+        None => return Err(Error::input(path, "not an xrunlab result: no kind")),
+    }
+    let doc: ResultDoc = serde_json::from_value(value)
+        .map_err(|e| Error::input(path, format!("not a valid xrunlab result: {e}")))?;
+    super::validate(&doc).map_err(|m| Error::input(path, m))?;
+    Ok(doc)
 }
 
 #[cfg(test)]
@@ -138,5 +161,37 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("schema_version"));
+    }
+
+    /// A field of the wrong type is named as what it is, not as missing or as something else.
+    #[test]
+    fn version_and_kind_of_the_wrong_type_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let fixture = |kind: &str| {
+            let f = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/results/run.json"
+            );
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            v["kind"] = serde_json::from_str(kind).unwrap();
+            v
+        };
+        let mut v = fixture("\"run\"");
+        v["schema_version"] = "1".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = read_result(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("schema_version is \"1\": expected a whole number"),
+            "{e}"
+        );
+        // 5 was once read as the index of the sixth kind (latencytest).
+        for kind in ["5", "null", "[\"run\"]"] {
+            std::fs::write(&p, fixture(kind).to_string()).unwrap();
+            let e = read_result(&p).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+            assert!(e.to_string().contains(&format!("kind is {kind}")), "{e}");
+        }
     }
 }

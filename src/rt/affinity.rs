@@ -54,26 +54,38 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 /// allocating gigabytes.
 pub const MAX_CPUS: usize = 8192;
 
-/// Parse the kernel's CPU list format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
-    let mut out = Vec::new();
-    let bad = || Error::usage(format!("bad CPU list '{s}': expected e.g. 0-3,8"));
-    let cpu = |t: &str| -> Result<usize> {
-        let c: usize = t.parse().map_err(|_| bad())?;
-        if c >= MAX_CPUS {
-            return Err(Error::usage(format!(
-                "CPU {c} in '{s}' is not available (no machine has more than {MAX_CPUS} CPUs)"
-            )));
+/// Why a CPU list was refused: its form, or a CPU at or above the bound (kept as typed, so
+/// that a number too large for any integer type is named as the user wrote it).
+enum CpuListError {
+    Form,
+    Beyond(String),
+}
+
+/// The kernel's CPU list format (`0-3,8,10-11`) with every CPU below `limit`. Each bound is
+/// checked before a range is expanded, so the list never holds more than `limit` CPUs.
+fn parse_cpus_below(s: &str, limit: usize) -> std::result::Result<Vec<usize>, CpuListError> {
+    let cpu = |t: &str| -> std::result::Result<usize, CpuListError> {
+        let t = t.trim();
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(CpuListError::Form);
         }
-        Ok(c)
+        match t.parse::<usize>() {
+            Ok(c) if c < limit => Ok(c),
+            _ => {
+                let digits = t.trim_start_matches('0');
+                Err(CpuListError::Beyond(
+                    if digits.is_empty() { "0" } else { digits }.to_string(),
+                ))
+            }
+        }
     };
+    let mut out = Vec::new();
     for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
-                let a = cpu(a)?;
-                let b = cpu(b)?;
+                let (a, b) = (cpu(a)?, cpu(b)?);
                 if a > b {
-                    return Err(bad());
+                    return Err(CpuListError::Form);
                 }
                 out.extend(a..=b);
             }
@@ -85,19 +97,38 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// Resolve a user's `--cpus` selection against the CPUs this process may use; None = all.
+/// Parse the kernel's CPU list format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
+    parse_cpus_below(s, MAX_CPUS).map_err(|e| match e {
+        CpuListError::Form => Error::usage(format!("bad CPU list '{s}': expected e.g. 0-3,8")),
+        CpuListError::Beyond(c) => Error::usage(format!(
+            "CPU {c} in '{s}' is not available (no machine has more than {MAX_CPUS} CPUs)"
+        )),
+    })
+}
+
+/// Resolve a user's `--cpus` selection against the CPUs this process may use (its affinity
+/// mask, within the online CPUs); None = all. A CPU outside them is named with the ones
+/// that are allowed, before any range is expanded past them.
 pub fn select_cpus(spec: Option<&str>) -> Result<Vec<usize>> {
     let allowed = allowed_cpus()?;
     let Some(spec) = spec else { return Ok(allowed) };
-    let wanted = parse_cpu_list(spec)?;
+    let not_available = |c: &dyn std::fmt::Display| {
+        Error::usage(format!(
+            "CPU {c} is not available to this process (allowed: {})",
+            format_cpu_list(&allowed)
+        ))
+    };
+    let limit = allowed.last().map_or(0, |&c| c + 1);
+    let wanted = parse_cpus_below(spec, limit).map_err(|e| match e {
+        CpuListError::Form => Error::usage(format!("bad CPU list '{spec}': expected e.g. 0-3,8")),
+        CpuListError::Beyond(c) => not_available(&c),
+    })?;
     if wanted.is_empty() {
         return Err(Error::usage(format!("--cpus '{spec}' selects no CPU")));
     }
     if let Some(c) = wanted.iter().find(|c| !allowed.contains(c)) {
-        return Err(Error::usage(format!(
-            "CPU {c} is not available to this process (allowed: {})",
-            format_cpu_list(&allowed)
-        )));
+        return Err(not_available(c));
     }
     Ok(wanted)
 }
@@ -147,5 +178,25 @@ mod tests {
             .join()
             .unwrap();
         assert!(select_cpus(Some("4095")).is_err());
+    }
+
+    #[test]
+    fn a_cpu_beyond_the_allowed_ones_is_named_with_them() {
+        let allowed = format_cpu_list(&allowed_cpus().unwrap());
+        for (spec, cpu) in [
+            ("0-18446744073709551615", "18446744073709551615"),
+            ("0-18446744073709551616", "18446744073709551616"),
+            ("0-4294967295", "4294967295"),
+            ("8192", "8192"),
+        ] {
+            let e = select_cpus(Some(spec)).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let want = format!("CPU {cpu} is not available to this process (allowed: {allowed})");
+            assert_eq!(e.to_string(), want);
+        }
+        for bad in ["x", "1-", "-1", "1-0", "0x1"] {
+            let e = select_cpus(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("bad CPU list"), "{bad}: {e}");
+        }
     }
 }

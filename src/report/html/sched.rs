@@ -124,7 +124,7 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
                      (n(format!("{} / {} / {}", us(e.driver_period_ns.min as f64), us(e.driver_period_ns.mean), us(e.driver_period_ns.max as f64))))
                      (n(format!("{} / {} / {}", us(e.end_time_ns.min as f64), us(e.end_time_ns.p99 as f64), us(e.end_time_ns.max as f64))))
                      (n(us(e.cpu_ns.mean)))
-                     (n(e.xruns.total + e.skipped_periods))
+                     (n(crate::report::xruns_and_skipped(e)))
                      (n(set_q(row)))
                      (n(format!("{} ({})", row.q_updates, row.q_errors)))
                      @match &row.compete {
