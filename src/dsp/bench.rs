@@ -462,25 +462,21 @@ mod tests {
         }
     }
 
-    /// burn(X%) does a fixed amount of calibrated work per block, so its blocks cluster
-    /// round their mean; the bounds are a factor of 3 because the VM stalls.
+    /// burn(X%) does a fixed amount of calibrated work per block, so its median block is
+    /// that work; the bounds are a factor of 3, and only the median is bounded above: one
+    /// 18 ms host stall among 30 blocks once put the mean at 4.8× (the VM stalls).
     #[test]
     fn per_block_statistics_of_a_constant_cost() {
         let (buf, k) = (256usize, 2u32);
         let ctx = ctx(buf);
-        let r = bench_element_on(&el("burn", "5%", k), &ctx, 100_000_000, Signal::Silence).unwrap();
+        let r = bench_element_on(&el("burn", "5%", k), &ctx, 300_000_000, Signal::Silence).unwrap();
         let b = r.per_block.unwrap();
         let mean_pf = r.mean_ns_per_frame.unwrap();
         // Two burn(5%) take a tenth of the 5.33 ms period per block.
         let expected = ctx.period_ns() as f64 * 0.10;
-        assert!(
-            b.mean_ns > expected / 3.0 && b.mean_ns < expected * 3.0,
-            "{b:?}"
-        );
-        assert!(
-            (b.p50_ns as f64) > b.mean_ns / 3.0 && (b.p50_ns as f64) < b.mean_ns * 3.0,
-            "{b:?}"
-        );
+        let p50 = b.p50_ns as f64;
+        assert!(p50 > expected / 3.0 && p50 < expected * 3.0, "{b:?}");
+        assert!(b.mean_ns > p50 / 3.0, "{b:?}");
         assert!(b.max_ns >= b.p999_ns && b.p999_ns >= b.p99_ns && b.p99_ns >= b.p50_ns);
         assert!(b.blocks >= 5 && r.measured_frames == b.blocks * buf as u64);
         // Per frame per instance is exactly per block / frames / instances.
@@ -490,8 +486,9 @@ mod tests {
         assert_eq!(b.p999_ns_per_frame, pf(b.p999_ns as f64));
         assert_eq!(b.max_ns_per_frame, pf(b.max_ns as f64));
         assert_eq!(mean_pf, pf(b.mean_ns));
-        // The median of groups and the mean measure the same constant cost.
-        assert!(r.ns_per_frame > mean_pf / 3.0 && r.ns_per_frame < mean_pf * 3.0);
+        // The median group and the median block agree; the mean may carry a stall.
+        let p50_pf = b.p50_ns_per_frame;
+        assert!(r.ns_per_frame > p50_pf / 3.0 && r.ns_per_frame < p50_pf * 3.0, "{r:?}");
         // The harness is a copy and a clock read, far below a tenth of a period.
         assert!((b.harness_ns as f64) < b.mean_ns / 10.0, "{b:?}");
         assert_eq!(r.signal, Signal::Silence);
