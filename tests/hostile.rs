@@ -549,6 +549,28 @@ fn fifo_writer(fifo: &std::path::Path, child: &mut std::process::Child) -> std::
     }
 }
 
+/// Wait until `pid` catches `sig` (its handlers are installed, /proc/PID/status SigCgt): a
+/// signal sent before that would find the default action.
+fn await_handler(pid: u32, sig: i32) {
+    let caught = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|t| {
+                let hex = t
+                    .lines()
+                    .find_map(|l| l.strip_prefix("SigCgt:"))?
+                    .trim()
+                    .to_string();
+                u64::from_str_radix(&hex, 16).ok()
+            })
+            .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), caught),
+        "no handler for signal {sig}"
+    );
+}
+
 /// Nothing carrying `mark` is left and `dir` (the stressors' --stress-dir) is empty.
 fn nothing_left(mark: &str, dir: &std::path::Path) {
     assert!(
@@ -734,7 +756,8 @@ fn sighup_with_the_terminal_gone_still_writes_the_result() {
     unsafe {
         libc::close(slave);
     }
-    std::thread::sleep(Duration::from_secs(2));
+    await_handler(child.id(), libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
     unsafe {
         libc::close(master);
     }
@@ -774,7 +797,7 @@ fn an_ignored_sighup_stays_ignored() {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    std::thread::sleep(Duration::from_secs(1));
+    await_handler(child.id(), libc::SIGINT);
     kill(child.id() as i32, libc::SIGHUP);
     std::thread::sleep(Duration::from_secs(1));
     assert!(
@@ -814,8 +837,8 @@ fn plugins_bench_interrupted_keeps_the_runs_it_finished() {
     let out = tmp.path().join("bench.json");
     let counts: Vec<String> = (1..=20).map(|k| k.to_string()).collect();
     let counts = counts.join(",");
-    // 20 runs of about 1.1 s each: at 8 s at least one has ended (unless starting took
-    // 7 s) and most have not.
+    // 20 runs of about 1.1 s each: 7 s after start at least one has ended (unless capturing
+    // the environment took 6 s) and most have not.
     let args = [
         "plugins",
         "bench",
@@ -831,7 +854,8 @@ fn plugins_bench_interrupted_keeps_the_runs_it_finished() {
         s(&out),
     ];
     let child = spawn_marked(&args, &mark("bench"));
-    std::thread::sleep(Duration::from_secs(8));
+    await_handler(child.id(), libc::SIGINT);
+    std::thread::sleep(Duration::from_secs(7));
     kill(child.id() as i32, libc::SIGINT);
     let (status, err) = finish_within(child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3), "{status:?}: {err}");

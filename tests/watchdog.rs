@@ -106,3 +106,38 @@ fn a_runaway_deadline_thread_is_caught_by_the_watchdog() {
         assert_eq!(t["policy_after"], "other", "{t}");
     }
 }
+
+/// Ctrl-C while a cycle hangs: the stop cannot reach the stuck thread, so the run waits for
+/// the watchdog instead of joining it for ever, and ends with the watchdog's partial result.
+#[test]
+fn an_interrupt_during_a_hung_cycle_ends_at_the_watchdog_with_a_result() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run.json");
+    let mut child = std::process::Command::new(common::bin())
+        .args(["run", "--chain", "hang", "--watchdog", "2s"])
+        .args(["--duration", "60s", "--quiet", "-o"])
+        .arg(&out)
+        .args(policy_args())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running 20 s after SIGINT with a 2 s watchdog");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["status"], "watchdog");
+}

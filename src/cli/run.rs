@@ -35,8 +35,9 @@ Examples:
   xrunlab run --driver alsa --device hw:Loopback --access mmap --buffer 64 --periods 3
 
 The sim driver is deterministic for a --seed. Its compute time comes from a cost model by
-default (burn(X%) costs X% of the period; other plugins cost what --cost declares, else 0);
---sim-compute measured runs the DSP for real instead.
+default (burn(X%) costs X% of the period; other plugins cost what --cost declares, else 0,
+with a warning; a --cost for a plugin not in --chain is refused); --sim-compute measured runs
+the DSP for real instead (hang is refused on sim).
 With --driver alsa, --buffer is ALSA's period size, --periods ALSA's periods, and ALSA's buffer
 size is their product; the device may round them and the run uses what it accepted (the
 result's `alsa` section has the negotiated setup, the delay ALSA reports and the xruns it

@@ -152,6 +152,15 @@ where
     let ended =
         || running.is_finished() || watchdog.has_fired() || crate::rt::interrupt::requested();
     sup.supervise(&ended, h);
+    if !watchdog.has_fired() {
+        running.stop();
+        // A cycle stuck in a plugin ignores the stop as it ignored its deadline: wait for the
+        // device or the watchdog, so that Ctrl-C during a hung cycle still ends with the
+        // watchdog's partial result instead of waiting in join for ever.
+        while !running.is_finished() && !watchdog.has_fired() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let driver = if watchdog.has_fired() {
         // The stuck thread is abandoned (see watchdog.rs); give a thread that was merely
         // slow a moment to come back.
@@ -161,7 +170,6 @@ where
         }
         finish(running)
     } else {
-        running.stop();
         Some(running.join())
     };
     let wd = watchdog.finish();
