@@ -729,3 +729,59 @@ mod parsers {
         }
     }
 }
+
+// --- the committed corpus of malformed files --------------------------------------------
+
+/// Every file of tests/fixtures/hostile (written by scripts/gen-hostile-corpus) through
+/// `import`, `report` and `compare`: exit 2, a message naming the file, never a panic; the
+/// reader of the file's format says what expected.json says (the field or the line).
+#[test]
+fn hostile_corpus_is_refused_by_every_reader() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
+    let expected: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&std::fs::read(root.join("expected.json")).unwrap()).unwrap();
+    assert!(expected.len() >= 60, "{} files", expected.len());
+    for sub in ["results", "cyclictest"] {
+        for f in std::fs::read_dir(root.join(sub)).unwrap() {
+            let rel = format!("{sub}/{}", f.unwrap().file_name().to_string_lossy());
+            assert!(expected.contains_key(&rel), "{rel} is not in expected.json");
+        }
+    }
+    let cases: Vec<(&String, &String)> = expected.iter().collect();
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = cases
+            .chunks(cases.len().div_ceil(4))
+            .map(|chunk| {
+                let root = &root;
+                s.spawn(move || {
+                    let mut bad = Vec::new();
+                    for (rel, say) in chunk {
+                        let f = root.join(rel);
+                        let f = f.to_str().unwrap();
+                        let result_file = rel.starts_with("results/");
+                        for (args, reads_format) in [
+                            (vec!["import", f], !result_file),
+                            (vec!["report", f], result_file),
+                            (vec!["compare", f, f], result_file),
+                        ] {
+                            let (rc, err, _) = run(&args);
+                            if rc != 2
+                                || !err.contains(f)
+                                || err.contains("panicked")
+                                || (reads_format && !err.contains(say.as_str()))
+                            {
+                                bad.push(format!("{args:?}: rc {rc}, want '{say}': {err}"));
+                            }
+                        }
+                    }
+                    bad
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+}
