@@ -467,6 +467,12 @@ fn mistakes_are_named_for_what_they_are() {
         "--input sine:1000000000: frequency 1000000000 Hz is at or above Nyquist (24000 Hz)",
         BEFORE_MEASURING,
     );
+    // An empty list (an unset variable) is not "idle only": that is spelled none.
+    refused_fast(
+        &["latencytest", "--phase-duration", "60s", "--classes", ""],
+        "--classes '' names no class",
+        BEFORE_MEASURING,
+    );
     for opt in ["--gain", "--min-level", "--fraction", "--snr"] {
         for v in ["NaN", "inf"] {
             refused_fast(
