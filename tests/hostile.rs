@@ -467,6 +467,28 @@ fn mistakes_are_named_for_what_they_are() {
         "--input sine:1000000000: frequency 1000000000 Hz is at or above Nyquist (24000 Hz)",
         BEFORE_MEASURING,
     );
+    // A value left out of a list is a slip, not a shorter list (the load grid ran).
+    for (args, opt) in [
+        (
+            &["load", "--driver", "sim", "--buffers", "1,,2"][..],
+            "--buffers",
+        ),
+        (
+            &["load", "--driver", "sim", "--tracks", "1,,2"][..],
+            "--tracks",
+        ),
+        (
+            &["plugins", "bench", "--instances", "1,2,", "gain"][..],
+            "--instances",
+        ),
+    ] {
+        refused_fast(args, &format!("{opt}: empty element"), BEFORE_MEASURING);
+    }
+    refused_fast(
+        &["latency", "--duration", "60s", "--cpus", "0,,1"],
+        "bad CPU list '0,,1'",
+        BEFORE_MEASURING,
+    );
     // An empty list (an unset variable) is not "idle only": that is spelled none.
     refused_fast(
         &["latencytest", "--phase-duration", "60s", "--classes", ""],
