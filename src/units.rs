@@ -158,7 +158,16 @@ pub fn parse_uint_list(option: &str, s: &str, pow2_ranges: bool, max: u32) -> Re
         }
         Ok(v as u32)
     };
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    if s.trim().is_empty() {
+        return Err(Error::usage(format!("{option}: empty list '{s}'")));
+    }
+    for part in s.split(',').map(str::trim) {
+        // `1,,2` or `16,32,` is a slip (a value left out), not a shorter list.
+        if part.is_empty() {
+            return Err(Error::usage(format!(
+                "{option}: empty element in '{s}': a value is missing between commas"
+            )));
+        }
         if let Some((a, b)) = part.split_once("..") {
             let a = bounded(part, a)?;
             let b = bounded(part, b.trim().trim_start_matches('='))?;
@@ -223,6 +232,10 @@ mod tests {
         );
         assert!(parse_uint_list("--tracks", "4..1", false, 64).is_err());
         assert!(parse_uint_list("--tracks", "a", false, 64).is_err());
+        for slip in ["1,,2", "16,32,", ",8", " "] {
+            let e = parse_uint_list("--tracks", slip, false, 64).unwrap_err();
+            assert!(e.to_string().starts_with("--tracks: empty"), "{slip}: {e}");
+        }
         assert_eq!(parse_percent("80%").unwrap(), 80.0);
         assert!(parse_percent("120").is_err());
     }

@@ -1178,6 +1178,34 @@ fn mistakes_are_named_for_what_they_are() {
         "--input sine:1000000000: frequency 1000000000 Hz is at or above Nyquist (24000 Hz)",
         BEFORE_MEASURING,
     );
+    // A value left out of a list is a slip, not a shorter list (the load grid ran).
+    for (args, opt) in [
+        (
+            &["load", "--driver", "sim", "--buffers", "1,,2"][..],
+            "--buffers",
+        ),
+        (
+            &["load", "--driver", "sim", "--tracks", "1,,2"][..],
+            "--tracks",
+        ),
+        (
+            &["plugins", "bench", "--instances", "1,2,", "gain"][..],
+            "--instances",
+        ),
+    ] {
+        refused_fast(args, &format!("{opt}: empty element"), BEFORE_MEASURING);
+    }
+    refused_fast(
+        &["latency", "--duration", "60s", "--cpus", "0,,1"],
+        "bad CPU list '0,,1'",
+        BEFORE_MEASURING,
+    );
+    // An empty list (an unset variable) is not "idle only": that is spelled none.
+    refused_fast(
+        &["latencytest", "--phase-duration", "60s", "--classes", ""],
+        "--classes '' names no class",
+        BEFORE_MEASURING,
+    );
     for opt in ["--gain", "--min-level", "--fraction", "--snr"] {
         for v in ["NaN", "inf"] {
             refused_fast(
@@ -1237,4 +1265,262 @@ fn hist_max_takes_bare_microseconds_like_cyclictest() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&o).unwrap()).unwrap();
     assert_eq!(doc["config"]["hist_max_ns"], 2_000_000);
     assert_eq!(doc["config"]["interval_ns"], 500_000);
+}
+
+// --- parsers of user input: property tests ----------------------------------------------
+
+/// Every parser of what users type or hand in (durations, lists, CPU lists, chains, plugin
+/// parameters, cost models, cyclictest text and JSON, result JSON): arbitrary input never
+/// panics and either parses to a value within its bounds or is a usage/input error (exit
+/// 2); a parsed value printed back parses to itself where a printer exists.
+mod parsers {
+    use proptest::prelude::*;
+    use xrunlab::dsp::{parse_chain, PluginContext};
+    use xrunlab::engine::cost::CostModel;
+    use xrunlab::rt::affinity::{
+        allowed_cpus, format_cpu_list, parse_cpu_list, select_cpus, MAX_CPUS,
+    };
+    use xrunlab::units::*;
+
+    /// What a hostile user types: the characters the parsers split on around digits and
+    /// units, long numbers, and anything at all.
+    fn hostile() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[0-9a-zµ.,:;=()%@/ +_-]{0,40}",
+            "(lv2:)?[a-z:/.]{0,12}(\\([a-z0-9=.,()%-]{0,12}\\))?[a-z)]{0,2}(:[0-9]{1,12})?(,[a-z(0-9%):]{0,10}){0,3}",
+            "[0-9]{12,30}(\\.[0-9]{1,5})?(ns|us|ms|s|m|h|%|@[0-9]{1,12})?",
+            "-?[0-9]{1,20}(-[0-9]{1,25})?(,-?[0-9]{1,20}(-[0-9]{1,25})?){0,3}",
+            any::<String>(),
+        ]
+    }
+
+    /// Ok within bounds, or an error with exit code 2.
+    fn exit_2<T>(r: &xrunlab::Result<T>) -> Result<(), TestCaseError> {
+        if let Err(e) = r {
+            prop_assert_eq!(e.exit_code(), 2, "{}", e);
+        }
+        Ok(())
+    }
+
+    const UNITS: [(&str, u64); 6] = [
+        ("ns", 1),
+        ("us", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+        ("m", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn scalars_parse_within_bounds_or_exit_2(t in hostile()) {
+            let d = parse_duration_ns(&t);
+            exit_2(&d)?;
+            prop_assert!(d.map_or(true, |ns| ns <= MAX_DURATION_NS));
+            let d = parse_duration_or_us(&t);
+            exit_2(&d)?;
+            prop_assert!(d.map_or(true, |ns| ns <= MAX_DURATION_NS));
+            let p = parse_percent(&t);
+            exit_2(&p)?;
+            prop_assert!(p.map_or(true, |p| (0.0..=100.0).contains(&p)));
+            let x = parse_finite(&t);
+            exit_2(&x)?;
+            prop_assert!(x.map_or(true, f64::is_finite));
+            let a = t.parse::<AudioPeriod>();
+            exit_2(&a)?;
+            prop_assert!(a.map_or(true, |a| a.is_valid()));
+        }
+
+        #[test]
+        fn scalars_round_trip(
+            unit in 0..UNITS.len(),
+            v in 0u64..(1 << 53),
+            pct in 0.0f64..=100.0,
+            x in proptest::num::f64::NORMAL | proptest::num::f64::ZERO,
+            frames in 1u32..,
+            rate in xrunlab::common::device::RATES,
+        ) {
+            let (u, scale) = UNITS[unit];
+            let v = v / scale;
+            prop_assert_eq!(parse_duration_ns(&format!("{v}{u}")).unwrap(), v * scale);
+            prop_assert_eq!(parse_percent(&format!("{pct}%")).unwrap(), pct);
+            prop_assert_eq!(parse_finite(&x.to_string()).unwrap(), x);
+            let p = AudioPeriod { frames, rate };
+            prop_assert_eq!(format!("{}@{}", p.frames, p.rate).parse::<AudioPeriod>().unwrap(), p);
+        }
+
+        #[test]
+        fn lists_parse_within_bounds_or_exit_2(t in hostile(), pow2: bool, max in 1u32..=70_000) {
+            let l = parse_uint_list("--x", &t, pow2, max);
+            exit_2(&l)?;
+            if let Ok(l) = l {
+                prop_assert!(!l.is_empty() && l.iter().all(|&v| v <= max));
+                prop_assert!(l.windows(2).all(|w| w[0] < w[1]));
+            }
+            let c = parse_cpu_list(&t);
+            exit_2(&c)?;
+            if let Ok(c) = c {
+                prop_assert!(c.iter().all(|&v| v < MAX_CPUS));
+                prop_assert!(c.windows(2).all(|w| w[0] < w[1]));
+            }
+            let s = select_cpus(Some(&t));
+            exit_2(&s)?;
+            if let Ok(s) = s {
+                let allowed = allowed_cpus().unwrap();
+                prop_assert!(!s.is_empty() && s.iter().all(|c| allowed.contains(c)));
+            }
+        }
+
+        #[test]
+        fn lists_round_trip(
+            values in proptest::collection::btree_set(0u32..=65_536, 1..40),
+            cpus in proptest::collection::btree_set(0usize..MAX_CPUS, 0..40),
+        ) {
+            let v: Vec<u32> = values.into_iter().collect();
+            let text = v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            prop_assert_eq!(parse_uint_list("--x", &text, false, 65_536).unwrap(), v);
+            let c: Vec<usize> = cpus.into_iter().collect();
+            prop_assert_eq!(parse_cpu_list(&format_cpu_list(&c)).unwrap(), c);
+        }
+
+        #[test]
+        fn chains_parse_and_print_back(t in hostile()) {
+            let c = parse_chain(&t);
+            exit_2(&c)?;
+            if let Ok(c) = c {
+                prop_assert!(c.iter().all(|e| e.count >= 1 && !e.plugin.is_empty()));
+                let printed = c.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(",");
+                prop_assert_eq!(parse_chain(&printed).unwrap(), c, "printed as {}", printed);
+            }
+        }
+
+        #[test]
+        fn plugin_parameters_build_or_exit_2(t in hostile(), which in any::<proptest::sample::Index>()) {
+            let plugins: Vec<_> = xrunlab::dsp::registry::list().collect();
+            let p = plugins[which.index(plugins.len())];
+            let ctx = PluginContext { rate: 48_000, max_frames: 256 };
+            exit_2(&xrunlab::dsp::registry::create(p.name, &t, &ctx))?;
+            exit_2(&xrunlab::dsp::lv2::instance::parse_params(&lv2_desc(), &t))?;
+        }
+
+        #[test]
+        fn lv2_parameters_within_their_ports(gain in -100.0f32..100.0, on in 0.0f32..=1.0) {
+            let text = format!("gain={gain},on={on}");
+            let r = xrunlab::dsp::lv2::instance::parse_params(&lv2_desc(), &text);
+            let in_range = (-60.0..=24.0).contains(&gain);
+            prop_assert_eq!(r.is_ok(), in_range, "{}", text);
+            if let Ok(v) = r {
+                prop_assert_eq!(v, vec![(3, gain), (4, on)]);
+            }
+        }
+
+        #[test]
+        fn cost_models_parse_and_print_back(
+            t in hostile(),
+            name in "[a-z][a-z0-9-]{0,12}",
+            ns in 0u64..(1 << 53),
+            per_frame in 0.0f64..1e6,
+        ) {
+            let c = CostModel::parse_cost(&t);
+            exit_2(&c)?;
+            if let Ok(c) = c {
+                prop_assert!(!c.plugin.is_empty());
+                prop_assert!(c.per_frame_ns.is_finite() && c.per_frame_ns >= 0.0);
+            }
+            let c = CostModel::parse_cost(&format!("{name}={ns}ns")).unwrap();
+            prop_assert_eq!((c.plugin.as_str(), c.per_cycle_ns), (name.as_str(), ns));
+            let c = CostModel::parse_cost(&format!("{name}={per_frame}ns/frame")).unwrap();
+            prop_assert_eq!(c.per_frame_ns, per_frame);
+        }
+    }
+
+    /// A plugin with two control inputs, as lilv would describe it.
+    fn lv2_desc() -> xrunlab::dsp::lv2::PluginDesc {
+        use xrunlab::dsp::lv2::{PluginDesc, PortDesc, PortKind};
+        let port = |index, symbol: &str, kind, input, range: Option<(f32, f32)>| PortDesc {
+            index,
+            symbol: symbol.into(),
+            name: symbol.into(),
+            kind,
+            input,
+            optional: false,
+            default: range.map(|r| r.0),
+            minimum: range.map(|r| r.0),
+            maximum: range.map(|r| r.1),
+            unsupported_class: None,
+        };
+        PluginDesc {
+            uri: "urn:xrunlab:test".into(),
+            name: "test".into(),
+            class: "Plugin".into(),
+            ports: vec![
+                port(0, "in", PortKind::Audio, true, None),
+                port(1, "out", PortKind::Audio, false, None),
+                port(2, "level", PortKind::Control, false, None),
+                port(3, "gain", PortKind::Control, true, Some((-60.0, 24.0))),
+                port(4, "on", PortKind::Control, true, Some((0.0, 1.0))),
+            ],
+            required_features: Vec::new(),
+            latency_port: None,
+            unhostable: None,
+        }
+    }
+}
+
+// --- the committed corpus of malformed files --------------------------------------------
+
+/// Every file of tests/fixtures/hostile (written by scripts/gen-hostile-corpus) through
+/// `import`, `report` and `compare`: exit 2, a message naming the file, never a panic; the
+/// reader of the file's format says what expected.json says (the field or the line).
+#[test]
+fn hostile_corpus_is_refused_by_every_reader() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
+    let expected: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&std::fs::read(root.join("expected.json")).unwrap()).unwrap();
+    assert!(expected.len() >= 60, "{} files", expected.len());
+    for sub in ["results", "cyclictest"] {
+        for f in std::fs::read_dir(root.join(sub)).unwrap() {
+            let rel = format!("{sub}/{}", f.unwrap().file_name().to_string_lossy());
+            assert!(expected.contains_key(&rel), "{rel} is not in expected.json");
+        }
+    }
+    let cases: Vec<(&String, &String)> = expected.iter().collect();
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = cases
+            .chunks(cases.len().div_ceil(4))
+            .map(|chunk| {
+                let root = &root;
+                s.spawn(move || {
+                    let mut bad = Vec::new();
+                    for (rel, say) in chunk {
+                        let f = root.join(rel);
+                        let f = f.to_str().unwrap();
+                        let result_file = rel.starts_with("results/");
+                        for (args, reads_format) in [
+                            (vec!["import", f], !result_file),
+                            (vec!["report", f], result_file),
+                            (vec!["compare", f, f], result_file),
+                        ] {
+                            let (rc, err, _) = run(&args);
+                            if rc != 2
+                                || !err.contains(f)
+                                || err.contains("panicked")
+                                || (reads_format && !err.contains(say.as_str()))
+                            {
+                                bad.push(format!("{args:?}: rc {rc}, want '{say}': {err}"));
+                            }
+                        }
+                    }
+                    bad
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -401,3 +401,164 @@ fn values_beyond_range_exit_2_naming_the_field() {
         );
     }
 }
+
+/// The fixtures with 1-4 hostile edits: a number replaced by one no run has, a line
+/// deleted, duplicated or moved, the file cut short.
+fn hostile_cyclictest() -> impl proptest::strategy::Strategy<Value = (String, String)> {
+    use proptest::prelude::*;
+    let files = [
+        ("ct.txt", std::fs::read_to_string(fixture("sparse-rt-tests-2.7.txt")).unwrap()),
+        ("ct.json", std::fs::read_to_string(fixture("rt-tests.json")).unwrap()),
+        (
+            "dense.txt",
+            "# Histogram\n000000 000000\t000000\n000001 000002\t000000\n000002 000001\t000003\n# Total: 000000003 000000003\n# Min Latencies: 00001 00002\n# Avg Latencies: 00001 00002\n# Max Latencies: 00001 00009\n# Histogram Overflows: 00000 00001\n# Histogram Overflow at cycle number:\n# Thread 0:\n# Thread 1: 00003\n".to_string(),
+        ),
+    ];
+    let numbers = prop_oneof![
+        Just("0".to_string()),
+        Just("-1".to_string()),
+        Just("1e30".to_string()),
+        Just("4294967295".to_string()),
+        Just("18446744073709551615".to_string()),
+        Just("18446744073709551616".to_string()),
+        Just("99999999999999999999999".to_string()),
+        any::<u64>().prop_map(|v| v.to_string()),
+        (0u64..2000).prop_map(|v| v.to_string()),
+    ];
+    let edit = (
+        0u8..5,
+        any::<proptest::sample::Index>(),
+        any::<proptest::sample::Index>(),
+        numbers,
+    );
+    (0..files.len(), proptest::collection::vec(edit, 1..5)).prop_map(move |(f, edits)| {
+        let (name, mut text) = files[f].clone();
+        for (kind, i, j, number) in edits {
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if lines.is_empty() {
+                break;
+            }
+            let (a, b) = (i.index(lines.len()), j.index(lines.len()));
+            match kind {
+                0 => {
+                    lines.remove(a);
+                }
+                1 => lines.insert(a, lines[b].clone()),
+                2 => lines.swap(a, b),
+                3 => {
+                    let cut = text
+                        .char_indices()
+                        .nth(i.index(text.chars().count().max(1)))
+                        .map_or(0, |c| c.0);
+                    text.truncate(cut);
+                    continue;
+                }
+                _ => {
+                    // The b-th run of digits on line a becomes `number`.
+                    let line = &lines[a];
+                    let runs: Vec<(usize, usize)> = line
+                        .char_indices()
+                        .filter(|&(k, c)| {
+                            c.is_ascii_digit()
+                                && (k == 0 || !line.as_bytes()[k - 1].is_ascii_digit())
+                        })
+                        .map(|(k, _)| {
+                            (
+                                k,
+                                line[k..]
+                                    .find(|c: char| !c.is_ascii_digit())
+                                    .map_or(line.len(), |e| k + e),
+                            )
+                        })
+                        .collect();
+                    if !runs.is_empty() {
+                        let (s, e) = runs[j.index(runs.len())];
+                        lines[a] = format!("{}{number}{}", &line[..s], &line[e..]);
+                    }
+                }
+            }
+            text = lines.join("\n") + "\n";
+        }
+        (name.to_string(), text)
+    })
+}
+
+/// A generated thread: its bucket counts, overflows, and how far its maximum lies beyond
+/// the histogram when it has overflows.
+type GenThread = (Vec<u64>, u64, u64);
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Hostile cyclictest text and JSON: imported (and then presented: terminal table, HTML
+    /// report, comparison) or refused with exit 2; never a panic.
+    #[test]
+    fn hostile_cyclictest_files_import_or_exit_2((name, text) in hostile_cyclictest()) {
+        match import_str(&text, &name) {
+            Err(e) => {
+                proptest::prop_assert_eq!(e.exit_code(), 2, "{}", e);
+                proptest::prop_assert!(e.to_string().starts_with(&name), "{}", e);
+            }
+            Ok((cfg, r)) => {
+                use xrunlab::report::{compare, html, table, Input, Loaded};
+                use xrunlab::results::{Body, ResultDoc, Status};
+                let _ = table::latency(&cfg, &r);
+                let doc = ResultDoc::new(
+                    Body::Latency { config: cfg, results: Box::new(r) },
+                    Status::Complete,
+                    String::new(),
+                    Default::default(),
+                );
+                proptest::prop_assert!(xrunlab::results::validate(&doc).is_ok());
+                let input = || Input { path: name.clone().into(), item: Loaded::Doc(Box::new(doc.clone())) };
+                let inputs = [input(), input()];
+                let _ = html::report_with(&inputs, None);
+                let labels = compare::labels(&inputs, &[]).unwrap();
+                let tables = compare::compare(&inputs, &labels).unwrap();
+                let _ = compare::to_html(&tables, &inputs, &labels);
+            }
+        }
+    }
+
+    /// cyclictest's -h text, imported, written back by `latency --histogram`'s printer and
+    /// imported again, is the same histogram with the same footer.
+    #[test]
+    fn histograms_round_trip_through_the_printer(
+        threads in proptest::collection::vec(
+            (proptest::collection::vec(0u64..40, 1..60), 0u64..5, 0u64..20),
+            1..4,
+        ),
+    ) {
+        let buckets = threads.iter().map(|t| t.0.len()).max().unwrap();
+        let mut text = String::from("# Histogram\n");
+        for k in 0..buckets {
+            let row: Vec<String> = threads.iter().map(|t| format!("{:06}", t.0.get(k).copied().unwrap_or(0))).collect();
+            text.push_str(&format!("{k:06} {}\n", row.join("\t")));
+        }
+        let footer = |label: &str, f: &dyn Fn(&GenThread) -> u64| {
+            let v: Vec<String> = threads.iter().map(|t| format!("{:05}", f(t))).collect();
+            format!("# {label} {}\n", v.join(" "))
+        };
+        let first = |t: &GenThread| t.0.iter().position(|&n| n > 0).unwrap_or(0) as u64;
+        let last = |t: &GenThread| {
+            let top = t.0.iter().rposition(|&n| n > 0).unwrap_or(0) as u64;
+            if t.1 > 0 { buckets as u64 + t.2 } else { top }
+        };
+        text.push_str(&footer("Total:", &|t| t.0.iter().sum()));
+        text.push_str(&footer("Min Latencies:", &first));
+        text.push_str(&footer("Avg Latencies:", &first));
+        text.push_str(&footer("Max Latencies:", &last));
+        text.push_str(&footer("Histogram Overflows:", &|t| t.1));
+        let (cfg, r) = import_str(&text, "a.txt").unwrap();
+        let again = xrunlab::results::cyclictest::histogram_text(&r, cfg.hist_max_ns / 1000);
+        let (cfg2, r2) = import_str(&again, "b.txt").unwrap();
+        proptest::prop_assert_eq!(cfg2.hist_max_ns, cfg.hist_max_ns);
+        for (a, b) in r.per_cpu.iter().zip(&r2.per_cpu) {
+            proptest::prop_assert_eq!(&a.histogram_us, &b.histogram_us);
+            proptest::prop_assert_eq!(a.stats.overflows, b.stats.overflows);
+            let (x, y) = (&a.stats.summary, &b.stats.summary);
+            proptest::prop_assert_eq!((x.count, x.min, x.max, x.p50, x.p99), (y.count, y.min, y.max, y.p50, y.p99));
+        }
+        proptest::prop_assert_eq!(r.overall.summary.count, r2.overall.summary.count);
+    }
+}

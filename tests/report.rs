@@ -701,3 +701,120 @@ fn well_formed_results_with_empty_or_zero_fields_exit_2_naming_file_and_field() 
         }
     }
 }
+
+/// The fixtures with 1-3 fields (anywhere in the document, the envelope too) replaced by
+/// values no run writes.
+fn hostile_result() -> impl proptest::strategy::Strategy<Value = (String, serde_json::Value)> {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+    // The smaller fixtures: every kind but sched and event-grid, whose size would make each
+    // case slow (the in-crate sweep over single fields covers them).
+    let names = [
+        "check",
+        "latency",
+        "latency-audio",
+        "run",
+        "bench",
+        "stress",
+        "load",
+        "latencytest",
+        "rtl",
+        "rtl-model",
+        "rtl-alsa",
+        "event",
+    ];
+    let docs: Vec<(String, Value)> = names.iter().map(|n| (n.to_string(), json(n))).collect();
+    let value = prop_oneof![
+        Just(json!(null)),
+        Just(json!([])),
+        Just(json!({})),
+        Just(json!("")),
+        Just(json!("x")),
+        Just(json!(0)),
+        Just(json!(-1)),
+        Just(json!(1.5)),
+        Just(json!(1e300)),
+        Just(json!(u64::MAX)),
+        Just(json!(i64::MIN)),
+        any::<u64>().prop_map(|v| json!(v)),
+    ];
+    let edit = (any::<proptest::sample::Index>(), value);
+    (0..docs.len(), proptest::collection::vec(edit, 1..4)).prop_map(move |(d, edits)| {
+        let (name, mut doc) = docs[d].clone();
+        for (at, v) in edits {
+            let mut paths = Vec::new();
+            leaf_paths(&doc, &mut Vec::new(), &mut paths);
+            let path = &paths[at.index(paths.len())];
+            *path.iter().fold(&mut doc, |x, k| match k.parse::<usize>() {
+                Ok(i) if x.is_array() => &mut x[i],
+                _ => &mut x[k.as_str()],
+            }) = v;
+        }
+        (name, doc)
+    })
+}
+
+/// Paths of every value under `v` (keys, and indices of the first two items of arrays).
+fn leaf_paths(v: &serde_json::Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    out.push(at.clone());
+    let mut go = |k: String, x: &serde_json::Value, out: &mut Vec<Vec<String>>| {
+        at.push(k);
+        leaf_paths(x, at, out);
+        at.pop();
+    };
+    match v {
+        serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| go(k.clone(), x, out)),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .take(2)
+            .for_each(|(i, x)| go(i.to_string(), x, out)),
+        _ => {}
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// A hostile result file is read and presented (terminal-free: HTML report and
+    /// comparison), or refused with exit 2 naming the file; never a panic.
+    #[test]
+    fn hostile_result_files_are_read_or_refused((name, doc) in hostile_result()) {
+        use xrunlab::report::{compare, html, load};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(format!("{name}.json"));
+        std::fs::write(&p, doc.to_string()).unwrap();
+        match load(&p) {
+            Err(e) => {
+                proptest::prop_assert_eq!(e.exit_code(), 2, "{}", e);
+                proptest::prop_assert!(e.to_string().starts_with(&p.display().to_string()), "{}", e);
+            }
+            Ok(a) => {
+                let inputs = [a, load(&p).unwrap()];
+                let _ = html::report_with(&inputs, None);
+                let labels = compare::labels(&inputs, &[]).unwrap();
+                if let Ok(t) = compare::compare(&inputs, &labels) {
+                    let _ = compare::to_text(&t);
+                    let _ = compare::to_html(&t, &inputs, &labels);
+                }
+            }
+        }
+    }
+}
+
+/// Every fixture read, written back and read again is the same document.
+#[test]
+fn results_round_trip_through_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    for (_, name, _) in FIXTURES {
+        let doc = xrunlab::results::read_result(&fixture(name)).unwrap();
+        let p = dir.path().join("again.json");
+        xrunlab::results::write_json_atomic(&p, &doc).unwrap();
+        let again = xrunlab::results::read_result(&p).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            serde_json::to_value(&doc).unwrap(),
+            "{name}"
+        );
+    }
+}

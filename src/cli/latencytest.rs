@@ -70,6 +70,13 @@ pub struct LatencytestArgs {
 }
 
 pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
+    // An empty value is a mistake (an unset variable), not a way to say "idle only".
+    if a.classes.split(',').all(|c| c.trim().is_empty()) {
+        return Err(crate::error::Error::usage(format!(
+            "--classes '{}' names no class: give classes, or none for the idle phase only",
+            a.classes
+        )));
+    }
     let classes: Vec<String> = a
         .classes
         .split(',')

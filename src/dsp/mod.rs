@@ -59,6 +59,26 @@ pub struct ChainElement {
     pub count: u32,
 }
 
+/// The element as it is typed, `parse_chain`'s inverse: `plugin[(params)][:count]`. An LV2
+/// URI that itself ends in `:DIGITS` keeps an explicit count, or it would read as one.
+impl std::fmt::Display for ChainElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.plugin)?;
+        if !self.params.is_empty() {
+            write!(f, "({})", self.params)?;
+        }
+        let ends_in_count = self.params.is_empty()
+            && self.plugin.starts_with(lv2::PREFIX)
+            && self.plugin.rsplit_once(':').is_some_and(|(_, c)| {
+                !c.is_empty() && c.trim().chars().all(|ch| ch.is_ascii_digit())
+            });
+        if self.count != 1 || ends_in_count {
+            write!(f, ":{}", self.count)?;
+        }
+        Ok(())
+    }
+}
+
 /// Parse `--chain reverb-heavy:4,gain,burn(30%)` into elements. Plugin names are checked
 /// when the chain is instantiated.
 pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
@@ -68,14 +88,15 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
             "bad chain element '{p}' in '{s}': {why} (expected plugin[(params)][:count], e.g. reverb-heavy:4,burn(30%),gain)"
         ))
     };
-    // Split on commas outside parentheses.
-    let mut depth = 0i32;
+    // Split on commas outside parentheses. A ')' without '(' leaves the depth at 0, so the
+    // element holding it is the one named.
+    let mut depth = 0u32;
     let mut start = 0;
     let mut parts = Vec::new();
     for (i, c) in s.char_indices() {
         match c {
             '(' => depth += 1,
-            ')' => depth -= 1,
+            ')' => depth = depth.saturating_sub(1),
             ',' if depth == 0 => {
                 parts.push(&s[start..i]);
                 start = i + 1;
@@ -127,6 +148,7 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
 /// is named (`burn(10%)x` is not an unclosed parenthesis).
 fn name_and_params(head: &str) -> std::result::Result<(&str, &str), String> {
     match head.split_once('(') {
+        Some((name, _)) if name.contains(')') => Err("')' without '('".into()),
         Some((name, rest)) => match rest.rsplit_once(')') {
             Some((params, after)) if after.trim().is_empty() => Ok((name.trim(), params.trim())),
             Some((_, after)) => Err(format!("'{}' after the closing parenthesis", after.trim())),
@@ -203,6 +225,29 @@ mod tests {
         assert_eq!(c[2].count, 2);
         for bad in ["", "a,,b", "x:0", "x:y", "burn(30%", "re verb"] {
             assert!(parse_chain(bad).is_err(), "{bad}");
+        }
+        // A ')' without '(' is named in its own element; text after ')' is named.
+        for (bad, why) in [
+            ("burn(10%)x", "'x' after the closing parenthesis"),
+            ("lv2:),()", "')' without '('"),
+            ("gain),burn(5%)", "')' without '('"),
+        ] {
+            let e = parse_chain(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn elements_print_as_they_are_typed() {
+        for text in [
+            "reverb-heavy:4",
+            "burn(30%):2",
+            "gain",
+            "lv2:urn:x:7:1",
+            "lv2:urn:x(gain=-6):3",
+        ] {
+            let c = parse_chain(text).unwrap();
+            assert_eq!(c[0].to_string(), text);
         }
     }
 }

@@ -80,7 +80,14 @@ fn parse_cpus_below(s: &str, limit: usize) -> std::result::Result<Vec<usize>, Cp
         }
     };
     let mut out = Vec::new();
-    for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    if s.trim().is_empty() {
+        return Ok(out);
+    }
+    // `0,,1` is a slip (a CPU left out), not a shorter list.
+    for part in s.trim().split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(CpuListError::Form);
+        }
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (cpu(a)?, cpu(b)?);
@@ -163,6 +170,8 @@ mod tests {
         assert_eq!(format_cpu_list(&v), "0-3,8,10-11");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("0,,1").is_err());
+        assert_eq!(parse_cpu_list("\n").unwrap(), Vec::<usize>::new());
         // Bounded before expanding: these once panicked (capacity overflow) or took 34 GB.
         for big in ["0-18446744073709551615", "0-4294967295", "8192"] {
             assert_eq!(parse_cpu_list(big).unwrap_err().exit_code(), 2, "{big}");
