@@ -535,6 +535,7 @@ fn build(threads: Vec<Thread>, rec: Recorded, name: &str) -> (LatencyConfig, Lat
                 Vec::new()
             },
             overflow_cycles: t.overflow_cycles.clone(),
+            overflow_ns: Vec::new(),
             series: Vec::new(),
             series_truncated: false,
         });
