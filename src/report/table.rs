@@ -672,7 +672,7 @@ pub fn bench(results: &[crate::dsp::bench::BenchResult], rate: u32, buffer: u32)
 pub fn per_hour(x: f64) -> String {
     if x == 0.0 {
         "0".into()
-    } else if x >= 1e5 {
+    } else if x >= 1e4 {
         format!("{x:.1e}")
     } else if x >= 100.0 {
         format!("{x:.0}")
