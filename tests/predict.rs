@@ -293,6 +293,19 @@ fn a_simulated_latency_result_feeds_predict_end_to_end() {
     assert_eq!(rows[0]["outlook"], "fails");
     // 64 frames: 0.45 + 0.53 = 0.98 ms < 1.33 ms: none does.
     assert_eq!(rows[1]["p_miss"], 0.0);
+    // A threshold applies to drawn latencies as to measured ones.
+    xrunlab()
+        .args([
+            "latency",
+            "--sim-latency",
+            "const:450us",
+            "--loops",
+            "10",
+            "-q",
+        ])
+        .args(["--fail-above", "400us"])
+        .assert()
+        .code(1);
     // Drawn from a model, with stress refused: there is nothing to load.
     xrunlab()
         .args(["latency", "--sim-latency", "const:1us", "--stress", "cpu"])

@@ -72,7 +72,7 @@ pub struct LatencyArgs {
     /// normal:30us,10us, heavy:10us,5us,2.5 or file:PATH) on a simulated timeline, as `run
     /// --driver sim --sim-latency` does; deterministic for --seed. Nothing sleeps: --duration
     /// is simulated time.
-    #[arg(long, value_name = "MODEL", conflicts_with_all = ["baseline", "fail_above"])]
+    #[arg(long, value_name = "MODEL", conflicts_with = "baseline")]
     pub sim_latency: Option<String>,
     /// Seed of --sim-latency (CPU i draws with SEED + i).
     #[arg(long, default_value_t = 0, requires = "sim_latency")]
@@ -275,6 +275,7 @@ fn simulated(
         None => Ok(()),
     };
     let human = table::latency(&cfg, &result);
+    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
     let status = if result.interrupted {
         Status::Interrupted
     } else {
@@ -288,7 +289,8 @@ fn simulated(
         Measured::new(body, status, started, human).warnings([
             "simulated: drawn from the sim driver's latency model, not measured on this machine"
                 .to_string(),
-        ]),
+        ])
+        .threshold(crossed),
         g,
     )?;
     histogram
