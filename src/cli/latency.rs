@@ -26,7 +26,8 @@ Examples:
   xrunlab latency --policy other --no-mlock --no-dma-latency   # the system as configured
   xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)
   xrunlab latency --stress cpu,proc --duration 30s             # under load (stress-ng or built-in)
-  xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (Huang et al.)")]
+  xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (Huang et al.)
+  xrunlab latency --sim-latency normal:30us,10us --duration 1h --seed 1 -o model.json   # the sim's model, for predict")]
 pub struct LatencyArgs {
     /// Real-time priority for fifo/rr (1..99).
     #[arg(short = 'p', long, value_name = "PRIO")]
@@ -68,6 +69,15 @@ pub struct LatencyArgs {
     /// Measure a baseline phase first, then the stressed one: only `idle` (needs --stress).
     #[arg(long, value_name = "idle")]
     pub baseline: Option<String>,
+    /// Do not measure: draw each wake-up's latency from this sim driver model (const:20us,
+    /// normal:30us,10us, heavy:10us,5us,2.5 or file:PATH) on a simulated timeline, as `run
+    /// --driver sim --sim-latency` does; deterministic for --seed. Nothing sleeps: --duration
+    /// is simulated time.
+    #[arg(long, value_name = "MODEL", conflicts_with = "baseline")]
+    pub sim_latency: Option<String>,
+    /// Seed of --sim-latency (CPU i draws with SEED + i).
+    #[arg(long, default_value_t = 0, requires = "sim_latency")]
+    pub seed: u64,
     #[command(flatten)]
     pub stress: crate::stress::StressArgs,
 }
@@ -150,6 +160,9 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
 
 pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     let mut cfg = config(&a)?;
+    if let Some(model) = &a.sim_latency {
+        return simulated(a.seed, model, cfg, &a, g);
+    }
     let spec = a.stress.to_spec()?;
     cfg.stress = spec.labels();
     match a
@@ -222,6 +235,61 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
             .warnings(warnings)
             .threshold(crossed)
             .partial("xrunlab: interrupted; the partial result was written\n"),
+        g,
+    )?;
+    histogram
+        .map_err(|e| Error::cannot_measure(format!("{e}; the result was reported without it")))?;
+    Ok(code)
+}
+
+/// `latency --sim-latency`: the model's draws through the measurement's bookkeeping.
+fn simulated(
+    seed: u64,
+    model: &str,
+    mut cfg: LatencyConfig,
+    a: &LatencyArgs,
+    g: &Global,
+) -> Result<u8> {
+    if !a.stress.to_spec()?.is_idle() {
+        return super::usage("--sim-latency draws from a model: --stress has nothing to load");
+    }
+    let model = crate::driver::sim::LatencyModel::parse(model)?;
+    cfg.source = LatencySource::Simulated {
+        model: model.clone(),
+        seed,
+    };
+    if a.cpus.is_none() {
+        cfg.cpus = vec![0];
+    }
+    cfg.policy = None;
+    cfg.dma_latency = None;
+    cfg.mlock = None;
+    let started = Started::now(Vec::new());
+    let result = latency::simulate(&cfg, &model, seed)?;
+    let histogram = match &a.histogram {
+        Some(h) => {
+            let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
+            crate::results::write_atomic(h, text.as_bytes())
+        }
+        None => Ok(()),
+    };
+    let human = table::latency(&cfg, &result);
+    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
+    let status = if result.interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    let body = Body::Latency {
+        config: cfg,
+        results: Box::new(result),
+    };
+    let code = output::finish(
+        Measured::new(body, status, started, human).warnings([
+            "simulated: drawn from the sim driver's latency model, not measured on this machine"
+                .to_string(),
+        ])
+        .threshold(crossed),
         g,
     )?;
     histogram

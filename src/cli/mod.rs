@@ -12,6 +12,7 @@ mod latencytest;
 mod load;
 pub mod output;
 mod plugins;
+mod predict;
 mod report;
 mod rtl;
 mod run;
@@ -72,6 +73,7 @@ pub enum Command {
     Latencytest(latencytest::LatencytestArgs),
     Suite(suite::SuiteArgs),
     Event(event::EventArgs),
+    Predict(predict::PredictArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -101,6 +103,10 @@ impl Command {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())))
             }
             Command::Import(a) => inputs.push(("FILE", a.file.as_path())),
+            Command::Predict(a) => {
+                inputs.extend(a.latency.iter().map(|s| ("--latency", s.path.as_path())));
+                inputs.extend(a.cost.as_deref().map(|p| ("--cost", p)));
+            }
             // `load --resume FILE` writes the grid back to FILE by design.
             _ => {}
         }
@@ -143,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Latencytest(a) => latencytest::run(a, &cli.global),
         Command::Suite(a) => suite::run(a, &cli.global),
         Command::Event(a) => event::run(a, &cli.global),
+        Command::Predict(a) => predict::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

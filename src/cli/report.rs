@@ -109,6 +109,7 @@ fn summary(i: &Input) -> String {
                     warnings: doc.warnings.clone(),
                 }))
             }
+            Body::Predict { config, results } => s.push_str(&table::predict(config, results)),
             Body::Event { config, results } => s.push_str(&super::event::summary(
                 &crate::measure::event::EventRunResult {
                     status: doc.status,

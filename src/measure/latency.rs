@@ -59,6 +59,13 @@ pub enum LatencySource {
         /// Resolution of the imported values (cyclictest rounds down to whole µs).
         resolution_ns: u64,
     },
+    /// Drawn from the sim driver's latency model on a simulated timeline (`latency
+    /// --sim-latency`): what `run --driver sim` with the same model draws, one value per
+    /// wake-up, through the same loop and statistics as a measurement.
+    Simulated {
+        model: crate::driver::sim::LatencyModel,
+        seed: u64,
+    },
 }
 
 /// A `--fail-above DURATION[@PERCENTILE]` threshold.
@@ -209,6 +216,13 @@ pub struct CpuLatency {
     /// Wake-up numbers of the first histogram overflows (at most 1024).
     #[serde(default)]
     pub overflow_cycles: Vec<u64>,
+    /// The overflows themselves, from the HDR histogram: `[value_ns, count]` pairs, where
+    /// value_ns is the bucket's highest equivalent value (3 significant digits: the bucket
+    /// spans 0.1 % below it, clipped at the µs histogram's bound). Their counts add up to
+    /// `overflows`. Empty when there were none, and in imported results (cyclictest does not
+    /// record them), whose tail is then known only by its count and maximum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overflow_ns: Vec<(u64, u64)>,
     /// Per-second min/mean/max; seconds without wake-ups are left out.
     #[serde(default)]
     pub series: Vec<SeriesPoint>,
@@ -439,6 +453,25 @@ impl ThreadState {
         }
         self.last_ns = wake_offset_ns;
     }
+
+    /// The target after the one at `target_off`, for a wake-up at `now_off`.
+    #[inline]
+    fn next_target(&mut self, target_off: u64, now_off: u64, p: &Plan) -> u64 {
+        let mut next = target_off + p.interval_ns;
+        if now_off > next {
+            // Woke after the next target too: those periods are gone. Count them and
+            // resume at the first target still ahead, as cyclictest does silently.
+            let skipped = (now_off - next).div_ceil(p.interval_ns);
+            // Periods after the end of a timed run were never part of it.
+            self.missed += match p.end_offset_ns {
+                Some(end) if next > end => 0,
+                Some(end) => skipped.min((end - next) / p.interval_ns + 1),
+                None => skipped,
+            };
+            next += skipped * p.interval_ns;
+        }
+        next
+    }
 }
 
 /// The measuring loop of one thread. Runs with the RT policy: no allocation, no I/O.
@@ -481,20 +514,31 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
             break;
         }
         st.record(now - target, now - t0, target_off, &p);
-        target_off += p.interval_ns;
-        let now_off = now - t0;
-        if now_off > target_off {
-            // Woke after the next target too: those periods are gone. Count them and
-            // resume at the first target still ahead, as cyclictest does silently.
-            let skipped = (now_off - target_off).div_ceil(p.interval_ns);
-            // Periods after the end of a timed run were never part of it.
-            st.missed += match p.end_offset_ns {
-                Some(end) if target_off > end => 0,
-                Some(end) => skipped.min((end - target_off) / p.interval_ns + 1),
-                None => skipped,
-            };
-            target_off += skipped * p.interval_ns;
+        target_off = st.next_target(target_off, now - t0, &p);
+    }
+    st
+}
+
+/// The loop of [`run_thread`] on a simulated timeline: each wake-up is `target + L`, L drawn
+/// from the sim driver's latency model, so a model and the measurement it stands for go
+/// through the same bookkeeping (missed periods, buckets, series).
+fn simulate_thread(
+    mut st: ThreadState,
+    p: &Plan,
+    sampler: &mut crate::driver::sim::Sampler,
+) -> ThreadState {
+    let mut target_off = p.interval_ns;
+    loop {
+        if p.end_offset_ns.is_some_and(|end| target_off > end)
+            || p.loops.is_some_and(|l| st.count >= l)
+            || interrupt::requested()
+        {
+            break;
         }
+        let lat = sampler.draw();
+        let now_off = target_off + lat;
+        st.record(lat, now_off, target_off, p);
+        target_off = st.next_target(target_off, now_off, p);
     }
     st
 }
@@ -543,6 +587,41 @@ pub fn measure_under(
     r.stress = record;
     r.baseline = baseline;
     Ok(r)
+}
+
+/// Draw a latency result from the sim driver's latency model instead of measuring
+/// (`latency --sim-latency`): one simulated thread per CPU of `cfg.cpus` (CPU 0 when empty),
+/// thread i seeded with `seed + i`, on the simulated timeline of cyclictest's loop. No thread
+/// is real-time and nothing sleeps; the policy, mlock and DMA-latency settings are ignored.
+pub fn simulate(
+    cfg: &LatencyConfig,
+    model: &crate::driver::sim::LatencyModel,
+    seed: u64,
+) -> Result<LatencyResult> {
+    let cfg = LatencyConfig {
+        policy: Some(Policy::Other { nice: 0 }),
+        ..cfg.clone()
+    };
+    let (p, _) = plan(&cfg)?;
+    let cpus = if cfg.cpus.is_empty() {
+        vec![0]
+    } else {
+        cfg.cpus.clone()
+    };
+    let states = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, &cpu)| {
+            let mut sampler = crate::driver::sim::Sampler::new(model, seed.wrapping_add(i as u64));
+            simulate_thread(ThreadState::new(cpu, &p), &p, &mut sampler)
+        })
+        .collect();
+    Ok(summarise(
+        states,
+        &p,
+        interrupt::requested(),
+        cfg.fail_above.as_ref(),
+    ))
 }
 
 pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyResult> {
@@ -622,6 +701,30 @@ pub(crate) fn exact_summary(h: &Histogram, min: u64, max: u64, sum: u128) -> Sum
     Summary::of(h).with_exact(min, max, sum)
 }
 
+/// The HDR buckets of the wake-ups at or above `from_ns`, whose count is `overflows`. The
+/// bucket holding `from_ns` also holds values below it, which the µs histogram has: it gets
+/// only the remainder, so the counts add up to `overflows` exactly.
+fn overflow_buckets(h: &Histogram, from_ns: u64, overflows: u64) -> Vec<(u64, u64)> {
+    if overflows == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<(u64, u64)> = h
+        .iter_recorded()
+        .filter(|v| v.value_iterated_to() >= from_ns)
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect();
+    // Only the lowest bucket can hold values on both sides of the bound.
+    if out
+        .first()
+        .is_some_and(|b| h.lowest_equivalent(b.0) < from_ns)
+    {
+        let above: u64 = out[1..].iter().map(|b| b.1).sum();
+        out[0].1 = overflows.saturating_sub(above);
+    }
+    out.retain(|b| b.1 > 0);
+    out
+}
+
 fn summarise(
     states: Vec<ThreadState>,
     p: &Plan,
@@ -661,6 +764,7 @@ fn summarise(
                 .filter(|(_, &n)| n > 0)
                 .map(|(k, &n)| (k as u64, n)),
         );
+        let overflow_ns = overflow_buckets(&st.hdr, (p.hist_buckets * 1_000) as u64, st.overflows);
         let series = st
             .series
             .iter()
@@ -689,6 +793,7 @@ fn summarise(
             },
             histogram_us,
             overflow_cycles: st.overflow_cycles,
+            overflow_ns,
             series,
             series_truncated: st.series_truncated,
         });
@@ -797,6 +902,37 @@ mod tests {
     }
 
     #[test]
+    fn simulate_draws_the_model_through_the_measurements_bookkeeping() {
+        use crate::driver::sim::LatencyModel;
+        let cfg = LatencyConfig {
+            duration_ns: None,
+            loops: Some(1000),
+            cpus: vec![0, 1],
+            ..LatencyConfig::default()
+        };
+        let r = simulate(&cfg, &LatencyModel::Constant { ns: 450_000 }, 1).unwrap();
+        assert_eq!(r.per_cpu.len(), 2);
+        for c in &r.per_cpu {
+            assert_eq!(c.stats.summary.count, 1000);
+            assert_eq!(c.stats.overflows, 1000);
+            assert!(c.histogram_us.is_empty());
+            // 450 µs late passes the next two targets (200 and 400 µs on): two missed each.
+            assert_eq!(c.stats.missed_periods, Some(2000));
+            let [(v, 1000)] = c.overflow_ns[..] else {
+                panic!("{:?}", c.overflow_ns)
+            };
+            assert!((450_000..=450_450).contains(&v), "{v}");
+        }
+        let m = LatencyModel::parse("normal:30us,10us").unwrap();
+        let (a, b) = (
+            simulate(&cfg, &m, 7).unwrap(),
+            simulate(&cfg, &m, 7).unwrap(),
+        );
+        assert_eq!(a, b, "deterministic for a seed");
+        assert_ne!(a.per_cpu[0].histogram_us, a.per_cpu[1].histogram_us);
+    }
+
+    #[test]
     fn plan_rejects_bad_configs() {
         let ok = LatencyConfig::default();
         assert!(plan(&ok).is_ok());
@@ -880,6 +1016,18 @@ mod props {
             let want: Vec<(u64, u64)> = buckets.into_iter().collect();
             prop_assert_eq!(&c.histogram_us, &want);
             prop_assert_eq!(c.stats.overflows, v.iter().filter(|&&x| x >= 400_000).count() as u64);
+            // The overflows' HDR buckets, expanded, are the overflows sorted: each at or
+            // above its value, within the histogram's 0.1 %.
+            let expanded: Vec<u64> = c
+                .overflow_ns
+                .iter()
+                .flat_map(|&(b, n)| std::iter::repeat_n(b, n as usize))
+                .collect();
+            let over: Vec<u64> = v.iter().copied().filter(|&x| x >= 400_000).collect();
+            prop_assert_eq!(expanded.len(), over.len());
+            for (b, x) in expanded.iter().zip(&over) {
+                prop_assert!(*b >= *x && (*b - *x) as f64 <= *x as f64 * 0.001 + 1.0, "{} for {}", b, x);
+            }
             prop_assert_eq!(c.stats.audio_late, Some(v.iter().filter(|&&x| x > 100_000).count() as u64));
             let max_at = lats.iter().position(|&x| x == s.max).unwrap() as u64;
             prop_assert_eq!(c.stats.max_cycle, Some(max_at));

@@ -5,6 +5,7 @@ pub mod event;
 pub mod latency;
 pub mod latencytest;
 pub mod loadtest;
+pub mod predict;
 pub mod reservation;
 pub mod rtl;
 pub mod sched;

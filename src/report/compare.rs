@@ -263,7 +263,10 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         Body::Load { .. } => load(&docs, &header),
         Body::Sched { .. } => sched(&docs, &header),
         // Kinds without a dedicated comparison yet: their fields side by side.
-        Body::Stress { .. } | Body::Latencytest { .. } | Body::Event { .. } => {
+        Body::Stress { .. }
+        | Body::Latencytest { .. }
+        | Body::Event { .. }
+        | Body::Predict { .. } => {
             vec![generic(inputs, labels)]
         }
     })

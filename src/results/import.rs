@@ -717,6 +717,7 @@ fn build(
                 Vec::new()
             },
             overflow_cycles: t.overflow_cycles.clone(),
+            overflow_ns: Vec::new(),
             series: Vec::new(),
             series_truncated: false,
         });

@@ -96,6 +96,12 @@ pub enum Body {
         config: crate::measure::event::EventConfig,
         results: Box<crate::measure::event::EventResults>,
     },
+    /// `predict`: expected xruns and episodes per hour per buffer size and period count,
+    /// from a latency result and a compute time.
+    Predict {
+        config: crate::measure::predict::PredictConfig,
+        results: Box<crate::measure::predict::PredictResults>,
+    },
 }
 
 impl Body {
@@ -112,6 +118,7 @@ impl Body {
             Body::Sched { .. } => "sched",
             Body::Rtl { .. } => "rtl",
             Body::Event { .. } => "event",
+            Body::Predict { .. } => "predict",
         }
     }
 }

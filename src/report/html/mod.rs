@@ -10,6 +10,7 @@ mod generic;
 mod latency;
 mod latencytest;
 mod load;
+mod predict;
 pub(crate) use load::fig2_series as load_series;
 mod rtl;
 mod run;
@@ -126,6 +127,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Sched { config, results } => (sched::section(config, results)),
                     Body::Rtl { config, results } => (rtl::section(config, results)),
                     Body::Event { config, results } => (event::section(config, results)),
+                    Body::Predict { config, results } => (predict::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }
