@@ -488,7 +488,10 @@ mod tests {
         assert_eq!(mean_pf, pf(b.mean_ns));
         // The median group and the median block agree; the mean may carry a stall.
         let p50_pf = b.p50_ns_per_frame;
-        assert!(r.ns_per_frame > p50_pf / 3.0 && r.ns_per_frame < p50_pf * 3.0, "{r:?}");
+        assert!(
+            r.ns_per_frame > p50_pf / 3.0 && r.ns_per_frame < p50_pf * 3.0,
+            "{r:?}"
+        );
         // The harness is a copy and a clock read, far below a tenth of a period.
         assert!((b.harness_ns as f64) < b.mean_ns / 10.0, "{b:?}");
         assert_eq!(r.signal, Signal::Silence);

@@ -23,6 +23,18 @@ pub type Problem = String;
 pub fn validate_body(body: &Body) -> Result<(), Problem> {
     match body {
         Body::Check { .. } | Body::Stress { .. } => {}
+        Body::Predict { config, results } => {
+            rate("config.rate", config.rate)?;
+            non_empty("config.buffers", &config.buffers)?;
+            for (i, &b) in config.buffers.iter().enumerate() {
+                frames(&format!("config.buffers[{i}]"), b)?;
+            }
+            non_empty("config.periods", &config.periods)?;
+            for (i, &n) in config.periods.iter().enumerate() {
+                periods(&format!("config.periods[{i}]"), n)?;
+            }
+            non_empty("results.tables", &results.tables)?;
+        }
         Body::Latency { config, results } => latency(config, results)?,
         Body::Run { config, results } => {
             rate("config.rate", config.rate)?;
