@@ -42,9 +42,12 @@ fn hang_plugin_trips_the_watchdog_which_demotes_and_writes_a_partial_result() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Asked for 30 s: ending within 10 s can only be the watchdog's doing. How close to its
+    // 500 ms bound it acts is a figure for notes, not a deadline to assert on a host that
+    // stalls (2.57 s once, with the suite and two builds on 2 cores).
     assert!(
-        took < Duration::from_millis(500 + 2000),
-        "took {took:?} for a 500 ms watchdog bound"
+        took < Duration::from_secs(10),
+        "took {took:?} for a 500 ms watchdog bound in a 30 s run"
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("watchdog"));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
