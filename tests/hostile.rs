@@ -1524,3 +1524,49 @@ fn hostile_corpus_is_refused_by_every_reader() {
     });
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A cost model's numbers are the user's: a million hours per instance once overflowed the
+/// track's sum (64 instances, 64 tracks: a panic) or stepped through 10^16 skipped periods
+/// one by one (4 instances: a hang that ignored SIGTERM). Each is one long xrun, at once.
+#[test]
+fn absurd_sim_costs_are_one_long_xrun_not_a_hang() {
+    for (chain, tracks) in [("gain:4", "1"), ("gain:64", "64")] {
+        let t0 = Instant::now();
+        let out = xrunlab()
+            .args([
+                "run",
+                "--driver",
+                "sim",
+                "--duration",
+                "100ms",
+                "--chain",
+                chain,
+            ])
+            .args([
+                "--tracks",
+                tracks,
+                "--cost",
+                "gain=1000000h",
+                "--json",
+                "-q",
+            ])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{chain}: {err}");
+        assert!(
+            t0.elapsed() < BEFORE_MEASURING,
+            "{chain}: {:?}",
+            t0.elapsed()
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &doc["results"];
+        assert_eq!(r["cycles"], 1, "{chain}: {r}");
+        assert_eq!(r["xruns"]["overload"], 1, "{chain}");
+        assert_eq!(
+            r["periods_elapsed"],
+            r["skipped_periods"].as_u64().unwrap() + 1
+        );
+    }
+}

@@ -296,7 +296,10 @@ pub(crate) fn summary(r: &RtlRunResult) -> String {
         return s;
     }
     let m = r.results.measured.as_ref().expect("checked");
-    let row = &r.results.model[0];
+    // A measured run models its one buffer (results::validate refuses a file without it).
+    let Some(row) = r.results.model.first() else {
+        return s;
+    };
     if let Some(j) = &r.results.jack {
         s = jack_summary(r, j, m);
     } else {
@@ -349,6 +352,11 @@ fn polarity_line(m: &rtl::RtlMeasurement) -> String {
     )
 }
 
+/// The buffer a measured loop ran at, as text ("?" in a file without one).
+fn row_buffer(c: &RtlConfig) -> String {
+    c.buffers.first().map_or("?".into(), u32::to_string)
+}
+
 /// Measured beside what the JACK server declares, and the -I/-O advice.
 fn jack_summary(r: &RtlRunResult, j: &RtlJack, m: &rtl::RtlMeasurement) -> String {
     let c = &r.config;
@@ -357,7 +365,7 @@ fn jack_summary(r: &RtlRunResult, j: &RtlJack, m: &rtl::RtlMeasurement) -> Strin
         "RTL through JACK ({} {}), {} frames at {} Hz: {}\n",
         j.driver.server,
         j.driver.library_version,
-        c.buffers[0],
+        row_buffer(c),
         c.rate,
         if j.self_loop {
             format!(
@@ -384,7 +392,7 @@ fn jack_summary(r: &RtlRunResult, j: &RtlJack, m: &rtl::RtlMeasurement) -> Strin
             j.playback_latency_frames[1],
             j.capture_latency_frames[1],
             j.graph_periods,
-            c.buffers[0]
+            row_buffer(c)
         )),
         num(j.declared_frames),
         num(ms(dec)),

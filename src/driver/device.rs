@@ -139,6 +139,15 @@ impl DeviceClock {
         self.t0_ns + off as u64
     }
 
+    /// The last period whose interrupt is at or before `ns` (0 before the first): the
+    /// inverse of `t_ideal`, rounded down.
+    #[inline]
+    fn period_begun_by(&self, ns: u64) -> u64 {
+        let per_ns = self.params.frames as u128 * 1_000_000_000u128;
+        let k = ns.saturating_sub(self.t0_ns) as u128 * self.params.rate as u128 / per_ns;
+        k.min(u64::MAX as u128 / 2) as u64
+    }
+
     /// Device periods elapsed before period `k` would be processed (processed + skipped).
     pub fn periods_elapsed(&self) -> u64 {
         self.next
@@ -179,11 +188,14 @@ impl DeviceClock {
         let mut j = k + 1;
         if xrun {
             self.xruns += 1;
+            // From the last period that began by `end`, not one step per skipped period: a
+            // modelled cycle may span 10^12 of them.
+            j = j.max(self.period_begun_by(end_ns));
             while self.t_ideal(j) < end_ns {
                 j += 1;
             }
         }
-        self.pending_skipped = (j - k - 1) as u32;
+        self.pending_skipped = (j - k - 1).min(u32::MAX as u64) as u32;
         self.skipped_total += j - k - 1;
         self.next = j;
     }
@@ -202,6 +214,33 @@ mod tests {
             },
             1_000_000,
         )
+    }
+
+    #[test]
+    fn a_long_overrun_skips_the_periods_it_spans_at_once() {
+        let mut c = clock(2);
+        // One step at a time: the same periods, for overruns of every size near a boundary.
+        let naive = |c: &DeviceClock, end: u64| {
+            let mut j = c.next + 1;
+            while c.t_ideal(j) < end {
+                j += 1;
+            }
+            j
+        };
+        for end in [
+            0, 1, 1_333_332, 1_333_333, 1_333_334, 4_000_000, 2_666_667, 99_999_999,
+        ] {
+            let mut d = c.clone();
+            let want = naive(&d, d.t0_ns + end);
+            d.complete(d.t0_ns, d.t0_ns + end, true);
+            assert_eq!(d.next, want, "end +{end}");
+        }
+        // A cycle lasting 2^55 ns (2.7·10^10 periods) ends at once, its count of skipped
+        // periods saturating.
+        let end = c.t0_ns + (1 << 55);
+        c.complete(c.t0_ns, end, true);
+        assert!(c.t_ideal(c.next - 1) < end && c.t_ideal(c.next) >= end);
+        assert_eq!(c.next_cycle().skipped_before, u32::MAX);
     }
 
     #[test]

@@ -132,12 +132,13 @@ impl CostModel {
     ) -> Result<TrackCosts> {
         let mut per_track = 0u64;
         for e in chain {
-            per_track += self.instance_cost(e, ctx)?.0 * e.count as u64;
+            let (ns, _) = self.instance_cost(e, ctx)?;
+            per_track = per_track.saturating_add(ns.saturating_mul(e.count as u64));
         }
         Ok(TrackCosts {
-            track_ns: [per_track; MAX_TRACKS],
+            track_ns: [per_track.min(MAX_MODELLED_NS); MAX_TRACKS],
             tracks,
-            overhead_ns: self.overhead_ns,
+            overhead_ns: self.overhead_ns.min(MAX_MODELLED_NS),
         })
     }
 }
@@ -174,6 +175,12 @@ fn parse_fractional_ns(s: &str) -> Option<f64> {
     };
     Some(v * scale).filter(|x| x.is_finite())
 }
+
+/// The longest a modelled track (or the overhead) takes per cycle, 2^50 ns (13 days). Costs
+/// are the user's numbers times instances the load search may double many times; a cycle
+/// beyond this is an xrun all the same, and bounded, the schedule's sums and the simulated
+/// timeline cannot overflow.
+const MAX_MODELLED_NS: u64 = 1 << 50;
 
 /// Precomputed costs, so the modelled cycle allocates nothing.
 #[derive(Debug, Clone)]

@@ -330,12 +330,12 @@ fn rtl(docs: &[&Body], header: &[String]) -> Vec<Table> {
             (
                 "loop",
                 cell(&|c, r| {
+                    let b = c.buffers.first().map_or("?".into(), u32::to_string);
                     c.driver.map(|d| match &r.alsa {
-                        Some(a) => format!(
-                            "alsa '{}' @ {} frames × {}",
-                            a.driver.device, c.buffers[0], c.periods
-                        ),
-                        None => format!("{d:?} @ {} frames", c.buffers[0]).to_lowercase(),
+                        Some(a) => {
+                            format!("alsa '{}' @ {b} frames × {}", a.driver.device, c.periods)
+                        }
+                        None => format!("{d:?} @ {b} frames").to_lowercase(),
                     })
                 }),
             ),

@@ -10,6 +10,8 @@
 //! 1 µs buckets (a bucket's value is its lower edge, as cyclictest prints it); a percentile that falls among the histogram overflows is reported as the
 //! recorded maximum, an upper bound.
 
+// Every index here comes from the file (thread numbers, column counts): access is checked.
+#![deny(clippy::indexing_slicing)]
 use crate::common::Summary;
 use crate::error::{Error, Result};
 use crate::measure::latency::{
@@ -168,42 +170,44 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             // nothing the model holds.
             continue;
         }
-        if line.as_bytes()[0].is_ascii_digit() {
+        if line.starts_with(|c: char| c.is_ascii_digit()) {
             if in_footer {
                 return Err(format!(
                     "line {n}: histogram row after the '# Min Latencies:'... footer; expected only '#' lines there"
                 ));
             }
             let v = parse_list(line, n, "histogram row")?;
-            if v.len() < 2 {
-                return Err(format!(
+            let (bucket, counts) = match v.split_first() {
+                Some((&b, counts)) if !counts.is_empty() => (b, counts),
+                _ => {
+                    return Err(format!(
                     "line {n}: expected a histogram row 'BUCKET COUNT [COUNT...]', found '{line}'"
-                ));
-            }
-            if latency_ns(v[0], rec.scale_ns).is_none() {
+                ))
+                }
+            };
+            if latency_ns(bucket, rec.scale_ns).is_none() {
                 return Err(format!(
                     "line {n}: {}",
-                    beyond("histogram bucket", v[0], "µs")
+                    beyond("histogram bucket", bucket, "µs")
                 ));
             }
             if let Some((prev, cols)) = rows.last() {
-                if v.len() - 1 != cols.len() {
+                if counts.len() != cols.len() {
                     return Err(format!(
                         "line {n}: expected {} counts like the first histogram row (line {first_row_line}), found {}",
                         cols.len(),
-                        v.len() - 1
+                        counts.len()
                     ));
                 }
-                if v[0] <= *prev {
+                if bucket <= *prev {
                     return Err(format!(
-                        "line {n}: expected bucket numbers to increase, found {} after {prev}",
-                        v[0]
+                        "line {n}: expected bucket numbers to increase, found {bucket} after {prev}"
                     ));
                 }
             } else {
                 first_row_line = n;
             }
-            rows.push((v[0], v[1..].to_vec()));
+            rows.push((bucket, counts.to_vec()));
             continue;
         }
         if rows.is_empty()
@@ -296,12 +300,16 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             ));
         }
     }
+    // Avg has one value per thread, max and overflows may have a summary column after them
+    // (checked above): zipped with min, each thread's values come out together.
+    let per_thread = min.iter().zip(&avg).zip(&max).zip(&overflows);
     let mut out = Vec::with_capacity(threads);
-    for t in 0..threads {
+    for (t, (((&t_min, &t_avg), &t_max), &t_overflows)) in per_thread.enumerate() {
+        let column = |c: &Vec<u64>| c.get(t).copied().unwrap_or(0);
         let buckets: Vec<(u64, u64)> = rows
             .iter()
-            .filter(|(_, c)| c[t] > 0)
-            .map(|(k, c)| (*k, c[t]))
+            .filter(|(_, c)| column(c) > 0)
+            .map(|(k, c)| (*k, column(c)))
             .collect();
         let binned = buckets
             .iter()
@@ -309,48 +317,48 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             .ok_or_else(|| {
                 format!("line {first_row_line}: the histogram column of thread {t} adds up beyond 2^64 samples")
             })?;
-        let count = binned.checked_add(overflows[t]).ok_or_else(|| {
+        let count = binned.checked_add(t_overflows).ok_or_else(|| {
             format!("line {of_line}: thread {t}'s histogram and '# Histogram Overflows:' add up beyond 2^64 samples")
         })?;
-        if count > 0 && min[t] > max[t] {
+        if count > 0 && t_min > t_max {
             return Err(format!(
-                "line {min_line}: '# Min Latencies:' says {} µs for thread {t}, above its '# Max Latencies:' {} µs (line {max_line})",
-                min[t], max[t]
+                "line {min_line}: '# Min Latencies:' says {t_min} µs for thread {t}, above its '# Max Latencies:' {t_max} µs (line {max_line})"
             ));
         }
-        let overflow_cycles = match listed[t].take() {
-            Some((line, v)) if v.len() as u64 > overflows[t] => {
+        let overflow_cycles = match listed.get_mut(t).and_then(Option::take) {
+            Some((line, v)) if v.len() as u64 > t_overflows => {
                 return Err(format!(
-                    "line {line}: '# Thread {t}:' lists {} overflow cycles but '# Histogram Overflows:' counts {} (line {of_line})",
-                    v.len(),
-                    overflows[t]
+                    "line {line}: '# Thread {t}:' lists {} overflow cycles but '# Histogram Overflows:' counts {t_overflows} (line {of_line})",
+                    v.len()
                 ))
             }
             Some((_, v)) => v,
             None => Vec::new(),
         };
         if let Some((line, total)) = &f.total {
-            if !fits(total.len()) {
-                return Err(format!(
-                    "line {line}: expected {threads} values in '# Total:', found {}",
-                    total.len()
-                ));
-            }
-            if total[t] != binned {
-                return Err(format!(
-                    "line {line}: '# Total:' says {} samples for thread {t} but its histogram column sums to {binned}",
-                    total[t]
-                ));
+            match total.get(t) {
+                Some(&said) if fits(total.len()) && said == binned => {}
+                Some(&said) if fits(total.len()) => {
+                    return Err(format!(
+                        "line {line}: '# Total:' says {said} samples for thread {t} but its histogram column sums to {binned}"
+                    ))
+                }
+                _ => {
+                    return Err(format!(
+                        "line {line}: expected {threads} values in '# Total:', found {}",
+                        total.len()
+                    ))
+                }
             }
         }
         out.push(Thread {
             cpu: t,
             buckets,
             count,
-            min: min[t],
-            avg: avg[t] as f64,
-            max: max[t],
-            overflows: overflows[t],
+            min: t_min,
+            avg: t_avg as f64,
+            max: t_max,
+            overflows: t_overflows,
             overflow_cycles,
         });
     }
@@ -380,7 +388,7 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
                     .nth(1)
                     .is_some_and(|rest| rest.trim_start().starts_with(':'))
             };
-            match lines[from..].iter().position(is_key) {
+            match lines.iter().skip(from).position(is_key) {
                 Some(i) => from += i,
                 None => return String::new(),
             }
@@ -791,6 +799,7 @@ fn build(
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -66,7 +66,7 @@ pub fn section(c: &RtlConfig, r: &RtlResults) -> Markup {
             "; "
             @match c.driver {
                 None => { "model only, no loop measured." }
-                Some(d) => { "measured on the " (format!("{d:?}").to_lowercase()) " loop at " (c.buffers[0]) " frames." }
+                Some(d) => { "measured on the " (format!("{d:?}").to_lowercase()) " loop at " (c.buffers.first().map_or("?".into(), u32::to_string)) " frames." }
             } }
         h4 { "Modelled RTL (Table 1 shape)" }
         table.model {
