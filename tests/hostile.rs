@@ -587,6 +587,13 @@ fn status_of(path: &std::path::Path) -> serde_json::Value {
     common::read_json(path)["status"].clone()
 }
 
+/// The signalled child exits 3 within 30 s and leaves `out` as an interrupted result.
+fn ends_interrupted(child: std::process::Child, out: &std::path::Path) {
+    let (status, err) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert_eq!(status_of(out), "interrupted");
+}
+
 /// `timeout -s INT T xrunlab run … --stress …` once lost the result 4 times in 10: the second
 /// SIGINT (to the group) took the give-up path. Both signals are one request now.
 #[test]
@@ -603,9 +610,7 @@ fn two_sigints_like_gnu_timeout_keep_the_run_result_and_clean_up() {
     let child = spawn_marked(&args, &mark);
     await_stressors(&child, &mark, 1);
     signal_like_timeout(&child, libc::SIGINT);
-    let (status, err) = finish_within(child, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
-    assert_eq!(status_of(&out), "interrupted");
+    ends_interrupted(child, &out);
     nothing_left(&mark, &sdir);
 }
 
@@ -623,9 +628,7 @@ fn two_sigterms_like_gnu_timeout_keep_the_latency_result_and_clean_up() {
     let child = spawn_marked(&args, &mark);
     await_stressors(&child, &mark, 2);
     signal_like_timeout(&child, libc::SIGTERM);
-    let (status, err) = finish_within(child, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
-    assert_eq!(status_of(&out), "interrupted");
+    ends_interrupted(child, &out);
     nothing_left(&mark, &sdir);
 }
 
@@ -805,9 +808,7 @@ fn an_ignored_sighup_stays_ignored() {
         "SIGHUP was not ignored"
     );
     kill(child.id() as i32, libc::SIGINT);
-    let (status, err) = finish_within(child, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
-    assert_eq!(status_of(&out), "interrupted");
+    ends_interrupted(child, &out);
 }
 
 /// `stress` stopped by a signal is a partial result like any other: exit 3 (it was 0).
@@ -823,9 +824,7 @@ fn stress_interrupted_exits_3() {
     let child = spawn_marked(&args, &mark);
     await_stressors(&child, &mark, 1);
     kill(child.id() as i32, libc::SIGINT);
-    let (status, err) = finish_within(child, Duration::from_secs(30));
-    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
-    assert_eq!(status_of(&out), "interrupted");
+    ends_interrupted(child, &out);
 }
 
 /// `plugins bench` took its first Ctrl-C for nothing and ran every plugin to the end (exit 0).

@@ -39,6 +39,15 @@ fn cmd() -> assert_cmd::Command {
     c
 }
 
+/// `run --json` of `chain` on the virtual driver for `duration`.
+fn run_virtual(chain: &str, duration: &str) -> std::process::Output {
+    cmd()
+        .args(["-q", "--json", "run", "--driver", "virtual"])
+        .args(["--duration", duration, "--chain", chain])
+        .output()
+        .unwrap()
+}
+
 /// Whether `uri` is installed (under CI its absence fails the test: install-deps installs
 /// every plugin used here).
 fn installed(uri: &str, package: &str) -> bool {
@@ -84,19 +93,7 @@ fn real_plugins_make_sound_in_run_on_the_virtual_driver() {
         if !installed(uri, package) {
             continue;
         }
-        let o = cmd()
-            .args([
-                "-q",
-                "--json",
-                "run",
-                "--driver",
-                "virtual",
-                "--duration",
-                "2s",
-            ])
-            .args(["--chain", &element])
-            .output()
-            .unwrap();
+        let o = run_virtual(&element, "2s");
         assert!(o.status.success(), "{element}: {}", show(&o));
         let doc = json(&o);
         let r = &doc["results"];
@@ -389,19 +386,7 @@ fn a_plugins_reported_latency_is_recorded() {
         return;
     }
     let element = format!("lv2:{DPL}");
-    let o = cmd()
-        .args([
-            "-q",
-            "--json",
-            "run",
-            "--driver",
-            "virtual",
-            "--duration",
-            "1s",
-        ])
-        .args(["--chain", &format!("{element}:2")])
-        .output()
-        .unwrap();
+    let o = run_virtual(&format!("{element}:2"), "1s");
     assert!(o.status.success(), "{}", show(&o));
     let lv2 = &json(&o)["results"]["lv2"][0];
     assert_eq!(lv2["instances"], 2, "{lv2}");
