@@ -52,19 +52,23 @@ fn suite_smoke_end_to_end_then_resume() {
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
+    let junit = tmp.path().join("junit.xml");
     let t = Instant::now();
     let out = xrunlab()
-        .args(["suite", "--smoke", "-o"])
+        .args(["suite", "--smoke", "--junit"])
+        .arg(&junit)
+        .arg("-o")
         .arg(&dir)
         .output()
         .unwrap();
     let took = t.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let m = manifest(&dir);
-    // Every stage of the table once, in order, then the report: none silently dropped.
+    // Every stage of the table once, in order, then the verdict and the report: none
+    // silently dropped.
     let names: Vec<&str> = m.stages.iter().map(|s| s.stage.as_str()).collect();
     let mut want: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
-    want.push("report");
+    want.extend(["verdict", "report"]);
     assert_eq!(names, want);
     assert_eq!(m.status, SuiteStatus::Complete);
     assert!(m.ended_at.is_some());
@@ -114,6 +118,7 @@ fn suite_smoke_end_to_end_then_resume() {
         "latencytest",
         "rtl-model",
         "rtl-virtual",
+        "verdict",
         "report",
     ] {
         assert_eq!(by(n).status, StageStatus::Ok, "{n}");
@@ -137,6 +142,14 @@ fn suite_smoke_end_to_end_then_resume() {
         assert!(html.contains(&format!("data-kind=\"{kind}\"")), "{kind}");
     }
     assert!(!html.to_lowercase().contains("<script"));
+    // The answer comes first: the verdict's section precedes the stage table, and the
+    // terminal output ends with it.
+    let verdict_at = html
+        .find("data-kind=\"verdict\"")
+        .expect("a verdict section");
+    assert!(verdict_at < html.find("<section class=\"suite\"").unwrap());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("VERDICT: "), "{stdout}");
     // The suite's stage table heads it: what ran, and why anything did not.
     assert!(html.contains("<section class=\"suite\""));
     for s in m.stages.iter().filter(|s| s.stage != "report") {
@@ -149,6 +162,7 @@ fn suite_smoke_end_to_end_then_resume() {
             assert!(html.contains(r.as_str()), "{r}");
         }
     }
+    junit_matches(&std::fs::read_to_string(&junit).unwrap(), &m);
     eprintln!("suite --smoke took {took:?}");
 
     // --resume keeps every complete result and says so; nothing is rerun.
@@ -170,7 +184,8 @@ fn suite_smoke_end_to_end_then_resume() {
     let r = manifest(&dir);
     for s in &r.stages {
         let first = by(&s.stage);
-        if first.status == StageStatus::Ok && s.stage != "report" {
+        // The verdict and the report are derived from the stages: made anew each time.
+        if first.status == StageStatus::Ok && !["verdict", "report"].contains(&s.stage.as_str()) {
             assert_eq!(s.status, StageStatus::Skipped, "{}", s.stage);
             assert!(s.reason.as_deref().unwrap().contains("--resume"));
             assert_eq!(s.file, first.file);
@@ -381,4 +396,68 @@ fn suite_smoke_on_a_jack_server_uses_its_buffer_size() {
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(read_json(&out)["results"]["jack"]["buffer_frames"], 512);
+}
+
+/// The JUnit file parses as XML and says what the manifest and the verdict say: a test case
+/// per stage with its status, a case per buffer size of the verdict and one for the
+/// recommendation, and counts that add up.
+fn junit_matches(xml: &str, m: &xrunlab::suite::Manifest) {
+    let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let suites: Vec<_> = root.children().filter(|n| n.is_element()).collect();
+    assert_eq!(suites.len(), 2, "{xml}");
+    let cases = |s: &roxmltree::Node| -> Vec<(String, &'static str)> {
+        s.children()
+            .filter(|n| n.has_tag_name("testcase"))
+            .map(|c| {
+                let kind = if c.children().any(|x| x.has_tag_name("failure")) {
+                    "failure"
+                } else if c.children().any(|x| x.has_tag_name("skipped")) {
+                    "skipped"
+                } else {
+                    "pass"
+                };
+                (c.attribute("name").unwrap().to_string(), kind)
+            })
+            .collect()
+    };
+    let stages = cases(&suites[0]);
+    let want: Vec<(String, &str)> = m
+        .stages
+        .iter()
+        .map(|s| {
+            (
+                s.stage.clone(),
+                match s.status {
+                    StageStatus::Ok => "pass",
+                    StageStatus::Failed => "failure",
+                    StageStatus::Skipped => "skipped",
+                },
+            )
+        })
+        .collect();
+    assert_eq!(stages, want);
+    let verdict = cases(&suites[1]);
+    let v = common::read_json(std::path::Path::new(
+        &m.stages.iter().find(|s| s.stage == "verdict").unwrap().argv[3],
+    ));
+    let rows = v["results"]["rows"].as_array().unwrap();
+    assert_eq!(verdict.len(), rows.len() + 1);
+    for (c, r) in verdict.iter().zip(rows) {
+        assert!(c.0.starts_with(&format!("{} frames", r["buffer_frames"])));
+        let want = match &r["meets_target"] {
+            serde_json::Value::Bool(true) => "pass",
+            serde_json::Value::Bool(false) => "failure",
+            _ => "skipped",
+        };
+        assert_eq!(c.1, want, "{c:?}");
+    }
+    for s in &suites {
+        let n = cases(s);
+        let count = |k: &str| n.iter().filter(|c| c.1 == k).count().to_string();
+        assert_eq!(s.attribute("tests").unwrap(), n.len().to_string());
+        assert_eq!(s.attribute("failures").unwrap(), count("failure"));
+        assert_eq!(s.attribute("skipped").unwrap(), count("skipped"));
+    }
 }

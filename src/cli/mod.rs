@@ -20,6 +20,7 @@ mod sched;
 mod schema;
 mod stress;
 mod suite;
+mod verdict;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -74,6 +75,7 @@ pub enum Command {
     Suite(suite::SuiteArgs),
     Event(event::EventArgs),
     Predict(predict::PredictArgs),
+    Verdict(verdict::VerdictArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -105,6 +107,15 @@ impl Command {
             Command::Import(a) => inputs.push(("FILE", a.file.as_path())),
             Command::Predict(a) => {
                 inputs.extend(a.latency.iter().map(|s| ("--latency", s.path.as_path())));
+                inputs.extend(a.cost.as_deref().map(|p| ("--cost", p)));
+            }
+            Command::Verdict(a) => {
+                inputs.extend(
+                    a.paths
+                        .iter()
+                        .filter(|p| !p.is_dir())
+                        .map(|p| ("RESULT.json", p.as_path())),
+                );
                 inputs.extend(a.cost.as_deref().map(|p| ("--cost", p)));
             }
             // `load --resume FILE` writes the grid back to FILE by design.
@@ -150,6 +161,7 @@ pub fn main() -> ExitCode {
         Command::Suite(a) => suite::run(a, &cli.global),
         Command::Event(a) => event::run(a, &cli.global),
         Command::Predict(a) => predict::run(a, &cli.global),
+        Command::Verdict(a) => verdict::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -114,7 +114,7 @@ impl LatencySpec {
 }
 
 /// `1/h`, `0.5/h`, `10/day`, `2/min`, or a bare number per hour.
-fn parse_target(s: &str) -> Result<f64> {
+pub(crate) fn parse_target(s: &str) -> Result<f64> {
     let bad = || {
         Error::usage(format!(
             "--target '{s}': expected a rate such as 1/h, 0.5/h, 10/day or 1/min"

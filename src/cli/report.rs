@@ -110,6 +110,7 @@ fn summary(i: &Input) -> String {
                 }))
             }
             Body::Predict { config, results } => s.push_str(&table::predict(config, results)),
+            Body::Verdict { config, results } => s.push_str(&table::verdict(config, results)),
             Body::Event { config, results } => s.push_str(&super::event::summary(
                 &crate::measure::event::EventRunResult {
                     status: doc.status,

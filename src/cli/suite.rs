@@ -23,7 +23,8 @@ Examples:\n  xrunlab suite --quick                      # about 3 minutes → ./
 sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n  \
 xrunlab suite --full -o full                # the studies' durations: days (the load grid alone)\n  \
 xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
-xrunlab suite --driver jack                 # load and event on a running JACK server"
+xrunlab suite --driver jack                 # load and event on a running JACK server\n  \
+xrunlab suite --junit junit.xml -o results  # CI: stages and verdict criteria as JUnit test cases"
 )]
 pub struct SuiteArgs {
     /// Short durations and a tiny load grid (the default): a few minutes.
@@ -42,6 +43,10 @@ pub struct SuiteArgs {
     /// Continue the suite in DIR: stages whose result there is complete are kept.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Also write JUnit XML to FILE: a test case per stage and per verdict criterion, for
+    /// GitLab, Jenkins and GitHub Actions.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
@@ -86,6 +91,10 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
             driver = prior.driver;
         }
     }
+    if let Some(j) = &a.junit {
+        // A wrong path is a usage error now, not after the suite.
+        output::preflight(&[("--junit", j.as_path())], &[])?;
+    }
     let exe = std::env::current_exe()
         .map_err(|e| Error::cannot_measure(format!("cannot find this binary: {e}")))?;
     let cfg = SuiteConfig {
@@ -97,6 +106,10 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         progress: !g.quiet,
     };
     let m = suite::run(&cfg)?;
+    if let Some(j) = &a.junit {
+        let xml = suite::junit(&m, &dir);
+        crate::results::write_atomic(j, xml.as_bytes())?;
+    }
     if g.json {
         output::stdout(&format!(
             "{}\n",
@@ -104,6 +117,9 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         ));
     } else if !g.quiet {
         output::stdout(&suite::summary(&m, &dir));
+        if let Some(v) = suite::verdict_text(&m, &dir) {
+            output::stdout(&format!("\n{v}"));
+        }
     }
     Ok(m.exit_code())
 }

@@ -266,7 +266,8 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         Body::Stress { .. }
         | Body::Latencytest { .. }
         | Body::Event { .. }
-        | Body::Predict { .. } => {
+        | Body::Predict { .. }
+        | Body::Verdict { .. } => {
             vec![generic(inputs, labels)]
         }
     })
@@ -658,4 +659,166 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
             }
         },
     )
+}
+
+/// One suite directory (or any directory of results) in a comparison.
+pub struct Suite {
+    pub dir: std::path::PathBuf,
+    /// Its results, derived kinds (verdicts, predictions) left out.
+    pub inputs: Vec<Input>,
+    /// Each result's stage: the manifest's name for it, else the file's stem.
+    pub stages: Vec<String>,
+    pub verdict: (
+        crate::results::verdict::VerdictConfig,
+        crate::results::verdict::VerdictResults,
+    ),
+}
+
+/// Column labels of suite directories: the machine and kernel of their first result, or
+/// `--label DIR=TEXT` / `N=TEXT`.
+pub fn suite_labels(suites: &[Suite], overrides: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = suites
+        .iter()
+        .map(|s| match s.inputs.iter().find_map(|i| i.environment()) {
+            Some(env) if !env.hostname.is_empty() => format!("{} {}", env.hostname, env.kernel),
+            _ => s.dir.display().to_string(),
+        })
+        .collect();
+    for o in overrides {
+        let Some((key, text)) = o.split_once('=') else {
+            return Err(Error::usage(format!(
+                "--label {o:?}: expected DIR=TEXT or N=TEXT"
+            )));
+        };
+        let hit = suites.iter().enumerate().position(|(k, s)| {
+            s.dir.as_os_str() == key
+                || s.dir.file_name().is_some_and(|n| n == key)
+                || key.parse::<usize>().ok() == Some(k + 1)
+        });
+        match hit {
+            Some(k) => out[k] = text.to_string(),
+            None => {
+                return Err(Error::usage(format!(
+                    "--label {o:?}: {key} names none of the directories compared"
+                )))
+            }
+        }
+    }
+    let copy = out.clone();
+    for (i, l) in out.iter_mut().enumerate() {
+        if copy.iter().filter(|c| *c == l).count() > 1 {
+            l.push_str(&format!(" #{}", i + 1));
+        }
+    }
+    Ok(out)
+}
+
+/// Suites side by side: the verdicts in one table (a row per buffer size), then every stage
+/// all of them ran, compared as its kind is.
+pub fn suites(suites: &[Suite], labels: &[String]) -> Result<Vec<Table>> {
+    use super::table::{per_hour, rate_cell};
+    use crate::results::verdict::Condition;
+    let mut header = vec!["".to_string()];
+    header.extend(labels.iter().cloned());
+    let mut rows = Vec::new();
+    let each = |f: &dyn Fn(&Suite) -> String| -> Vec<String> { suites.iter().map(f).collect() };
+    let row = |name: String, cells: Vec<String>| {
+        let mut r = vec![name];
+        r.extend(cells);
+        r
+    };
+    rows.push(row(
+        "smallest size meeting the target".into(),
+        each(&|s| {
+            s.verdict
+                .1
+                .recommended_frames
+                .map_or("none shown".into(), |f| format!("{f} frames"))
+        }),
+    ));
+    rows.push(row(
+        "judged".into(),
+        each(&|s| {
+            format!(
+                "{}, {}/h, {} Hz, n={}",
+                s.verdict.1.judged_on.map_or("—", Condition::word),
+                per_hour(s.verdict.0.target_per_hour),
+                s.verdict.0.rate,
+                s.verdict.0.periods
+            )
+        }),
+    ));
+    let sizes = union(
+        suites
+            .iter()
+            .flat_map(|s| s.verdict.1.rows.iter().map(|r| r.buffer_frames)),
+    );
+    for f in sizes {
+        rows.push(row(
+            format!("{f} frames"),
+            each(
+                &|s| match s.verdict.1.rows.iter().find(|r| r.buffer_frames == f) {
+                    None => "—".into(),
+                    Some(r) => {
+                        let p = r.stressed.as_ref().or(r.idle.as_ref());
+                        format!(
+                            "{}{}",
+                            match r.meets_target {
+                                Some(true) => "meets",
+                                Some(false) => "fails",
+                                None => "undecided",
+                            },
+                            p.map(|p| format!(" ({}/h)", rate_cell(&p.xruns_per_hour)))
+                                .unwrap_or_default()
+                        )
+                    }
+                },
+            ),
+        ));
+    }
+    rows.push(row(
+        "top cause of xruns".into(),
+        each(&|s| {
+            s.verdict.1.causes.first().map_or("no xruns".into(), |c| {
+                format!("{} ({} xruns)", c.cause, c.xruns)
+            })
+        }),
+    ));
+    rows.push(row(
+        "fix first".into(),
+        each(&|s| {
+            s.verdict
+                .1
+                .advice
+                .first()
+                .map_or("—".into(), |a| a.title.clone())
+        }),
+    ));
+    let mut out = vec![Table {
+        title: "Verdicts".into(),
+        header,
+        rows,
+    }];
+    // Stages every suite has a result for, in the first suite's order.
+    let Some(first) = suites.first() else {
+        return Ok(out);
+    };
+    for stage in &first.stages {
+        let picked: Option<Vec<Input>> = suites
+            .iter()
+            .map(|s| {
+                let k = s.stages.iter().position(|x| x == stage)?;
+                super::load(&s.inputs[k].path).ok()
+            })
+            .collect();
+        let Some(picked) = picked else { continue };
+        if check_kinds(&picked).is_err() {
+            continue;
+        }
+        for mut t in compare(&picked, labels)? {
+            t.title = format!("{stage}: {}", t.title);
+            out.push(t);
+        }
+    }
+    Ok(out)
 }

@@ -6,8 +6,10 @@
 
 pub mod compare;
 pub mod html;
+pub mod junit;
 pub mod plot;
 pub mod table;
+pub mod verdict;
 
 use crate::error::{Error, Result};
 use crate::results::{read_result, ResultDoc};
@@ -26,6 +28,8 @@ pub const KNOWN_KINDS: &[&str] = &[
     "sched",
     "rtl",
     "event",
+    "predict",
+    "verdict",
 ];
 
 /// One input file of a report or comparison.
@@ -90,6 +94,43 @@ impl Input {
             Loaded::Other { value, .. } => value.clone(),
         }
     }
+}
+
+/// The result files `path` stands for: itself, or a directory's (the manifest's list when it
+/// has one, else every `*.json` in it).
+pub fn results_in(path: &Path) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let manifest = path.join(crate::results::suite::MANIFEST);
+    let mut files: Vec<PathBuf> = if manifest.exists() {
+        crate::results::suite::Manifest::read_file(&manifest)?
+            .stages
+            .iter()
+            .filter_map(|s| s.file.as_ref())
+            .filter(|f| f.ends_with(".json"))
+            .map(|f| path.join(f))
+            .collect()
+    } else {
+        let rd = std::fs::read_dir(path).map_err(|e| Error::input(path, e.to_string()))?;
+        let mut v: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+            .collect();
+        v.sort();
+        v
+    };
+    files.retain(|f| {
+        f.file_name()
+            .is_some_and(|n| n != crate::results::suite::MANIFEST)
+    });
+    if files.is_empty() {
+        return Err(Error::input(
+            path,
+            "holds no result (*.json) to judge: give a suite directory or result files",
+        ));
+    }
+    Ok(files)
 }
 
 /// Read one result file; errors name the file (exit 2).

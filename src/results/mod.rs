@@ -7,6 +7,7 @@ pub mod import;
 pub mod migrate;
 pub mod suite;
 pub mod validate;
+pub mod verdict;
 pub mod write;
 
 use crate::system::Environment;
@@ -102,6 +103,12 @@ pub enum Body {
         config: crate::measure::predict::PredictConfig,
         results: Box<crate::measure::predict::PredictResults>,
     },
+    /// `verdict`: per buffer size, predicted and measured xruns, headroom and round trip;
+    /// the smallest size that meets a target; causes and advice.
+    Verdict {
+        config: verdict::VerdictConfig,
+        results: Box<verdict::VerdictResults>,
+    },
 }
 
 impl Body {
@@ -119,6 +126,7 @@ impl Body {
             Body::Rtl { .. } => "rtl",
             Body::Event { .. } => "event",
             Body::Predict { .. } => "predict",
+            Body::Verdict { .. } => "verdict",
         }
     }
 }

@@ -35,6 +35,17 @@ pub fn validate_body(body: &Body) -> Result<(), Problem> {
             }
             non_empty("results.tables", &results.tables)?;
         }
+        Body::Verdict { config, results } => {
+            rate("config.rate", config.rate)?;
+            periods("config.periods", config.periods)?;
+            non_empty("config.buffers", &config.buffers)?;
+            for (i, &b) in config.buffers.iter().enumerate() {
+                frames(&format!("config.buffers[{i}]"), b)?;
+            }
+            if results.rows.len() != config.buffers.len() {
+                return Err("results.rows: one row per buffer size of config.buffers".into());
+            }
+        }
         Body::Latency { config, results } => latency(config, results)?,
         Body::Run { config, results } => {
             rate("config.rate", config.rate)?;

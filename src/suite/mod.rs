@@ -272,7 +272,8 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         help: HashMap::new(),
         jack: None,
     };
-    let total = STAGES.len() + 1;
+    // The stages, then the verdict and the report.
+    let total = STAGES.len() + 2;
     let say = |s: String| {
         if cfg.progress {
             // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
@@ -368,56 +369,60 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         manifest.stages.push(rec);
         manifest.write(&cfg.dir)?;
     }
-    // The report over every result there is, partial ones included (they say so).
-    let tag = format!("[{total:>2}/{total}] report");
-    let files: Vec<String> = manifest
-        .stages
-        .iter()
-        .filter_map(|s| s.file.clone())
-        .collect();
+    // The verdict over every result there is, then the report over them all (partial ones
+    // included: they say so), verdict first.
+    let files =
+        |m: &Manifest| -> Vec<String> { m.stages.iter().filter_map(|s| s.file.clone()).collect() };
+    let verdict_file = cfg.dir.join(format!("{:02}-verdict.json", total - 1));
+    let have = files(&manifest);
+    let rec = post_step(
+        cfg,
+        total - 1,
+        total,
+        "verdict",
+        (!have.is_empty()).then(|| {
+            vec![
+                "verdict".to_string(),
+                cfg.dir.to_string_lossy().into_owned(),
+                "-o".into(),
+                verdict_file.to_string_lossy().into_owned(),
+            ]
+        }),
+        &verdict_file,
+    )?;
+    say(rec.1);
+    manifest.stages.push(rec.0);
+    manifest.write(&cfg.dir)?;
     let html = cfg.dir.join(REPORT);
-    let mut rec = StageRecord::not_run("report", Vec::new());
-    if crate::rt::interrupt::requested() {
-        rec.reason = Some("suite interrupted".into());
-    } else if files.is_empty() {
-        rec.reason = Some("no stage produced a result".into());
-    } else {
-        let mut argv = vec![
-            "report".to_string(),
-            "--manifest".into(),
-            cfg.dir.join(MANIFEST).to_string_lossy().into_owned(),
-        ];
-        argv.extend(
-            files
-                .iter()
-                .map(|f| cfg.dir.join(f).to_string_lossy().into_owned()),
-        );
-        argv.push("-o".into());
-        argv.push(html.to_string_lossy().into_owned());
-        rec.argv = argv.clone();
-        let log = cfg.dir.join(format!("{total:02}-report.log"));
-        let ran = run_child(&cfg.exe, &argv, &log)?;
-        rec.exit_code = Some(ran.code);
-        rec.duration_s = (ran.secs * 10.0).round() / 10.0;
-        rec.log = Some(rel(&cfg.dir, &log));
-        if ran.code == 0 && html.exists() {
-            rec.status = StageStatus::Ok;
-            rec.file = Some(REPORT.into());
-            manifest.report = Some(REPORT.into());
-        } else {
-            rec.status = StageStatus::Failed;
-            rec.reason = Some(failure_reason(ran.code, &log));
-        }
+    let mut have = files(&manifest);
+    // The verdict opens the report.
+    have.sort_by_key(|f| !f.ends_with("-verdict.json"));
+    let rec = post_step(
+        cfg,
+        total,
+        total,
+        "report",
+        (!have.is_empty()).then(|| {
+            let mut argv = vec![
+                "report".to_string(),
+                "--manifest".into(),
+                cfg.dir.join(MANIFEST).to_string_lossy().into_owned(),
+            ];
+            argv.extend(
+                have.iter()
+                    .map(|f| cfg.dir.join(f).to_string_lossy().into_owned()),
+            );
+            argv.push("-o".into());
+            argv.push(html.to_string_lossy().into_owned());
+            argv
+        }),
+        &html,
+    )?;
+    say(rec.1);
+    if rec.0.status == StageStatus::Ok {
+        manifest.report = Some(REPORT.into());
     }
-    say(format!(
-        "{tag}: {}",
-        match rec.status {
-            StageStatus::Ok => format!("ok → {}", html.display()),
-            StageStatus::Skipped => format!("skipped: {}", rec.reason.as_deref().unwrap_or("")),
-            StageStatus::Failed => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
-        }
-    ));
-    manifest.stages.push(rec);
+    manifest.stages.push(rec.0);
     manifest.status = if crate::rt::interrupt::requested() {
         SuiteStatus::Interrupted
     } else {
@@ -426,6 +431,83 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     manifest.ended_at = Some(crate::rt::clock::wall_clock_rfc3339());
     manifest.write(&cfg.dir)?;
     Ok(manifest)
+}
+
+/// A step after the stages (`verdict`, `report`): run `argv` (None: nothing to read) into
+/// `out`; the record and the progress line.
+fn post_step(
+    cfg: &SuiteConfig,
+    n: usize,
+    total: usize,
+    name: &str,
+    argv: Option<Vec<String>>,
+    out: &Path,
+) -> Result<(StageRecord, String)> {
+    let tag = format!("[{n:>2}/{total}] {name}");
+    let mut rec = StageRecord::not_run(name, Vec::new());
+    if crate::rt::interrupt::requested() {
+        rec.reason = Some("suite interrupted".into());
+    } else if let Some(argv) = argv {
+        rec.argv = argv.clone();
+        let log = cfg.dir.join(format!("{n:02}-{name}.log"));
+        let ran = run_child(&cfg.exe, &argv, &log)?;
+        rec.exit_code = Some(ran.code);
+        rec.duration_s = (ran.secs * 10.0).round() / 10.0;
+        rec.log = Some(rel(&cfg.dir, &log));
+        if ran.code == 0 && out.exists() {
+            rec.status = StageStatus::Ok;
+            rec.file = Some(rel(&cfg.dir, out));
+        } else {
+            rec.status = StageStatus::Failed;
+            rec.reason = Some(failure_reason(ran.code, &log));
+        }
+    } else {
+        rec.reason = Some("no stage produced a result".into());
+    }
+    let line = format!(
+        "{tag}: {}",
+        match rec.status {
+            StageStatus::Ok => format!("ok → {}", out.display()),
+            StageStatus::Skipped => format!("skipped: {}", rec.reason.as_deref().unwrap_or("")),
+            StageStatus::Failed => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
+        }
+    );
+    Ok((rec, line))
+}
+
+/// The verdict the suite wrote, if it wrote one.
+fn verdict_doc(m: &Manifest, dir: &Path) -> Option<crate::results::ResultDoc> {
+    let file = m
+        .stages
+        .iter()
+        .find(|s| s.stage == "verdict")?
+        .file
+        .as_ref()?;
+    crate::results::read_result(&dir.join(file)).ok()
+}
+
+/// The verdict the suite wrote, as the terminal prints it.
+pub fn verdict_text(m: &Manifest, dir: &Path) -> Option<String> {
+    match verdict_doc(m, dir)?.body {
+        crate::results::Body::Verdict { config, results } => {
+            Some(crate::report::table::verdict(&config, &results))
+        }
+        _ => None,
+    }
+}
+
+/// The suite as JUnit XML: its stages, then its verdict's criteria.
+pub fn junit(m: &Manifest, dir: &Path) -> String {
+    let doc = verdict_doc(m, dir);
+    let host = doc
+        .as_ref()
+        .map(|d| d.environment.hostname.clone())
+        .unwrap_or_default();
+    let v = doc.as_ref().and_then(|d| match &d.body {
+        crate::results::Body::Verdict { config, results } => Some((config, results.as_ref())),
+        _ => None,
+    });
+    crate::report::junit::junit(m, v, &host)
 }
 
 /// The manifest as a terminal table.

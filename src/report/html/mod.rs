@@ -18,6 +18,7 @@ pub(crate) use run::cdf;
 mod sched;
 pub(crate) use sched::set_q as sched_set_q;
 mod stress;
+mod verdict;
 
 use super::{Input, Loaded};
 use crate::results::Body;
@@ -43,19 +44,24 @@ pub fn report(inputs: &[Input]) -> String {
     report_with(inputs, None)
 }
 
-/// A report headed by a suite's stage table when `manifest` is given.
+/// A report headed by a suite's stage table when `manifest` is given. Verdicts given first
+/// come before it: the answer, then how it was reached.
 pub fn report_with(inputs: &[Input], manifest: Option<&crate::results::suite::Manifest>) -> String {
+    let lead = inputs.iter().take_while(|i| i.kind() == "verdict").count();
     page(
         "xrunlab report",
         html! {
             p { "xrunlab " (env!("CARGO_PKG_VERSION")) " — " (inputs.len()) " result(s)" }
+            @for (i, inp) in inputs.iter().enumerate().take(lead) {
+                (section(i + 1, inp))
+            }
             @if let Some(m) = manifest { (suite_table(m)) }
             ul.toc {
                 @for (i, inp) in inputs.iter().enumerate() {
                     li { a href={ "#r" (i + 1) } { (inp.kind()) " — " (inp.name()) } }
                 }
             }
-            @for (i, inp) in inputs.iter().enumerate() {
+            @for (i, inp) in inputs.iter().enumerate().skip(lead) {
                 (section(i + 1, inp))
             }
         },
@@ -128,6 +134,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Rtl { config, results } => (rtl::section(config, results)),
                     Body::Event { config, results } => (event::section(config, results)),
                     Body::Predict { config, results } => (predict::section(config, results)),
+                    Body::Verdict { config, results } => (verdict::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }

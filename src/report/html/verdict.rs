@@ -1,0 +1,47 @@
+//! The verdict section: first in a suite's report.
+
+use crate::report::table::per_hour;
+use crate::report::verdict::{row_cells, HEADER};
+use crate::results::verdict::{VerdictConfig, VerdictResults};
+use maud::{html, Markup};
+
+pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
+    html! {
+        p.headline { b { (r.headline) } }
+        p { (cfg.rate) " Hz, " (cfg.periods) " periods, target " (per_hour(cfg.target_per_hour))
+            " glitch/h; compute: " (r.compute) }
+        table.verdict {
+            tr { @for h in HEADER { th { (h) } } }
+            @for row in &r.rows {
+                @let best = r.recommended_frames == Some(row.buffer_frames);
+                tr.best[best] { @for c in row_cells(row) { td { @if best { b { (c) } } @else { (c) } } } }
+            }
+        }
+        @if !r.causes.is_empty() {
+            h4 { "Causes of the xruns seen" }
+            table {
+                tr { th { "cause" } th { "xruns" } th { "share" } th { "where" } th { "meaning" } }
+                @for c in &r.causes {
+                    tr { td { (c.cause) } td.n { (c.xruns) } td.n { (format!("{:.1} %", c.share_pct)) }
+                         td { (c.files.join(", ")) } td { (c.meaning) } }
+                }
+            }
+        }
+        @if !r.advice.is_empty() {
+            h4 { "What to fix first" }
+            ol {
+                @for a in &r.advice {
+                    li { b { (a.title) } " (" (a.verdict) "): " (a.advice)
+                         br; small { "evidence: " (a.evidence.join("; ")) } }
+                }
+            }
+        }
+        @if !r.gaps.is_empty() {
+            ul { @for g in &r.gaps { li { (g) } } }
+        }
+        p { "Predicted xruns/h per latency result (the worst idle and the worst stressed), with their 95 % interval and outlook; "
+            "measured: run results at that size; free %: the share of the period the assumed compute leaves; max instances: "
+            "the load grid's maxima (+: capped); a size meets the target when its interval under the judged condition lies within it "
+            "and no run under that condition surely exceeded it (docs/ARCHITECTURE.md §3 \"Verdict\")." }
+    }
+}

@@ -1,0 +1,152 @@
+//! The verdict (`xrunlab verdict`, the first section of a suite's report): one line per buffer
+//! size that answers "can this machine run real-time audio at this size", built from the other
+//! results (docs/ARCHITECTURE.md §3 "Verdict"). Its types live here, beside the other result
+//! kinds; `report::verdict` builds it from the results it reads.
+
+use crate::measure::predict::{Outlook, Rate};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerdictConfig {
+    /// The files read (a directory's results, or the files given).
+    pub inputs: Vec<String>,
+    pub rate: u32,
+    /// n: the budget of a cycle is (n−1)·P.
+    pub periods: u32,
+    pub buffers: Vec<u32>,
+    /// Glitch episodes per hour a buffer size may have (`--target`).
+    pub target_per_hour: f64,
+    /// `--load-pct`: the compute time assumed, when no `--cost` result gives it.
+    pub load_pct: Option<f64>,
+    /// `--cost FILE`.
+    pub cost_file: Option<String>,
+    /// `--fail-if-above BUFFER`: exit 1 when the recommended size is larger (or none is).
+    pub fail_if_above: Option<u32>,
+}
+
+/// Under which load the latency behind a prediction was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Condition {
+    Idle,
+    Stressed,
+}
+
+impl Condition {
+    pub fn word(self) -> &'static str {
+        match self {
+            Condition::Idle => "idle",
+            Condition::Stressed => "stressed",
+        }
+    }
+}
+
+/// The prediction of one buffer size under one condition: the worst of that condition's
+/// latency inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Predicted {
+    /// The latency input it comes from (label).
+    pub latency: String,
+    pub xruns_per_hour: Rate,
+    pub episodes_per_hour: Rate,
+    pub outlook: Outlook,
+    /// Only bounded: the latency measurement that would settle it.
+    pub measure_for_ns: Option<u64>,
+    /// Mean compute alone fills the period.
+    pub overload: bool,
+}
+
+/// xruns a `run` measured at this buffer size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasuredRun {
+    pub file: String,
+    /// Stress presets it ran under (empty: idle).
+    pub stress: Vec<String>,
+    pub periods: u32,
+    pub hours: f64,
+    /// Late cycles plus skipped periods, as the run's summary counts them.
+    pub xruns: u64,
+    pub per_hour: Rate,
+    pub dsp_load_mean_pct: f64,
+}
+
+/// The most instances of one measured plugin a load grid ran without a disqualifying xrun.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginHeadroom {
+    pub plugin: String,
+    pub tracks: u32,
+    pub max_per_track: u32,
+    /// The grid stopped at its cap: the machine holds at least this many.
+    pub capped: bool,
+    /// DSP load (mean, % of the period) at that maximum.
+    pub dsp_load_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerdictRow {
+    pub buffer_frames: u32,
+    pub period_ms: f64,
+    pub idle: Option<Predicted>,
+    pub stressed: Option<Predicted>,
+    pub measured: Vec<MeasuredRun>,
+    /// The share of the period the assumed compute leaves free, %.
+    pub free_pct: f64,
+    pub plugins: Vec<PluginHeadroom>,
+    /// n·P plus the loop's fixed latency (the `rtl` model when an rtl result has this size,
+    /// else the buffering alone).
+    pub rtl_model_ms: f64,
+    /// Measured on a loop at this buffer size.
+    pub rtl_measured_ms: Option<f64>,
+    /// Predicted (and, where a run exists, measured) within the target under the judged
+    /// condition; None: the data cannot tell.
+    pub meets_target: Option<bool>,
+}
+
+/// One cause of the xruns the results saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CauseLine {
+    /// `late-wakeup`, `overload`, `interference`, or a culprit named by kernel tracing.
+    pub cause: String,
+    pub xruns: u64,
+    pub share_pct: f64,
+    /// Where they were seen.
+    pub files: Vec<String>,
+    /// What the cause means and what it points at.
+    pub meaning: String,
+}
+
+/// A `check` finding, ranked by how much fixing it is expected to help here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Advice {
+    pub id: String,
+    pub title: String,
+    /// `warn` or `fail`.
+    pub verdict: String,
+    pub advice: String,
+    /// Why it ranks where it does: the check's observation and the measured symptom it
+    /// addresses.
+    pub evidence: Vec<String>,
+    /// Higher first.
+    pub score: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerdictResults {
+    /// The one-line answer.
+    pub headline: String,
+    /// The condition the recommendation is judged on: stressed when a stressed latency
+    /// exists, else idle.
+    pub judged_on: Option<Condition>,
+    /// The smallest buffer size that meets the target under that condition.
+    pub recommended_frames: Option<u32>,
+    /// What the predictions assume the DSP costs.
+    pub compute: String,
+    pub rows: Vec<VerdictRow>,
+    pub causes: Vec<CauseLine>,
+    pub advice: Vec<Advice>,
+    /// What would make the verdict firmer (too-short latency measurements, missing stages).
+    pub gaps: Vec<String>,
+    /// `--fail-if-above` was crossed.
+    pub failed_threshold: bool,
+}

@@ -1,0 +1,314 @@
+//! `xrunlab verdict` and `compare` of suite directories: golden output on committed results
+//! of this VM, the recommendation on a latency drawn from a known model (exact, since the
+//! model and the seed fix it), `--fail-if-above` as a CI gate, JUnit from a verdict, and
+//! every bad input refused with exit 2 and the reason.
+
+mod common;
+use common::{read_json, xrunlab};
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verdict")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The committed suite-like directory (check, latency idle and under `paper`, load grid,
+/// rtl model, a 20 s run at 128 frames under `paper`), judged with the defaults.
+#[test]
+fn verdict_of_the_committed_results_is_golden() {
+    let out = xrunlab()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["verdict", "tests/fixtures/verdict", "--json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "verdict");
+    insta::assert_json_snapshot!("verdict_fixtures_config", v["config"]);
+    insta::assert_json_snapshot!("verdict_fixtures_results", v["results"]);
+    // What the snapshot says, in words that must not drift with it.
+    let r = &v["results"];
+    assert_eq!(r["judged_on"], "stressed");
+    assert_eq!(r["recommended_frames"], serde_json::Value::Null);
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    let r128 = rows.iter().find(|x| x["buffer_frames"] == 128).unwrap();
+    assert_eq!(r128["measured"][0]["file"], "run-128-stress.json");
+    assert_eq!(r128["measured"][0]["stress"][0], "paper");
+    assert_eq!(r128["plugins"].as_array().unwrap().len(), 4);
+    // preempt=none fails and the latency tail is the symptom: it ranks first.
+    assert_eq!(r["advice"][0]["id"], "preempt");
+    // The terminal form opens with the answer.
+    let text = xrunlab()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["verdict", "tests/fixtures/verdict"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.starts_with("VERDICT: "), "{text}");
+    insta::assert_snapshot!("verdict_fixtures_text", text);
+}
+
+/// A latency drawn from normal(100 µs, 20 µs) every 20 ms for 10 simulated hours, at 50 %
+/// DSP load: 16 frames fails (its 167 µs of slack is 3.3 σ), nothing is seen beyond any
+/// larger budget, and "nothing in N·P hours" bounds the rate below 1/h from 512 frames on
+/// (3.69 / (1.8 M × 10.67 ms) = 0.69/h; at 256 frames 1.38/h).
+#[test]
+fn the_recommendation_follows_the_data_and_gates_ci() {
+    let d = tempfile::tempdir().unwrap();
+    let lat = d.path().join("lat.json");
+    xrunlab()
+        .args([
+            "latency",
+            "--sim-latency",
+            "normal:100us,20us",
+            "-i",
+            "20ms",
+        ])
+        .args(["--duration", "10h", "--seed", "1", "-q", "-o", s(&lat)])
+        .assert()
+        .success();
+    let out = d.path().join("v.json");
+    xrunlab()
+        .args(["verdict", s(&lat), "-q", "-o", s(&out)])
+        .assert()
+        .code(0);
+    let v = read_json(&out);
+    let r = &v["results"];
+    assert_eq!(r["judged_on"], "idle");
+    assert_eq!(r["recommended_frames"], 512);
+    let meets: Vec<(u64, serde_json::Value)> = r["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["buffer_frames"].as_u64().unwrap(),
+                x["meets_target"].clone(),
+            )
+        })
+        .collect();
+    use serde_json::json;
+    assert_eq!(
+        meets,
+        vec![
+            (16, json!(false)),
+            (32, json!(null)),
+            (64, json!(null)),
+            (128, json!(null)),
+            (256, json!(null)),
+            (512, json!(true)),
+            (1024, json!(true)),
+        ]
+    );
+    assert!(r["headline"].as_str().unwrap().starts_with("512 frames"));
+    // Undecided sizes say how long to measure.
+    assert!(r["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|g| g.as_str().unwrap().contains("32 frames is undecided")));
+    // The CI gate: above the recommendation passes, below it fails (exit 1, not 2).
+    xrunlab()
+        .args(["verdict", s(&lat), "-q", "--fail-if-above", "512"])
+        .assert()
+        .code(0);
+    xrunlab()
+        .args(["verdict", s(&lat), "-q", "--fail-if-above", "256"])
+        .assert()
+        .code(1);
+    // A looser target moves the recommendation down; a heavier load moves it up.
+    let looser = xrunlab()
+        .args(["verdict", s(&lat), "--json", "-q", "--target", "10/h"])
+        .output()
+        .unwrap();
+    let looser: serde_json::Value = serde_json::from_slice(&looser.stdout).unwrap();
+    assert_eq!(looser["results"]["recommended_frames"], 64);
+    let heavy = xrunlab()
+        .args(["verdict", s(&lat), "--json", "-q", "--load-pct", "100"])
+        .output()
+        .unwrap();
+    let heavy: serde_json::Value = serde_json::from_slice(&heavy.stdout).unwrap();
+    assert_eq!(
+        heavy["results"]["recommended_frames"],
+        serde_json::Value::Null
+    );
+    assert!(heavy["results"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["meets_target"] == false && x["idle"]["overload"] == true));
+}
+
+/// A run under the judged condition that surely saw more than the target overrides an
+/// optimistic prediction.
+#[test]
+fn a_measured_run_overrides_an_optimistic_prediction() {
+    let d = tempfile::tempdir().unwrap();
+    let lat = d.path().join("lat.json");
+    xrunlab()
+        .args([
+            "latency",
+            "--sim-latency",
+            "normal:100us,20us",
+            "-i",
+            "20ms",
+        ])
+        .args(["--duration", "10h", "--seed", "1", "-q", "-o", s(&lat)])
+        .assert()
+        .success();
+    // A run at 512 frames with many xruns: its own fixture, with the count raised (the
+    // file is otherwise a real run).
+    let mut run = read_json(&fixtures().join("run-128-stress.json"));
+    run["config"]["buffer_frames"] = 512.into();
+    run["config"]["stress"] = serde_json::json!([]);
+    run["results"]["stress"] = serde_json::Value::Null;
+    run["results"]["xruns"]["total"] = 50.into();
+    run["results"]["xruns"]["late_wakeup"] = 50.into();
+    run["results"]["xruns"]["overload"] = 0.into();
+    run["results"]["xruns"]["interference"] = 0.into();
+    run["results"]["skipped_periods"] = 0.into();
+    let runf = d.path().join("run.json");
+    std::fs::write(&runf, run.to_string()).unwrap();
+    let v = xrunlab()
+        .args(["verdict", s(&lat), s(&runf), "--json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    let r = &v["results"];
+    let row = |f: u64| {
+        r["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["buffer_frames"] == f)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(512)["meets_target"], false);
+    assert_eq!(row(512)["measured"][0]["xruns"], 50);
+    assert_eq!(r["recommended_frames"], 1024);
+    assert_eq!(r["causes"][0]["cause"], "late-wakeup");
+}
+
+#[test]
+fn bad_input_exits_2_with_the_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let fail = |args: &[&str], why: &str| {
+        xrunlab()
+            .arg("verdict")
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    };
+    // An empty directory.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    fail(&[s(&empty)], "holds no result");
+    // A latency result without histograms.
+    let mut v = read_json(&fixtures().join("latency-idle.json"));
+    for c in v["results"]["per_cpu"].as_array_mut().unwrap() {
+        c["histogram_us"] = serde_json::json!([]);
+        c["overflow_ns"] = serde_json::json!([]);
+    }
+    let nohist = d.path().join("nohist.json");
+    std::fs::write(&nohist, v.to_string()).unwrap();
+    fail(&[s(&nohist)], "no usable histogram");
+    // A cost measured at another rate than asked.
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results/bench.json");
+    let lat = fixtures().join("latency-stress.json");
+    fail(
+        &[s(&lat), "--cost", s(&bench), "--rate", "44100"],
+        "measured at 48000 Hz",
+    );
+    // Options.
+    fail(&[s(&lat), "--periods", "1"], "--periods 1");
+    fail(&[s(&lat), "--fail-if-above", "0"], "--fail-if-above 0");
+    fail(&[s(&lat), "--target", "0/h"], "--target");
+    fail(&[s(&lat), "--cell", "1:x"], "--cost");
+    fail(&[s(&lat), "--buffers", "0,64"], "0 frames");
+    // A directory holding only derived results.
+    let only = d.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    let out = xrunlab()
+        .args(["verdict", s(&lat), "-q", "-o"])
+        .arg(only.join("v.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    fail(&[s(&only)], "only predictions or verdicts");
+    // A missing file.
+    fail(&["/nonexistent/lat.json"], "lat.json");
+}
+
+/// Two suite directories side by side: one table of verdicts, then each stage both ran.
+#[test]
+fn compare_takes_whole_suite_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("stock"), d.path().join("tuned"));
+    for dir in [&a, &b] {
+        std::fs::create_dir(dir).unwrap();
+        for e in std::fs::read_dir(fixtures()).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    // The second machine has no run and no load grid: their rows say so.
+    std::fs::remove_file(b.join("run-128-stress.json")).unwrap();
+    std::fs::remove_file(b.join("load.json")).unwrap();
+    let html = d.path().join("cmp.html");
+    let out = xrunlab()
+        .args([
+            "compare",
+            s(&a),
+            s(&b),
+            "--label",
+            "tuned=RT kernel",
+            "-o",
+            s(&html),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("Verdicts"), "{text}");
+    assert!(text.contains("RT kernel"), "{text}");
+    assert!(text.contains("smallest size meeting the target"));
+    assert!(text.contains("128 frames"));
+    // Stages both have are compared by kind; the load grid only one has is not.
+    assert!(text.contains("latency-idle: "), "{text}");
+    assert!(text.contains("check: "), "{text}");
+    assert!(!text.contains("load: "), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Verdicts") && page.contains("RT kernel"));
+    // Files and directories do not mix.
+    xrunlab()
+        .args(["compare", s(&a), s(&b.join("check.json"))])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not both"));
+    // A directory with nothing in it.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    xrunlab()
+        .args(["compare", s(&a), s(&empty)])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("holds no result"));
+}
