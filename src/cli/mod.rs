@@ -20,6 +20,7 @@ mod sched;
 mod schema;
 mod stress;
 mod suite;
+mod tune;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -74,6 +75,7 @@ pub enum Command {
     Suite(suite::SuiteArgs),
     Event(event::EventArgs),
     Predict(predict::PredictArgs),
+    Tune(tune::TuneArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -150,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Suite(a) => suite::run(a, &cli.global),
         Command::Event(a) => event::run(a, &cli.global),
         Command::Predict(a) => predict::run(a, &cli.global),
+        Command::Tune(a) => tune::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {
