@@ -218,7 +218,7 @@ fn cpufreq(c: &Ctx, out: &mut Vec<Change>) {
 /// /proc/interrupts.
 pub fn sound_irqs(root: &Root) -> BTreeSet<u32> {
     let mut irqs = BTreeSet::new();
-    let sys = root.path("/sys");
+    let sys = std::fs::canonicalize(root.path("/sys")).unwrap_or_else(|_| root.path("/sys"));
     for card in root
         .list("/sys/class/sound")
         .into_iter()

@@ -274,8 +274,37 @@ fn cpuset_create(root: &Root, c: &Cpuset) -> Result<(), String> {
     r
 }
 
-fn mkdir(root: &Root, dir: &str) -> Result<(), String> {
-    std::fs::create_dir(root.path(dir)).map_err(|e| format!("mkdir {dir}: {}", explain(&e)))
+/// Make a cgroup. cgroupfs fills a new group with its control files; on a fixture root
+/// the ones xrunlab writes are made empty.
+fn mkdir(root: &Root, dir: &str, files: &[String]) -> Result<(), String> {
+    std::fs::create_dir(root.path(dir)).map_err(|e| format!("mkdir {dir}: {}", explain(&e)))?;
+    if !root.is_live() {
+        for f in files {
+            std::fs::write(root.path(f), "").map_err(|e| format!("{f}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Enable or disable a controller for a cgroup's children (`+cpuset` / `-cpuset`). A
+/// fixture's subtree_control is the list the kernel would show.
+fn subtree_control(root: &Root, mount: &str, change: &str) -> Result<(), String> {
+    let path = format!("{mount}/cgroup.subtree_control");
+    if root.is_live() {
+        return write_file(root, &path, change);
+    }
+    let name = &change[1..];
+    let mut on: Vec<String> = root
+        .read(&path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter(|w| *w != name)
+        .map(String::from)
+        .collect();
+    if change.starts_with('+') {
+        on.push(name.to_string());
+    }
+    write_file(root, &path, &on.join(" "))
 }
 
 fn cpuset_create_v1(root: &Root, c: &Cpuset) -> Result<(), String> {
@@ -284,14 +313,21 @@ fn cpuset_create_v1(root: &Root, c: &Cpuset) -> Result<(), String> {
         .read(&c.file(&c.mount, "mems"))
         .ok_or_else(|| format!("{}: missing", c.file(&c.mount, "mems")))?;
     let audio = c.dir(AUDIO_GROUP);
-    mkdir(root, &audio)?;
+    let files = |dir: &str| {
+        ["cpus", "mems", "cpu_exclusive"]
+            .iter()
+            .map(|f| c.file(dir, f))
+            .chain([c.tasks(dir)])
+            .collect::<Vec<_>>()
+    };
+    mkdir(root, &audio, &files(&audio))?;
     write_file(root, &c.file(&audio, "cpus"), &list(&c.audio_cpus))?;
     write_file(root, &c.file(&audio, "mems"), &mems)?;
     write_file(root, &c.file(&audio, "cpu_exclusive"), "1")?;
     // An exclusive cpuset alone keeps no one off its CPUs: everything else moves to a
     // sibling holding the housekeeping CPUs (what `cset shield` does).
     let system = c.dir(SYSTEM_GROUP);
-    mkdir(root, &system)?;
+    mkdir(root, &system, &files(&system))?;
     write_file(root, &c.file(&system, "cpus"), &list(&c.housekeeping_cpus))?;
     write_file(root, &c.file(&system, "mems"), &mems)?;
     move_tasks(root, &c.tasks(&c.mount), &c.tasks(&system));
@@ -304,10 +340,15 @@ fn cpuset_create_v2(root: &Root, c: &Cpuset) -> Result<(), String> {
         .read(&ctl)
         .is_some_and(|s| s.split_whitespace().any(|w| w == "cpuset"));
     if !enabled {
-        write_file(root, &ctl, "+cpuset")?;
+        subtree_control(root, &c.mount, "+cpuset")?;
     }
     let audio = c.dir(AUDIO_GROUP);
-    mkdir(root, &audio)?;
+    let files = [
+        c.file(&audio, "cpus"),
+        c.file(&audio, "cpus.partition"),
+        c.tasks(&audio),
+    ];
+    mkdir(root, &audio, &files)?;
     write_file(
         root,
         &c.file(&audio, "cpus"),
@@ -370,11 +411,7 @@ fn cpuset_remove(root: &Root, c: &Cpuset, disable_controller: bool) -> Result<()
         }
     }
     if disable_controller && errors.is_empty() {
-        if let Err(e) = write_file(
-            root,
-            &format!("{}/cgroup.subtree_control", c.mount),
-            "-cpuset",
-        ) {
+        if let Err(e) = subtree_control(root, &c.mount, "-cpuset") {
             errors.push(e);
         }
     }
