@@ -474,6 +474,7 @@ fn bad_usage_exits_2() {
         (&["--cpus", "x"][..], "bad CPU list"),
         (&["--restore", "--profile", "measure"][..], "cannot be used"),
         (&["--measure"][..], "--apply"),
+        (&["--apply", "--measure"][..], "cannot run with --root"),
     ] {
         let o = t.tune(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", show(&o));
@@ -486,6 +487,9 @@ fn bad_usage_exits_2() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
 }
+
+/// The live tests change the same machine: one at a time.
+static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Restores the live system whatever happens to the test (panic included).
 struct LiveGuard(PathBuf);
@@ -510,6 +514,7 @@ fn live_apply_and_restore_round_trip() {
     if !require(online.trim() != "0", "two or more online CPUs") {
         return;
     }
+    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let journal = tmp.path().join("tune.json");
     let files = [
@@ -633,4 +638,50 @@ fn live_apply_and_restore_round_trip() {
         let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         assert!(!cg.contains("xrunlab-"), "{cg}");
     }
+}
+
+/// `tune --apply --measure` on this machine: latency before and after, then everything back.
+#[test]
+fn live_measure_before_and_after() {
+    if !require(is_root(), "root, to tune and to measure at SCHED_FIFO") {
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !require(online.trim() != "0", "two or more online CPUs") {
+        return;
+    }
+    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let _guard = LiveGuard(journal.clone());
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let o = xrunlab()
+        .args([
+            "tune",
+            "--apply",
+            "--measure",
+            "--measure-duration",
+            "1s",
+            "--json",
+            "--journal",
+        ])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for phase in ["before", "after"] {
+        assert!(
+            doc[phase]["count"].as_u64().unwrap() > 1000,
+            "{phase}: {doc:#}"
+        );
+    }
+    let human = String::from_utf8_lossy(&o.stderr);
+    assert!(human.contains("before     after    change"), "{human}");
+    assert!(!journal.exists(), "restored and removed");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/xrunlab-audio").exists());
 }

@@ -313,12 +313,104 @@ fn status_text(st: &tune::Status) -> String {
     s
 }
 
+/// `tune --apply --measure`: latency on the audio CPUs, apply, the same again from inside
+/// the audio cpuset, restore (whatever happened in between), and the two side by side.
 fn measure_round_trip(
-    _root: &Root,
-    _plan: &Plan,
-    _journal: &std::path::Path,
-    _duration: &str,
-    _g: &Global,
+    root: &Root,
+    plan: &Plan,
+    journal: &std::path::Path,
+    duration: &str,
+    g: &Global,
 ) -> Result<u8> {
-    super::usage("tune --measure: not yet")
+    use crate::measure::latency::{self, LatencyConfig};
+    if !root.is_live() {
+        return super::usage("--measure measures this machine: it cannot run with --root");
+    }
+    let cfg = LatencyConfig {
+        cpus: plan.audio_cpus.clone(),
+        duration_ns: Some(crate::units::parse_duration_ns(duration)?),
+        ..LatencyConfig::default()
+    };
+    let say = |s: String| {
+        if !g.quiet {
+            output::stderr(&s)
+        }
+    };
+    say(format!(
+        "tune: measuring latency on CPU {} before tuning ({duration})\n",
+        format_cpu_list(&plan.audio_cpus)
+    ));
+    let measure = || {
+        let progress = crate::progress::for_terminal(g.quiet, 0);
+        latency::measure(&cfg, progress.as_ref())
+    };
+    let before = measure()?;
+    if before.interrupted {
+        return Err(Error::cannot_measure(
+            "interrupted before anything was applied",
+        ));
+    }
+    let applied = tune::apply(root, plan, journal);
+    // From here on the restore runs whatever happens (an error, Ctrl-C).
+    let after = applied.as_ref().map_err(|_| ()).and_then(|_| {
+        if let Some(why) = tune::enter_audio_cpuset(root, journal) {
+            say(format!("tune: {why}\n"));
+        }
+        say("tune: measuring again with the profile applied\n".into());
+        Ok(measure())
+    });
+    let restored = tune::restore(root, journal);
+    let applied = applied?;
+    let after = after.expect("applied")?;
+    let restored = restored?;
+    let mut human = apply_text(plan, &applied);
+    human.push_str(&latency_side_by_side(&before, &after));
+    human.push_str(&restore_text(&restored));
+    let doc = json(&serde_json::json!({
+        "profile": plan.profile,
+        "audio_cpus": plan.audio_cpus,
+        "applied": applied,
+        "before": before.overall,
+        "after": after.overall,
+        "restored": restored,
+    }));
+    emit(&doc, &human, g)?;
+    if after.interrupted {
+        return Err(Error::cannot_measure(
+            "interrupted while measuring with the profile applied (everything was restored)",
+        ));
+    }
+    Ok(u8::from(restored.failed() > 0))
+}
+
+fn latency_side_by_side(
+    before: &crate::measure::latency::LatencyResult,
+    after: &crate::measure::latency::LatencyResult,
+) -> String {
+    let (b, a) = (&before.overall, &after.overall);
+    let us = |ns: f64| format!("{:.1}", ns / 1000.0);
+    let rows: [(&str, f64, f64); 6] = [
+        ("min", b.summary.min as f64, a.summary.min as f64),
+        ("mean", b.summary.mean, a.summary.mean),
+        ("p50", b.summary.p50 as f64, a.summary.p50 as f64),
+        ("p99", b.summary.p99 as f64, a.summary.p99 as f64),
+        ("p99.9", b.summary.p99_9 as f64, a.summary.p99_9 as f64),
+        ("max", b.summary.max as f64, a.summary.max as f64),
+    ];
+    let mut s = format!(
+        "Scheduling latency (µs), {} wake-ups before, {} after:\n  {:<8}{:>10}{:>10}{:>10}\n",
+        b.summary.count, a.summary.count, "", "before", "after", "change"
+    );
+    for (name, x, y) in rows {
+        let _ = writeln!(s, "  {name:<8}{:>10}{:>10}{:>10}", us(x), us(y), us(y - x));
+    }
+    let _ = writeln!(
+        s,
+        "  {:<8}{:>10}{:>10}",
+        "missed",
+        b.missed_periods.unwrap_or(0),
+        a.missed_periods.unwrap_or(0)
+    );
+    s.push_str("  (one short run each: a difference in the tail is evidence only when it is large; `suite` repeats runs for an interval)\n");
+    s
 }

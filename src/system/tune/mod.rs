@@ -300,3 +300,18 @@ pub fn default_journal(root: &Root) -> PathBuf {
         _ => root.path("/run/xrunlab/tune.json"),
     }
 }
+
+/// Move this process into the audio cpuset the journal records, so threads it starts may
+/// run on the audio CPUs (everything else was moved off them). Returns what went wrong, if
+/// anything; None also when no cpuset is applied.
+pub fn enter_audio_cpuset(root: &Root, journal_path: &std::path::Path) -> Option<String> {
+    let j = Journal::load(journal_path).ok()??;
+    let cs = j.entries.iter().find_map(|e| match &e.target {
+        Target::Cpuset(c) => Some(c.clone()),
+        _ => None,
+    })?;
+    let file = cs.join_file();
+    settings::write_file(root, &file, &std::process::id().to_string())
+        .err()
+        .map(|e| format!("cannot enter the audio cpuset ({e}): measuring from outside it"))
+}
