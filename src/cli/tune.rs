@@ -352,16 +352,16 @@ fn measure_round_trip(
     }
     let applied = tune::apply(root, plan, journal);
     // From here on the restore runs whatever happens (an error, Ctrl-C).
-    let after = applied.as_ref().map_err(|_| ()).and_then(|_| {
+    let after = applied.is_ok().then(|| {
         if let Some(why) = tune::enter_audio_cpuset(root, journal) {
             say(format!("tune: {why}\n"));
         }
         say("tune: measuring again with the profile applied\n".into());
-        Ok(measure())
+        measure()
     });
     let restored = tune::restore(root, journal);
     let applied = applied?;
-    let after = after.expect("applied")?;
+    let after = after.expect("measured once applied")?;
     let restored = restored?;
     let mut human = apply_text(plan, &applied);
     human.push_str(&latency_side_by_side(&before, &after));
