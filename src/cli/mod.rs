@@ -20,6 +20,7 @@ mod sched;
 mod schema;
 mod stress;
 mod suite;
+mod tune;
 mod verdict;
 
 use crate::error::Error;
@@ -76,6 +77,7 @@ pub enum Command {
     Event(event::EventArgs),
     Predict(predict::PredictArgs),
     Verdict(verdict::VerdictArgs),
+    Tune(tune::TuneArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -162,6 +164,7 @@ pub fn main() -> ExitCode {
         Command::Event(a) => event::run(a, &cli.global),
         Command::Predict(a) => predict::run(a, &cli.global),
         Command::Verdict(a) => verdict::run(a, &cli.global),
+        Command::Tune(a) => tune::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

@@ -1,0 +1,687 @@
+//! `xrunlab tune` against a copy of the `tune-desktop` fixture tree (a 4-CPU desktop with
+//! intel_pstate, threaded IRQs, a PCI sound card and a USB audio interface behind xhci, a v1
+//! cpuset and a v2 hierarchy without cpuset), and, as root, against this machine with every
+//! value checked back.
+//!
+//! The fixture tests compare the whole tree before apply and after restore, so any value
+//! not put back fails them.
+
+mod common;
+
+use common::{in_ci, is_root, require, show, xrunlab};
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use xrunlab::system::tune::{self, Profile};
+use xrunlab::system::Root;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/system/tune-desktop")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().unwrap();
+        if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if ty.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Every path under `dir` (but the journal's `run/`) with its contents, link target or
+/// "dir".
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, d: &Path, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            if rel.starts_with("run") {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                out.insert(
+                    rel,
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+                );
+            } else if meta.is_dir() {
+                out.insert(rel, "dir".into());
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut m = BTreeMap::new();
+    walk(dir, dir, &mut m);
+    m
+}
+
+struct Tree {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    journal: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        copy_tree(&fixture(), &root);
+        let journal = root.join("run/xrunlab/tune.json");
+        Tree {
+            _tmp: tmp,
+            root,
+            journal,
+        }
+    }
+
+    fn read(&self, abs: &str) -> String {
+        std::fs::read_to_string(self.root.join(abs.trim_start_matches('/')))
+            .unwrap_or_else(|e| panic!("{abs}: {e}"))
+            .trim()
+            .to_string()
+    }
+
+    fn write(&self, abs: &str, v: &str) {
+        std::fs::write(self.root.join(abs.trim_start_matches('/')), v).unwrap();
+    }
+
+    fn tune(&self, args: &[&str]) -> std::process::Output {
+        xrunlab()
+            .arg("tune")
+            .args(args)
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--journal")
+            .arg(&self.journal)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.tune(args);
+        assert_eq!(o.status.code(), Some(0), "tune {args:?}: {}", show(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+}
+
+const CPUSET: &str = "/sys/fs/cgroup/cpuset";
+
+#[test]
+fn plan_reads_every_setting_and_says_why() {
+    let t = Tree::new();
+    let plan = tune::build_plan(&Root::new(&t.root), Profile::Audio, None).unwrap();
+    assert_eq!(plan.audio_cpus, vec![3], "the last CPU by default");
+    assert_eq!(plan.housekeeping_cpus, vec![0, 1, 2]);
+    let get = |id: &str| {
+        plan.changes
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no {id} in {:#?}", plan.changes))
+    };
+    for cpu in 0..4 {
+        assert_eq!(get(&format!("epp:cpu{cpu}")).wanted, "performance");
+    }
+    assert_eq!(get("governor:cpu0").current.as_deref(), Some("powersave"));
+    assert!(get("governor:cpu3")
+        .skip
+        .as_deref()
+        .unwrap()
+        .contains("does not offer"));
+    // The PCI card's MSI and the xhci controller the USB interface hangs off go to the
+    // audio CPU; everything else away from it.
+    assert_eq!(get("irq:130").wanted, "3");
+    assert_eq!(get("irq:120").wanted, "3");
+    assert_eq!(get("irq:131").wanted, "0-2");
+    assert_eq!(get("irq-thread:irq/130-snd_hda").wanted, "fifo 90");
+    assert_eq!(
+        get("irq-thread:irq/130-snd_hda").current.as_deref(),
+        Some("fifo 50")
+    );
+    assert_eq!(get("irq-thread:irq/120-xhci_hc").wanted, "fifo 90");
+    assert!(plan
+        .changes
+        .iter()
+        .all(|c| c.id != "irq-thread:irq/131-nvme0q1"));
+    assert_eq!(get("workqueue").wanted, "7");
+    assert_eq!(get("timer-migration").wanted, "0");
+    assert_eq!(get("cpuset").current.as_deref(), Some("absent"));
+    assert_eq!(get("swappiness").wanted, "10");
+    assert!(
+        plan.changes.iter().all(|c| c.id != "rt-runtime"),
+        "audio leaves RT throttling"
+    );
+    for c in &plan.changes {
+        assert!(!c.why.is_empty(), "{} says why", c.id);
+    }
+    assert_eq!(get("cpuset").addresses.as_deref(), Some("isolation"));
+    // threadirqs is on this command line; the rest of the boot line is missing.
+    assert_eq!(
+        plan.boot.cmdline,
+        "preempt=full isolcpus=managed_irq,domain,3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2"
+    );
+    assert!(plan.notes.iter().any(|n| n.contains("cpu_dma_latency")));
+
+    let m = tune::build_plan(&Root::new(&t.root), Profile::Measure, Some(&[2, 3])).unwrap();
+    let rt = m.changes.iter().find(|c| c.id == "rt-runtime").unwrap();
+    assert_eq!(rt.wanted, "-1");
+    assert!(m.notes.iter().any(|n| n.contains("watchdog")));
+    assert!(m.boot.cmdline.contains("mitigations=off"));
+    let irq = m.changes.iter().find(|c| c.id == "irq:131").unwrap();
+    assert_eq!(irq.wanted, "0-1");
+
+    // The CLI prints the same plan and writes nothing.
+    let before = snapshot(&t.root);
+    let text = t.ok(&[]);
+    assert!(text.contains("IRQ 130 (sound) affinity"), "{text}");
+    assert!(text.contains("[check: isolation]"), "{text}");
+    assert!(text.contains("nohz_full=3"), "{text}");
+    assert_eq!(snapshot(&t.root), before);
+    assert!(!t.journal.exists());
+}
+
+#[test]
+fn apply_then_restore_puts_every_value_back() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let r = t.json(&["--apply", "--profile", "measure"]);
+    let items = r["items"].as_array().unwrap();
+    let applied = items.iter().filter(|i| i["outcome"] == "applied").count();
+    assert_eq!(applied, 20, "{r:#}");
+
+    assert_eq!(
+        t.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "performance"
+    );
+    assert_eq!(
+        t.read("/sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"),
+        "powersave"
+    );
+    assert_eq!(
+        t.read("/sys/devices/system/cpu/cpu3/cpufreq/energy_performance_preference"),
+        "performance"
+    );
+    assert_eq!(t.read("/proc/irq/130/smp_affinity_list"), "3");
+    assert_eq!(t.read("/proc/irq/120/smp_affinity_list"), "3");
+    assert_eq!(t.read("/proc/irq/0/smp_affinity_list"), "0-2");
+    let stat = t.read("/proc/141/stat");
+    let f: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!((f[37], f[38]), ("90", "1"), "{stat}");
+    assert_eq!(t.read("/sys/devices/virtual/workqueue/cpumask"), "7");
+    assert_eq!(t.read("/proc/sys/kernel/timer_migration"), "0");
+    assert_eq!(t.read("/proc/sys/kernel/sched_rt_runtime_us"), "-1");
+    assert_eq!(t.read("/proc/sys/vm/swappiness"), "10");
+    assert_eq!(t.read(&format!("{CPUSET}/xrunlab-audio/cpuset.cpus")), "3");
+    assert_eq!(
+        t.read(&format!("{CPUSET}/xrunlab-audio/cpuset.cpu_exclusive")),
+        "1"
+    );
+    assert_eq!(
+        t.read(&format!("{CPUSET}/xrunlab-system/cpuset.cpus")),
+        "0-2"
+    );
+    assert_eq!(
+        t.read(&format!("{CPUSET}/xrunlab-system/tasks")),
+        "1\n2\n131\n900"
+    );
+    assert_eq!(t.read(&format!("{CPUSET}/tasks")), "");
+
+    let j = common::read_json(&t.journal);
+    assert!(j["pid"].as_u64().unwrap() > 0);
+    let swap = j["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "swappiness")
+        .unwrap();
+    assert_eq!(swap["original"], "60");
+
+    let st = t.json(&["--status"]);
+    let entries = st["applied"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 20);
+    assert!(entries.iter().all(|e| e["drifted"] == false), "{st:#}");
+    assert_eq!(
+        st["applied"]["pid_alive"], false,
+        "the applying process has exited"
+    );
+
+    let text = t.ok(&["--restore"]);
+    assert!(text.contains("20 restored; journal removed"), "{text}");
+    assert!(!t.journal.exists());
+    assert_eq!(snapshot(&t.root), before);
+    // Nothing applied: restore and status say so and succeed.
+    assert!(t.ok(&["--restore"]).contains("nothing is applied"));
+    assert!(t.ok(&["--status"]).contains("nothing applied"));
+}
+
+#[test]
+fn a_second_apply_keeps_the_original_values() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    t.ok(&["--apply"]);
+    // Something changes a tuned value behind our back; status sees it.
+    t.write("/proc/sys/vm/swappiness", "30\n");
+    let st = t.json(&["--status"]);
+    let swap = st["applied"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "swappiness")
+        .unwrap()
+        .clone();
+    assert_eq!(swap["drifted"], true, "{st:#}");
+    assert_eq!(swap["now"], "30");
+    let text = t.ok(&["--status"]);
+    assert!(text.contains("1 drifted since"), "{text}");
+
+    let r = t.json(&["--apply"]);
+    let items = r["items"].as_array().unwrap();
+    assert_eq!(
+        items.iter().filter(|i| i["outcome"] == "applied").count(),
+        1,
+        "{r:#}"
+    );
+    let j = common::read_json(&t.journal);
+    let orig: Vec<_> = j["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["id"] == "swappiness")
+        .map(|e| e["original"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(orig, vec!["60"], "the first original is kept");
+    t.ok(&["--restore"]);
+    assert_eq!(snapshot(&t.root), before);
+}
+
+#[test]
+fn the_journal_survives_kill_9_mid_apply() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let mut child = std::process::Command::new(common::bin())
+        .args(["tune", "--apply", "--root"])
+        .arg(&t.root)
+        .arg("--journal")
+        .arg(&t.journal)
+        // 7 cpufreq writes, 6 IRQs, 2 IRQ threads, workqueue, timer migration, cpuset: the
+        // pause comes right after the cpuset was made, before swappiness.
+        .env(tune::PAUSE_ENV, "18")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut paused = false;
+    for line in std::io::BufReader::new(stderr).lines() {
+        if line.unwrap().contains("paused after 18 writes") {
+            paused = true;
+            break;
+        }
+    }
+    assert!(paused, "the child never reached the pause");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    assert!(t.root.join("sys/fs/cgroup/cpuset/xrunlab-audio").is_dir());
+    assert_eq!(t.read("/proc/sys/vm/swappiness"), "60", "not reached");
+    let j = common::read_json(&t.journal);
+    assert_eq!(j["entries"].as_array().unwrap().len(), 18);
+
+    let st = t.ok(&["--status"]);
+    assert!(st.contains("(exited)"), "{st}");
+    let text = t.ok(&["--restore"]);
+    assert!(text.contains("18 restored"), "{text}");
+    assert_eq!(snapshot(&t.root), before);
+}
+
+#[test]
+fn unwritable_and_missing_settings_are_skipped_not_fatal() {
+    let t = Tree::new();
+    // IRQ 9's file refuses every write (a 0444 sysctl refuses even root); IRQ 16 has none.
+    let irq9 = t.root.join("proc/irq/9/smp_affinity_list");
+    std::fs::remove_file(&irq9).unwrap();
+    std::os::unix::fs::symlink("/proc/sys/kernel/ngroups_max", &irq9).unwrap();
+    let irq16 = t.root.join("proc/irq/16/smp_affinity_list");
+    std::fs::remove_file(&irq16).unwrap();
+    std::fs::create_dir(&irq16).unwrap();
+    std::fs::remove_file(t.root.join("proc/sys/kernel/timer_migration")).unwrap();
+    let before = snapshot(&t.root);
+
+    let plan = t.ok(&["--plan"]);
+    assert!(plan.contains("smp_affinity_list is missing"), "{plan}");
+    assert!(
+        !plan.contains("Timer migration"),
+        "absent setting not planned: {plan}"
+    );
+
+    let r = t.json(&["--apply"]);
+    let item = |id: &str| {
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {r:#}"))
+            .clone()
+    };
+    let skipped = |id: &str| {
+        item(id)["outcome"]["skipped"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(skipped("irq:9").contains("smp_affinity_list"), "{r:#}");
+    assert!(skipped("irq:16").contains("missing"), "{r:#}");
+    assert_eq!(item("irq:131")["outcome"], "applied");
+    assert_eq!(item("swappiness")["outcome"], "applied");
+    let j = common::read_json(&t.journal);
+    assert!(
+        j["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"] != "irq:9"),
+        "a refused write leaves no journal entry"
+    );
+    t.ok(&["--restore"]);
+    assert_eq!(snapshot(&t.root), before);
+}
+
+#[test]
+fn a_failed_restore_keeps_what_failed_and_exits_1() {
+    let t = Tree::new();
+    t.ok(&["--apply"]);
+    let swap = t.root.join("proc/sys/vm/swappiness");
+    std::fs::remove_file(&swap).unwrap();
+    std::fs::create_dir(&swap).unwrap();
+    let o = t.tune(&["--restore"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("FAILED") && out.contains("vm.swappiness"),
+        "{out}"
+    );
+    let j = common::read_json(&t.journal);
+    let left: Vec<_> = j["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect();
+    assert_eq!(left, vec![serde_json::json!("swappiness")]);
+    // Fixed, the retry finishes the job.
+    std::fs::remove_dir(&swap).unwrap();
+    std::fs::write(&swap, "10\n").unwrap();
+    assert!(t.ok(&["--restore"]).contains("1 restored; journal removed"));
+    assert_eq!(t.read("/proc/sys/vm/swappiness"), "60");
+}
+
+#[test]
+fn a_cgroup_v2_partition_where_v2_has_cpuset() {
+    let t = Tree::new();
+    t.write(
+        "/sys/fs/cgroup/unified/cgroup.controllers",
+        "cpuset cpu io memory\n",
+    );
+    let before = snapshot(&t.root);
+    let plan = t.ok(&["--plan"]);
+    assert!(
+        plan.contains("cgroup v2 partition /sys/fs/cgroup/unified/xrunlab-audio"),
+        "{plan}"
+    );
+    t.ok(&["--apply"]);
+    let g = "/sys/fs/cgroup/unified/xrunlab-audio";
+    assert_eq!(t.read(&format!("{g}/cpuset.cpus")), "3");
+    assert_eq!(t.read(&format!("{g}/cpuset.cpus.partition")), "root");
+    assert_eq!(
+        t.read("/sys/fs/cgroup/unified/cgroup.subtree_control"),
+        "cpuset"
+    );
+    assert!(!t.root.join("sys/fs/cgroup/cpuset/xrunlab-audio").exists());
+    t.ok(&["--restore"]);
+    assert_eq!(
+        snapshot(&t.root),
+        before,
+        "controller disabled again, group gone"
+    );
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let t = Tree::new();
+    for (args, says) in [
+        (&["--cpus", "7"][..], "not online"),
+        (&["--cpus", "0-3"][..], "leaves no CPU"),
+        (&["--cpus", "x"][..], "bad CPU list"),
+        (&["--restore", "--profile", "measure"][..], "cannot be used"),
+        (&["--measure"][..], "--apply"),
+        (&["--apply", "--measure"][..], "cannot run with --root"),
+    ] {
+        let o = t.tune(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", show(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let o = xrunlab()
+        .args(["tune", "--root", "/nonexistent-root"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+/// The live tests change the same machine: one at a time.
+static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Restores the live system whatever happens to the test (panic included).
+struct LiveGuard(PathBuf);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let r = tune::restore(&Root::default(), &self.0);
+            eprintln!("live guard restore: {r:?}");
+        }
+    }
+}
+
+/// On this machine: the measure profile applied and restored for real, every journalled
+/// value back afterwards.
+#[test]
+fn live_apply_and_restore_round_trip() {
+    if !require(is_root(), "root, to write /proc and /sys") {
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !require(online.trim() != "0", "two or more online CPUs") {
+        return;
+    }
+    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let files = [
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/sys/kernel/timer_migration",
+        "/proc/sys/kernel/sched_rt_runtime_us",
+        "/proc/sys/vm/swappiness",
+    ];
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let irqs: Vec<String> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("smp_affinity_list").display().to_string())
+        .filter(|p| Path::new(p).exists())
+        .collect();
+    let before: BTreeMap<String, Option<String>> = files
+        .iter()
+        .map(|s| s.to_string())
+        .chain(irqs.iter().cloned())
+        .map(|p| (p.clone(), read(&p)))
+        .collect();
+    let guard = LiveGuard(journal.clone());
+    let o = xrunlab()
+        .args([
+            "tune",
+            "--apply",
+            "--profile",
+            "measure",
+            "--json",
+            "--journal",
+        ])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let outcome = |id: &str| {
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["outcome"].clone())
+    };
+    // Every writable setting this machine has was changed (or already was as wanted).
+    let changed_or_set = |id: &str| {
+        outcome(id).is_none_or(|o| o == "applied" || o == "already-set" || in_ci_skip(&o))
+    };
+    fn in_ci_skip(o: &serde_json::Value) -> bool {
+        // A refusal is allowed only where the kernel refuses (reported, not fatal).
+        o.get("skipped").is_some() && !in_ci()
+    }
+    for id in [
+        "workqueue",
+        "timer-migration",
+        "rt-runtime",
+        "swappiness",
+        "cpuset",
+    ] {
+        assert!(changed_or_set(id), "{id}: {:?}", outcome(id));
+    }
+    if outcome("timer-migration").is_some() {
+        assert_eq!(
+            read("/proc/sys/kernel/timer_migration").as_deref(),
+            Some("0")
+        );
+    }
+    if outcome("rt-runtime").is_some() {
+        assert_eq!(
+            read("/proc/sys/kernel/sched_rt_runtime_us").as_deref(),
+            Some("-1")
+        );
+    }
+    let cpuset_made = outcome("cpuset") == Some(serde_json::json!("applied"));
+    let j = common::read_json(&journal);
+    let entries = j["entries"].as_array().unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["id"].as_str().unwrap().starts_with("irq:")),
+        "at least one IRQ moved: {r:#}"
+    );
+    let st = xrunlab()
+        .args(["tune", "--status", "--json", "--journal"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        st["applied"]["entries"].as_array().unwrap().len(),
+        entries.len(),
+        "{st:#}"
+    );
+
+    let o = xrunlab()
+        .args(["tune", "--restore", "--journal"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    drop(guard);
+    assert!(!journal.exists());
+    let after: BTreeMap<String, Option<String>> =
+        before.keys().map(|p| (p.clone(), read(p))).collect();
+    assert_eq!(after, before, "every value back");
+    for g in ["xrunlab-audio", "xrunlab-system"] {
+        for m in [
+            "/sys/fs/cgroup/cpuset",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ] {
+            assert!(!Path::new(m).join(g).exists(), "{m}/{g} left behind");
+        }
+    }
+    if cpuset_made {
+        // This test process went to the system set and came back.
+        let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        assert!(!cg.contains("xrunlab-"), "{cg}");
+    }
+}
+
+/// `tune --apply --measure` on this machine: latency before and after, then everything back.
+#[test]
+fn live_measure_before_and_after() {
+    if !require(is_root(), "root, to tune and to measure at SCHED_FIFO") {
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !require(online.trim() != "0", "two or more online CPUs") {
+        return;
+    }
+    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let _guard = LiveGuard(journal.clone());
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let o = xrunlab()
+        .args([
+            "tune",
+            "--apply",
+            "--measure",
+            "--measure-duration",
+            "1s",
+            "--json",
+            "--journal",
+        ])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for phase in ["before", "after"] {
+        assert!(
+            doc[phase]["count"].as_u64().unwrap() > 1000,
+            "{phase}: {doc:#}"
+        );
+    }
+    let human = String::from_utf8_lossy(&o.stderr);
+    assert!(human.contains("before     after    change"), "{human}");
+    assert!(!journal.exists(), "restored and removed");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness
+    );
+    assert!(!Path::new("/sys/fs/cgroup/cpuset/xrunlab-audio").exists());
+}
