@@ -203,6 +203,7 @@ impl StressSession {
             }
             None => std::env::temp_dir(),
         };
+        remove_stale_dirs(&parent);
         let dir = parent.join(format!("xrunlab-stress-{}", self.marker));
         std::fs::create_dir(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -760,6 +761,38 @@ pub fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
     out
 }
 
+/// Remove the stress directories of sessions whose process is gone and whose stressors are
+/// too: what a SIGKILLed xrunlab (the one signal it cannot clean up after) left in `parent`.
+/// A directory whose pid is alive, or that a live stressor still names, is kept.
+pub fn remove_stale_dirs(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(marker) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("xrunlab-stress-"))
+        else {
+            continue;
+        };
+        let Some(pid) = marker
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the pid exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && session_members(marker).is_empty() && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Processes whose environment carries `XRUNLAB_STRESS_SESSION=marker` (needs permission
 /// to read other processes' environ: same user or root).
 pub fn session_members(marker: &str) -> Vec<libc::pid_t> {
@@ -926,6 +959,27 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_stress_dirs_of_dead_sessions_are_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        // A pid that surely existed and is gone: a child that has been reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = parent.path().join(format!("xrunlab-stress-{dead}-0-1"));
+        let live = parent
+            .path()
+            .join(format!("xrunlab-stress-{}-0-1", std::process::id()));
+        let other = parent.path().join("xrunlab-stress-notapid");
+        for d in [&stale, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("out-0.log"), "x").unwrap();
+        }
+        remove_stale_dirs(parent.path());
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
+    }
 
     #[test]
     fn parses_stress_ng_metrics_brief() {
