@@ -158,6 +158,27 @@ fn plan_reads_every_setting_and_says_why() {
         .iter()
         .all(|c| c.id != "irq-thread:irq/131-nvme0q1"));
     assert_eq!(get("workqueue").wanted, "7");
+    // Movable kernel threads leave the audio CPU; per-CPU ones are a note, kernel-managed
+    // ones one skipped line naming them; IRQ threads follow their IRQ.
+    assert_eq!(get("kthread:14").wanted, "0-2");
+    assert_eq!(get("kthread:14").current.as_deref(), Some("0-3"));
+    assert_eq!(get("kthread:15").wanted, "2");
+    for pid in [16, 30, 31, 131, 141] {
+        let id = format!("kthread:{pid}");
+        assert!(plan.changes.iter().all(|c| c.id != id), "{id}");
+    }
+    let kept = get("kthreads:kernel-managed");
+    assert!(
+        kept.skip.as_deref().unwrap().contains("kworker/u8:1"),
+        "{kept:?}"
+    );
+    assert!(
+        plan.notes
+            .iter()
+            .any(|n| n.contains("1 per-CPU kernel threads")),
+        "{:?}",
+        plan.notes
+    );
     assert_eq!(get("timer-migration").wanted, "0");
     assert_eq!(get("cpuset").current.as_deref(), Some("absent"));
     assert_eq!(get("swappiness").wanted, "10");
@@ -201,7 +222,7 @@ fn apply_then_restore_puts_every_value_back() {
     let r = t.json(&["--apply", "--profile", "measure"]);
     let items = r["items"].as_array().unwrap();
     let applied = items.iter().filter(|i| i["outcome"] == "applied").count();
-    assert_eq!(applied, 20, "{r:#}");
+    assert_eq!(applied, 22, "{r:#}");
 
     assert_eq!(
         t.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
@@ -227,6 +248,21 @@ fn apply_then_restore_puts_every_value_back() {
         .collect();
     assert_eq!((f[37], f[38]), ("90", "1"), "{stat}");
     assert_eq!(t.read("/sys/devices/virtual/workqueue/cpumask"), "7");
+    // Kernel threads: off the audio CPU, each keeping the rest of its CPUs.
+    let cpus_of = |pid: u32| {
+        t.read(&format!("/proc/{pid}/status"))
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap()
+    };
+    assert_eq!(cpus_of(14), "0-2");
+    assert_eq!(cpus_of(15), "2");
+    assert_eq!(cpus_of(16), "0-1", "never on the audio CPU: left");
+    assert_eq!(cpus_of(30), "3", "per-CPU: left");
+    assert_eq!(cpus_of(31), "0-3", "kernel-managed: left");
     assert_eq!(t.read("/proc/sys/kernel/timer_migration"), "0");
     assert_eq!(t.read("/proc/sys/kernel/sched_rt_runtime_us"), "-1");
     assert_eq!(t.read("/proc/sys/vm/swappiness"), "10");
@@ -257,7 +293,7 @@ fn apply_then_restore_puts_every_value_back() {
 
     let st = t.json(&["--status"]);
     let entries = st["applied"]["entries"].as_array().unwrap();
-    assert_eq!(entries.len(), 20);
+    assert_eq!(entries.len(), 22);
     assert!(entries.iter().all(|e| e["drifted"] == false), "{st:#}");
     assert_eq!(
         st["applied"]["pid_alive"], false,
@@ -265,7 +301,7 @@ fn apply_then_restore_puts_every_value_back() {
     );
 
     let text = t.ok(&["--restore"]);
-    assert!(text.contains("20 restored; journal removed"), "{text}");
+    assert!(text.contains("22 restored; journal removed"), "{text}");
     assert!(!t.journal.exists());
     assert_eq!(snapshot(&t.root), before);
     // Nothing applied: restore and status say so and succeed.
@@ -322,9 +358,10 @@ fn the_journal_survives_kill_9_mid_apply() {
         .arg(&t.root)
         .arg("--journal")
         .arg(&t.journal)
-        // 7 cpufreq writes, 6 IRQs, 2 IRQ threads, workqueue, timer migration, cpuset: the
-        // pause comes right after the cpuset was made, before swappiness.
-        .env(tune::PAUSE_ENV, "18")
+        // 7 cpufreq writes, 6 IRQs, 2 IRQ threads, workqueue, 2 kernel threads, timer
+        // migration, cpuset: the pause comes right after the cpuset was made, before
+        // swappiness.
+        .env(tune::PAUSE_ENV, "20")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -332,7 +369,7 @@ fn the_journal_survives_kill_9_mid_apply() {
     let stderr = child.stderr.take().unwrap();
     let mut paused = false;
     for line in std::io::BufReader::new(stderr).lines() {
-        if line.unwrap().contains("paused after 18 writes") {
+        if line.unwrap().contains("paused after 20 writes") {
             paused = true;
             break;
         }
@@ -344,12 +381,12 @@ fn the_journal_survives_kill_9_mid_apply() {
     assert!(t.root.join("sys/fs/cgroup/cpuset/xrunlab-audio").is_dir());
     assert_eq!(t.read("/proc/sys/vm/swappiness"), "60", "not reached");
     let j = common::read_json(&t.journal);
-    assert_eq!(j["entries"].as_array().unwrap().len(), 18);
+    assert_eq!(j["entries"].as_array().unwrap().len(), 20);
 
     let st = t.ok(&["--status"]);
     assert!(st.contains("(exited)"), "{st}");
     let text = t.ok(&["--restore"]);
-    assert!(text.contains("18 restored"), "{text}");
+    assert!(text.contains("20 restored"), "{text}");
     assert_eq!(snapshot(&t.root), before);
 }
 
@@ -540,6 +577,7 @@ fn live_apply_and_restore_round_trip() {
         .chain(irqs.iter().cloned())
         .map(|p| (p.clone(), read(&p)))
         .collect();
+    let kthreads_before = kthread_cpus();
     let guard = LiveGuard(journal.clone());
     let o = xrunlab()
         .args([
@@ -624,6 +662,7 @@ fn live_apply_and_restore_round_trip() {
     let after: BTreeMap<String, Option<String>> =
         before.keys().map(|p| (p.clone(), read(p))).collect();
     assert_eq!(after, before, "every value back");
+    assert_same_kthreads(&kthreads_before);
     for g in ["xrunlab-audio", "xrunlab-system"] {
         for m in [
             "/sys/fs/cgroup/cpuset",
@@ -677,11 +716,269 @@ fn live_measure_before_and_after() {
         );
     }
     let human = String::from_utf8_lossy(&o.stderr);
-    assert!(human.contains("before     after    change"), "{human}");
+    assert!(human.contains("before and after tuning"), "{human}");
+    assert!(human.contains("restored below"), "{human}");
+    assert!(!human.contains("undo with"), "already restored: {human}");
     assert!(!journal.exists(), "restored and removed");
     assert_eq!(
         std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
         swappiness
     );
     assert!(!Path::new("/sys/fs/cgroup/cpuset/xrunlab-audio").exists());
+}
+
+/// Every kernel thread's CPUs (`Cpus_allowed_list`), by pid and name.
+fn kthread_cpus() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let root = Root::default();
+        let flags = tune::settings::thread_flags(&root, pid).unwrap_or(0);
+        if flags & tune::settings::PF_KTHREAD == 0 {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if let Some(c) = tune::settings::status_field(&status, "Cpus_allowed_list") {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            out.insert(format!("{pid} {}", comm.trim()), c);
+        }
+    }
+    out
+}
+
+/// Every kernel thread that still exists has the CPUs it had (threads come and go).
+fn assert_same_kthreads(before: &BTreeMap<String, String>) {
+    let now = kthread_cpus();
+    for (k, v) in before {
+        if let Some(n) = now.get(k) {
+            assert_eq!(n, v, "kernel thread {k}: CPUs not restored");
+        }
+    }
+}
+
+#[test]
+fn a_kernel_thread_that_refuses_is_skipped_not_fatal() {
+    let t = Tree::new();
+    let root = Root::new(&t.root);
+    let plan = tune::build_plan(&root, Profile::Audio, None).unwrap();
+    assert!(plan.changes.iter().any(|c| c.id == "kthread:14"));
+    // Between plan and apply the kernel made it unmovable (as a thread that binds itself).
+    let stat = t.read("/proc/14/stat").replace(" 2129984 ", " 69238848 ");
+    t.write("/proc/14/stat", &stat);
+    let r = tune::apply(&root, &plan, &t.journal).unwrap();
+    let item = r.items.iter().find(|i| i.id == "kthread:14").unwrap();
+    match &item.outcome {
+        tune::Outcome::Skipped(why) => assert!(why.contains("EINVAL"), "{why}"),
+        o => panic!("{o:?}"),
+    }
+    let j = common::read_json(&t.journal);
+    assert!(
+        j["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"] != "kthread:14"),
+        "a refused write leaves no journal entry"
+    );
+    assert!(t
+        .read("/proc/14/status")
+        .contains("Cpus_allowed_list:\t0-3"));
+    assert_eq!(tune::restore(&root, &t.journal).unwrap().failed(), 0);
+}
+
+/// `--cpus` on the measuring commands is accepted and recorded in their results.
+#[test]
+fn measure_commands_take_cpus_and_record_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cpu = "0";
+    let runs: [(&str, &[&str], &str); 3] = [
+        (
+            "rtl",
+            &[
+                "rtl",
+                "--driver",
+                "virtual",
+                "--loopback",
+                "--buffer",
+                "256",
+                "--periods",
+                "4",
+                "--profile",
+                "preemptrt-hifiberry",
+                "--fraction",
+                "0.37",
+                "--duration",
+                "15s",
+                "--policy",
+                "other",
+            ],
+            "/config/cpus",
+        ),
+        (
+            "latencytest",
+            &[
+                "latencytest",
+                "--classes",
+                "none",
+                "--phase-duration",
+                "300ms",
+                "--policy",
+                "other",
+                "--no-mlock",
+            ],
+            "/config/cpus",
+        ),
+        (
+            "load",
+            &[
+                "load",
+                "--driver",
+                "sim",
+                "--buffers",
+                "256",
+                "--tracks",
+                "1",
+                "--plugins",
+                "burn(10%)",
+                "--duration",
+                "100ms",
+                "--max-instances",
+                "4",
+                "--stress",
+                "none",
+            ],
+            "/config/cpus",
+        ),
+    ];
+    for (name, args, pointer) in runs {
+        let out = tmp.path().join(format!("{name}.json"));
+        let o = xrunlab()
+            .args(args)
+            .args(["--cpus", cpu, "-q", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", show(&o));
+        let doc = common::read_json(&out);
+        assert_eq!(
+            doc.pointer(pointer),
+            Some(&serde_json::json!([0])),
+            "{name}: {doc:#}"
+        );
+    }
+    let o = xrunlab()
+        .args(["rtl", "--driver", "virtual", "--loopback", "--cpus", "999"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+/// `suite --tuned --smoke` as root: the tuned stages ran, the manifest records the tuning,
+/// the report shows before and after, the verdict read only the untuned results, and every
+/// setting the profile touches is back afterwards.
+#[test]
+fn live_suite_tuned_restores_everything() {
+    if !require(is_root(), "root, to tune and to measure at SCHED_FIFO") {
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !require(online.trim() != "0", "two or more online CPUs") {
+        return;
+    }
+    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let _guard = LiveGuard(journal.clone());
+    let dir = tmp.path().join("suite");
+    // What the profile may write, as the plan names it.
+    let plan = tune::build_plan(&Root::default(), Profile::Audio, None).unwrap();
+    let targets: Vec<tune::Target> = plan.changes.iter().map(|c| c.target.clone()).collect();
+    let read_all = || -> Vec<Option<String>> {
+        targets
+            .iter()
+            .map(|t| tune::settings::read(&Root::default(), t))
+            .collect()
+    };
+    let before = read_all();
+    let kthreads_before = kthread_cpus();
+    let o = xrunlab()
+        .args(["suite", "--tuned", "--smoke", "-o"])
+        .arg(&dir)
+        .env(tune::JOURNAL_ENV, &journal)
+        .output()
+        .unwrap();
+    let m = common::read_json(&dir.join("manifest.json"));
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "{}\n{m:#}",
+        show(&o)
+    );
+    let stages = m["stages"].as_array().unwrap();
+    for name in ["latency-idle-tuned", "latency-stress-tuned", "load-tuned"] {
+        let s = stages
+            .iter()
+            .find(|s| s["stage"] == name)
+            .unwrap_or_else(|| panic!("{name}: {m:#}"));
+        assert_eq!(s["status"], "ok", "{name}: {s:#}");
+        assert!(
+            s["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("-{name}.json")),
+            "{s:#}"
+        );
+        assert!(
+            s["argv"].as_array().unwrap().iter().any(|a| a == "--cpus"),
+            "{s:#}"
+        );
+    }
+    let tuning = &m["tuning"];
+    assert_eq!(tuning["profile"], "audio", "{m:#}");
+    assert!(tuning["error"].is_null(), "{tuning:#}");
+    let applied = tuning["applied"].as_array().unwrap();
+    assert!(
+        applied.iter().any(|i| i["outcome"] == "applied"),
+        "{tuning:#}"
+    );
+    let restored = tuning["restored"].as_array().unwrap();
+    assert!(restored.iter().all(|r| r["error"].is_null()), "{tuning:#}");
+    assert_eq!(
+        restored.len(),
+        applied.iter().filter(|i| i["outcome"] == "applied").count()
+    );
+    // The tuned latency stage measured from inside the audio cpuset.
+    let log = std::fs::read_to_string(
+        dir.join(
+            stages
+                .iter()
+                .find(|s| s["stage"] == "latency-idle-tuned")
+                .unwrap()["log"]
+                .as_str()
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    assert!(log.contains("measuring inside its audio cpuset"), "{log}");
+    // The verdict read the untuned results only.
+    let v = stages.iter().find(|s| s["stage"] == "verdict").unwrap();
+    assert_eq!(v["status"], "ok", "{v:#}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Tuning: before and after"));
+    assert!(html.contains("Scheduling latency, idle: before and after tuning"));
+    assert!(html.contains("DSP load: most instances per track, before and after tuning"));
+
+    assert!(!journal.exists(), "restored and removed");
+    assert_eq!(read_all(), before, "every setting back");
+    assert_same_kthreads(&kthreads_before);
+    for g in ["xrunlab-audio", "xrunlab-system"] {
+        for mnt in [
+            "/sys/fs/cgroup/cpuset",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ] {
+            assert!(!Path::new(mnt).join(g).exists(), "{mnt}/{g} left behind");
+        }
+    }
 }

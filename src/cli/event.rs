@@ -90,6 +90,9 @@ pub struct EventArgs {
     /// Scheduling policy of the audio thread (virtual) and the engine.
     #[arg(long, default_value = "fifo:80")]
     pub policy: Policy,
+    /// CPUs of the audio thread (virtual, ALSA) or of the JACK client's activation, e.g. 3 or 2-3 (on a tuned machine: its audio CPUs).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Do not lock memory (mlockall) during the trials.
@@ -150,6 +153,7 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
     cfg.dac_frames = a.dac;
     cfg.seed = a.seed;
     cfg.policy = a.policy;
+    cfg.cpus = super::select_cpus_opt(a.cpus.as_deref())?;
     cfg.mlock = !a.no_mlock;
     cfg.grid = if a.grid {
         Some(match &a.pairs {

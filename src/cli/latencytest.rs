@@ -53,8 +53,11 @@ pub struct LatencytestArgs {
     #[arg(long, default_value = "fifo:90", value_name = "POLICY")]
     pub policy: Policy,
     /// Pin the loop to this CPU.
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", conflicts_with = "cpus")]
     pub cpu: Option<usize>,
+    /// CPUs of the loop thread (--cpu for one), e.g. 3 or 2-3 (on a tuned machine: its audio CPUs).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Do not lock memory (mlockall).
     #[arg(long)]
     pub no_mlock: bool,
@@ -96,6 +99,7 @@ pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
         policy: a.policy,
         cpu: a.cpu,
         mlock: !a.no_mlock,
+        cpus: super::select_cpus_opt(a.cpus.as_deref())?,
     };
     c.validate()?;
     Ok(c)

@@ -64,6 +64,10 @@ pub struct LoadArgs {
     /// Parallel track counts, e.g. 1,2 or 1..4 [default: 1..number of RT CPUs].
     #[arg(long)]
     pub tracks: Option<String>,
+    /// CPUs of the engine threads, e.g. 2-3 (on a tuned machine: its audio CPUs)
+    /// [default: every CPU this process may use].
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Keep this CPU free of real-time work (Vignati et al.'s PREEMPT_RT setup).
     #[arg(long, value_name = "CPU")]
     pub reserve_cpu: Option<usize>,
@@ -131,7 +135,7 @@ impl LoadArgs {
                 "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
             ));
         }
-        let mut cpus = crate::rt::affinity::allowed_cpus()?;
+        let mut cpus = crate::rt::affinity::select_cpus(self.cpus.as_deref())?;
         if let Some(r) = self.reserve_cpu {
             if !cpus.contains(&r) {
                 return Err(Error::usage(format!(

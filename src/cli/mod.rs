@@ -85,7 +85,28 @@ pub enum Command {
 /// (option, path) pairs: the files a command writes, then the files it reads.
 type Files<'a> = Vec<(&'static str, &'a Path)>;
 
+/// A `--cpus LIST` option resolved against this process's CPUs; absent: none (unpinned).
+fn select_cpus_opt(spec: Option<&str>) -> crate::Result<Vec<usize>> {
+    spec.map_or(Ok(Vec::new()), |s| {
+        crate::rt::affinity::select_cpus(Some(s))
+    })
+}
+
 impl Command {
+    /// The commands whose real-time threads belong on a tuned machine's audio CPUs.
+    fn measures_audio(&self) -> bool {
+        matches!(
+            self,
+            Command::Latency(_)
+                | Command::Run(_)
+                | Command::Load(_)
+                | Command::Rtl(_)
+                | Command::Sched(_)
+                | Command::Latencytest(_)
+                | Command::Event(_)
+        )
+    }
+
     /// Every file this command writes and every file it reads whose loss would matter, for
     /// [`output::preflight`]. A new file option belongs here.
     fn files<'a>(&'a self, g: &'a Global) -> (Files<'a>, Files<'a>) {
@@ -145,6 +166,9 @@ pub fn main() -> ExitCode {
     if let Err(e) = output::preflight(&outputs, &inputs) {
         output::stderr(&format!("xrunlab: error: {e}\n"));
         return ExitCode::from(e.exit_code());
+    }
+    if cli.command.measures_audio() {
+        output::join_tuned_cpuset(&cli.global);
     }
     let outcome = match cli.command {
         Command::Check(a) => check::run(a, &cli.global),

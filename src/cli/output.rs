@@ -25,6 +25,29 @@ pub fn stderr(text: &str) {
     let _ = err.write_all(text.as_bytes());
 }
 
+/// On a machine a `tune` journal says is tuned with an audio cpuset, every CPU but the
+/// audio ones is all that is left outside it: join it (before any CPU list is resolved), so
+/// the real-time threads run where the profile put them. Said once on stderr.
+pub fn join_tuned_cpuset(g: &super::Global) {
+    use crate::system::{tune, Root};
+    let root = Root::default();
+    let journal = tune::default_journal(&root);
+    let Some(cs) = tune::applied_cpuset(&journal) else {
+        return;
+    };
+    let line = match tune::enter_audio_cpuset(&root, &journal) {
+        None => format!(
+            "xrunlab: a tune profile is applied ({}): measuring inside its audio cpuset, CPU {}\n",
+            journal.display(),
+            crate::rt::affinity::format_cpu_list(&cs.audio_cpus)
+        ),
+        Some(why) => format!("xrunlab: a tune profile is applied: {why}\n"),
+    };
+    if !g.quiet {
+        stderr(&line);
+    }
+}
+
 /// When a measurement started and the environment it started in, captured before measuring so
 /// that the result's stolen time (environment.hypervisor_steal) covers the whole run.
 pub struct Started {

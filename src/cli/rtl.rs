@@ -100,6 +100,9 @@ pub struct RtlArgs {
     /// Scheduling policy of the virtual or ALSA loop's thread.
     #[arg(long, default_value = "fifo:80")]
     pub policy: String,
+    /// CPUs of the loop thread, e.g. 3 or 2-3 (on a tuned machine: its audio CPUs).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Stop when a loop's cycle has not ended after this long [default: max(1s, 100
@@ -219,6 +222,7 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
     cfg.min_level_dbfs = a.min_level;
     cfg.seed = a.seed;
     cfg.policy = a.policy.parse::<Policy>()?;
+    cfg.cpus = super::select_cpus_opt(a.cpus.as_deref())?;
     cfg.watchdog_ns = a.watchdog;
     cfg.hang_at_cycle = a.hang_at_cycle;
     Ok(cfg)

@@ -24,6 +24,7 @@ sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n
 xrunlab suite --full -o full                # the studies' durations: days (the load grid alone)\n  \
 xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
 xrunlab suite --driver jack                 # load and event on a running JACK server\n  \
+sudo xrunlab suite --tuned --quick -o tq    # latency and load before and after `tune`, restored\n  \
 xrunlab suite --junit junit.xml -o results  # CI: stages and verdict criteria as JUnit test cases"
 )]
 pub struct SuiteArgs {
@@ -43,6 +44,17 @@ pub struct SuiteArgs {
     /// Continue the suite in DIR: stages whose result there is complete are kept.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Run the latency (idle, stressed) and load stages on the audio CPUs, apply the tuning
+    /// profile (root; journalled as `tune --apply`), run them again (`STAGE-tuned`), restore
+    /// everything, and show before and after side by side in the report.
+    #[arg(long, conflicts_with = "resume")]
+    pub tuned: bool,
+    /// With --tuned: the profile (audio, measure).
+    #[arg(long, value_enum, default_value = "audio", requires = "tuned")]
+    pub profile: crate::system::tune::Profile,
+    /// With --tuned: the CPUs set aside for audio [default: isolcpus, else the last CPU].
+    #[arg(long, value_name = "AUDIO_CPUS", requires = "tuned")]
+    pub cpus: Option<String>,
     /// Also write JUnit XML to FILE: a test case per stage and per verdict criterion, for
     /// GitLab, Jenkins and GitHub Actions.
     #[arg(long, value_name = "FILE")]
@@ -95,6 +107,27 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         // A wrong path is a usage error now, not after the suite.
         output::preflight(&[("--junit", j.as_path())], &[])?;
     }
+    let tuning = if a.tuned {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(Error::no_privilege(
+                "suite --tuned changes /proc and /sys settings: run it as root",
+            ));
+        }
+        let cpus = a
+            .cpus
+            .as_deref()
+            .map(crate::rt::affinity::parse_cpu_list)
+            .transpose()?;
+        if cpus.as_ref().is_some_and(|c| c.is_empty()) {
+            return super::usage("--cpus selects no CPU");
+        }
+        Some(suite::TuneSpec {
+            profile: a.profile,
+            cpus,
+        })
+    } else {
+        None
+    };
     let exe = std::env::current_exe()
         .map_err(|e| Error::cannot_measure(format!("cannot find this binary: {e}")))?;
     let cfg = SuiteConfig {
@@ -104,6 +137,7 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         resume: a.resume.is_some(),
         exe,
         progress: !g.quiet,
+        tuning,
     };
     let m = suite::run(&cfg)?;
     if let Some(j) = &a.junit {

@@ -116,7 +116,7 @@ pub fn run(a: TuneArgs, g: &Global) -> Result<u8> {
         }
         if a.apply {
             let r = tune::apply(&root, &plan, &journal)?;
-            (json(&r), apply_text(&plan, &r), 0)
+            (json(&r), apply_text(&plan, &r, false), 0)
         } else {
             (json(&plan), plan_text(&plan), 0)
         }
@@ -205,7 +205,9 @@ pub(super) fn plan_text(p: &Plan) -> String {
     s
 }
 
-fn apply_text(p: &Plan, r: &tune::ApplyReport) -> String {
+/// `restored`: the caller has already put everything back (`--measure`), so the summary
+/// does not tell the user to.
+pub(super) fn apply_text(p: &Plan, r: &tune::ApplyReport, restored: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -235,10 +237,15 @@ fn apply_text(p: &Plan, r: &tune::ApplyReport) -> String {
     }
     let _ = writeln!(
         s,
-        "{} applied, {} already set, {} skipped; undo with: xrunlab tune --restore",
+        "{} applied, {} already set, {} skipped; {}",
         r.count(|o| *o == Outcome::Applied),
         r.count(|o| *o == Outcome::AlreadySet),
-        r.count(|o| matches!(o, Outcome::Skipped(_)))
+        r.count(|o| matches!(o, Outcome::Skipped(_))),
+        if restored {
+            "restored below"
+        } else {
+            "undo with: xrunlab tune --restore"
+        }
     );
     if !p.boot.add.is_empty() {
         let _ = writeln!(s, "Boot-time (not applied): {}", p.boot.cmdline);
@@ -363,8 +370,16 @@ fn measure_round_trip(
     let applied = applied?;
     let after = after.expect("measured once applied")?;
     let restored = restored?;
-    let mut human = apply_text(plan, &applied);
-    human.push_str(&latency_side_by_side(&before, &after));
+    let mut human = apply_text(plan, &applied, true);
+    let side = |r| crate::report::tuning::Latency {
+        path: std::path::Path::new("tune --measure"),
+        config: &cfg,
+        results: r,
+    };
+    human.push_str(&crate::report::compare::to_text(&[
+        crate::report::tuning::latency("idle", side(&before), side(&after)),
+    ]));
+    human.push_str("(one short run each: `suite --tuned` runs the suite's latency and load stages before and after)\n");
     human.push_str(&restore_text(&restored));
     let doc = json(&serde_json::json!({
         "profile": plan.profile,
@@ -381,36 +396,4 @@ fn measure_round_trip(
         ));
     }
     Ok(u8::from(restored.failed() > 0))
-}
-
-fn latency_side_by_side(
-    before: &crate::measure::latency::LatencyResult,
-    after: &crate::measure::latency::LatencyResult,
-) -> String {
-    let (b, a) = (&before.overall, &after.overall);
-    let us = |ns: f64| format!("{:.1}", ns / 1000.0);
-    let rows: [(&str, f64, f64); 6] = [
-        ("min", b.summary.min as f64, a.summary.min as f64),
-        ("mean", b.summary.mean, a.summary.mean),
-        ("p50", b.summary.p50 as f64, a.summary.p50 as f64),
-        ("p99", b.summary.p99 as f64, a.summary.p99 as f64),
-        ("p99.9", b.summary.p99_9 as f64, a.summary.p99_9 as f64),
-        ("max", b.summary.max as f64, a.summary.max as f64),
-    ];
-    let mut s = format!(
-        "Scheduling latency (µs), {} wake-ups before, {} after:\n  {:<8}{:>10}{:>10}{:>10}\n",
-        b.summary.count, a.summary.count, "", "before", "after", "change"
-    );
-    for (name, x, y) in rows {
-        let _ = writeln!(s, "  {name:<8}{:>10}{:>10}{:>10}", us(x), us(y), us(y - x));
-    }
-    let _ = writeln!(
-        s,
-        "  {:<8}{:>10}{:>10}",
-        "missed",
-        b.missed_periods.unwrap_or(0),
-        a.missed_periods.unwrap_or(0)
-    );
-    s.push_str("  (one short run each: a difference in the tail is evidence only when it is large; `suite` repeats runs for an interval)\n");
-    s
 }

@@ -44,6 +44,9 @@ pub struct LatencytestConfig {
     /// Pin the loop to this CPU; None = not pinned.
     pub cpu: Option<usize>,
     pub mlock: bool,
+    /// Pin the loop to these CPUs (`--cpus`); empty: `cpu`, else not pinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<usize>,
 }
 
 impl Default for LatencytestConfig {
@@ -58,6 +61,7 @@ impl Default for LatencytestConfig {
             policy: Policy::fifo(90),
             cpu: None,
             mlock: true,
+            cpus: Vec::new(),
         }
     }
 }
@@ -348,7 +352,11 @@ fn run_phase(cfg: &LatencytestConfig, name: &str) -> Result<Phase> {
         ThreadSpec {
             name: "xrl-latencytest".into(),
             policy: cfg.policy,
-            cpus: cfg.cpu.into_iter().collect(),
+            cpus: cfg
+                .cpu
+                .into_iter()
+                .chain(cfg.cpus.iter().copied())
+                .collect(),
         },
         move || phase_loop(&c, series),
     )?;

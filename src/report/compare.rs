@@ -649,16 +649,23 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
             @for t in tables {
                 section.compare {
                     h2 { (t.title) }
-                    table {
-                        tr { @for h in &t.header { th { (h) } } }
-                        @for r in &t.rows {
-                            tr { td { (r[0]) } @for c in &r[1..] { td.n { (c) } } }
-                        }
-                    }
+                    (table_html(t))
                 }
             }
         },
     )
+}
+
+/// One table as HTML: the first column labels its row, the others are numbers.
+pub fn table_html(t: &Table) -> maud::Markup {
+    html! {
+        table {
+            tr { @for h in &t.header { th { (h) } } }
+            @for r in &t.rows {
+                tr { td { (r[0]) } @for c in &r[1..] { td.n { (c) } } }
+            }
+        }
+    }
 }
 
 /// One suite directory (or any directory of results) in a comparison.

@@ -9,6 +9,7 @@ pub mod html;
 pub mod junit;
 pub mod plot;
 pub mod table;
+pub mod tuning;
 pub mod verdict;
 
 use crate::error::{Error, Result};
@@ -97,7 +98,9 @@ impl Input {
 }
 
 /// The result files `path` stands for: itself, or a directory's (the manifest's list when it
-/// has one, else every `*.json` in it).
+/// has one, else every `*.json` in it). A suite's tuned stages (`suite --tuned`) are left
+/// out: they describe the machine while the profile was applied, not as the suite left it
+/// (restored); the report shows them beside their untuned stages instead.
 pub fn results_in(path: &Path) -> Result<Vec<PathBuf>> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
@@ -107,6 +110,7 @@ pub fn results_in(path: &Path) -> Result<Vec<PathBuf>> {
         crate::results::suite::Manifest::read_file(&manifest)?
             .stages
             .iter()
+            .filter(|s| !s.is_tuned())
             .filter_map(|s| s.file.as_ref())
             .filter(|f| f.ends_with(".json"))
             .map(|f| path.join(f))

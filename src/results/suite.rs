@@ -85,6 +85,37 @@ pub struct Manifest {
     pub stages: Vec<StageRecord>,
     /// The HTML report, relative to DIR, once written.
     pub report: Option<String>,
+    /// `suite --tuned`: what the profile applied and skipped, and what was restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<Tuning>,
+}
+
+/// Stages run again with the tuning profile applied are named `STAGE-tuned`.
+pub const TUNED_SUFFIX: &str = "-tuned";
+
+impl StageRecord {
+    /// Run with the tuning profile applied (`suite --tuned`): the "after" of a stage.
+    pub fn is_tuned(&self) -> bool {
+        self.stage.ends_with(TUNED_SUFFIX)
+    }
+}
+
+/// The tuning of `suite --tuned` (docs/ARCHITECTURE.md §3 "Tuning").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tuning {
+    pub profile: crate::system::tune::Profile,
+    pub audio_cpus: Vec<usize>,
+    pub housekeeping_cpus: Vec<usize>,
+    /// The undo journal (`xrunlab tune --restore --journal FILE` if the suite was killed).
+    pub journal: String,
+    /// Every setting of the plan: applied, already set, or skipped with why.
+    pub applied: Vec<crate::system::tune::Applied>,
+    /// What was written back afterwards (an error per value that could not be).
+    pub restored: Vec<crate::system::tune::Restored>,
+    /// Boot-time parameters the profile would add (never written).
+    pub boot_cmdline: String,
+    /// Why the tuned stages did not run, or what went wrong applying or restoring.
+    pub error: Option<String>,
 }
 
 impl Manifest {

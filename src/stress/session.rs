@@ -407,6 +407,7 @@ impl StressSession {
             .try_clone()
             .map_err(|e| Error::io("duplicating a log handle", e))?;
         let cpuset = cpu_set(&spec.cpus)?;
+        let leave = crate::system::tune::housekeeping_cgroup();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         let mut cmd = Command::new(program);
@@ -420,7 +421,7 @@ impl StressSession {
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
         // system calls on data prepared before the fork.
         unsafe {
-            cmd.pre_exec(move || child_setup(parent, cpuset.as_ref()));
+            cmd.pre_exec(move || child_setup(parent, cpuset.as_ref(), leave));
         }
         let child = cmd.spawn().map_err(|e| {
             let what = match e.kind() {
@@ -621,7 +622,11 @@ impl Drop for StressSession {
 }
 
 /// Runs in the child between fork and exec: async-signal-safe calls only.
-fn child_setup(parent: libc::pid_t, cpus: Option<&libc::cpu_set_t>) -> std::io::Result<()> {
+fn child_setup(
+    parent: libc::pid_t,
+    cpus: Option<&libc::cpu_set_t>,
+    leave: Option<&std::ffi::CStr>,
+) -> std::io::Result<()> {
     // SAFETY: plain system calls on values owned by this (single-threaded) child.
     unsafe {
         if libc::prctl(
@@ -642,6 +647,15 @@ fn child_setup(parent: libc::pid_t, cpus: Option<&libc::cpu_set_t>) -> std::io::
         let param = libc::sched_param { sched_priority: 0 };
         if libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+        // A measurement inside a tuned machine's audio cpuset: the load runs where the
+        // machine's other work does (a refusal leaves it beside the audio threads).
+        if let Some(file) = leave {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"0\n".as_ptr().cast(), 2);
+                libc::close(fd);
+            }
         }
         if let Some(set) = cpus {
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {

@@ -5,7 +5,9 @@
 
 pub mod stages;
 
-pub use crate::results::suite::{Manifest, StageRecord, StageStatus, SuiteStatus, MANIFEST};
+pub use crate::results::suite::{
+    Manifest, StageRecord, StageStatus, SuiteStatus, MANIFEST, TUNED_SUFFIX,
+};
 pub use stages::{Mode, Need, Stage, STAGES};
 
 use crate::error::{Error, Result};
@@ -29,6 +31,8 @@ pub struct SuiteConfig {
     pub exe: PathBuf,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// `--tuned`: the tuned stages again with this profile applied, then restored.
+    pub tuning: Option<TuneSpec>,
 }
 
 /// What the planner learnt about this build and machine; asked once per suite.
@@ -250,8 +254,156 @@ fn rel(dir: &Path, p: &Path) -> String {
         .into_owned()
 }
 
+/// One stage to run: its number, name (`-tuned` for the "after" of `suite --tuned`) and argv.
+struct Step<'a> {
+    n: usize,
+    name: String,
+    stage: &'a Stage,
+    argv: Vec<String>,
+}
+
+/// Run one stage (or record why not) and add it to the manifest, which is rewritten.
+fn run_stage(
+    cfg: &SuiteConfig,
+    step: Step,
+    total: usize,
+    probe: &mut Probe,
+    manifest: &mut Manifest,
+    say: &dyn Fn(String),
+) -> Result<()> {
+    let Step {
+        n,
+        name,
+        stage,
+        mut argv,
+    } = step;
+    let tag = format!("[{n:>2}/{total}] {name}");
+    let stem = format!("{n:02}-{name}");
+    let file = cfg.dir.join(format!("{stem}.json"));
+    let log = cfg.dir.join(format!("{stem}.log"));
+    let mut rec = StageRecord::not_run(&name, argv.clone());
+    if crate::rt::interrupt::requested() {
+        rec.reason = Some("suite interrupted".into());
+        manifest.stages.push(rec);
+        return Ok(());
+    }
+    if let Some(why) = unmet(stage, &argv, probe) {
+        say(format!("{tag}: skipped: {why}"));
+        rec.reason = Some(why);
+        manifest.stages.push(rec);
+        return manifest.write(&cfg.dir);
+    }
+    let prior = if cfg.resume {
+        complete_result(&file)
+    } else {
+        None
+    };
+    match prior {
+        Some(true) => {
+            let why = format!("already done: {stem}.json is complete (--resume)");
+            say(format!("{tag}: skipped: {why}"));
+            rec.reason = Some(why);
+            rec.file = Some(rel(&cfg.dir, &file));
+            rec.log = log.exists().then(|| rel(&cfg.dir, &log));
+            manifest.stages.push(rec);
+            return manifest.write(&cfg.dir);
+        }
+        Some(false) if stage.resumable => {
+            argv.push("--resume".into());
+            argv.push(file.to_string_lossy().into_owned());
+        }
+        // A stale or partial result must not pass for this run's.
+        _ => {
+            let _ = std::fs::remove_file(&file);
+        }
+    }
+    argv.push("-o".into());
+    argv.push(file.to_string_lossy().into_owned());
+    rec.argv = argv.clone();
+    if stage.uses_stress_ng && !stress_ng_installed() {
+        rec.note = Some(
+            "stress-ng not installed: the paper load is approximated by the built-in stressors"
+                .into(),
+        );
+    }
+    say(format!("{tag}: xrunlab {}", argv.join(" ")));
+    let ran = run_child(&cfg.exe, &argv, &log)?;
+    rec.exit_code = Some(ran.code);
+    rec.duration_s = (ran.secs * 10.0).round() / 10.0;
+    rec.log = Some(rel(&cfg.dir, &log));
+    let parsed = crate::report::load(&file);
+    if file.exists() && parsed.is_ok() {
+        rec.file = Some(rel(&cfg.dir, &file));
+    }
+    if ran.interrupted {
+        rec.status = StageStatus::Failed;
+        rec.reason = Some("interrupted".into());
+    } else if ran.code != 0 {
+        rec.status = StageStatus::Failed;
+        rec.reason = Some(failure_reason(ran.code, &log));
+    } else if let Err(e) = parsed {
+        rec.status = StageStatus::Failed;
+        rec.reason = Some(format!("exit 0 but no valid result: {e}"));
+    } else {
+        rec.status = StageStatus::Ok;
+    }
+    say(format!(
+        "{tag}: {} in {:.1} s{}",
+        match rec.status {
+            StageStatus::Ok => "ok".to_string(),
+            _ => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
+        },
+        ran.secs,
+        rec.file
+            .as_ref()
+            .map(|f| format!(" → {f}"))
+            .unwrap_or_default()
+    ));
+    manifest.stages.push(rec);
+    manifest.write(&cfg.dir)
+}
+
+/// `suite --tuned`: the profile and the CPUs it sets aside (None: the profile's default).
+#[derive(Debug, Clone)]
+pub struct TuneSpec {
+    pub profile: crate::system::tune::Profile,
+    pub cpus: Option<Vec<usize>>,
+}
+
+/// Puts the journalled values back if the suite leaves the tuned phase other than through
+/// its explicit restore (a panic). A forced kill leaves the journal to `tune --restore`.
+struct RestoreGuard<'a> {
+    root: &'a crate::system::Root,
+    journal: &'a Path,
+    armed: bool,
+}
+
+impl Drop for RestoreGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = crate::system::tune::restore(self.root, self.journal);
+        }
+    }
+}
+
 /// Run the suite into `cfg.dir`; the manifest comes back with its exit code.
 pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
+    use crate::system::{tune, Root};
+    let root = Root::default();
+    let journal = tune::default_journal(&root);
+    let plan = match &cfg.tuning {
+        Some(t) => {
+            if tune::status(&root, &journal)?.applied.is_some() {
+                return Err(Error::usage(format!(
+                    "a tune profile is already applied ({}): --tuned measures before tuning; \
+                     run `xrunlab tune --restore` first",
+                    journal.display()
+                )));
+            }
+            Some(tune::build_plan(&root, t.profile, t.cpus.as_deref())?)
+        }
+        None => None,
+    };
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| Error::input(&cfg.dir, format!("cannot create the directory: {e}")))?;
     crate::rt::interrupt::add_hook(on_escalation);
@@ -265,6 +417,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         ended_at: None,
         stages: Vec::new(),
         report: None,
+        tuning: None,
     };
     manifest.write(&cfg.dir)?;
     let mut probe = Probe {
@@ -272,8 +425,30 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         help: HashMap::new(),
         jack: None,
     };
-    // The stages, then the verdict and the report.
-    let total = STAGES.len() + 2;
+    // With --tuned the stages compared run on the audio CPUs before as after, so the two
+    // measure the same CPUs.
+    let audio = plan
+        .as_ref()
+        .map(|p| crate::rt::affinity::format_cpu_list(&p.audio_cpus));
+    let tuned: Vec<&Stage> = match plan {
+        Some(_) => STAGES
+            .iter()
+            .filter(|s| stages::TUNED.contains(&s.name))
+            .collect(),
+        None => Vec::new(),
+    };
+    let argv_of = |stage: &Stage| {
+        let mut argv = stage.argv(cfg.mode, &cfg.driver);
+        if let Some(a) = audio
+            .as_ref()
+            .filter(|_| stages::TUNED.contains(&stage.name))
+        {
+            argv.extend(["--cpus".to_string(), a.clone()]);
+        }
+        argv
+    };
+    // The stages (and their tuned repeats), then the verdict and the report.
+    let total = STAGES.len() + tuned.len() + 2;
     let say = |s: String| {
         if cfg.progress {
             // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
@@ -281,93 +456,99 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         }
     };
     for (i, stage) in STAGES.iter().enumerate() {
-        let tag = format!("[{:>2}/{total}] {}", i + 1, stage.name);
-        let stem = format!("{:02}-{}", i + 1, stage.name);
-        let file = cfg.dir.join(format!("{stem}.json"));
-        let log = cfg.dir.join(format!("{stem}.log"));
-        let mut argv = stage.argv(cfg.mode, &cfg.driver);
-        let mut rec = StageRecord::not_run(stage.name, argv.clone());
-        if crate::rt::interrupt::requested() {
-            rec.reason = Some("suite interrupted".into());
-            manifest.stages.push(rec);
-            continue;
-        }
-        if let Some(why) = unmet(stage, &argv, &mut probe) {
-            say(format!("{tag}: skipped: {why}"));
-            rec.reason = Some(why);
-            manifest.stages.push(rec);
-            manifest.write(&cfg.dir)?;
-            continue;
-        }
-        let prior = if cfg.resume {
-            complete_result(&file)
-        } else {
-            None
+        let step = Step {
+            n: i + 1,
+            name: stage.name.to_string(),
+            stage,
+            argv: argv_of(stage),
         };
-        match prior {
-            Some(true) => {
-                let why = format!("already done: {stem}.json is complete (--resume)");
-                say(format!("{tag}: skipped: {why}"));
-                rec.reason = Some(why);
-                rec.file = Some(rel(&cfg.dir, &file));
-                rec.log = log.exists().then(|| rel(&cfg.dir, &log));
+        run_stage(cfg, step, total, &mut probe, &mut manifest, &say)?;
+    }
+    if let Some(plan) = &plan {
+        let first = STAGES.len() + 1;
+        let mut record = crate::results::suite::Tuning {
+            profile: plan.profile,
+            audio_cpus: plan.audio_cpus.clone(),
+            housekeeping_cpus: plan.housekeeping_cpus.clone(),
+            journal: journal.display().to_string(),
+            applied: Vec::new(),
+            restored: Vec::new(),
+            boot_cmdline: plan.boot.cmdline.clone(),
+            error: None,
+        };
+        let mut phase: Result<()> = Ok(());
+        if crate::rt::interrupt::requested() {
+            record.error = Some("suite interrupted before tuning: nothing applied".into());
+            for stage in &tuned {
+                let mut rec =
+                    StageRecord::not_run(&format!("{}{TUNED_SUFFIX}", stage.name), Vec::new());
+                rec.reason = Some("suite interrupted".into());
                 manifest.stages.push(rec);
-                manifest.write(&cfg.dir)?;
-                continue;
             }
-            Some(false) if stage.resumable => {
-                argv.push("--resume".into());
-                argv.push(file.to_string_lossy().into_owned());
-            }
-            // A stale or partial result must not pass for this run's.
-            _ => {
-                let _ = std::fs::remove_file(&file);
-            }
-        }
-        argv.push("-o".into());
-        argv.push(file.to_string_lossy().into_owned());
-        rec.argv = argv.clone();
-        if stage.uses_stress_ng && !stress_ng_installed() {
-            rec.note = Some(
-                "stress-ng not installed: the paper load is approximated by the built-in stressors"
-                    .into(),
-            );
-        }
-        say(format!("{tag}: xrunlab {}", argv.join(" ")));
-        let ran = run_child(&cfg.exe, &argv, &log)?;
-        rec.exit_code = Some(ran.code);
-        rec.duration_s = (ran.secs * 10.0).round() / 10.0;
-        rec.log = Some(rel(&cfg.dir, &log));
-        let parsed = crate::report::load(&file);
-        if file.exists() && parsed.is_ok() {
-            rec.file = Some(rel(&cfg.dir, &file));
-        }
-        if ran.interrupted {
-            rec.status = StageStatus::Failed;
-            rec.reason = Some("interrupted".into());
-        } else if ran.code != 0 {
-            rec.status = StageStatus::Failed;
-            rec.reason = Some(failure_reason(ran.code, &log));
-        } else if let Err(e) = parsed {
-            rec.status = StageStatus::Failed;
-            rec.reason = Some(format!("exit 0 but no valid result: {e}"));
         } else {
-            rec.status = StageStatus::Ok;
+            say(format!(
+                "tuning: applying the {} profile (audio CPUs {}; journal {}: if this suite is killed, `xrunlab tune --restore` puts everything back)",
+                plan.profile,
+                audio.as_deref().unwrap_or(""),
+                journal.display()
+            ));
+            let mut guard = RestoreGuard {
+                root: &root,
+                journal: &journal,
+                armed: true,
+            };
+            match tune::apply(&root, plan, &journal) {
+                Ok(r) => {
+                    say(format!(
+                        "tuning: {} applied, {} already set, {} skipped",
+                        r.count(|o| *o == tune::Outcome::Applied),
+                        r.count(|o| *o == tune::Outcome::AlreadySet),
+                        r.count(|o| matches!(o, tune::Outcome::Skipped(_)))
+                    ));
+                    record.applied = r.items;
+                    for (k, stage) in tuned.iter().enumerate() {
+                        let step = Step {
+                            n: first + k,
+                            name: format!("{}{TUNED_SUFFIX}", stage.name),
+                            stage,
+                            argv: argv_of(stage),
+                        };
+                        phase = run_stage(cfg, step, total, &mut probe, &mut manifest, &say);
+                        if phase.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Err(e) => record.error = Some(format!("applying: {e}")),
+            }
+            // Whatever happened above (a failed stage, Ctrl-C, an error): back as it was.
+            match tune::restore(&root, &journal) {
+                Ok(r) => {
+                    let failed = r.failed();
+                    say(format!(
+                        "tuning: {} restored{}",
+                        r.items.len() - failed,
+                        if failed > 0 {
+                            format!(
+                                ", {failed} NOT restored: retry `xrunlab tune --restore --journal {}`",
+                                journal.display()
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    if failed > 0 {
+                        record.error = Some(format!("{failed} value(s) not restored"));
+                    }
+                    record.restored = r.items;
+                }
+                Err(e) => record.error = Some(format!("restoring: {e}")),
+            }
+            guard.armed = false;
         }
-        say(format!(
-            "{tag}: {} in {:.1} s{}",
-            match rec.status {
-                StageStatus::Ok => "ok".to_string(),
-                _ => format!("FAILED ({})", rec.reason.as_deref().unwrap_or("")),
-            },
-            ran.secs,
-            rec.file
-                .as_ref()
-                .map(|f| format!(" → {f}"))
-                .unwrap_or_default()
-        ));
-        manifest.stages.push(rec);
+        manifest.tuning = Some(record);
         manifest.write(&cfg.dir)?;
+        phase?;
     }
     // The verdict over every result there is, then the report over them all (partial ones
     // included: they say so), verdict first.
@@ -577,6 +758,7 @@ mod tests {
             ended_at: None,
             stages: vec![rec(StageStatus::Ok), rec(StageStatus::Skipped)],
             report: None,
+            tuning: None,
         };
         assert_eq!(m.exit_code(), 0);
         m.stages.push(rec(StageStatus::Failed));

@@ -51,6 +51,10 @@ impl Stage {
 
 const AP: &str = "64@48000";
 
+/// The stages `suite --tuned` runs again with the tuning profile applied (docs/ARCHITECTURE.md
+/// §3 "Tuning"): scheduling latency idle and stressed, and the DSP load grid.
+pub const TUNED: &[&str] = &["latency-idle", "latency-stress", "load"];
+
 /// The protocol, in order: check → latency idle → latency under `paper` stress → load grid →
 /// latencytest → rtl (model, virtual loop, JACK loop) → sched → event. The report follows.
 pub const STAGES: &[Stage] = &[

@@ -186,6 +186,9 @@ pub struct EventConfig {
     /// mlockall during the trials (`--no-mlock`: false); results before the option locked.
     #[serde(default = "crate::rt::memory::locked_by_default")]
     pub mlock: bool,
+    /// CPUs of the loop thread (`--cpus`); empty: wherever the process may run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<usize>,
 }
 
 impl EventConfig {
@@ -208,6 +211,7 @@ impl EventConfig {
             jack: (driver == DriverKind::Jack).then(Default::default),
             alsa: (driver == DriverKind::Alsa).then(Default::default),
             mlock: true,
+            cpus: Vec::new(),
         }
     }
 

@@ -261,7 +261,7 @@ pub(super) fn run_trials<D: Device, O: RtSink>(
         thread: ThreadSpec {
             name: format!("xr-ev-{}", device.kind()),
             policy: cfg.policy,
-            cpus: Vec::new(),
+            cpus: cfg.cpus.clone(),
         },
     };
     let mut sup = TriggerLoop {

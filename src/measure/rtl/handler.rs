@@ -238,7 +238,7 @@ pub(super) fn run_loop<D: Device, I: RtSource, O: RtSink>(
         thread: ThreadSpec {
             name: "xr-rtl".into(),
             policy: cfg.policy,
-            cpus: Vec::new(),
+            cpus: cfg.cpus.clone(),
         },
     };
     let parts = Parts {

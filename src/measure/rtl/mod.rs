@@ -64,6 +64,9 @@ pub struct RtlConfig {
     /// the watchdog can be tested end to end. A result made with it says so here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hang_at_cycle: Option<u64>,
+    /// CPUs of the loop thread (`--cpus`); empty: wherever the process may run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<usize>,
 }
 
 impl RtlConfig {
@@ -83,6 +86,7 @@ impl RtlConfig {
             alsa: None,
             watchdog_ns: None,
             hang_at_cycle: None,
+            cpus: Vec::new(),
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) use run::cdf;
 mod sched;
 pub(crate) use sched::set_q as sched_set_q;
 mod stress;
+mod tuning;
 mod verdict;
 
 use super::{Input, Loaded};
@@ -55,7 +56,7 @@ pub fn report_with(inputs: &[Input], manifest: Option<&crate::results::suite::Ma
             @for (i, inp) in inputs.iter().enumerate().take(lead) {
                 (section(i + 1, inp))
             }
-            @if let Some(m) = manifest { (suite_table(m)) }
+            @if let Some(m) = manifest { (suite_table(m)) (tuning::section(m, inputs)) }
             ul.toc {
                 @for (i, inp) in inputs.iter().enumerate() {
                     li { a href={ "#r" (i + 1) } { (inp.kind()) " — " (inp.name()) } }

@@ -302,16 +302,41 @@ pub fn default_journal(root: &Root) -> PathBuf {
 }
 
 /// Move this process into the audio cpuset the journal records, so threads it starts may
-/// run on the audio CPUs (everything else was moved off them). Returns what went wrong, if
-/// anything; None also when no cpuset is applied.
+/// run on the audio CPUs (everything else was moved off them). Child processes that are
+/// not audio (stressors) leave it again through [`housekeeping_cgroup`]. Returns what went
+/// wrong, if anything; None also when no cpuset is applied.
 pub fn enter_audio_cpuset(root: &Root, journal_path: &std::path::Path) -> Option<String> {
+    let cs = applied_cpuset(journal_path)?;
+    let r = settings::write_file(root, &cs.join_file(), &std::process::id().to_string());
+    match r {
+        Ok(()) => {
+            if let Ok(p) =
+                std::ffi::CString::new(root.path(&cs.leave_file()).as_os_str().as_encoded_bytes())
+            {
+                let _ = HOUSEKEEPING.set(p);
+            }
+            None
+        }
+        Err(e) => Some(format!(
+            "cannot enter the audio cpuset ({e}): measuring from outside it"
+        )),
+    }
+}
+
+/// The audio cpuset a journal at `journal_path` records as applied, if any.
+pub fn applied_cpuset(journal_path: &std::path::Path) -> Option<settings::Cpuset> {
     let j = Journal::load(journal_path).ok()??;
-    let cs = j.entries.iter().find_map(|e| match &e.target {
+    j.entries.iter().find_map(|e| match &e.target {
         Target::Cpuset(c) => Some(c.clone()),
         _ => None,
-    })?;
-    let file = cs.join_file();
-    settings::write_file(root, &file, &std::process::id().to_string())
-        .err()
-        .map(|e| format!("cannot enter the audio cpuset ({e}): measuring from outside it"))
+    })
+}
+
+static HOUSEKEEPING: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// Once this process has entered the audio cpuset: the cgroup file a child process writes
+/// `0` to (between fork and exec) to run on the housekeeping CPUs instead, as a load
+/// beside the audio threads would on a tuned machine.
+pub fn housekeeping_cgroup() -> Option<&'static std::ffi::CStr> {
+    HOUSEKEEPING.get().map(|c| c.as_c_str())
 }

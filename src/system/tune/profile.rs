@@ -128,6 +128,7 @@ pub fn build_plan(root: &Root, profile: Profile, cpus: Option<&[usize]>) -> Resu
     irq_affinity(&c, &card_irqs, &mut changes);
     irq_threads(&c, &card_irqs, &mut changes);
     workqueue(&c, &mut changes);
+    let per_cpu = kthreads(&c, &mut changes);
     timer_migration(&c, &mut changes);
     cpuset(&c, &mut changes);
     rt_runtime(&c, &mut changes);
@@ -137,6 +138,9 @@ pub fn build_plan(root: &Root, profile: Profile, cpus: Option<&[usize]>) -> Resu
     ];
     if profile == Profile::Measure {
         notes.push("kernel.sched_rt_runtime_us=-1 removes the kernel's guard against a runaway RT thread: use it only with xrunlab's watchdog running (every xrunlab measurement starts one), and restore afterwards".into());
+    }
+    if per_cpu > 0 {
+        notes.push(format!("{per_cpu} per-CPU kernel threads stay on their CPU (bound to it by the kernel: ksoftirqd, migration, kworker/N…); isolcpus and nohz_full below quieten them"));
     }
     if housekeeping.is_empty() {
         notes.push("one CPU online: nothing can be set aside for audio".into());
@@ -385,6 +389,100 @@ fn workqueue(c: &Ctx, out: &mut Vec<Change>) {
         "kernel background work (writeback, crypto, …) stays off the audio CPUs",
         Some("isolation"),
     ));
+}
+
+/// Every kernel thread that may run on an audio CPU moves off it: one change per movable
+/// thread (its affinity minus the audio CPUs), one skipped change naming those the kernel
+/// keeps (`PF_NO_SETAFFINITY`). IRQ threads follow their IRQ's affinity and are left to it.
+/// Returns how many per-CPU threads (bound to one CPU) were left alone.
+fn kthreads(c: &Ctx, out: &mut Vec<Change>) -> usize {
+    use super::settings::{thread_flags, PF_KTHREAD, PF_NO_SETAFFINITY};
+    if c.housekeeping.is_empty() {
+        return 0;
+    }
+    let mut pids: Vec<u32> = c
+        .root
+        .list("/proc")
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    let mut per_cpu = 0;
+    let mut kept = Vec::new();
+    for pid in pids {
+        let Some(flags) = thread_flags(c.root, pid) else {
+            continue;
+        };
+        let Some(comm) = c.root.read(&format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        if flags & PF_KTHREAD == 0 || comm.starts_with("irq/") {
+            continue;
+        }
+        let target = Target::Affinity {
+            pid,
+            comm: comm.clone(),
+        };
+        let Some(now) = super::settings::read(c.root, &target) else {
+            continue;
+        };
+        let Some(cpus) = cpu_list(&now) else { continue };
+        if cpus.len() == 1 {
+            per_cpu += 1;
+            continue;
+        }
+        if !cpus.iter().any(|x| c.audio.contains(x)) {
+            continue;
+        }
+        if flags & PF_NO_SETAFFINITY != 0 {
+            kept.push(comm);
+            continue;
+        }
+        let rest: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|x| !c.audio.contains(x))
+            .collect();
+        let wanted = if rest.is_empty() {
+            c.housekeeping
+        } else {
+            &rest
+        };
+        out.push(Change {
+            id: format!("kthread:{pid}"),
+            title: format!("Kernel thread {comm} (pid {pid}) CPUs"),
+            target,
+            current: Some(now),
+            wanted: format_cpu_list(wanted),
+            why: "kernel background work (RCU, kswapd, kcompactd, …) no longer preempts the audio threads".into(),
+            addresses: Some("isolation".into()),
+            skip: None,
+        });
+    }
+    if !kept.is_empty() {
+        let n = kept.len();
+        kept.sort();
+        kept.dedup();
+        let names: Vec<&str> = kept.iter().take(8).map(String::as_str).collect();
+        out.push(Change {
+            id: "kthreads:kernel-managed".into(),
+            title: format!("{n} kernel threads with kernel-managed CPUs"),
+            target: Target::Affinity {
+                pid: 0,
+                comm: String::new(),
+            },
+            current: None,
+            wanted: format_cpu_list(c.housekeeping),
+            why: "their affinity is the kernel's (PF_NO_SETAFFINITY)".into(),
+            addresses: Some("isolation".into()),
+            skip: Some(format!(
+                "the kernel refuses to move them (PF_NO_SETAFFINITY; unbound workqueue workers follow the workqueue cpumask): {}{}",
+                names.join(", "),
+                if kept.len() > names.len() { ", …" } else { "" }
+            )),
+        });
+    }
+    per_cpu
 }
 
 fn timer_migration(c: &Ctx, out: &mut Vec<Change>) {

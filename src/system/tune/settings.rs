@@ -27,6 +27,8 @@ pub enum Target {
     /// A kernel thread's policy and RT priority, as `fifo 90` / `other 0`. The name guards
     /// against a pid reused by another thread since.
     Thread { pid: u32, comm: String },
+    /// A kernel thread's CPU affinity, as a CPU list (`Cpus_allowed_list` of its status).
+    Affinity { pid: u32, comm: String },
     /// The audio cpuset: `present` or `absent` (v2: `absent, controller off` when the
     /// cpuset controller had to be enabled in the root's subtree_control).
     Cpuset(Cpuset),
@@ -68,6 +70,16 @@ impl Cpuset {
     /// The file a process writes its pid to in order to run on the audio CPUs.
     pub fn join_file(&self) -> String {
         self.tasks(&self.dir(AUDIO_GROUP))
+    }
+
+    /// The file a task writes `0` to in order to leave the audio CPUs again: v1's system
+    /// set, v2's root (the partition took the audio CPUs out of it).
+    pub fn leave_file(&self) -> String {
+        if self.v2 {
+            self.tasks(&self.mount)
+        } else {
+            self.tasks(&self.dir(SYSTEM_GROUP))
+        }
     }
 }
 
@@ -113,6 +125,7 @@ pub fn same(target: &Target, a: &str, b: &str) -> bool {
             form: Form::CpuMask,
             ..
         } => parse_mask(a).is_some() && parse_mask(a) == parse_mask(b),
+        Target::Affinity { .. } => cpu_list(a).is_some() && cpu_list(a) == cpu_list(b),
         Target::Cpuset(_) => a.split(',').next() == b.split(',').next(),
         _ => a == b,
     }
@@ -129,6 +142,12 @@ pub fn read(root: &Root, target: &Target) -> Option<String> {
             let stat = root.read(&format!("/proc/{pid}/stat"))?;
             let (prio, policy) = stat_policy(&stat)?;
             Some(format!("{} {prio}", policy_name(policy)?))
+        }
+        Target::Affinity { pid, comm } => {
+            if root.read(&format!("/proc/{pid}/comm")).as_deref() != Some(comm) {
+                return None;
+            }
+            status_field(&root.read(&format!("/proc/{pid}/status"))?, CPUS_ALLOWED)
         }
         Target::Cpuset(c) => {
             let dir = c.dir(AUDIO_GROUP);
@@ -151,6 +170,7 @@ pub fn write(root: &Root, target: &Target, value: &str) -> Result<(), String> {
     match target {
         Target::File { path, .. } => write_file(root, path, value),
         Target::Thread { pid, comm } => write_thread(root, *pid, comm, value),
+        Target::Affinity { pid, comm } => write_affinity(root, *pid, comm, value),
         Target::Cpuset(c) => {
             if value.starts_with("present") {
                 cpuset_create(root, c)
@@ -259,6 +279,77 @@ fn write_thread(root: &Root, pid: u32, comm: &str, value: &str) -> Result<(), St
     f[37] = prio.to_string();
     f[38] = policy.to_string();
     write_file(root, &path, &format!("{} {}", &stat[..cut], f.join(" ")))
+}
+
+const CPUS_ALLOWED: &str = "Cpus_allowed_list";
+
+/// The value of `Name:\tvalue` in a `/proc/PID/status` text.
+pub fn status_field(status: &str, name: &str) -> Option<String> {
+    status.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k == name).then(|| v.trim().to_string())
+    })
+}
+
+fn write_affinity(root: &Root, pid: u32, comm: &str, value: &str) -> Result<(), String> {
+    let cpus = cpu_list(value).filter(|c| !c.is_empty());
+    let cpus = cpus.ok_or_else(|| format!("bad CPU list '{value}'"))?;
+    if root.read(&format!("/proc/{pid}/comm")).as_deref() != Some(comm) {
+        return Err(format!("thread {pid} ({comm}) is gone"));
+    }
+    if root.is_live() {
+        // SAFETY: cpu_set_t is plain data; CPU_SET's bound is checked.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: set is initialised and its size passed; pid names a thread of this system.
+        let rc = unsafe {
+            libc::sched_setaffinity(
+                pid as libc::pid_t,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            )
+        };
+        return if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "sched_setaffinity({pid}, {value}): {}",
+                explain(&std::io::Error::last_os_error())
+            ))
+        };
+    }
+    // A fixture thread's affinity is its status line; a per-CPU kernel thread refuses
+    // (EINVAL) as the kernel would, marked in the fixture by `PF_NO_SETAFFINITY` in stat.
+    let path = format!("/proc/{pid}/status");
+    let status = root.read(&path).ok_or_else(|| format!("{path}: missing"))?;
+    if thread_flags(root, pid).is_some_and(|f| f & PF_NO_SETAFFINITY != 0) {
+        return Err(format!(
+            "sched_setaffinity({pid}, {value}): the kernel refused the value (EINVAL)"
+        ));
+    }
+    let text: Vec<String> = status
+        .lines()
+        .map(|l| match l.split_once(':') {
+            Some((k, _)) if k == CPUS_ALLOWED => format!("{CPUS_ALLOWED}:\t{value}"),
+            _ => l.to_string(),
+        })
+        .collect();
+    write_file(root, &path, &text.join("\n"))
+}
+
+/// A kernel thread (`PF_KTHREAD` in the flags of `/proc/PID/stat`).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+/// Its affinity is the kernel's to set: `sched_setaffinity` refuses (EINVAL).
+pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+/// The flags (field 9) of `/proc/PID/stat`.
+pub fn thread_flags(root: &Root, pid: u32) -> Option<u64> {
+    let stat = root.read(&format!("/proc/{pid}/stat"))?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // rest starts at field 3.
+    rest.split_whitespace().nth(6)?.parse().ok()
 }
 
 fn cpuset_create(root: &Root, c: &Cpuset) -> Result<(), String> {
