@@ -238,8 +238,9 @@ fn suite_interrupted_writes_the_manifest_and_exits_3() {
             serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap();
         assert_eq!(v["status"], "interrupted");
     }
-    // Everything after it is listed, as skipped because of the interruption.
-    assert_eq!(m.stages.len(), STAGES.len() + 1);
+    // Everything after it is listed (the verdict and the report too), as skipped because of
+    // the interruption.
+    assert_eq!(m.stages.len(), STAGES.len() + 2);
     for s in &m.stages[stopped + 1..] {
         assert_eq!(s.status, StageStatus::Skipped, "{}", s.stage);
         assert_eq!(s.reason.as_deref(), Some("suite interrupted"));
