@@ -5,6 +5,7 @@ mod alsa_args;
 mod check;
 mod compare;
 mod event;
+mod forensics;
 mod import;
 mod jack_args;
 mod latency;
@@ -93,7 +94,15 @@ impl Command {
             Command::Latency(a) => {
                 outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)))
             }
-            Command::Run(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
+            Command::Run(a) => {
+                outputs.extend(a.trace.as_deref().map(|p| ("--trace", p)));
+                outputs.extend(
+                    a.forensics
+                        .forensics_csv
+                        .as_deref()
+                        .map(|p| ("--forensics-csv", p)),
+                );
+            }
             Command::Sched(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
             Command::Report(a) => {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));
