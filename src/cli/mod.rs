@@ -92,7 +92,13 @@ impl Command {
             // The suite's -o names a directory it creates; the stressor writes nothing.
             Command::Suite(_) | Command::Stressor(_) => return (outputs, inputs),
             Command::Latency(a) => {
-                outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)))
+                outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)));
+                outputs.extend(
+                    a.forensics
+                        .forensics_csv
+                        .as_deref()
+                        .map(|p| ("--forensics-csv", p)),
+                );
             }
             Command::Run(a) => {
                 outputs.extend(a.trace.as_deref().map(|p| ("--trace", p)));

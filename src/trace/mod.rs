@@ -70,6 +70,7 @@ pub struct Recorder {
     inst: tracefs::Instance,
     stop: Arc<AtomicBool>,
     reader: Option<std::thread::JoinHandle<(Trace, u64)>>,
+    reader_tid: Arc<std::sync::atomic::AtomicI32>,
     pub stale_removed: Vec<String>,
 }
 
@@ -84,14 +85,21 @@ impl Recorder {
             .map_err(|e| Unusable(format!("cannot open trace_pipe: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
+        let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let t2 = reader_tid.clone();
         let reader = std::thread::Builder::new()
             .name("xrunlab-trace".into())
-            .spawn(move || read_pipe(pipe, &s2))
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                t2.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+                read_pipe(pipe, &s2)
+            })
             .map_err(|e| Unusable(format!("cannot start the trace reader: {e}")))?;
         let mut r = Recorder {
             inst,
             stop,
             reader: Some(reader),
+            reader_tid,
             stale_removed,
         };
         r.inst
@@ -140,6 +148,7 @@ impl Recorder {
             cpus: self.inst.cpus.clone(),
             missing_events: self.inst.missing_events.clone(),
             reader_dropped,
+            reader_tid: self.reader_tid.load(Ordering::SeqCst),
             trace,
             removal_error: removal,
         }
@@ -159,6 +168,8 @@ pub struct Recording {
     pub missing_events: Vec<String>,
     /// Events read but not kept (past MAX_EVENTS).
     pub reader_dropped: u64,
+    /// The reader thread is ours too: its time is named as ours, not another task's.
+    pub reader_tid: i32,
     pub trace: Trace,
     pub removal_error: Option<String>,
 }
@@ -166,7 +177,9 @@ pub struct Recording {
 impl Recording {
     /// Explain `windows` (`what`: "xrun" or "spike"); `ours` are all our thread ids.
     pub fn explain(&self, what: &str, windows: &[Window], ours: &[i32]) -> Forensics {
-        let reports = attribute::attribute(&self.trace, windows, ours);
+        let mut ours = ours.to_vec();
+        ours.push(self.reader_tid);
+        let reports = attribute::attribute(&self.trace, windows, &ours);
         let culprits = attribute::culprit_table(&reports);
         let mut lost_per_cpu: Vec<CpuLost> = self
             .trace
