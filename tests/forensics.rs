@@ -264,6 +264,72 @@ fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     assert!(our_instances().is_empty(), "left: {:?}", our_instances());
 }
 
+#[test]
+fn latency_spikes_from_a_fifo_burst_name_it() {
+    let Some(_g) = setup() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lat.json");
+    let burst = Duration::from_millis(10);
+    // Above latency's FIFO 90.
+    let fifo = Culprit::start("xrl-burst", 1, Some(95), burst, Duration::from_millis(300));
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "latency",
+            "--cpus",
+            "1",
+            "-i",
+            "1ms",
+            "--duration",
+            "15s",
+            "--forensics",
+        ])
+        .args(["--forensics-above", "2ms", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let spans = fifo.stop();
+    let doc = common::read_json(&out);
+    let f = &doc["results"]["forensics"];
+    assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
+    assert_eq!(f["windows_of"], "spike");
+    let windows = f["windows"].as_array().unwrap();
+    let hit: Vec<&Value> = windows
+        .iter()
+        .filter(|w| {
+            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w["wake_ns"]));
+            spans.iter().any(|&(s, e)| s < b && a < e)
+        })
+        .collect();
+    let named = hit
+        .iter()
+        .filter(|w| {
+            let top = &w["top"][0];
+            let ns = common::u(&top["ns"]) as f64;
+            top["culprit"]["name"] == "xrl-burst"
+                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
+        })
+        .count();
+    eprintln!(
+        "bursts {}, spikes {}, overlapping a burst {}, named with a time within 20 % {}",
+        spans.len(),
+        windows.len(),
+        hit.len(),
+        named
+    );
+    assert!(
+        hit.len() * 2 >= spans.len(),
+        "{} spikes for {} bursts",
+        hit.len(),
+        spans.len()
+    );
+    assert!(
+        named * 10 >= hit.len() * 9,
+        "{named} of {} spikes name the burst",
+        hit.len()
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
 /// Start a 60 s traced run, wait until its instance exists, and return it.
 fn spawn_traced(extra: &[&str]) -> std::process::Child {
     let child = std::process::Command::new(common::bin())

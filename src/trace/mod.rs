@@ -237,7 +237,7 @@ fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool) -> (Trace, u64) {
         let Some(last_nl) = carry.iter().rposition(|&b| b == b'\n') else {
             return;
         };
-        let text = String::from_utf8_lossy(&carry[..=last_nl]).into_owned();
+        let text = String::from_utf8_lossy(&carry[..=last_nl]);
         for line in text.lines() {
             if trace.events.len() >= MAX_EVENTS {
                 *dropped += 1;
