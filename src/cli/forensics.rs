@@ -19,6 +19,16 @@ pub struct ForensicsArgs {
     /// Write every attributed window as CSV [default with -o FILE.json: FILE.forensics.csv].
     #[arg(long, value_name = "FILE.csv", requires = "forensics")]
     pub forensics_csv: Option<PathBuf>,
+    /// How the trace is read: raw (per-CPU binary pages) or text (trace_pipe); for
+    /// scripts/bench-forensics, which compares their overhead.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "raw",
+        hide = true,
+        requires = "forensics"
+    )]
+    pub forensics_reader: crate::trace::ReaderKind,
 }
 
 impl ForensicsArgs {
@@ -62,7 +72,7 @@ pub fn start(
     } else {
         cpus.to_vec()
     };
-    match Recorder::start(&cpus, duration_ns) {
+    match Recorder::start(&cpus, duration_ns, a.forensics_reader) {
         Ok(r) => {
             for s in &r.stale_removed {
                 say(&format!(

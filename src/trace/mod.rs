@@ -12,6 +12,7 @@
 
 pub mod attribute;
 pub mod parse;
+pub mod raw;
 pub mod tracefs;
 
 pub use attribute::{Culprit, CulpritKind, CulpritRow, Share, WakeVerdict, Window, WindowReport};
@@ -65,6 +66,15 @@ pub struct CpuLost {
     pub events: u64,
 }
 
+/// How the trace is read: per-CPU binary pages (`trace_pipe_raw`, the default: the kernel
+/// copies pages instead of printing) or the text of `trace_pipe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReaderKind {
+    #[default]
+    Raw,
+    Text,
+}
+
 /// A recording in progress. Dropping it stops the reader and removes the instance.
 pub struct Recorder {
     inst: tracefs::Instance,
@@ -76,13 +86,24 @@ pub struct Recorder {
 
 impl Recorder {
     /// Set up an instance on `cpus` sized for `duration_ns`, start reading, turn tracing on.
-    pub fn start(cpus: &[usize], duration_ns: u64) -> Result<Recorder, Unusable> {
+    pub fn start(cpus: &[usize], duration_ns: u64, kind: ReaderKind) -> Result<Recorder, Unusable> {
         let fs = tracefs::discover()?;
         let stale_removed = tracefs::sweep_stale(&fs);
         let inst = tracefs::Instance::create(fs, cpus, duration_ns)?;
-        let pipe = inst
-            .open_pipe()
-            .map_err(|e| Unusable(format!("cannot open trace_pipe: {e}")))?;
+        let open = |rel: &str| {
+            inst.open_pipe(rel)
+                .map_err(|e| Unusable(format!("cannot open {rel}: {e}")))
+        };
+        let source = match kind {
+            ReaderKind::Text => Source::Text(open("trace_pipe")?),
+            ReaderKind::Raw => Source::Raw(
+                inst.cpus
+                    .iter()
+                    .map(|&c| Ok((c as u16, open(&format!("per_cpu/cpu{c}/trace_pipe_raw"))?)))
+                    .collect::<Result<Vec<_>, Unusable>>()?,
+                raw::Formats::load(&inst.dir, tracefs::EVENTS),
+            ),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
@@ -92,7 +113,10 @@ impl Recorder {
             .spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 t2.store(unsafe { libc::gettid() }, Ordering::SeqCst);
-                read_pipe(pipe, &s2)
+                match source {
+                    Source::Text(pipe) => read_pipe(pipe, &s2),
+                    Source::Raw(pipes, formats) => read_raw(pipes, &formats, &s2),
+                }
             })
             .map_err(|e| Unusable(format!("cannot start the trace reader: {e}")))?;
         let mut r = Recorder {
@@ -224,6 +248,55 @@ impl Recording {
         }
         w
     }
+}
+
+enum Source {
+    Text(std::fs::File),
+    Raw(Vec<(u16, std::fs::File)>, raw::Formats),
+}
+
+/// Drain every CPU's binary pipe a page at a time until stopped, then what is left.
+fn read_raw(
+    mut pipes: Vec<(u16, std::fs::File)>,
+    fm: &raw::Formats,
+    stop: &AtomicBool,
+) -> (Trace, u64) {
+    let mut trace = Trace::default();
+    let mut dropped = 0u64;
+    let mut page = vec![0u8; 4096];
+    let mut stopping_rounds = 0;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let mut got = false;
+        for (cpu, f) in pipes.iter_mut() {
+            // A bounded number of pages per CPU per round: the others get their turn.
+            for _ in 0..256 {
+                match f.read(&mut page) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got = true;
+                        if trace.events.len() >= MAX_EVENTS {
+                            dropped += 1;
+                        } else {
+                            raw::decode_page(&page[..n], *cpu, fm, &mut trace);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        if stopping {
+            stopping_rounds += 1;
+            if !got || stopping_rounds > 10_000 {
+                break;
+            }
+        } else if !got {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    raw::resolve_functions(&mut trace);
+    (trace, dropped)
 }
 
 fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool) -> (Trace, u64) {

@@ -266,10 +266,14 @@ impl Trace {
         Some(())
     }
 
-    fn note_comm(&mut self, pid: i32, comm: &str) {
+    pub(crate) fn note_comm(&mut self, pid: i32, comm: &str) {
         if pid != 0 && self.comms.get(&pid).map(String::as_str) != Some(comm) {
             self.comms.insert(pid, comm.to_string());
         }
+    }
+
+    pub(crate) fn push_event(&mut self, e: Event) {
+        self.events.push(e);
     }
 
     /// Add `n` events the kernel counted lost on `cpu` that no `LOST` line announced.

@@ -176,7 +176,8 @@ pub fn sweep_stale(fs: &Tracefs) -> Vec<String> {
 const PATH_MAX: usize = 256;
 static HOOK_PATH: [AtomicU64; PATH_MAX / 8] = [const { AtomicU64::new(0) }; PATH_MAX / 8];
 static HOOK_ARMED: AtomicBool = AtomicBool::new(false);
-static HOOK_FD: AtomicI32 = AtomicI32::new(-1);
+const HOOK_FDS: usize = 64;
+static HOOK_FD: [AtomicI32; HOOK_FDS] = [const { AtomicI32::new(-1) }; HOOK_FDS];
 static HOOKS_INSTALLED: AtomicBool = AtomicBool::new(false);
 
 fn arm_hook(path: &Path) -> bool {
@@ -205,15 +206,17 @@ fn remove_armed() {
     if !HOOK_ARMED.swap(false, Ordering::SeqCst) {
         return;
     }
-    let fd = HOOK_FD.swap(-1, Ordering::SeqCst);
     let mut buf = [0u8; PATH_MAX];
     for (i, w) in HOOK_PATH.iter().enumerate() {
         buf[i * 8..i * 8 + 8].copy_from_slice(&w.load(Ordering::SeqCst).to_ne_bytes());
     }
     // SAFETY: close and rmdir are async-signal-safe; buf is NUL-terminated (len < PATH_MAX).
     unsafe {
-        if fd >= 0 {
-            libc::close(fd);
+        for slot in &HOOK_FD {
+            let fd = slot.swap(-1, Ordering::SeqCst);
+            if fd >= 0 {
+                libc::close(fd);
+            }
         }
         libc::rmdir(buf.as_ptr() as *const libc::c_char);
     }
@@ -336,26 +339,30 @@ impl Instance {
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
     }
 
-    /// The open trace_pipe: its fd is registered so a dying process can close it before it
-    /// removes the instance.
-    pub fn open_pipe(&self) -> std::io::Result<std::fs::File> {
+    /// Open `rel` (trace_pipe, per_cpu/cpuN/trace_pipe_raw) non-blocking; its fd is
+    /// registered so a dying process can close it before it removes the instance.
+    pub fn open_pipe(&self, rel: &str) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::io::AsRawFd;
         let f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
-            .open(self.dir.join("trace_pipe"))?;
+            .open(self.dir.join(rel))?;
         if self.hooked {
-            HOOK_FD.store(f.as_raw_fd(), Ordering::SeqCst);
+            if let Some(slot) = HOOK_FD.iter().find(|s| s.load(Ordering::SeqCst) < 0) {
+                slot.store(f.as_raw_fd(), Ordering::SeqCst);
+            }
         }
         Ok(f)
     }
 
-    /// The pipe is about to be closed by its owner: the hooks must not close the fd number
-    /// again (it may be reused).
+    /// The pipes are about to be closed by their owner: the hooks must not close the fd
+    /// numbers again (they may be reused).
     pub fn pipe_closed(&self) {
         if self.hooked {
-            HOOK_FD.store(-1, Ordering::SeqCst);
+            for slot in &HOOK_FD {
+                slot.store(-1, Ordering::SeqCst);
+            }
         }
     }
 
