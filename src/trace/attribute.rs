@@ -5,9 +5,11 @@
 //! `sched_switch`es, minus the hard IRQs, softirqs and hrtimer callbacks nested in it. A
 //! window `[t_ideal, wake]`, `[wake, end]` is split along that timeline. Time the trace cannot
 //! give to anyone is `unaccounted`: before a CPU's first event or after events were lost until
-//! its next `sched_switch`; the CPU idle while our timer was already due (the timer fired late:
-//! a hypervisor that did not run the vCPU, or a late timer interrupt); our thread "running" by
-//! the trace beyond the CPU time it measured itself (steal).
+//! its next `sched_switch`; tasks or idle while our timer was already due (the timer interrupt
+//! preempts any task: the wake-up itself came late, a vCPU not run or interrupts held off); a
+//! lower-priority task that kept the CPU while we were runnable (a non-preemptible kernel
+//! section or a held vCPU, which the trace cannot tell apart); our thread "running" by the
+//! trace beyond the CPU time it measured itself (steal).
 
 use super::parse::{Event, Kind, Trace, SOFTIRQ_NAMES};
 use schemars::JsonSchema;

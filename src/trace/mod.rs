@@ -8,7 +8,8 @@
 //! - [`attribute`]: pure attribution of windows to culprits, and the culprit table.
 //!
 //! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
-//! it; the reader is a normal-priority thread that drains `trace_pipe` into memory.
+//! it; the reader is a normal-priority thread that drains `trace_pipe` (or the per-CPU binary
+//! pipes) into memory.
 
 pub mod attribute;
 pub mod parse;
@@ -66,12 +67,13 @@ pub struct CpuLost {
     pub events: u64,
 }
 
-/// How the trace is read: per-CPU binary pages (`trace_pipe_raw`, the default: the kernel
-/// copies pages instead of printing) or the text of `trace_pipe`.
+/// How the trace is read: the text of `trace_pipe` (the default) or per-CPU binary pages
+/// (`trace_pipe_raw`: the kernel copies pages instead of printing, far cheaper, but its
+/// attribution is not yet validated: an injected burst read as idle in one check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ReaderKind {
-    #[default]
     Raw,
+    #[default]
     Text,
 }
 
