@@ -19,6 +19,7 @@ pub mod rt;
 pub mod stress;
 pub mod suite;
 pub mod system;
+pub mod trace;
 pub mod units;
 
 pub use error::{Error, Result};

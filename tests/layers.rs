@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["common"],
     &["units"],
     &["rt", "progress"],
-    &["system", "dsp", "stress"],
+    &["system", "dsp", "stress", "trace"],
     &["driver"],
     &["engine"],
     &["measure"],

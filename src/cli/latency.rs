@@ -80,6 +80,12 @@ pub struct LatencyArgs {
     pub seed: u64,
     #[command(flatten)]
     pub stress: crate::stress::StressArgs,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
+    /// With --forensics: explain every wake-up later than this [default: the --audio-period;
+    /// without either, only each CPU's maximum].
+    #[arg(long, value_name = "DURATION", requires = "forensics", value_parser = parse_duration_ns)]
+    pub forensics_above: Option<u64>,
 }
 
 fn policy(a: &LatencyArgs, interval_ns: u64) -> Result<Policy> {
@@ -161,6 +167,8 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
 pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     let mut cfg = config(&a)?;
     if let Some(model) = &a.sim_latency {
+        // Says why it is off; a simulated timeline has nothing to trace.
+        let _ = super::forensics::start(&a.forensics, &[], 0, true);
         return simulated(a.seed, model, cfg, &a, g);
     }
     let spec = a.stress.to_spec()?;
@@ -184,8 +192,43 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     let started = Started::now(cfg.stress.clone());
     let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     let progress = crate::progress::for_terminal(g.quiet, 0);
-    let result = latency::measure_under(&cfg, &spec, progress.as_ref())?;
+    let rec = super::forensics::start(
+        &a.forensics,
+        &cfg.cpus,
+        cfg.duration_ns.unwrap_or(0) * if cfg.baseline_idle { 2 } else { 1 },
+        false,
+    );
+    // Without a threshold only each CPU's maximum is explained.
+    let above = rec.as_ref().map(|_| {
+        a.forensics_above
+            .or(cfg.audio_period.map(|p| p.period_ns()))
+            .unwrap_or(u64::MAX)
+    });
+    let mut result = latency::measure_under_keeping(&cfg, &spec, progress.as_ref(), above)?;
     drop(progress);
+    let mut forensic_warnings = Vec::new();
+    if let Some(rec) = rec {
+        let windows: Vec<crate::trace::Window> = result
+            .spikes
+            .iter()
+            .map(|s| crate::trace::Window {
+                id: s.cycle,
+                tid: s.tid,
+                cpu: (!unpinned).then_some(s.cpu),
+                t_ideal_ns: s.target_ns,
+                wake_ns: s.wake_ns,
+                end_ns: s.wake_ns,
+                own_cpu_ns: None,
+            })
+            .collect();
+        let mut ours: Vec<i32> = result.spikes.iter().map(|s| s.tid).collect();
+        ours.sort_unstable();
+        ours.dedup();
+        let csv = a.forensics.csv_path(g);
+        let (f, w) = super::forensics::finish(rec, "spike", &windows, &ours, csv.as_deref());
+        result.forensics = Some(f);
+        forensic_warnings = w;
+    }
     // A failed histogram write must not lose the result: it is reported after it (exit 3).
     let histogram = match &a.histogram {
         Some(h) => {
@@ -201,6 +244,9 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     if let Some(st) = &result.stress {
         human.push_str(&table::stress_line(st));
     }
+    if let Some(f) = &result.forensics {
+        human.push_str(&table::forensics(f));
+    }
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
     }
@@ -211,7 +257,7 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     };
     let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
     // The environment says "measured under stress"; only the baseline needs explaining here.
-    let mut warnings = Vec::new();
+    let mut warnings = forensic_warnings;
     if result.interrupted {
         warnings.push("interrupted by a signal: the result covers only part of the run".into());
     }

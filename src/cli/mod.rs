@@ -5,6 +5,7 @@ mod alsa_args;
 mod check;
 mod compare;
 mod event;
+mod forensics;
 mod import;
 mod jack_args;
 mod latency;
@@ -116,9 +117,23 @@ impl Command {
             // The suite's -o names a directory it creates; the stressor writes nothing.
             Command::Suite(_) | Command::Stressor(_) => return (outputs, inputs),
             Command::Latency(a) => {
-                outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)))
+                outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)));
+                outputs.extend(
+                    a.forensics
+                        .forensics_csv
+                        .as_deref()
+                        .map(|p| ("--forensics-csv", p)),
+                );
             }
-            Command::Run(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
+            Command::Run(a) => {
+                outputs.extend(a.trace.as_deref().map(|p| ("--trace", p)));
+                outputs.extend(
+                    a.forensics
+                        .forensics_csv
+                        .as_deref()
+                        .map(|p| ("--forensics-csv", p)),
+                );
+            }
             Command::Sched(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
             Command::Report(a) => {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));

@@ -131,6 +131,8 @@ pub struct RunArgs {
     pub compete: Option<crate::stress::PeriodicSpec>,
     #[command(flatten)]
     pub stress: crate::stress::StressArgs,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
 }
 
 impl RunArgs {
@@ -213,7 +215,20 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     cfg.stress = spec.labels();
     let started = output::Started::now(spec.labels());
     let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
-    let r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
+    let rec = super::forensics::start(
+        &a.forensics,
+        &cfg.cpus,
+        cfg.duration_ns,
+        cfg.driver.simulated(),
+    );
+    let mut r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
+    if let Some(rec) = rec {
+        let (windows, ours) = super::forensics::run_windows(&r.results);
+        let csv = a.forensics.csv_path(g);
+        let (f, w) = super::forensics::finish(rec, "xrun", &windows, &ours, csv.as_deref());
+        r.results.forensics = Some(f);
+        r.warnings.extend(w);
+    }
     let human = crate::report::table::run_summary(&r);
     let partial = partial_line(&r, g);
     let glitches = r.results.xruns.total + r.results.skipped_periods;

@@ -77,6 +77,12 @@ pub struct XrunEvent {
     /// Late only by that backlog: the cause is the previous xrun's (see `common::cycle`).
     #[serde(default)]
     pub inherited: bool,
+    /// CLOCK_MONOTONIC t_ideal and the critical thread's index, for the forensics of this
+    /// xrun (docs/ARCHITECTURE.md §3 "Forensics"); in-process only, `at_ns` is what a file keeps.
+    #[serde(skip)]
+    pub t_ideal_ns: u64,
+    #[serde(skip)]
+    pub crit_thread: u8,
 }
 
 /// Everything folded from the records.
@@ -159,6 +165,8 @@ impl Folded {
                     at_ns: r.t_ideal_ns - t0,
                     backlog_ns: r.backlog_ns(),
                     inherited: r.inherited,
+                    t_ideal_ns: r.t_ideal_ns,
+                    crit_thread: r.crit_thread,
                 });
             }
         }

@@ -289,6 +289,9 @@ pub struct RunResults {
     /// The LV2 plugins of the chain, with the latency each reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lv2: Vec<crate::dsp::lv2::Lv2Record>,
+    /// `--forensics`: who took the time of each xrun, from a kernel trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
@@ -711,6 +714,7 @@ fn fold_results(
         stress: None,
         compete: None,
         lv2: Vec::new(),
+        forensics: None,
     };
     RunResult {
         status,

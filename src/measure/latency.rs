@@ -256,7 +256,28 @@ pub struct LatencyResult {
     /// The idle phase measured just before, with the same settings (`--baseline idle`).
     #[serde(default)]
     pub baseline: Option<Box<LatencyResult>>,
+    /// `--forensics`: the wake-ups to explain, in-process only (the result keeps their
+    /// attribution).
+    #[serde(skip)]
+    pub spikes: Vec<Spike>,
+    /// `--forensics`: who delayed the wake-ups above the threshold and each CPU's maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
+
+/// One wake-up kept for forensics, CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spike {
+    pub cpu: usize,
+    pub tid: i32,
+    /// The wake-up's number on its CPU.
+    pub cycle: u64,
+    pub target_ns: u64,
+    pub wake_ns: u64,
+}
+
+/// Most spikes kept per CPU for forensics.
+pub const MAX_SPIKES: usize = 1000;
 
 impl LatencyResult {
     /// Evaluate a `--fail-above` threshold against the overall statistics.
@@ -283,6 +304,8 @@ struct Plan {
     audio_period_ns: Option<u64>,
     series_len: usize,
     expected_ns: u64,
+    /// `--forensics`: keep the wake-ups later than this (and each thread's maximum).
+    spikes_above_ns: Option<u64>,
 }
 
 fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
@@ -347,6 +370,7 @@ fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
             audio_period_ns: cfg.audio_period.map(|p| p.period_ns()),
             series_len: series_len.max(1),
             expected_ns,
+            spikes_above_ns: None,
         },
         policy,
     ))
@@ -386,6 +410,12 @@ struct ThreadState {
     audio_late: u64,
     /// Offset of the last wake-up from the start.
     last_ns: u64,
+    /// The thread's id, read by itself.
+    tid: i32,
+    /// `--forensics`: (cycle, target, wake) of wake-ups above the threshold (capacity
+    /// reserved up front), and of the maximum.
+    spikes: Vec<(u64, u64, u64)>,
+    max_abs: (u64, u64, u64),
 }
 
 impl ThreadState {
@@ -407,6 +437,13 @@ impl ThreadState {
             missed: 0,
             audio_late: 0,
             last_ns: 0,
+            tid: 0,
+            spikes: Vec::with_capacity(if p.spikes_above_ns.is_some() {
+                MAX_SPIKES
+            } else {
+                0
+            }),
+            max_abs: (0, 0, 0),
         }
     }
 
@@ -490,6 +527,8 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
             t => break t + phase_ns,
         }
     };
+    // SAFETY: gettid has no preconditions and does not allocate.
+    st.tid = unsafe { libc::gettid() };
     clock::sleep_until_ns(t0);
     let mut target_off = p.interval_ns;
     loop {
@@ -514,6 +553,16 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
             break;
         }
         st.record(now - target, now - t0, target_off, &p);
+        if let Some(th) = p.spikes_above_ns {
+            let cycle = st.count - 1;
+            // Capacity reserved up front: these pushes never reallocate.
+            if now - target > th && st.spikes.len() < st.spikes.capacity() {
+                st.spikes.push((cycle, target, now));
+            }
+            if st.max_cycle == cycle {
+                st.max_abs = (cycle, target, now);
+            }
+        }
         target_off = st.next_target(target_off, now - t0, &p);
     }
     st
@@ -559,6 +608,16 @@ pub fn measure_under(
     stress: &StressSpec,
     progress: &dyn Progress,
 ) -> Result<LatencyResult> {
+    measure_under_keeping(cfg, stress, progress, None)
+}
+
+/// [`measure_under`] keeping the stressed phase's spikes (see [`measure_keeping`]).
+pub fn measure_under_keeping(
+    cfg: &LatencyConfig,
+    stress: &StressSpec,
+    progress: &dyn Progress,
+    spikes_above_ns: Option<u64>,
+) -> Result<LatencyResult> {
     let baseline = if cfg.baseline_idle {
         progress.set_message("idle");
         let b = measure(cfg, progress)?;
@@ -581,7 +640,7 @@ pub fn measure_under(
     if session.is_some() {
         progress.set_message("stress");
     }
-    let measured = measure(cfg, progress);
+    let measured = measure_keeping(cfg, progress, spikes_above_ns);
     let record = session.map(StressSession::stop);
     let mut r = measured?;
     r.stress = record;
@@ -625,7 +684,18 @@ pub fn simulate(
 }
 
 pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyResult> {
-    let (p, policy) = plan(cfg)?;
+    measure_keeping(cfg, progress, None)
+}
+
+/// [`measure`], keeping the wake-ups later than `spikes_above_ns` and each CPU's maximum
+/// (`LatencyResult::spikes`) for forensics.
+pub fn measure_keeping(
+    cfg: &LatencyConfig,
+    progress: &dyn Progress,
+    spikes_above_ns: Option<u64>,
+) -> Result<LatencyResult> {
+    let (mut p, policy) = plan(cfg)?;
+    p.spikes_above_ns = spikes_above_ns;
     let cpus = if cfg.cpus.is_empty() {
         affinity::allowed_cpus()?
     } else {
@@ -739,7 +809,22 @@ fn summarise(
     let mut overall_max: Option<(u64, usize, u64, u64)> = None;
     let (mut overflows, mut missed, mut late) = (0u64, 0u64, 0u64);
     let mut per_cpu = Vec::with_capacity(states.len());
+    let mut spikes = Vec::new();
     for st in states {
+        let spike = |&(cycle, target_ns, wake_ns): &(u64, u64, u64)| Spike {
+            cpu: st.cpu,
+            tid: st.tid,
+            cycle,
+            target_ns,
+            wake_ns,
+        };
+        spikes.extend(st.spikes.iter().map(spike));
+        if p.spikes_above_ns.is_some()
+            && st.max_abs.1 > 0
+            && !st.spikes.iter().any(|s| s.0 == st.max_abs.0)
+        {
+            spikes.push(spike(&st.max_abs));
+        }
         // Cannot fail: both histograms have the same bounds.
         let _ = all.add(&st.hdr);
         count += st.count;
@@ -817,6 +902,8 @@ fn summarise(
         interrupted,
         stress: None,
         baseline: None,
+        spikes,
+        forensics: None,
     };
     r.fail_above = fail.map(|f| r.evaluate(f));
     r
@@ -835,6 +922,7 @@ mod tests {
             audio_period_ns: Some(1_333_333),
             series_len,
             expected_ns: 2_000_000,
+            spikes_above_ns: None,
         }
     }
 
@@ -983,6 +1071,7 @@ mod props {
                 audio_period_ns: Some(100_000),
                 series_len: 1,
                 expected_ns: 0,
+                spikes_above_ns: None,
             };
             p.series_len = lats.len() * 200_000 / 1_000_000_000 + 1;
             let mut st = ThreadState::new(3, &p);

@@ -243,6 +243,9 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
     if let Some(c) = &x.compete {
         s.push_str(&compete_line(c));
     }
+    if let Some(f) = &x.forensics {
+        s.push_str(&forensics(f));
+    }
     if r.status != crate::common::Status::Complete {
         s.push_str(&format!("status: {:?} (partial result)\n", r.status));
     }
@@ -908,6 +911,63 @@ pub fn verdict(
     }
     for g in &r.gaps {
         s.push_str(&format!("note: {g}\n"));
+    }
+    s
+}
+
+/// The culprit table of a `--forensics` section: who took the time of the xruns (or spikes).
+pub fn forensics(f: &crate::trace::Forensics) -> String {
+    use crate::trace::WakeVerdict;
+    use crate::units::format_ns;
+    let mut s = format!(
+        "forensics: {} {}(s) explained from {} trace events on CPU {}{}\n",
+        f.windows_total,
+        f.windows_of,
+        f.events,
+        crate::rt::affinity::format_cpu_list(&f.cpus),
+        if f.lost_events > 0 {
+            format!(" ({} events LOST: figures are lower bounds)", f.lost_events)
+        } else {
+            String::new()
+        }
+    );
+    if f.windows_total == 0 {
+        return s;
+    }
+    let mut t = new_table(&[
+        "culprit",
+        "cpu",
+        "top in",
+        "present in",
+        "time taken",
+        "worst",
+    ]);
+    for row in f.culprits.iter().take(10) {
+        t.add_row(vec![
+            Cell::new(row.culprit.label()),
+            num(row.cpu.map(|c| c.to_string()).unwrap_or_default()),
+            num(row.explained),
+            num(row.present),
+            num(format_ns(row.total_ns)),
+            num(format_ns(row.worst_ns)),
+        ]);
+    }
+    s.push_str(&format!("{t}\n"));
+    if f.culprits.len() > 10 {
+        s.push_str(&format!(
+            "… and {} more culprits in the result\n",
+            f.culprits.len() - 10
+        ));
+    }
+    let count = |v: WakeVerdict| f.windows.iter().filter(|w| w.wakeup.verdict == v).count();
+    s.push_str(&format!(
+        "wake-ups: {} came late (timer/IRQ), {} runnable but not scheduled, {} not traced (no sleep or lost)\n",
+        count(WakeVerdict::WakeupLate),
+        count(WakeVerdict::NotScheduled),
+        count(WakeVerdict::NoWakeupTraced)
+    ));
+    if let Some(p) = &f.csv_file {
+        s.push_str(&format!("attributed windows: {p}\n"));
     }
     s
 }

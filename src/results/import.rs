@@ -794,6 +794,8 @@ fn build(
         interrupted: false,
         stress: None,
         baseline: None,
+        spikes: Vec::new(),
+        forensics: None,
     };
     Ok((cfg, result))
 }

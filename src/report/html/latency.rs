@@ -85,5 +85,8 @@ pub fn section(cfg: &LatencyConfig, r: &LatencyResult) -> Markup {
                      (n(s.audio_late_per_hour.map_or("-".into(), |m| format!("{m:.0}")))) }
             }
         }
+        @if let Some(f) = &r.forensics {
+            (super::forensics::section(f))
+        }
     }
 }

@@ -6,6 +6,7 @@ mod bench;
 pub(crate) use bench::label as bench_label;
 mod check;
 mod event;
+mod forensics;
 mod generic;
 mod latency;
 mod latencytest;

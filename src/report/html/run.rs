@@ -137,5 +137,8 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
         (figure(line_chart(&Axes { title: "Xruns over the run", x_label: "time (s)",
                 y_label: "driver end time (µs)", log_x: false, log_y: false, points_only: true, x_range: Some((0.0, x.periods_elapsed as f64 * x.period_ns as f64 / 1e9)), ..Default::default() }, &timeline),
             &format!("Each xrun recorded ({} of {}), at its time in the run, by cause; the height is the cycle's end time after its ideal start.", x.xrun_events.len(), x.xruns.total)))
+        @if let Some(f) = &x.forensics {
+            (super::forensics::section(f))
+        }
     }
 }

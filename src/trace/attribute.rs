@@ -1,0 +1,921 @@
+//! Who took the time of a late cycle (docs/ARCHITECTURE.md §3 "Forensics"): pure functions
+//! from a parsed trace and the windows of the xruns (or latency spikes) to their culprits.
+//!
+//! Each traced CPU's events become a timeline of what ran there: the task between two
+//! `sched_switch`es, minus the hard IRQs, softirqs and hrtimer callbacks nested in it. A
+//! window `[t_ideal, wake]`, `[wake, end]` is split along that timeline. Time the trace cannot
+//! give to anyone is `unaccounted`: before a CPU's first event or after events were lost until
+//! its next `sched_switch`; tasks or idle while our timer was already due (the timer interrupt
+//! preempts any task: the wake-up itself came late, a vCPU not run or interrupts held off); a
+//! lower-priority task that kept the CPU while we were runnable (a non-preemptible kernel
+//! section or a held vCPU, which the trace cannot tell apart); our thread "running" by the
+//! trace beyond the CPU time it measured itself (steal).
+
+use super::parse::{Event, Kind, Trace, SOFTIRQ_NAMES};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// What took a share of a window.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CulpritKind {
+    /// The window's own thread running.
+    #[serde(rename = "self")]
+    SelfThread,
+    /// Another thread of ours (an engine worker, a latency thread).
+    Ours,
+    /// Another task.
+    Task,
+    /// A hard IRQ handler, or an hrtimer callback (`irq` absent).
+    Irq,
+    Softirq,
+    Idle,
+    /// Time the trace cannot give to anyone (see the module doc).
+    Unaccounted,
+}
+
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub struct Culprit {
+    pub kind: CulpritKind,
+    /// Comm of a task, action of an IRQ, vector of a softirq, "timer:FUNCTION".
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq: Option<i32>,
+    /// A task's priority as the scheduler saw it: `rt:N` (FIFO/RR priority N), `nice:N`, or
+    /// `deadline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<String>,
+}
+
+impl Culprit {
+    fn simple(kind: CulpritKind, name: &str) -> Culprit {
+        Culprit {
+            kind,
+            name: name.into(),
+            pid: None,
+            irq: None,
+            prio: None,
+        }
+    }
+
+    /// One short label for tables: `xrl-burst[1234] rt:90`, `irq 24 virtio0`, `softirq NET_RX`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            CulpritKind::Task | CulpritKind::Ours | CulpritKind::SelfThread => format!(
+                "{}[{}]{}",
+                self.name,
+                self.pid.unwrap_or(0),
+                self.prio
+                    .as_deref()
+                    .map(|p| format!(" {p}"))
+                    .unwrap_or_default()
+            ),
+            CulpritKind::Irq => match self.irq {
+                Some(n) => format!("irq {n} {}", self.name),
+                None => self.name.clone(),
+            },
+            CulpritKind::Softirq => format!("softirq {}", self.name),
+            CulpritKind::Idle => "idle".into(),
+            CulpritKind::Unaccounted => "unaccounted".into(),
+        }
+    }
+
+    /// Takes time from us (everything but our own thread and an idle CPU).
+    pub fn is_culprit(&self) -> bool {
+        !matches!(self.kind, CulpritKind::SelfThread | CulpritKind::Idle)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Share {
+    pub culprit: Culprit,
+    pub ns: u64,
+}
+
+/// For a late wake-up: did the wake-up itself come late, or were we runnable and kept off
+/// the CPU?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeVerdict {
+    /// The timer or IRQ that should have woken us fired late (`sched_waking` long after
+    /// t_ideal).
+    WakeupLate,
+    /// We were woken in time and runnable, but something else had the CPU.
+    NotScheduled,
+    /// No `sched_waking` of the thread in the window: it did not sleep (a backlog) or the
+    /// event was lost.
+    NoWakeupTraced,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Wakeup {
+    pub verdict: WakeVerdict,
+    /// sched_waking − t_ideal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeup_delay_ns: Option<u64>,
+    /// wake − sched_waking: runnable and not running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable_ns: Option<u64>,
+    /// The largest culprit while we were runnable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<Culprit>,
+}
+
+/// One late cycle (or latency spike) to explain, in CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// The cycle (or sample) number, carried into the report.
+    pub id: u64,
+    pub tid: i32,
+    /// The CPU the thread is pinned to; else found from the trace.
+    pub cpu: Option<usize>,
+    pub t_ideal_ns: u64,
+    pub wake_ns: u64,
+    pub end_ns: u64,
+    /// CPU time the thread measured itself in `[wake, end]`, when known.
+    pub own_cpu_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowReport {
+    pub id: u64,
+    pub tid: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    pub t_ideal_ns: u64,
+    pub wake_ns: u64,
+    pub end_ns: u64,
+    /// What ran on the CPU in [t_ideal, wake], largest first.
+    pub before_wake: Vec<Share>,
+    /// What ran on the CPU in [wake, end], largest first.
+    pub after_wake: Vec<Share>,
+    /// The largest culprits of both parts together (at most 3).
+    pub top: Vec<Share>,
+    pub wakeup: Wakeup,
+    /// Events were lost on this CPU during the window: its figures are a lower bound.
+    #[serde(default)]
+    pub lost_events: bool,
+}
+
+/// One line of the culprit table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CulpritRow {
+    pub culprit: Culprit,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    /// Windows in which it was the top culprit.
+    pub explained: u64,
+    /// Windows in which it took any time.
+    pub present: u64,
+    /// Time it took from us, summed over the windows.
+    pub total_ns: u64,
+    /// Its largest share of one window.
+    pub worst_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    Task { pid: i32, prio: i32 },
+    Irq(i32),
+    Softirq(u8),
+    Timer(u32),
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    start: u64,
+    end: u64,
+    owner: Owner,
+    /// Events were lost just before this segment's state was known again.
+    lost: bool,
+}
+
+/// What ran on each CPU, as non-overlapping segments in time order.
+pub struct Timeline {
+    cpus: HashMap<u16, Vec<Seg>>,
+    /// Per thread: (time, CPU) of each switch-in and each sched_waking.
+    switch_in: HashMap<i32, Vec<(u64, u16)>>,
+    waking: HashMap<i32, Vec<u64>>,
+    /// Per thread: the priority it was last switched in with.
+    prio: HashMap<i32, i32>,
+}
+
+impl Timeline {
+    /// Build from events in any order (trace_pipe merges CPUs; a late reader or a lost batch
+    /// can leave them out of order across CPUs).
+    pub fn build(events: &[Event], tids: &[i32]) -> Timeline {
+        let mut per_cpu: HashMap<u16, Vec<&Event>> = HashMap::new();
+        let mut switch_in: HashMap<i32, Vec<(u64, u16)>> = HashMap::new();
+        let mut waking: HashMap<i32, Vec<u64>> = HashMap::new();
+        let mut prio: HashMap<i32, i32> = HashMap::new();
+        for e in events {
+            if let Kind::Switch {
+                next_pid,
+                next_prio,
+                ..
+            } = e.kind
+            {
+                if tids.contains(&next_pid) {
+                    prio.insert(next_pid, next_prio);
+                }
+            }
+            per_cpu.entry(e.cpu).or_default().push(e);
+            match e.kind {
+                Kind::Switch { next_pid, .. } if tids.contains(&next_pid) => switch_in
+                    .entry(next_pid)
+                    .or_default()
+                    .push((e.ts_ns, e.cpu)),
+                Kind::Waking { pid, .. } if tids.contains(&pid) => {
+                    waking.entry(pid).or_default().push(e.ts_ns)
+                }
+                _ => {}
+            }
+        }
+        for v in switch_in.values_mut() {
+            v.sort_unstable();
+        }
+        for v in waking.values_mut() {
+            v.sort_unstable();
+        }
+        let cpus = per_cpu
+            .into_iter()
+            .map(|(cpu, mut evs)| {
+                evs.sort_by_key(|e| e.ts_ns);
+                (cpu, segments(&evs))
+            })
+            .collect();
+        Timeline {
+            cpus,
+            switch_in,
+            waking,
+            prio,
+        }
+    }
+
+    /// Time per owner on `cpu` in [a, b), and whether lost events touch it.
+    fn split(&self, cpu: u16, a: u64, b: u64) -> (Vec<(Owner, u64)>, bool) {
+        let mut out: Vec<(Owner, u64)> = Vec::new();
+        let mut lost = false;
+        if b <= a {
+            return (out, lost);
+        }
+        let mut add = |o: Owner, ns: u64| {
+            if ns == 0 {
+                return;
+            }
+            match out.iter_mut().find(|(x, _)| *x == o) {
+                Some((_, n)) => *n += ns,
+                None => out.push((o, ns)),
+            }
+        };
+        let Some(segs) = self.cpus.get(&cpu) else {
+            add(Owner::Unknown, b - a);
+            return (out, lost);
+        };
+        let first = segs.partition_point(|s| s.end <= a);
+        if segs.first().is_none_or(|s| s.start > a) {
+            add(
+                Owner::Unknown,
+                segs.first().map_or(b, |s| s.start.min(b)) - a,
+            );
+        }
+        for s in &segs[first..] {
+            if s.start >= b {
+                break;
+            }
+            lost |= s.lost;
+            add(s.owner, s.end.min(b) - s.start.max(a));
+        }
+        (out, lost)
+    }
+
+    fn cpu_of(&self, w: &Window) -> Option<u16> {
+        if let Some(c) = w.cpu {
+            return Some(c as u16);
+        }
+        let v = self.switch_in.get(&w.tid)?;
+        let i = v.partition_point(|&(t, _)| t <= w.wake_ns);
+        v.get(i.checked_sub(1)?).map(|&(_, c)| c)
+    }
+}
+
+fn segments(evs: &[&Event]) -> Vec<Seg> {
+    let mut out: Vec<Seg> = Vec::with_capacity(evs.len() / 2 + 1);
+    let mut task: Option<Owner> = None;
+    let mut stack: Vec<Owner> = Vec::new();
+    let mut lost = false;
+    let mut last: Option<u64> = None;
+    let push = |out: &mut Vec<Seg>, start: u64, end: u64, owner: Owner, lost: bool| {
+        if end <= start {
+            return;
+        }
+        if let Some(p) = out.last_mut() {
+            if p.owner == owner && p.end == start && p.lost == lost {
+                p.end = end;
+                return;
+            }
+        }
+        out.push(Seg {
+            start,
+            end,
+            owner,
+            lost,
+        });
+    };
+    for e in evs {
+        if let Some(t0) = last {
+            // Lost events happened somewhere since the previous event: nobody is known there.
+            let (owner, l) = if matches!(e.kind, Kind::Lost { .. }) {
+                (Owner::Unknown, true)
+            } else {
+                let o = stack.last().copied().or(task).unwrap_or(Owner::Unknown);
+                (o, lost && task.is_none())
+            };
+            push(&mut out, t0, e.ts_ns, owner, l);
+        }
+        last = Some(e.ts_ns);
+        let pop = |stack: &mut Vec<Owner>, o: Owner| {
+            if let Some(i) = stack.iter().rposition(|x| *x == o) {
+                stack.truncate(i);
+            }
+        };
+        match e.kind {
+            Kind::Lost { .. } => {
+                task = None;
+                stack.clear();
+                lost = true;
+            }
+            Kind::Switch {
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                task = Some(Owner::Task {
+                    pid: next_pid,
+                    prio: next_prio,
+                });
+                stack.clear();
+                lost = false;
+            }
+            Kind::IrqEntry { irq } => stack.push(Owner::Irq(irq)),
+            Kind::IrqExit { irq } => pop(&mut stack, Owner::Irq(irq)),
+            Kind::SoftirqEntry { vec } => stack.push(Owner::Softirq(vec)),
+            Kind::SoftirqExit { vec } => pop(&mut stack, Owner::Softirq(vec)),
+            Kind::TimerEntry { function } => stack.push(Owner::Timer(function)),
+            Kind::TimerExit => {
+                if let Some(i) = stack.iter().rposition(|x| matches!(x, Owner::Timer(_))) {
+                    stack.truncate(i);
+                }
+            }
+            Kind::Waking { .. } | Kind::Wakeup { .. } | Kind::Migrate { .. } => {}
+        }
+    }
+    if let Some(t0) = last {
+        let owner = stack.last().copied().or(task).unwrap_or(Owner::Unknown);
+        push(&mut out, t0, u64::MAX, owner, lost && task.is_none());
+    }
+    out
+}
+
+/// The kernel's prio back from [`prio_label`] (lower runs first).
+pub fn prio_rank(label: &str) -> Option<i32> {
+    if label == "deadline" {
+        return Some(-1);
+    }
+    if let Some(n) = label.strip_prefix("rt:") {
+        return n.parse::<i32>().ok().map(|n| 99 - n);
+    }
+    label
+        .strip_prefix("nice:")?
+        .parse::<i32>()
+        .ok()
+        .map(|n| 120 + n)
+}
+
+/// `rt:N`, `nice:N` or `deadline` from the kernel's prio as sched_switch prints it.
+pub fn prio_label(prio: i32) -> String {
+    match prio {
+        p if p < 0 => "deadline".into(),
+        p if p < 100 => format!("rt:{}", 99 - p),
+        p => format!("nice:{}", p - 120),
+    }
+}
+
+fn culprit(trace: &Trace, o: Owner, tid: i32, ours: &[i32]) -> Culprit {
+    match o {
+        Owner::Task { pid: 0, .. } => Culprit::simple(CulpritKind::Idle, "idle"),
+        Owner::Task { pid, prio } => Culprit {
+            kind: if pid == tid {
+                CulpritKind::SelfThread
+            } else if ours.contains(&pid) {
+                CulpritKind::Ours
+            } else {
+                CulpritKind::Task
+            },
+            name: trace.comms.get(&pid).cloned().unwrap_or_else(|| "?".into()),
+            pid: Some(pid),
+            irq: None,
+            prio: Some(prio_label(prio)),
+        },
+        Owner::Irq(n) => Culprit {
+            kind: CulpritKind::Irq,
+            name: trace
+                .irq_names
+                .get(&n)
+                .cloned()
+                .unwrap_or_else(|| "?".into()),
+            pid: None,
+            irq: Some(n),
+            prio: None,
+        },
+        Owner::Softirq(v) => Culprit::simple(
+            CulpritKind::Softirq,
+            SOFTIRQ_NAMES.get(v as usize).copied().unwrap_or("?"),
+        ),
+        Owner::Timer(f) => Culprit::simple(
+            CulpritKind::Irq,
+            &format!(
+                "timer:{}",
+                trace.functions.get(f as usize).map_or("?", String::as_str)
+            ),
+        ),
+        Owner::Unknown => Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
+    }
+}
+
+fn shares(trace: &Trace, parts: &[(Owner, u64)], tid: i32, ours: &[i32]) -> Vec<Share> {
+    let mut v: Vec<Share> = Vec::new();
+    for &(o, ns) in parts {
+        let c = culprit(trace, o, tid, ours);
+        match v.iter_mut().find(|s| s.culprit == c) {
+            Some(s) => s.ns += ns,
+            None => v.push(Share { culprit: c, ns }),
+        }
+    }
+    sort_shares(&mut v);
+    v
+}
+
+fn sort_shares(v: &mut [Share]) {
+    v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.culprit.cmp(&b.culprit)));
+}
+
+fn move_to_unaccounted(v: &mut Vec<Share>, kind: CulpritKind, ns: u64) {
+    let mut left = ns;
+    for s in v.iter_mut().filter(|s| s.culprit.kind == kind) {
+        let take = left.min(s.ns);
+        s.ns -= take;
+        left -= take;
+    }
+    let moved = ns - left;
+    if moved > 0 {
+        let u = Culprit::simple(CulpritKind::Unaccounted, "unaccounted");
+        match v.iter_mut().find(|s| s.culprit == u) {
+            Some(s) => s.ns += moved,
+            None => v.push(Share {
+                culprit: u,
+                ns: moved,
+            }),
+        }
+    }
+    v.retain(|s| s.ns > 0);
+    sort_shares(v);
+}
+
+/// The text format's times are whole µs: a wake-up that came just after t_ideal may read up
+/// to 1 µs before it.
+const RESOLUTION_NS: u64 = 1_000;
+
+/// Explain one window.
+pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> WindowReport {
+    let cpu = tl.cpu_of(w);
+    let wake = w.wake_ns.max(w.t_ideal_ns);
+    let end = w.end_ns.max(wake);
+    let waking = tl.waking.get(&w.tid).and_then(|v| {
+        let i = v.partition_point(|&t| t <= wake);
+        let t = *v.get(i.checked_sub(1)?)?;
+        (t + RESOLUTION_NS >= w.t_ideal_ns).then_some(t)
+    });
+    let (mut before, mut after, mut lost) = (Vec::new(), Vec::new(), false);
+    let mut runnable_top: Option<Culprit> = None;
+    if let Some(c) = cpu {
+        let split = |a, b| {
+            let (parts, l) = tl.split(c, a, b);
+            (shares(trace, &parts, w.tid, ours), l)
+        };
+        // Until the wake-up, tasks (and idle) that ran could not have held it back: the
+        // timer interrupt preempts any task. Their time is the wake-up coming late (a vCPU
+        // the hypervisor did not run, interrupts held off), charged as unaccounted; IRQs and
+        // softirqs that ran meanwhile keep their names.
+        let due_until = waking.unwrap_or(w.t_ideal_ns).clamp(w.t_ideal_ns, wake);
+        let (mut b1, l1) = split(w.t_ideal_ns, due_until);
+        for kind in [CulpritKind::Idle, CulpritKind::Task, CulpritKind::Ours] {
+            let ns = b1
+                .iter()
+                .filter(|s| s.culprit.kind == kind)
+                .map(|s| s.ns)
+                .sum();
+            move_to_unaccounted(&mut b1, kind, ns);
+        }
+        let (mut b2, l2) = split(due_until, wake);
+        // Runnable, we preempt any task of lower priority at once: one that kept the CPU
+        // did so in a non-preemptible kernel section or while the hypervisor held the vCPU
+        // (the trace cannot tell them apart), so its time is unaccounted, not its fault.
+        if let Some(&own) = tl.prio.get(&w.tid) {
+            let lower: u64 = b2
+                .iter()
+                .filter(|s| {
+                    s.culprit.kind == CulpritKind::Task
+                        && s.culprit
+                            .prio
+                            .as_deref()
+                            .and_then(prio_rank)
+                            .is_some_and(|r| r > own)
+                })
+                .map(|s| s.ns)
+                .sum();
+            if lower > 0 {
+                let keep: Vec<Share> = b2
+                    .iter()
+                    .filter(|s| {
+                        !(s.culprit.kind == CulpritKind::Task
+                            && s.culprit
+                                .prio
+                                .as_deref()
+                                .and_then(prio_rank)
+                                .is_some_and(|r| r > own))
+                    })
+                    .cloned()
+                    .collect();
+                b2 = keep;
+                b2.push(Share {
+                    culprit: Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
+                    ns: lower,
+                });
+                b2 = merge(Vec::new(), b2);
+            }
+        }
+        runnable_top = b2
+            .iter()
+            .find(|s| s.culprit.is_culprit())
+            .map(|s| s.culprit.clone());
+        before = merge(b1, b2);
+        let (mut a, l3) = split(wake, end);
+        if let Some(own) = w.own_cpu_ns {
+            let seen: u64 = a
+                .iter()
+                .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
+                .map(|s| s.ns)
+                .sum();
+            // Beyond a few µs of clock reads at each end: time we were "running" without CPU.
+            if seen > own + 4 * RESOLUTION_NS {
+                move_to_unaccounted(&mut a, CulpritKind::SelfThread, seen - own);
+            }
+        }
+        after = a;
+        lost = l1 || l2 || l3;
+    } else {
+        let u = Culprit::simple(CulpritKind::Unaccounted, "unaccounted");
+        if wake > w.t_ideal_ns {
+            before.push(Share {
+                culprit: u.clone(),
+                ns: wake - w.t_ideal_ns,
+            });
+        }
+        if end > wake {
+            after.push(Share {
+                culprit: u,
+                ns: end - wake,
+            });
+        }
+    }
+    let mut top = merge(before.clone(), after.clone());
+    top.retain(|s| s.culprit.is_culprit());
+    top.truncate(3);
+    let wakeup = match waking {
+        None => Wakeup {
+            verdict: WakeVerdict::NoWakeupTraced,
+            wakeup_delay_ns: None,
+            runnable_ns: None,
+            behind: None,
+        },
+        Some(t) => {
+            let delay = t.saturating_sub(w.t_ideal_ns);
+            let runnable = wake.saturating_sub(t);
+            let behind = runnable_top.clone();
+            Wakeup {
+                verdict: if delay > runnable {
+                    WakeVerdict::WakeupLate
+                } else {
+                    WakeVerdict::NotScheduled
+                },
+                wakeup_delay_ns: Some(delay),
+                runnable_ns: Some(runnable),
+                behind,
+            }
+        }
+    };
+    WindowReport {
+        id: w.id,
+        tid: w.tid,
+        cpu: cpu.map(usize::from),
+        t_ideal_ns: w.t_ideal_ns,
+        wake_ns: w.wake_ns,
+        end_ns: w.end_ns,
+        before_wake: before,
+        after_wake: after,
+        top,
+        wakeup,
+        lost_events: lost,
+    }
+}
+
+fn merge(mut a: Vec<Share>, b: Vec<Share>) -> Vec<Share> {
+    for s in b {
+        match a.iter_mut().find(|x| x.culprit == s.culprit) {
+            Some(x) => x.ns += s.ns,
+            None => a.push(s),
+        }
+    }
+    sort_shares(&mut a);
+    a
+}
+
+/// Explain every window; `ours` are all our thread ids.
+pub fn attribute(trace: &Trace, windows: &[Window], ours: &[i32]) -> Vec<WindowReport> {
+    let mut tids: Vec<i32> = windows.iter().map(|w| w.tid).collect();
+    tids.extend_from_slice(ours);
+    tids.sort_unstable();
+    tids.dedup();
+    let tl = Timeline::build(&trace.events, &tids);
+    windows
+        .iter()
+        .map(|w| explain(trace, &tl, w, ours))
+        .collect()
+}
+
+/// The culprit table: per culprit and CPU, the windows it explained (was top culprit of),
+/// those it was present in, the time it took and its worst single share; largest total first.
+pub fn culprit_table(reports: &[WindowReport]) -> Vec<CulpritRow> {
+    let mut rows: BTreeMap<(Culprit, Option<usize>), CulpritRow> = BTreeMap::new();
+    for r in reports {
+        let all = merge(r.before_wake.clone(), r.after_wake.clone());
+        for s in all.iter().filter(|s| s.culprit.is_culprit()) {
+            let row = rows
+                .entry((s.culprit.clone(), r.cpu))
+                .or_insert_with(|| CulpritRow {
+                    culprit: s.culprit.clone(),
+                    cpu: r.cpu,
+                    explained: 0,
+                    present: 0,
+                    total_ns: 0,
+                    worst_ns: 0,
+                });
+            row.present += 1;
+            row.total_ns = row.total_ns.saturating_add(s.ns);
+            row.worst_ns = row.worst_ns.max(s.ns);
+            if r.top.first().is_some_and(|t| t.culprit == s.culprit) {
+                row.explained += 1;
+            }
+        }
+    }
+    let mut v: Vec<CulpritRow> = rows.into_values().collect();
+    v.sort_by(|a, b| {
+        b.explained
+            .cmp(&a.explained)
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then_with(|| a.culprit.cmp(&b.culprit))
+    });
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    fn trace(text: &str) -> Trace {
+        let mut t = Trace::default();
+        t.push_text(text);
+        t
+    }
+
+    fn ns_of(v: &[Share], kind: CulpritKind, name: &str) -> u64 {
+        v.iter()
+            .filter(|s| s.culprit.kind == kind && s.culprit.name == name)
+            .map(|s| s.ns)
+            .sum()
+    }
+
+    fn at(s: u64, us: u64) -> u64 {
+        s * 1_000_000_000 + us * US
+    }
+
+    #[test]
+    fn burst_is_the_top_culprit_and_we_were_runnable_behind_it() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        assert_eq!(t.skipped_lines, 0);
+        let w = Window {
+            id: 7,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(100, 1000),
+            wake_ns: at(100, 10_510),
+            end_ns: at(100, 11_500),
+            own_cpu_ns: Some(800 * US),
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Task, "xrl-burst"),
+            9398 * US
+        );
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Irq, "virtio0-input.0"),
+            100 * US
+        );
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Irq, "timer:hrtimer_wakeup"),
+            2 * US
+        );
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::SelfThread, "xrunlab-rt"),
+            10 * US
+        );
+        assert_eq!(
+            ns_of(&r.after_wake, CulpritKind::SelfThread, "xrunlab-rt"),
+            790 * US
+        );
+        assert_eq!(
+            ns_of(&r.after_wake, CulpritKind::Softirq, "NET_RX"),
+            200 * US
+        );
+        let top = &r.top[0].culprit;
+        assert_eq!(
+            (top.name.as_str(), top.pid, top.prio.as_deref()),
+            ("xrl-burst", Some(700), Some("rt:90"))
+        );
+        assert_eq!(r.top.len(), 3);
+        assert_eq!(r.wakeup.verdict, WakeVerdict::NotScheduled);
+        assert_eq!(r.wakeup.wakeup_delay_ns, Some(US));
+        assert_eq!(r.wakeup.behind.as_ref().map(|c| c.pid), Some(Some(700)));
+        assert!(!r.lost_events);
+        // The parts add up to the window.
+        let sum: u64 = r
+            .before_wake
+            .iter()
+            .chain(&r.after_wake)
+            .map(|s| s.ns)
+            .sum();
+        assert_eq!(sum, w.end_ns - w.t_ideal_ns);
+        let table = culprit_table(std::slice::from_ref(r));
+        assert_eq!(table[0].culprit.name, "xrl-burst");
+        assert_eq!((table[0].explained, table[0].present), (1, 1));
+        assert_eq!(table[0].worst_ns, 9398 * US);
+        assert!(table.iter().all(|row| row.culprit.is_culprit()));
+    }
+
+    #[test]
+    fn the_cpu_is_found_from_the_trace_when_not_pinned() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        let w = Window {
+            id: 1,
+            tid: 500,
+            cpu: None,
+            t_ideal_ns: at(100, 1000),
+            wake_ns: at(100, 10_510),
+            end_ns: at(100, 11_500),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(r.cpu, Some(1));
+        assert_eq!(r.top[0].culprit.name, "xrl-burst");
+    }
+
+    #[test]
+    fn lost_events_leave_time_unaccounted_and_mark_the_window() {
+        let t = trace(include_str!("../../tests/fixtures/trace/overrun.txt"));
+        assert_eq!(t.lost_total(), 40);
+        let w = Window {
+            id: 2,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(200, 1000),
+            wake_ns: at(200, 6010),
+            end_ns: at(200, 6500),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert!(r.lost_events);
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Unaccounted, "unaccounted"),
+            4950 * US
+        );
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Irq, "eth0"), 50 * US);
+        assert_eq!(r.wakeup.verdict, WakeVerdict::NoWakeupTraced);
+        assert_eq!(r.top[0].culprit.kind, CulpritKind::Unaccounted);
+    }
+
+    #[test]
+    fn idle_while_due_is_a_late_wakeup_and_a_cfs_task_preempted_at_once_is_not_blamed() {
+        let t = trace(include_str!("../../tests/fixtures/trace/late_timer.txt"));
+        let w = Window {
+            id: 3,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(300, 1000),
+            wake_ns: at(300, 3010),
+            end_ns: at(300, 3600),
+            own_cpu_ns: Some(590 * US),
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(r.wakeup.verdict, WakeVerdict::WakeupLate);
+        assert_eq!(r.wakeup.wakeup_delay_ns, Some(2001 * US));
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Idle, "idle"), 0);
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Unaccounted, "unaccounted"),
+            2002 * US
+        );
+        assert_eq!(r.top[0].culprit.kind, CulpritKind::Unaccounted);
+        // Idle and the hog ran while the wake-up was late; woken, the engine preempted the
+        // hog (its 2 µs then are unaccounted too: see the next test).
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Task, "cfs-hog"), 0);
+    }
+
+    #[test]
+    fn steal_while_running_is_unaccounted() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        // The thread measured 300 µs of CPU where the trace shows it on CPU for 790 µs.
+        let w = Window {
+            id: 4,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(100, 1000),
+            wake_ns: at(100, 10_510),
+            end_ns: at(100, 11_500),
+            own_cpu_ns: Some(300 * US),
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(
+            ns_of(&r.after_wake, CulpritKind::SelfThread, "xrunlab-rt"),
+            300 * US
+        );
+        assert_eq!(
+            ns_of(&r.after_wake, CulpritKind::Unaccounted, "unaccounted"),
+            490 * US
+        );
+    }
+
+    #[test]
+    fn a_window_on_an_untraced_cpu_is_unaccounted() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        let w = Window {
+            id: 5,
+            tid: 500,
+            cpu: Some(3),
+            t_ideal_ns: at(100, 1000),
+            wake_ns: at(100, 2000),
+            end_ns: at(100, 2500),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(r.top.len(), 1);
+        assert_eq!(r.top[0].ns, 1500 * US);
+    }
+
+    #[test]
+    fn a_lower_priority_task_that_kept_the_cpu_while_we_were_runnable_is_not_blamed() {
+        let t = trace(include_str!("../../tests/fixtures/trace/late_timer.txt"));
+        // The engine (rt:80) woken at 3.001 ran at 3.004: the hog (nice:0) kept the CPU 2 µs.
+        let w = Window {
+            id: 6,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(300, 1000),
+            wake_ns: at(300, 3010),
+            end_ns: at(300, 3600),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Task, "cfs-hog"), 0);
+        assert!(r.wakeup.behind.as_ref().is_none_or(|b| b.name != "cfs-hog"));
+        assert_eq!(prio_rank(&prio_label(19)), Some(19));
+        assert_eq!(prio_rank(&prio_label(125)), Some(125));
+    }
+
+    #[test]
+    fn prio_labels() {
+        assert_eq!(prio_label(19), "rt:80");
+        assert_eq!(prio_label(120), "nice:0");
+        assert_eq!(prio_label(100), "nice:-20");
+        assert_eq!(prio_label(-1), "deadline");
+    }
+}

@@ -1,0 +1,412 @@
+//! Kernel-trace forensics (docs/ARCHITECTURE.md §3 "Forensics"): record what ran on the
+//! measured CPUs in a private tracefs instance while a measurement runs, then name who took
+//! the time of each xrun or latency spike.
+//!
+//! - [`tracefs`]: finding/mounting tracefs, the instance guard and its removal on every exit
+//!   path;
+//! - [`parse`]: trace_pipe's text into compact events;
+//! - [`attribute`]: pure attribution of windows to culprits, and the culprit table.
+//!
+//! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
+//! it; the reader is a normal-priority thread that drains `trace_pipe` (or the per-CPU binary
+//! pipes) into memory.
+
+pub mod attribute;
+pub mod parse;
+pub mod raw;
+pub mod tracefs;
+
+pub use attribute::{Culprit, CulpritKind, CulpritRow, Share, WakeVerdict, Window, WindowReport};
+pub use parse::Trace;
+pub use tracefs::Unusable;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most windows a result keeps in full (the culprit table covers all of them).
+pub const MAX_WINDOWS: usize = 1000;
+
+/// Events kept in memory at most (about 40 bytes each); past it the reader counts them lost.
+const MAX_EVENTS: usize = 20_000_000;
+
+/// The `forensics` section of a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Forensics {
+    /// The tracefs instance used.
+    pub instance: String,
+    /// The CPUs traced.
+    pub cpus: Vec<usize>,
+    /// Events recorded.
+    pub events: u64,
+    /// Events the kernel lost (ring buffer overrun or dropped) or the reader could not keep.
+    pub lost_events: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_per_cpu: Vec<CpuLost>,
+    /// Events this kernel lacks (attribution is coarser without them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_events: Vec<String>,
+    /// What was explained: `xrun` or `spike` windows.
+    pub windows_of: String,
+    /// Windows explained (every xrun / spike), of which `windows` keeps the first 1000.
+    pub windows_total: u64,
+    pub windows: Vec<WindowReport>,
+    /// Per culprit and CPU: windows it explained, time it took, worst single intrusion.
+    pub culprits: Vec<CulpritRow>,
+    /// The CSV of attributed windows, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csv_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CpuLost {
+    pub cpu: usize,
+    pub events: u64,
+}
+
+/// How the trace is read: the text of `trace_pipe` (the default) or per-CPU binary pages
+/// (`trace_pipe_raw`: the kernel copies pages instead of printing, far cheaper, but its
+/// attribution is not yet validated: an injected burst read as idle in one check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReaderKind {
+    Raw,
+    #[default]
+    Text,
+}
+
+/// A recording in progress. Dropping it stops the reader and removes the instance.
+pub struct Recorder {
+    inst: tracefs::Instance,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<(Trace, u64)>>,
+    reader_tid: Arc<std::sync::atomic::AtomicI32>,
+    pub stale_removed: Vec<String>,
+}
+
+impl Recorder {
+    /// Set up an instance on `cpus` sized for `duration_ns`, start reading, turn tracing on.
+    pub fn start(cpus: &[usize], duration_ns: u64, kind: ReaderKind) -> Result<Recorder, Unusable> {
+        let fs = tracefs::discover()?;
+        let stale_removed = tracefs::sweep_stale(&fs);
+        let inst = tracefs::Instance::create(fs, cpus, duration_ns)?;
+        let open = |rel: &str| {
+            inst.open_pipe(rel)
+                .map_err(|e| Unusable(format!("cannot open {rel}: {e}")))
+        };
+        let source = match kind {
+            ReaderKind::Text => Source::Text(open("trace_pipe")?),
+            ReaderKind::Raw => Source::Raw(
+                inst.cpus
+                    .iter()
+                    .map(|&c| Ok((c as u16, open(&format!("per_cpu/cpu{c}/trace_pipe_raw"))?)))
+                    .collect::<Result<Vec<_>, Unusable>>()?,
+                raw::Formats::load(&inst.dir, tracefs::EVENTS),
+            ),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let reader_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let t2 = reader_tid.clone();
+        let reader = std::thread::Builder::new()
+            .name("xrunlab-trace".into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                t2.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+                match source {
+                    Source::Text(pipe) => read_pipe(pipe, &s2),
+                    Source::Raw(pipes, formats) => read_raw(pipes, &formats, &s2),
+                }
+            })
+            .map_err(|e| Unusable(format!("cannot start the trace reader: {e}")))?;
+        let mut r = Recorder {
+            inst,
+            stop,
+            reader: Some(reader),
+            reader_tid,
+            stale_removed,
+        };
+        r.inst
+            .set_on(true)
+            .map_err(|e| Unusable(format!("cannot turn tracing on: {e}")))?;
+        // The reader must be reading before the measurement starts: a first empty poll.
+        std::thread::sleep(Duration::from_millis(5));
+        if r.reader.as_ref().is_some_and(|h| h.is_finished()) {
+            r.stop_reader();
+            return Err(Unusable("the trace reader stopped at once".into()));
+        }
+        Ok(r)
+    }
+
+    pub fn instance_name(&self) -> &str {
+        &self.inst.name
+    }
+
+    pub fn missing_events(&self) -> &[String] {
+        &self.inst.missing_events
+    }
+
+    fn stop_reader(&mut self) -> Option<(Trace, u64)> {
+        let _ = self.inst.set_on(false);
+        self.stop.store(true, Ordering::SeqCst);
+        let out = self.reader.take().and_then(|h| h.join().ok());
+        self.inst.pipe_closed();
+        out
+    }
+
+    /// Stop, read what is left, count the lost events and remove the instance.
+    pub fn finish(mut self) -> Recording {
+        let (mut trace, reader_dropped) = self.stop_reader().unwrap_or_default();
+        let per_cpu = self.inst.lost_per_cpu();
+        for &(cpu, n) in &per_cpu {
+            trace.add_lost(cpu as u16, n);
+        }
+        let removal = self.inst.remove().err().map(|e| {
+            format!(
+                "trace instance {} could not be removed: {e}",
+                self.inst.dir.display()
+            )
+        });
+        Recording {
+            instance: self.inst.name.clone(),
+            cpus: self.inst.cpus.clone(),
+            missing_events: self.inst.missing_events.clone(),
+            reader_dropped,
+            reader_tid: self.reader_tid.load(Ordering::SeqCst),
+            trace,
+            removal_error: removal,
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop_reader();
+    }
+}
+
+/// A finished recording.
+pub struct Recording {
+    pub instance: String,
+    pub cpus: Vec<usize>,
+    pub missing_events: Vec<String>,
+    /// Events read but not kept (past MAX_EVENTS).
+    pub reader_dropped: u64,
+    /// The reader thread is ours too: its time is named as ours, not another task's.
+    pub reader_tid: i32,
+    pub trace: Trace,
+    pub removal_error: Option<String>,
+}
+
+impl Recording {
+    /// Explain `windows` (`what`: "xrun" or "spike"); `ours` are all our thread ids.
+    pub fn explain(&self, what: &str, windows: &[Window], ours: &[i32]) -> Forensics {
+        let mut ours = ours.to_vec();
+        ours.push(self.reader_tid);
+        let reports = attribute::attribute(&self.trace, windows, &ours);
+        let culprits = attribute::culprit_table(&reports);
+        let mut lost_per_cpu: Vec<CpuLost> = self
+            .trace
+            .lost
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(&c, &n)| CpuLost {
+                cpu: c as usize,
+                events: n,
+            })
+            .collect();
+        lost_per_cpu.sort_by_key(|c| c.cpu);
+        let windows_total = reports.len() as u64;
+        let mut kept = reports;
+        kept.truncate(MAX_WINDOWS);
+        Forensics {
+            instance: self.instance.clone(),
+            cpus: self.cpus.clone(),
+            events: self.trace.events.len() as u64,
+            lost_events: self.trace.lost_total() + self.reader_dropped,
+            lost_per_cpu,
+            missing_events: self.missing_events.clone(),
+            windows_of: what.into(),
+            windows_total,
+            windows: kept,
+            culprits,
+            csv_file: None,
+        }
+    }
+
+    /// Warnings a result must carry: lost events, an instance left behind.
+    pub fn warnings(&self, f: &Forensics) -> Vec<String> {
+        let mut w = Vec::new();
+        if f.lost_events > 0 {
+            w.push(format!(
+                "forensics: {} trace events were lost (ring buffer overrun); windows touching them are marked and their figures are lower bounds",
+                f.lost_events
+            ));
+        }
+        if let Some(e) = &self.removal_error {
+            w.push(format!("forensics: {e}"));
+        }
+        w
+    }
+}
+
+enum Source {
+    Text(std::fs::File),
+    Raw(Vec<(u16, std::fs::File)>, raw::Formats),
+}
+
+/// Drain every CPU's binary pipe a page at a time until stopped, then what is left.
+fn read_raw(
+    mut pipes: Vec<(u16, std::fs::File)>,
+    fm: &raw::Formats,
+    stop: &AtomicBool,
+) -> (Trace, u64) {
+    let mut trace = Trace::default();
+    let mut dropped = 0u64;
+    let mut page = vec![0u8; 4096];
+    let mut stopping_rounds = 0;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let mut got = false;
+        for (cpu, f) in pipes.iter_mut() {
+            // A bounded number of pages per CPU per round: the others get their turn.
+            for _ in 0..256 {
+                match f.read(&mut page) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got = true;
+                        if trace.events.len() >= MAX_EVENTS {
+                            dropped += 1;
+                        } else {
+                            raw::decode_page(&page[..n], *cpu, fm, &mut trace);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        if stopping {
+            stopping_rounds += 1;
+            if !got || stopping_rounds > 10_000 {
+                break;
+            }
+        } else if !got {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    raw::resolve_functions(&mut trace);
+    (trace, dropped)
+}
+
+fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool) -> (Trace, u64) {
+    use std::os::unix::io::AsRawFd;
+    let mut trace = Trace::default();
+    let mut dropped = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut carry: Vec<u8> = Vec::new();
+    let take = |trace: &mut Trace, dropped: &mut u64, carry: &mut Vec<u8>, data: &[u8]| {
+        carry.extend_from_slice(data);
+        let Some(last_nl) = carry.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&carry[..=last_nl]);
+        for line in text.lines() {
+            if trace.events.len() >= MAX_EVENTS {
+                *dropped += 1;
+            } else {
+                trace.push_line(line);
+            }
+        }
+        carry.drain(..=last_nl);
+    };
+    let mut stopping_reads = 0;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let mut pfd = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: pfd is a valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, if stopping { 0 } else { 50 }) };
+        match pipe.read(&mut buf) {
+            Ok(0) => {
+                if stopping {
+                    break;
+                }
+            }
+            Ok(n) => take(&mut trace, &mut dropped, &mut carry, &buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if stopping {
+                    // Tracing is off: what remains is in the buffer; an empty read ends it.
+                    stopping_reads += 1;
+                    if stopping_reads > 2 {
+                        break;
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    (trace, dropped)
+}
+
+/// One row per window and culprit share: id, tid, cpu, part, kind, name, pid, irq, prio, ns.
+pub fn write_csv(path: &std::path::Path, f: &Forensics) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record([
+        "id",
+        "tid",
+        "cpu",
+        "t_ideal_ns",
+        "wake_ns",
+        "end_ns",
+        "wakeup",
+        "part",
+        "kind",
+        "name",
+        "pid",
+        "irq",
+        "prio",
+        "ns",
+    ])?;
+    let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in &f.windows {
+        let verdict = serde_json::to_value(r.wakeup.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        for (part, shares) in [
+            ("before-wake", &r.before_wake),
+            ("after-wake", &r.after_wake),
+        ] {
+            for s in shares {
+                let kind = serde_json::to_value(s.culprit.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                w.write_record([
+                    r.id.to_string(),
+                    r.tid.to_string(),
+                    opt(r.cpu.map(|c| c as i64)),
+                    r.t_ideal_ns.to_string(),
+                    r.wake_ns.to_string(),
+                    r.end_ns.to_string(),
+                    verdict.clone(),
+                    part.to_string(),
+                    kind,
+                    s.culprit.name.clone(),
+                    opt(s.culprit.pid.map(i64::from)),
+                    opt(s.culprit.irq.map(i64::from)),
+                    s.culprit.prio.clone().unwrap_or_default(),
+                    s.ns.to_string(),
+                ])?;
+            }
+        }
+    }
+    w.flush()
+}

