@@ -312,3 +312,42 @@ fn compare_takes_whole_suite_directories() {
         .code(2)
         .stderr(predicate::str::contains("holds no result"));
 }
+
+/// Where `--forensics` traced a run, the verdict names its culprits, the same culprit summed
+/// over results (a real 60 s `run --forensics --stress paper` of this VM, trimmed to three
+/// windows; its culprit table is whole).
+#[test]
+fn culprits_of_traced_runs_are_summed_into_the_verdict() {
+    let d = tempfile::tempdir().unwrap();
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forensics/run-paper.json");
+    let twice = d.path().join("again.json");
+    std::fs::copy(&run, &twice).unwrap();
+    let lat = fixtures().join("latency-stress.json");
+    let out = xrunlab()
+        .args(["verdict", s(&lat), s(&run), s(&twice), "--json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let one = read_json(&run);
+    let rows = one["results"]["forensics"]["culprits"].as_array().unwrap();
+    let top_unaccounted: u64 = rows
+        .iter()
+        .filter(|r| r["culprit"]["kind"] == "unaccounted")
+        .map(|r| r["explained"].as_u64().unwrap())
+        .sum();
+    let c = v["results"]["culprits"].as_array().unwrap();
+    assert!(!c.is_empty());
+    let u = c.iter().find(|x| x["culprit"] == "unaccounted").unwrap();
+    assert_eq!(u["explained"].as_u64().unwrap(), 2 * top_unaccounted);
+    assert_eq!(u["files"].as_array().unwrap().len(), 2);
+    // Most explained first; our own thread and idle time are no culprits.
+    let explained: Vec<u64> = c.iter().map(|x| x["explained"].as_u64().unwrap()).collect();
+    assert!(explained.windows(2).all(|w| w[0] >= w[1]));
+    assert!(c.iter().all(|x| x["culprit"] != "idle"));
+}

@@ -896,6 +896,19 @@ pub fn verdict(
             ));
         }
     }
+    if !r.culprits.is_empty() {
+        s.push_str("Culprits named by kernel tracing (--forensics):\n");
+        for c in &r.culprits {
+            s.push_str(&format!(
+                "  {}: top in {}, took {} in all, worst {} ({})\n",
+                c.culprit,
+                c.explained,
+                crate::units::format_ns(c.total_ns),
+                crate::units::format_ns(c.worst_ns),
+                c.files.join(", ")
+            ));
+        }
+    }
     if !r.advice.is_empty() {
         s.push_str("What to fix first:\n");
         for (i, a) in r.advice.iter().enumerate() {

@@ -13,8 +13,8 @@ use crate::measure::predict::{
     Rate,
 };
 use crate::results::verdict::{
-    Advice, CauseLine, Condition, MeasuredRun, PluginHeadroom, Predicted, VerdictConfig,
-    VerdictResults, VerdictRow,
+    Advice, CauseLine, Condition, CulpritLine, MeasuredRun, PluginHeadroom, Predicted,
+    VerdictConfig, VerdictResults, VerdictRow,
 };
 use crate::results::Body;
 use crate::system::check::Verdict as CheckVerdict;
@@ -263,6 +263,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         .find(|r| r.meets_target == Some(true))
         .map(|r| r.buffer_frames);
     let causes = causes(inputs);
+    let culprits = culprits(inputs);
     let advice = advice(inputs, &rows, &causes, judged_on);
     let gaps = gaps(inputs, &rows, judged_on, cfg);
     let failed_threshold = match cfg.fail_if_above {
@@ -277,6 +278,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         compute: cost.description.clone(),
         rows,
         causes,
+        culprits,
         advice,
         gaps,
         failed_threshold,
@@ -436,6 +438,51 @@ fn causes(inputs: &[Input]) -> Vec<CauseLine> {
         })
         .collect();
     out.sort_by_key(|c| std::cmp::Reverse(c.xruns));
+    out
+}
+
+/// The culprits of every traced result, the same culprit summed across results, most
+/// windows explained first (the trace's own "self" and "idle" are not culprits).
+fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
+    let mut out: Vec<CulpritLine> = Vec::new();
+    for i in inputs {
+        let Loaded::Doc(d) = &i.item else { continue };
+        let f = match &d.body {
+            Body::Run { results, .. } => results.forensics.as_ref(),
+            Body::Latency { results, .. } => results.forensics.as_ref(),
+            _ => None,
+        };
+        for row in f.into_iter().flat_map(|f| &f.culprits) {
+            if !row.culprit.is_culprit() {
+                continue;
+            }
+            let label = row.culprit.label();
+            let file = name(i);
+            match out.iter_mut().find(|c| c.culprit == label) {
+                Some(c) => {
+                    c.explained = c.explained.saturating_add(row.explained);
+                    c.total_ns = c.total_ns.saturating_add(row.total_ns);
+                    c.worst_ns = c.worst_ns.max(row.worst_ns);
+                    if !c.files.contains(&file) {
+                        c.files.push(file);
+                    }
+                }
+                None => out.push(CulpritLine {
+                    culprit: label,
+                    explained: row.explained,
+                    total_ns: row.total_ns,
+                    worst_ns: row.worst_ns,
+                    files: vec![file],
+                }),
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.explained
+            .cmp(&a.explained)
+            .then(b.total_ns.cmp(&a.total_ns))
+    });
+    out.truncate(10);
     out
 }
 

@@ -116,6 +116,19 @@ pub struct CauseLine {
     pub meaning: String,
 }
 
+/// One culprit kernel-trace forensics named, over every traced result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CulpritLine {
+    /// As the forensics table names it: `comm[pid] rt:N`, `irq N action`, `softirq RCU`,
+    /// `unaccounted`…
+    pub culprit: String,
+    /// Xruns (run) or late wake-ups (latency) in which it was the top culprit.
+    pub explained: u64,
+    pub total_ns: u64,
+    pub worst_ns: u64,
+    pub files: Vec<String>,
+}
+
 /// A `check` finding, ranked by how much fixing it is expected to help here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Advice {
@@ -144,6 +157,9 @@ pub struct VerdictResults {
     pub compute: String,
     pub rows: Vec<VerdictRow>,
     pub causes: Vec<CauseLine>,
+    /// Who took the time, where `--forensics` traced a run or a latency measurement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprits: Vec<CulpritLine>,
     pub advice: Vec<Advice>,
     /// What would make the verdict firmer (too-short latency measurements, missing stages).
     pub gaps: Vec<String>,

@@ -27,6 +27,16 @@ pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
                 }
             }
         }
+        @if !r.culprits.is_empty() {
+            h4 { "Culprits named by kernel tracing" }
+            table {
+                tr { th { "culprit" } th { "top in" } th { "time taken" } th { "worst" } th { "where" } }
+                @for c in &r.culprits {
+                    tr { td { (c.culprit) } td.n { (c.explained) } td.n { (crate::units::format_ns(c.total_ns)) }
+                         td.n { (crate::units::format_ns(c.worst_ns)) } td { (c.files.join(", ")) } }
+                }
+            }
+        }
         @if !r.advice.is_empty() {
             h4 { "What to fix first" }
             ol {
