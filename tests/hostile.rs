@@ -747,14 +747,23 @@ fn sighup_with_the_terminal_gone_still_writes_the_result() {
             <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(fd))
         })
     };
-    let mut child = std::process::Command::new(common::bin())
-        .args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["run", "--chain", "thru", "--duration", "60s", "-o", s(&out)])
         .args(["--policy", "other", "--no-mlock"])
         .stdin(std::process::Stdio::null())
         .stdout(tty(slave))
-        .stderr(tty(slave))
-        .spawn()
-        .unwrap();
+        .stderr(tty(slave));
+    // A test run under nohup would hand its ignored SIGHUP down (and xrunlab keeps an ignored
+    // SIGHUP ignored, as `an_ignored_sighup_stays_ignored` checks): start from the default.
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     // SAFETY: closing the descriptors openpty gave us: the terminal hangs up.
     unsafe {
         libc::close(slave);
