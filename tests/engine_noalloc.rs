@@ -26,6 +26,9 @@ fn counted(what: &str, f: impl FnOnce()) {
 fn spec(cost: Option<CostModel>) -> EngineSpec {
     EngineSpec {
         threads: 2,
+        // Pinned with stealing (the default placement): claims of other threads' tracks
+        // are in the counted path.
+        steal: true,
         // A tiny ring that fills up: the drop path must not allocate either.
         ring_capacity: 16,
         cost,
@@ -82,15 +85,22 @@ fn no_allocation_in_the_cycle_path() {
             assert_eq!(r.tracks, 3);
             assert_eq!(r.active_clients as u64, (k / 100).min(3));
         }
+        let stalled = |k: u64| k == 530 || k == 580;
         for k in 520..620 {
-            cycle(
+            // Twice the worker's core stalls for 50 ms (the sim's injected stall): thread 0
+            // steals its track, and stealing must not allocate either.
+            let r = cycle(
                 &mut engine,
                 k,
                 TimeBase::Simulated {
                     extra_cpu_ns: 5,
                     extra_interference_ns: 7,
+                    stall_worker_ns: if stalled(k) { 50_000_000 } else { 0 },
                 },
             );
+            if stalled(k) {
+                assert_eq!(r.track_thread[1], 0, "cycle {k}: track 1 was not stolen");
+            }
         }
     });
     assert!(

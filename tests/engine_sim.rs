@@ -219,3 +219,73 @@ fn measured_compute_runs_the_real_dsp_on_simulated_time() {
     assert_eq!(x.wake_latency_ns.max, 0);
     assert!(x.sink.peak > 0.4, "the sine must pass through burn");
 }
+
+/// Four tracks on two threads, the worker's core stalled for 20 ms at cycles 100 and 200
+/// (`--inject stall`), the real DSP on simulated time: every record of the run, and the result.
+fn stalled_worker(
+    pin: xrunlab::engine::Placement,
+) -> (Vec<xrunlab::common::CycleRecord>, RunResult) {
+    let mut c = sim("burn(5%)", 300);
+    c.compute = ComputeKind::Measured;
+    c.tracks = 4;
+    c.pin = pin;
+    // Two engine threads even on a one-CPU machine (both then share it).
+    let cpus = xrunlab::rt::affinity::allowed_cpus().unwrap();
+    c.cpus = vec![cpus[0], *cpus.get(1).unwrap_or(&cpus[0])];
+    c.sim.events = events(&["stall:100:20ms", "stall:200:20ms"]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = xrunlab::engine::run::run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
+    assert_eq!(r.status, Status::Complete);
+    (rx.iter().collect(), r)
+}
+
+#[test]
+fn a_stalled_worker_loses_its_unstarted_tracks_to_thread_0() {
+    use xrunlab::engine::Placement;
+    let (recs, r) = stalled_worker(Placement::Steal);
+    for k in [100, 200] {
+        let rec = recs
+            .iter()
+            .find(|x| x.cycle == k)
+            .expect("the stalled cycle ran");
+        assert_eq!(rec.threads, 2);
+        assert_eq!(
+            &rec.track_thread[..4],
+            &[0, 0, 0, 0],
+            "cycle {k}: thread 0 runs the stalled worker's tracks 1 and 3"
+        );
+        assert!(
+            rec.wall_ns() < 10_000_000,
+            "cycle {k}: thread 0 did not wait for the stalled worker ({} ns)",
+            rec.wall_ns()
+        );
+    }
+    let p = r
+        .results
+        .placement
+        .expect("a two-thread run reports its placement");
+    assert_eq!(p.mode, Placement::Steal);
+    assert!(p.home_tracks_taken[1] >= 4, "{p:?}");
+    assert!(p.stolen_tracks >= 4 && p.cycles_with_stolen >= 2, "{p:?}");
+    assert_eq!(p.tracks_run.iter().sum::<u64>(), 4 * r.results.cycles);
+
+    // Pinned: the stalled worker's tracks wait for it, and the cycle is 20 ms long.
+    let (recs, r) = stalled_worker(Placement::Pinned);
+    for k in [100, 200] {
+        let rec = recs
+            .iter()
+            .find(|x| x.cycle == k)
+            .expect("the stalled cycle ran");
+        assert_eq!(&rec.track_thread[..4], &[0, 1, 0, 1], "cycle {k}");
+        assert!(
+            rec.wall_ns() >= 20_000_000,
+            "cycle {k}: {} ns",
+            rec.wall_ns()
+        );
+        assert!(rec.xrun);
+    }
+    let p = r.results.placement.unwrap();
+    assert_eq!((p.stolen_tracks, p.cycles_with_stolen), (0, 0), "{p:?}");
+    assert_eq!(p.home_tracks_taken, [0, 0]);
+    assert_eq!(p.tracks_run[0], p.tracks_run[1]);
+}

@@ -36,6 +36,7 @@ fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
         ramp_every_ns: None,
         trace: None,
         mlock: true,
+        pin: Default::default(),
     }
 }
 

@@ -92,6 +92,11 @@ pub struct LoadArgs {
     /// Which xruns disqualify a count.
     #[arg(long, value_enum, default_value = "overload")]
     pub criterion: CriterionArg,
+    /// Track placement: steal (threads pinned one per CPU, each runs its home tracks first,
+    /// then takes other threads' tracks not yet started, so a stalled core loses them),
+    /// pinned (home tracks only), unpinned (no affinity, any thread takes any track).
+    #[arg(long, value_enum, default_value = "steal")]
+    pub pin: crate::engine::Placement,
     /// Never try more instances per track than this.
     #[arg(long, default_value_t = 1024)]
     pub max_instances: u32,
@@ -187,6 +192,7 @@ impl LoadArgs {
             CriterionArg::All => Criterion::All,
         };
         c.max_instances = self.max_instances;
+        c.pin = self.pin;
         if let Some(p) = self.policy {
             c.policy = p;
         }

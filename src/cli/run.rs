@@ -100,6 +100,11 @@ pub struct RunArgs {
     /// Stop when a cycle has not ended after this long [default: max(1s, 100 periods)].
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration_ns)]
     pub watchdog: Option<u64>,
+    /// Track placement: steal (threads pinned one per CPU, each runs its home tracks first,
+    /// then takes other threads' tracks not yet started, so a stalled core loses them),
+    /// pinned (home tracks only), unpinned (no affinity, any thread takes any track).
+    #[arg(long, value_enum, default_value = "steal")]
+    pub pin: crate::engine::Placement,
     /// How long a worker spins waiting for the next cycle before it sleeps on a futex;
     /// longer than a period keeps workers spinning (lowest overhead, one busy core each).
     #[arg(long, value_name = "DURATION", default_value = "5us", value_parser = crate::units::parse_duration_ns)]
@@ -168,6 +173,7 @@ impl RunArgs {
         // The kernel refuses a DEADLINE thread pinned narrower than its root domain: without
         // --cpus leave the engine unpinned; with --cpus the refusal explains itself.
         c.unpinned = matches!(c.policy, crate::rt::Policy::Deadline { .. }) && self.cpus.is_none();
+        c.pin = self.pin;
         c.seed = self.seed;
         c.input = self.input;
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());

@@ -115,6 +115,10 @@ pub struct SchedArgs {
     /// Do not lock memory (mlockall) during the rows.
     #[arg(long)]
     pub no_mlock: bool,
+    /// Engine placement: steal, pinned or unpinned (see `xrunlab run --help`); a sched
+    /// row runs one track, so only thread 0's affinity changes. DEADLINE rows are unpinned.
+    #[arg(long, value_enum, default_value = "steal")]
+    pub pin: crate::engine::Placement,
 }
 
 fn parse_graph(s: &str) -> Result<(u32, f64)> {
@@ -203,6 +207,7 @@ impl SchedArgs {
             ramp_every_ns,
             trace: self.trace.as_ref().map(|p| p.display().to_string()),
             mlock: !self.no_mlock,
+            pin: self.pin,
         };
         cfg.validate()?;
         Ok(cfg)

@@ -95,6 +95,9 @@ pub struct CycleRecord {
     /// Per track: start and end as ns after `wake`.
     pub track_start_ns: [u32; MAX_TRACKS],
     pub track_end_ns: [u32; MAX_TRACKS],
+    /// Per track: the engine thread that ran it (its home is track mod threads; another
+    /// thread means it was stolen, docs/ARCHITECTURE.md §3 "Track placement").
+    pub track_thread: [u8; MAX_TRACKS],
     /// Chain elements that ran in each track (fewer than the chain while a ramp adds them).
     pub active_clients: u8,
     /// Track 0: when each of its first `active_clients` elements (up to MAX_CLIENTS) ended,
@@ -123,6 +126,7 @@ impl CycleRecord {
         thread_cpu_ns: [0; MAX_THREADS],
         track_start_ns: [0; MAX_TRACKS],
         track_end_ns: [0; MAX_TRACKS],
+        track_thread: [0; MAX_TRACKS],
         active_clients: 0,
         client_end_ns: [0; MAX_CLIENTS],
     };
@@ -174,6 +178,39 @@ pub fn account_after(r: &mut CycleRecord, before: Option<Cause>) {
             r.interference_ns(),
         )))
     };
+}
+
+/// The critical thread's work in a cycle, in chain-element runs: the tracks it ran times the
+/// elements active per track (at least 1 of each, so a cycle without the counters still
+/// weighs one unit). Two cycles with equal work cost the same CPU time unless the host
+/// charged the thread for time it did not compute.
+pub fn crit_work(r: &CycleRecord) -> u64 {
+    let n = (r.tracks as usize).min(MAX_TRACKS);
+    let tracks = r.track_thread[..n]
+        .iter()
+        .filter(|&&t| t == r.crit_thread)
+        .count()
+        .max(1) as u64;
+    tracks * (r.active_clients as u64).max(1)
+}
+
+/// Host time on the CPU clock (docs/ARCHITECTURE.md §3 "Xrun and cause"): for an `overload`
+/// xrun whose critical thread ran `crit_work(r)` units of work expected to cost
+/// `expected_cpu_ns`, the CPU time beyond that expectation when it is the host's, not the
+/// plugin's. The excess must be at least a quarter of the expectation (and 50 µs), and with
+/// the CPU time split into work (the expectation) and host time (the excess, added to the
+/// interference) the largest component must no longer be the work. Then the CPU clock ran
+/// while the work did not grow — a vCPU taken away (a KVM or Firecracker guest charges the
+/// stolen time to the running thread) or an SMI, not DSP. None: the xrun stays `overload`.
+pub fn host_cpu_excess(r: &CycleRecord, expected_cpu_ns: u64) -> Option<u64> {
+    if r.cause != Some(Cause::Overload) || r.inherited {
+        return None;
+    }
+    let excess = r.crit_cpu_ns.saturating_sub(expected_cpu_ns);
+    let significant = excess >= (expected_cpu_ns / 4).max(50_000);
+    let work = r.crit_cpu_ns - excess;
+    let split = cause_of(r.sched_latency_ns(), work, r.interference_ns() + excess);
+    (significant && split != Cause::Overload).then_some(excess)
 }
 
 /// The largest component wins; ties in the order overload, late-wakeup, interference.
@@ -250,6 +287,66 @@ mod tests {
         r4.release_ns = 1080;
         account_after(&mut r4, Some(Cause::LateWakeup));
         assert_eq!((r4.xrun, r4.cause, r4.inherited), (false, None, false));
+    }
+
+    /// Synthetic cycles of a two-track engine (P = 1 ms, n = 2), critical thread 1 running
+    /// track 1 with 4 elements expected to cost 400 µs.
+    #[test]
+    fn cpu_time_that_jumped_without_more_work_is_host_time_not_overload() {
+        let us = |v: u64| v * 1000;
+        let two_tracks = |end: u64, cpu: u64, active: u8| {
+            let mut r = rec(0, us(10), us(end), us(cpu), us(1000));
+            r.tracks = 2;
+            r.crit_thread = 1;
+            r.track_thread[1] = 1;
+            r.active_clients = active;
+            account(&mut r);
+            r
+        };
+        let r = two_tracks(1300, 1250, 4);
+        assert_eq!(
+            r.cause,
+            Some(Cause::Overload),
+            "the raw rule blames the CPU time"
+        );
+        assert_eq!(crit_work(&r), 4);
+        // The usual work (400 µs) charged 1250 µs: 850 µs of host time; without it the cycle
+        // ends at 450 µs, in time.
+        assert_eq!(host_cpu_excess(&r, us(400)), Some(us(850)));
+        // The work doubled (both tracks ran on thread 1) at the usual 100 µs per element
+        // run: 800 µs of work outweigh the 450 µs of excess (+ 50 of interference): overload.
+        let mut d = r;
+        d.track_thread[0] = 1;
+        assert_eq!(crit_work(&d), 8);
+        assert_eq!(host_cpu_excess(&d, 8 * us(100)), None);
+        // The host also kept the thread off its CPU: 400 µs of work, 450 µs of excess and
+        // 540 µs of interference; late without the excess too, but the host's share is the
+        // largest.
+        let mut h2 = rec(0, us(10), us(1400), us(850), us(1000));
+        h2.active_clients = 4;
+        account(&mut h2);
+        assert_eq!(
+            h2.cause,
+            Some(Cause::Overload),
+            "raw: 850 of CPU against 540 off it"
+        );
+        assert_eq!(host_cpu_excess(&h2, us(400)), Some(us(450)));
+        // The work doubled and the CPU time with it (156 µs per element run before): the
+        // plugin's own time, overload.
+        let w = two_tracks(1300, 1250, 8);
+        assert_eq!(crit_work(&w), 8);
+        assert_eq!(host_cpu_excess(&w, 8 * 156_250), None);
+        // A small excess is the plugin's variance, not the host: overload stays.
+        let s = two_tracks(1010, 1000, 4);
+        assert_eq!(host_cpu_excess(&s, us(950)), None);
+        // Without the excess still late: the work itself did not fit.
+        let l = two_tracks(1900, 1880, 4);
+        assert_eq!(host_cpu_excess(&l, us(1100)), None);
+        // Only overload xruns are judged.
+        let mut i = rec(0, us(10), us(1100), us(100), us(1000));
+        account(&mut i);
+        assert_eq!(i.cause, Some(Cause::Interference));
+        assert_eq!(host_cpu_excess(&i, us(10)), None);
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub enum TimeBase {
         extra_cpu_ns: u64,
         /// Extra wall time without CPU on the critical path (an injected preemption).
         extra_interference_ns: u64,
+        /// Engine worker 1 stalls this long when the cycle starts, before it takes a track
+        /// (an injected stalled core: the host took its vCPU away).
+        stall_worker_ns: u64,
     },
 }
 

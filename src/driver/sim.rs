@@ -224,6 +224,9 @@ pub enum SimEventKind {
     LongCompute,
     /// The critical path is preempted for this long (wall time without CPU).
     Preemption,
+    /// Engine worker 1 stalls this long as the cycle starts, before taking a track (a core
+    /// the host took away); needs `--sim-compute measured` and two engine threads.
+    Stall,
 }
 
 /// An injected event at device period `cycle`.
@@ -236,11 +239,12 @@ pub struct SimEvent {
 
 impl std::str::FromStr for SimEvent {
     type Err = Error;
-    /// `late:CYCLE:DURATION`, `compute:CYCLE:DURATION`, `preempt:CYCLE:DURATION`.
+    /// `late:CYCLE:DURATION`, `compute:CYCLE:DURATION`, `preempt:CYCLE:DURATION`,
+    /// `stall:CYCLE:DURATION`.
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::usage(format!(
-                "bad --inject '{s}': use late:CYCLE:DURATION, compute:CYCLE:DURATION or preempt:CYCLE:DURATION"
+                "bad --inject '{s}': use late:CYCLE:DURATION, compute:CYCLE:DURATION, preempt:CYCLE:DURATION or stall:CYCLE:DURATION"
             ))
         };
         let p: Vec<&str> = s.split(':').map(str::trim).collect();
@@ -251,6 +255,7 @@ impl std::str::FromStr for SimEvent {
             "late" | "late-wakeup" => SimEventKind::LateWakeup,
             "compute" | "long-compute" => SimEventKind::LongCompute,
             "preempt" | "preemption" => SimEventKind::Preemption,
+            "stall" => SimEventKind::Stall,
             _ => return Err(bad()),
         };
         Ok(SimEvent {
@@ -329,13 +334,14 @@ impl super::LoopDriver for SimDriver {
             while ev < self.events.len() && self.events[ev].cycle < n.cycle {
                 ev += 1;
             }
-            let (mut late, mut cpu, mut pre) = (0, 0, 0);
+            let (mut late, mut cpu, mut pre, mut stall) = (0, 0, 0, 0);
             while ev < self.events.len() && self.events[ev].cycle == n.cycle {
                 let e = self.events[ev];
                 match e.kind {
                     SimEventKind::LateWakeup => late += e.ns,
                     SimEventKind::LongCompute => cpu += e.ns,
                     SimEventKind::Preemption => pre += e.ns,
+                    SimEventKind::Stall => stall += e.ns,
                 }
                 ev += 1;
             }
@@ -347,6 +353,7 @@ impl super::LoopDriver for SimDriver {
                 TimeBase::Simulated {
                     extra_cpu_ns: cpu,
                     extra_interference_ns: pre,
+                    stall_worker_ns: stall,
                 },
             );
             self.buffers

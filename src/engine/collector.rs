@@ -83,6 +83,92 @@ pub struct XrunEvent {
     pub t_ideal_ns: u64,
     #[serde(skip)]
     pub crit_thread: u8,
+    /// Set when the CPU clock ran without work: what the critical thread's work was expected
+    /// to cost (the run's own p99 per element run × its element runs). `crit_cpu_ns` stays
+    /// the raw clock reading; the excess over this is host time and the cause is
+    /// `interference` (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cpu_ns: Option<u64>,
+}
+
+/// How many in-time cycles the expected cost per element run needs before overload xruns
+/// are judged against it (before that an xrun keeps its raw cause).
+pub const HOST_CPU_MIN_CYCLES: u64 = 32;
+
+/// The run's own cost of a unit of work (`common::cycle::crit_work`), from its in-time
+/// cycles, to tell an overload from host time charged to the thread's CPU clock.
+#[derive(Default)]
+pub struct WorkCost {
+    per_unit: Dist,
+    n: u64,
+    /// The raw and the judged cause of the last xrun, for cycles that inherit it.
+    last: Option<(Cause, Cause)>,
+}
+
+impl WorkCost {
+    /// Judge `r` (reclassifying host time) and learn from it when it was in time. Returns the
+    /// expected CPU time when the xrun was reclassified.
+    pub fn judge(&mut self, r: &mut CycleRecord) -> Option<u64> {
+        let work = crate::common::cycle::crit_work(r);
+        if r.cause.is_none() {
+            self.per_unit.record(r.crit_cpu_ns / work);
+            self.n += 1;
+            self.last = None;
+            return None;
+        }
+        if r.inherited {
+            if let Some((raw, judged)) = self.last.filter(|l| Some(l.0) == r.cause) {
+                r.cause = Some(judged);
+                self.last = Some((raw, judged));
+            }
+            return None;
+        }
+        let raw = r.cause?;
+        let mut expected = None;
+        if self.n >= HOST_CPU_MIN_CYCLES {
+            let e = self.per_unit.summary().p99 * work;
+            if crate::common::cycle::host_cpu_excess(r, e).is_some() {
+                r.cause = Some(Cause::Interference);
+                expected = Some(e);
+            }
+        }
+        self.last = Some((raw, r.cause.unwrap_or(raw)));
+        expected
+    }
+}
+
+/// Which engine thread ran which track, over a run (docs/ARCHITECTURE.md §3 "Track
+/// placement").
+#[derive(Default)]
+pub struct PlacementFold {
+    /// Per engine thread: tracks it ran.
+    pub tracks_run: Vec<u64>,
+    /// Per engine thread: its home tracks (track mod threads) that another thread ran.
+    pub home_taken: Vec<u64>,
+    pub stolen: u64,
+    pub cycles_with_stolen: u64,
+}
+
+impl PlacementFold {
+    fn fold(&mut self, r: &CycleRecord) {
+        let nt = (r.threads as usize).max(1);
+        if self.tracks_run.len() < nt {
+            self.tracks_run.resize(nt, 0);
+            self.home_taken.resize(nt, 0);
+        }
+        let mut any = false;
+        for (i, &t) in r.track_thread[..r.tracks as usize].iter().enumerate() {
+            if let Some(c) = self.tracks_run.get_mut(t as usize) {
+                *c += 1;
+            }
+            if t as usize != i % nt {
+                self.home_taken[i % nt] += 1;
+                self.stolen += 1;
+                any = true;
+            }
+        }
+        self.cycles_with_stolen += any as u64;
+    }
 }
 
 /// Everything folded from the records.
@@ -95,6 +181,14 @@ pub struct Folded {
     pub interference: u64,
     /// Of `xruns`, those whose cause was inherited from the xrun before them.
     pub inherited: u64,
+    /// Of `interference`: xruns the raw rule called overload whose critical thread's CPU
+    /// clock ran far beyond its work (`WorkCost`).
+    pub host_cpu: u64,
+    /// Judge overload xruns against the run's cost of work (real drivers; the sim's CPU
+    /// time is modelled or injected, so its `compute` events are work that grew).
+    pub judge_host_cpu: bool,
+    pub work_cost: WorkCost,
+    pub placement: PlacementFold,
     pub skipped: u64,
     pub wake_latency: Dist,
     pub sched_latency: Dist,
@@ -116,6 +210,22 @@ pub struct Folded {
 }
 
 impl Folded {
+    /// Reclassify host time on the CPU clock (`WorkCost::judge`), then fold.
+    pub fn judge_and_fold(&mut self, r: &mut CycleRecord) {
+        let expected = if self.judge_host_cpu {
+            self.work_cost.judge(r)
+        } else {
+            None
+        };
+        self.host_cpu += expected.is_some() as u64;
+        self.fold(r);
+        if let (Some(e), Some(x)) = (expected, self.xrun_events.last_mut()) {
+            if x.cycle == r.cycle {
+                x.expected_cpu_ns = Some(e);
+            }
+        }
+    }
+
     pub fn fold(&mut self, r: &CycleRecord) {
         let t0 = *self.first_t_ideal.get_or_insert(r.t_ideal_ns);
         self.records += 1;
@@ -144,6 +254,7 @@ impl Folded {
         for (m, &e) in self.track_end_max.iter_mut().zip(&r.track_end_ns[..ntr]) {
             *m = (*m).max(e as u64);
         }
+        self.placement.fold(r);
         if let Some(c) = r.cause {
             self.xruns += 1;
             self.inherited += r.inherited as u64;
@@ -167,6 +278,7 @@ impl Folded {
                     inherited: r.inherited,
                     t_ideal_ns: r.t_ideal_ns,
                     crit_thread: r.crit_thread,
+                    expected_cpu_ns: None,
                 });
             }
         }
@@ -230,6 +342,7 @@ impl TraceWriter {
                 h.push(format!("track{i}_start_ns"));
                 h.push(format!("track{i}_end_ns"));
             }
+            h.extend((0..ntr).map(|i| format!("track{i}_thread")));
             self.w.write_record(&h).map_err(|e| self.io(e))?;
             self.header_done = true;
         }
@@ -257,6 +370,7 @@ impl TraceWriter {
             row.push(r.track_start_ns[i].to_string());
             row.push(r.track_end_ns[i].to_string());
         }
+        row.extend(r.track_thread[..ntr].iter().map(|v| v.to_string()));
         self.w.write_record(&row).map_err(|e| self.io(e))
     }
 
@@ -311,7 +425,7 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
     early: Option<EarlyStop>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
-    spawn_tapped(consumer, trace, stop, early, None)
+    spawn_tapped(consumer, trace, stop, early, None, true)
 }
 
 /// `spawn`, also forwarding every record to `tap` (a non-RT observer such as `xrunlab
@@ -322,16 +436,20 @@ pub fn spawn_tapped(
     stop: Arc<AtomicBool>,
     early: Option<EarlyStop>,
     mut tap: Option<std::sync::mpsc::Sender<CycleRecord>>,
+    judge_host_cpu: bool,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
     std::thread::Builder::new()
         .name("xr-collector".into())
         .spawn(move || {
-            let mut f = Folded::default();
+            let mut f = Folded {
+                judge_host_cpu,
+                ..Folded::default()
+            };
             let mut trace_err = None;
             loop {
                 let mut n = 0;
-                while let Ok(r) = consumer.pop() {
-                    f.fold(&r);
+                while let Ok(mut r) = consumer.pop() {
+                    f.judge_and_fold(&mut r);
                     if let (Some(e), Some(c), None) = (&early, r.cause, f.early_stop_cycle) {
                         if e.on.matches(c) && r.cycle >= e.from_cycle {
                             f.early_stop_cycle = Some(r.cycle);
@@ -368,4 +486,92 @@ pub fn spawn_tapped(
             }
         })
         .map_err(|e| Error::io("spawning the collector", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::cycle::account;
+
+    /// P = 1 ms, n = 2; one track of 4 elements on thread 0 costing 600 µs in time.
+    fn cycle(k: u64, cpu_us: u64, elements: u8) -> CycleRecord {
+        let t = k * 1_000_000;
+        let mut r = CycleRecord {
+            cycle: k,
+            t_ideal_ns: t,
+            release_ns: t,
+            wake_ns: t + 10_000,
+            end_ns: t + 10_000 + cpu_us * 1000,
+            deadline_ns: t + 1_000_000,
+            cpu_ns: cpu_us * 1000,
+            crit_cpu_ns: cpu_us * 1000,
+            threads: 1,
+            tracks: 1,
+            active_clients: elements,
+            ..CycleRecord::EMPTY
+        };
+        account(&mut r);
+        r
+    }
+
+    #[test]
+    fn an_overload_with_unchanged_work_is_host_time_and_one_with_more_work_is_not() {
+        let mut f = Folded {
+            judge_host_cpu: true,
+            ..Folded::default()
+        };
+        // Too early to judge: the raw cause stands.
+        let mut early = cycle(0, 1200, 4);
+        f.judge_and_fold(&mut early);
+        assert_eq!(early.cause, Some(Cause::Overload));
+        for k in 1..=HOST_CPU_MIN_CYCLES {
+            let mut r = cycle(k, 590 + k % 20, 4);
+            f.judge_and_fold(&mut r);
+        }
+        // Same 4 elements, 1500 µs of CPU: the clock ran 900 µs beyond the work.
+        let mut jump = cycle(100, 1500, 4);
+        f.judge_and_fold(&mut jump);
+        assert_eq!(jump.cause, Some(Cause::Interference));
+        assert_eq!(jump.crit_cpu_ns, 1_500_000, "the raw CPU time is kept");
+        // Twice the elements, twice the CPU time: the work grew, overload.
+        let mut grown = cycle(200, 1200, 8);
+        f.judge_and_fold(&mut grown);
+        assert_eq!(grown.cause, Some(Cause::Overload));
+        assert_eq!((f.overload, f.interference, f.host_cpu), (2, 1, 1));
+        let ev = f.xrun_events.iter().find(|e| e.cycle == 100).unwrap();
+        assert_eq!(ev.cause, Cause::Interference);
+        assert_eq!(ev.crit_cpu_ns, 1_500_000);
+        let e = ev.expected_cpu_ns.expect("the expectation is kept");
+        assert!((600_000..=620_000).contains(&e), "{e}");
+        assert!(f
+            .xrun_events
+            .iter()
+            .all(|e| e.cycle == 100 || e.expected_cpu_ns.is_none()));
+        // The sim's injected compute is work: not judged there.
+        let mut s = Folded::default();
+        for k in 1..=HOST_CPU_MIN_CYCLES {
+            s.judge_and_fold(&mut cycle(k, 600, 4));
+        }
+        let mut j = cycle(100, 1500, 4);
+        s.judge_and_fold(&mut j);
+        assert_eq!(j.cause, Some(Cause::Overload));
+    }
+
+    #[test]
+    fn placement_counts_tracks_run_away_from_home() {
+        let mut p = PlacementFold::default();
+        let mut r = CycleRecord {
+            threads: 2,
+            tracks: 4,
+            ..CycleRecord::EMPTY
+        };
+        r.track_thread[..4].copy_from_slice(&[0, 1, 0, 1]);
+        p.fold(&r);
+        // Thread 1 stalled: thread 0 ran its tracks 1 and 3.
+        r.track_thread[..4].copy_from_slice(&[0, 0, 0, 0]);
+        p.fold(&r);
+        assert_eq!(p.tracks_run, [6, 2]);
+        assert_eq!(p.home_taken, [0, 2]);
+        assert_eq!((p.stolen, p.cycles_with_stolen), (2, 1));
+    }
 }

@@ -206,6 +206,7 @@ impl TrackCosts {
                 }
             }
             rec.track_start_ns[i] = free[w].min(u32::MAX as u64) as u32;
+            rec.track_thread[i] = w as u8;
             free[w] += self.track_ns[i];
             busy[w] += self.track_ns[i];
             rec.track_end_ns[i] = free[w].min(u32::MAX as u64) as u32;

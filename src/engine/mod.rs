@@ -1,16 +1,19 @@
 //! The audio host under test (docs/ARCHITECTURE.md §2 `engine/`): tracks × plugin chains, run in
-//! parallel by a pool of pinned RT threads once per period, with per-cycle probes.
+//! parallel by a pool of RT threads once per period, with per-cycle probes.
 //!
 //! Cycle protocol (driver thread = engine thread 0, which also processes tracks):
-//! 1. copy the device input, reset the join counter, publish the cycle in `state`
-//!    (cycle number | participants | next track), bump the `start` futex word;
-//! 2. every thread claims tracks with a CAS on `state` (work stealing); a worker's first
-//!    claim also makes it a participant of the cycle;
-//! 3. once no track is left to claim the participant count is final, and thread 0 waits
-//!    until that many workers have checked out.
+//! 1. copy the device input, reset the checkout counter, publish the cycle number in the
+//!    `start` futex word;
+//! 2. every thread claims tracks with a CAS on the track's claim word, from the previous
+//!    cycle's number to this one's: first its home tracks (track i's home is thread
+//!    i mod threads), then — with `Placement::Steal` or `Unpinned` — any other thread's
+//!    track not yet started, from the back, so a thread whose core stalled loses its
+//!    unstarted tracks to the others (docs/ARCHITECTURE.md §3 "Track placement");
+//! 3. a worker adds the count of tracks it ran to `checkout` after writing its slot, and
+//!    thread 0 waits until the checkouts plus its own tracks make every track.
 //!
 //! A worker that wakes too late to find a track never delays the cycle, and a stale worker
-//! cannot claim a track of a newer cycle because claims carry the cycle number.
+//! cannot claim a track of a newer cycle because a claim needs the previous cycle's number.
 
 pub mod collector;
 pub mod cost;
@@ -36,7 +39,7 @@ use pool::Event;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Chain elements switched on one at a time during a run (Cucinotta et al.'s clients joining JACK).
@@ -60,6 +63,38 @@ impl Ramp {
     }
 }
 
+/// Where the engine's threads run and which tracks each may take (`--pin`,
+/// docs/ARCHITECTURE.md §3 "Track placement"). Track i's home thread is i mod threads.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Each thread pinned to its CPU runs its home tracks only: a stalled core delays them.
+    Pinned,
+    /// No thread pinned (the kernel places and migrates them); any thread takes any track not
+    /// yet started.
+    Unpinned,
+    /// Threads pinned; each runs its home tracks first, then takes other threads' tracks not
+    /// yet started (thread 0 helps instead of waiting for the join).
+    #[default]
+    Steal,
+}
+
+impl Placement {
+    /// Threads may run tracks whose home is another thread.
+    pub fn steals(self) -> bool {
+        self != Placement::Pinned
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Pinned => "pinned",
+            Placement::Unpinned => "unpinned",
+            Placement::Steal => "steal",
+        }
+    }
+}
+
 /// How to build an engine.
 #[derive(Debug, Clone)]
 pub struct EngineSpec {
@@ -73,6 +108,8 @@ pub struct EngineSpec {
     pub threads: usize,
     /// CPU of each worker (threads 1..): `worker_cpus[i]` pins worker i+1; empty = unpinned.
     pub worker_cpus: Vec<usize>,
+    /// Threads may take tracks homed on another thread (`Placement::steals`).
+    pub steal: bool,
     pub policy: Policy,
     /// Simulated compute (sim driver only); None = run the DSP.
     pub cost: Option<CostModel>,
@@ -98,6 +135,7 @@ impl EngineSpec {
             chain,
             threads: 1,
             worker_cpus: Vec::new(),
+            steal: true,
             policy: Policy::Other { nice: 0 },
             cost: None,
             ring_capacity: 4096,
@@ -134,22 +172,45 @@ struct ThreadSlot {
     last_end: AtomicU64,
 }
 
-#[derive(Default)]
 struct TrackTime {
     start: AtomicU64,
     end: AtomicU64,
+    /// The cycle that claimed the track last; a claim for cycle c succeeds only from
+    /// `prev_cycle(c)`, once.
+    claim: AtomicU32,
+    /// The engine thread that ran it in that cycle.
+    thread: AtomicU32,
+}
+
+impl Default for TrackTime {
+    fn default() -> Self {
+        TrackTime {
+            start: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            claim: AtomicU32::new(prev_cycle(1)),
+            thread: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The cycle number before `c` in the engine's sequence 1, 2, …, u32::MAX, 1, … (0 is never
+/// used, so a fresh claim word can hold the one before the first cycle).
+#[inline]
+fn prev_cycle(c: u32) -> u32 {
+    if c <= 1 {
+        u32::MAX
+    } else {
+        c - 1
+    }
 }
 
 struct Input(UnsafeCell<(Vec<f32>, Vec<f32>)>);
 // SAFETY: written by thread 0 only before a cycle is published, read by workers after.
 unsafe impl Sync for Input {}
 
-const PART_SHIFT: u32 = 16;
-const NEXT_MASK: u64 = 0xffff;
-
 pub(crate) struct Shared {
-    state: AtomicU64,
     start: Event,
+    /// Tracks run by workers in the current cycle (reset by thread 0 before publishing).
     checkout: Event,
     stop: AtomicBool,
     frames: AtomicU64,
@@ -160,6 +221,10 @@ pub(crate) struct Shared {
     /// Chain elements to run this cycle (set by thread 0 before a cycle is published).
     active: AtomicUsize,
     worker_spin_ns: u64,
+    threads: usize,
+    steal: bool,
+    /// sim `--inject stall`: worker 1 sleeps this long before taking a track this cycle.
+    stall_ns: AtomicU64,
     /// Real time the current cycle entered the engine; 0 between cycles (for the watchdog).
     pub(crate) cycle_entered_ns: AtomicU64,
     pub(crate) cycles_done: AtomicU64,
@@ -167,40 +232,48 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Claim the next track of `cycle`; `joined` tells whether the caller already counts
-    /// as a participant.
     #[inline]
-    fn claim(&self, cycle: u32, joined: &mut bool) -> Option<usize> {
-        let n = self.tracks.len() as u64;
-        let mut s = self.state.load(Ordering::Acquire);
-        loop {
-            if (s >> 32) as u32 != cycle || s & NEXT_MASK >= n {
-                return None;
-            }
-            let mut ns = s + 1;
-            if !*joined {
-                ns += 1 << PART_SHIFT;
-            }
-            match self
-                .state
-                .compare_exchange_weak(s, ns, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    *joined = true;
-                    return Some((s & NEXT_MASK) as usize);
-                }
-                Err(x) => s = x,
-            }
-        }
+    fn try_claim(&self, i: usize, cycle: u32) -> bool {
+        let c = &self.times[i].claim;
+        let prev = prev_cycle(cycle);
+        c.load(Ordering::Relaxed) == prev
+            && c.compare_exchange(prev, cycle, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 
-    /// Process claimed tracks until none is left; returns the end time of the last one.
+    /// The next track of `cycle` for thread `me`: its home tracks in order, then, when
+    /// stealing, other threads' unstarted tracks from the back (their owners start at the
+    /// front, so owner and thief meet once).
     #[inline]
-    fn run_tracks(&self, cycle: u32, joined: &mut bool) -> u64 {
+    fn next_track(&self, me: usize, cycle: u32) -> Option<usize> {
+        let n = self.tracks.len();
+        let t = self.threads.max(1);
+        let mut i = me;
+        while i < n {
+            if self.try_claim(i, cycle) {
+                return Some(i);
+            }
+            i += t;
+        }
+        if self.steal {
+            for i in (0..n).rev() {
+                if i % t != me && self.try_claim(i, cycle) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Run tracks claimed by thread `me` until none is left; returns the end time of the
+    /// last one and how many it ran.
+    #[inline]
+    fn run_tracks(&self, me: usize, cycle: u32) -> (u64, u32) {
         let frames = self.frames.load(Ordering::Relaxed) as usize;
         let active = self.active.load(Ordering::Relaxed);
         let mut last = 0;
-        while let Some(i) = self.claim(cycle, joined) {
+        let mut ran = 0;
+        while let Some(i) = self.next_track(me, cycle) {
             let t0 = monotonic_ns();
             // SAFETY: track i was claimed by this thread for this cycle (see TrackCell).
             let tr = unsafe { &mut *self.tracks[i].0.get() };
@@ -219,9 +292,11 @@ impl Shared {
             let t1 = monotonic_ns();
             self.times[i].start.store(t0, Ordering::Relaxed);
             self.times[i].end.store(t1, Ordering::Relaxed);
+            self.times[i].thread.store(me as u32, Ordering::Relaxed);
             last = t1;
+            ran += 1;
         }
-        last
+        (last, ran)
     }
 }
 
@@ -233,15 +308,23 @@ fn worker_main(sh: Arc<Shared>, idx: usize) {
         if sh.stop.load(Ordering::Acquire) {
             return;
         }
+        if idx == 1 {
+            // Only the sim driver injects stalls (no real-time thread to protect there).
+            let stall = sh.stall_ns.load(Ordering::Relaxed);
+            if stall > 0 {
+                std::thread::sleep(std::time::Duration::from_nanos(stall));
+            }
+        }
         let c0 = thread_cpu_ns();
-        let mut joined = false;
-        let last = sh.run_tracks(cycle, &mut joined);
-        if joined {
+        let (last, ran) = sh.run_tracks(idx, cycle);
+        if ran > 0 {
+            // The slot is written before the checkout that completes the count, so thread 0
+            // reads it after its join.
             let slot = &sh.slots[idx];
             slot.cpu_ns.store(thread_cpu_ns() - c0, Ordering::Relaxed);
             slot.last_end.store(last, Ordering::Relaxed);
             slot.cycle.store(cycle as u64, Ordering::Relaxed);
-            sh.checkout.word.fetch_add(1, Ordering::SeqCst);
+            sh.checkout.word.fetch_add(ran, Ordering::SeqCst);
             sh.checkout.notify_all();
         }
     }
@@ -374,7 +457,6 @@ impl Engine {
             })));
         }
         let sh = Arc::new(Shared {
-            state: AtomicU64::new(0),
             start: Event::default(),
             checkout: Event::default(),
             stop: AtomicBool::new(false),
@@ -388,6 +470,9 @@ impl Engine {
             ))),
             active: AtomicUsize::new(chain_len),
             worker_spin_ns: spec.worker_spin_ns,
+            threads: spec.threads,
+            steal: spec.steal,
+            stall_ns: AtomicU64::new(0),
             cycle_entered_ns: AtomicU64::new(0),
             cycles_done: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -449,7 +534,13 @@ impl Engine {
     }
 
     /// Run the real graph for one cycle; returns the real end time of the last track.
-    fn run_graph(&mut self, io: &mut AudioIo<'_>, rec: &mut CycleRecord, reference: u64) -> u64 {
+    fn run_graph(
+        &mut self,
+        io: &mut AudioIo<'_>,
+        rec: &mut CycleRecord,
+        reference: u64,
+        stall_ns: u64,
+    ) -> u64 {
         let sh = &*self.sh;
         let frames = io.frames().min(sh.max_frames());
         let c0 = thread_cpu_ns();
@@ -463,21 +554,16 @@ impl Engine {
         self.cycle = self.cycle.wrapping_add(1).max(1);
         let cycle = self.cycle;
         sh.checkout.word.store(0, Ordering::Relaxed);
-        sh.state.store((cycle as u64) << 32, Ordering::Release);
+        sh.stall_ns.store(stall_ns, Ordering::Relaxed);
         if self.threads > 1 {
             sh.start.word.store(cycle, Ordering::SeqCst);
             sh.start.notify_all();
         }
-        let mut joined = true;
-        let own_last = sh.run_tracks(cycle, &mut joined);
+        let (own_last, own_ran) = sh.run_tracks(0, cycle);
         let own_cpu = thread_cpu_ns() - c0;
-        if self.threads > 1 {
-            let participants =
-                ((sh.state.load(Ordering::Acquire) >> PART_SHIFT) & NEXT_MASK) as u32;
-            if participants > 0 {
-                sh.checkout
-                    .wait_until(self.join_spin_ns, |v| v >= participants);
-            }
+        let others = sh.tracks.len() as u32 - own_ran;
+        if others > 0 {
+            sh.checkout.wait_until(self.join_spin_ns, |v| v >= others);
         }
         // Gather: thread 0 is slot 0; workers' slots count only if written for this cycle.
         let mut end = own_last;
@@ -502,6 +588,7 @@ impl Engine {
         for (i, t) in sh.times.iter().enumerate() {
             rec.track_start_ns[i] = off(t.start.load(Ordering::Relaxed));
             rec.track_end_ns[i] = off(t.end.load(Ordering::Relaxed));
+            rec.track_thread[i] = t.thread.load(Ordering::Relaxed) as u8;
         }
         {
             // SAFETY: the cycle is joined; thread 0 is the only one touching tracks now.
@@ -581,12 +668,13 @@ impl CycleHandler for Engine {
         };
         self.sh.active.store(active, Ordering::Relaxed);
         rec.active_clients = active.min(u8::MAX as usize) as u8;
-        let (extra_cpu, extra_int) = match t.time {
-            TimeBase::Real => (0, 0),
+        let (extra_cpu, extra_int, stall) = match t.time {
+            TimeBase::Real => (0, 0, 0),
             TimeBase::Simulated {
                 extra_cpu_ns,
                 extra_interference_ns,
-            } => (extra_cpu_ns, extra_interference_ns),
+                stall_worker_ns,
+            } => (extra_cpu_ns, extra_interference_ns, stall_worker_ns),
         };
         let wall = match (&self.cost, t.time) {
             (Some(c), TimeBase::Simulated { .. }) => {
@@ -602,7 +690,7 @@ impl CycleHandler for Engine {
                 } else {
                     entered
                 };
-                let end = self.run_graph(io, &mut rec, reference);
+                let end = self.run_graph(io, &mut rec, reference, stall);
                 end - reference
             }
         };

@@ -86,6 +86,9 @@ pub struct RunConfig {
     /// Switch the chain's elements on one at a time during the run (`xrunlab sched --ramp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<super::Ramp>,
+    /// Track placement (`--pin`); results written before it existed ran what is now `steal`.
+    #[serde(default)]
+    pub pin: super::Placement,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -123,7 +126,13 @@ impl RunConfig {
             stop_from_cycle: 0,
             unpinned: false,
             ramp: None,
+            pin: super::Placement::default(),
         })
+    }
+
+    /// No engine thread is pinned: `--pin unpinned`, or SCHED_DEADLINE (`unpinned`).
+    pub fn threads_unpinned(&self) -> bool {
+        self.unpinned || self.pin == super::Placement::Unpinned
     }
 
     pub fn device(&self) -> DeviceParams {
@@ -192,6 +201,26 @@ pub struct XrunCounts {
     /// skips a late client's cycles, produces them (see `common::cycle`).
     #[serde(default)]
     pub inherited: u64,
+    /// Of `interference`: xruns whose critical thread's CPU clock ran far beyond the cost of
+    /// its work (the run's own p99 per element run): host time charged to the thread, which
+    /// the raw rule would have called `overload` (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    #[serde(default)]
+    pub host_cpu: u64,
+}
+
+/// Which engine thread ran which track (docs/ARCHITECTURE.md §3 "Track placement"): a core
+/// that stalled shows as its home tracks run by other threads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlacementReport {
+    pub mode: super::Placement,
+    /// Per engine thread: tracks it ran over the run.
+    pub tracks_run: Vec<u64>,
+    /// Per engine thread: its home tracks (track index mod threads) another thread ran.
+    pub home_tracks_taken: Vec<u64>,
+    /// Track runs by a thread other than the track's home.
+    pub stolen_tracks: u64,
+    /// Cycles with at least one such track run.
+    pub cycles_with_stolen: u64,
 }
 
 /// Percent-of-period summary (DSP load = wall/P, CPU load = CPU/P).
@@ -266,6 +295,9 @@ pub struct RunResults {
     /// Per track: the latest its processing ended after wake.
     pub track_end_max_ns: Vec<u64>,
     pub xrun_events: Vec<XrunEvent>,
+    /// Which thread ran which track (engines of two threads or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementReport>,
     /// Real drivers in a guest whose kernel counts steal: the recorded xruns set against
     /// the windows in which the hypervisor took CPU time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -396,7 +428,7 @@ pub fn run_tapped(
         thread: ThreadSpec {
             name: "xr-driver".into(),
             policy: cfg.policy,
-            cpus: if cfg.unpinned {
+            cpus: if cfg.threads_unpinned() {
                 Vec::new()
             } else {
                 vec![built.cpus[0]]
@@ -507,11 +539,12 @@ fn build_engine(cfg: &RunConfig, warnings: &mut Vec<String>) -> Result<Built> {
     let ring_capacity = ((2_000_000_000 / period_ns.max(1)) as usize).clamp(4096, 1 << 16);
     let spec = EngineSpec {
         threads,
-        worker_cpus: if cfg.unpinned {
+        worker_cpus: if cfg.threads_unpinned() {
             Vec::new()
         } else {
             cpus.iter().skip(1).copied().collect()
         },
+        steal: cfg.pin.steals(),
         policy: cfg.policy,
         cost: model.then(|| cfg.cost.clone()),
         ring_capacity,
@@ -564,7 +597,8 @@ impl Collector {
             from_cycle: cfg.stop_from_cycle,
             driver_stop: run_stop.clone(),
         });
-        let thread = collector::spawn_tapped(consumer, trace, stop.clone(), early, tap)?;
+        let judge = cfg.driver.real_time();
+        let thread = collector::spawn_tapped(consumer, trace, stop.clone(), early, tap, judge)?;
         Ok(Collector { thread, stop })
     }
 
@@ -641,7 +675,7 @@ fn fold_results(
             } else {
                 tids.get(i).copied().unwrap_or(0)
             },
-            cpu: if model || cfg.unpinned {
+            cpu: if model || cfg.threads_unpinned() {
                 None
             } else {
                 layout.cpus.get(i).copied()
@@ -682,6 +716,7 @@ fn fold_results(
             overload: folded.overload,
             interference: folded.interference,
             inherited: folded.inherited,
+            host_cpu: folded.host_cpu,
         },
         dropped_records: dropped,
         dsp_load_pct: LoadPct::of(&wall, period_ns),
@@ -696,6 +731,13 @@ fn fold_results(
         driver_period_ns: folded.driver_period.summary(),
         track_end_max_ns: folded.track_end_max.clone(),
         xrun_events: folded.xrun_events.clone(),
+        placement: (layout.threads > 1).then(|| PlacementReport {
+            mode: cfg.pin,
+            tracks_run: folded.placement.tracks_run.clone(),
+            home_tracks_taken: folded.placement.home_taken.clone(),
+            stolen_tracks: folded.placement.stolen,
+            cycles_with_stolen: folded.placement.cycles_with_stolen,
+        }),
         host_steal,
         sink: stats.map(|s| s.sink).unwrap_or_default(),
         sync: SyncCounts {

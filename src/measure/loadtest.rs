@@ -108,6 +108,9 @@ pub struct LoadConfig {
     /// ([`WARMUP_CYCLES`] on real drivers, 0 on sim).
     #[serde(default)]
     pub warmup_cycles: u32,
+    /// Track placement of every trial (`--pin`).
+    #[serde(default)]
+    pub pin: crate::engine::Placement,
 }
 
 impl LoadConfig {
@@ -136,6 +139,7 @@ impl LoadConfig {
             stress: Vec::new(),
             jack: (driver == DriverKind::Jack).then(JackConfig::default),
             warmup_cycles: if driver.real_time() { WARMUP_CYCLES } else { 0 },
+            pin: crate::engine::Placement::default(),
         }
     }
 
@@ -251,6 +255,7 @@ impl LoadConfig {
         c.mlock = self.mlock && self.driver.mlock_applies();
         c.stop_on = Some(self.criterion.stop_on());
         c.stop_from_cycle = self.warmup_cycles as u64;
+        c.pin = self.pin;
         // The grid sets the server's buffer size per cell (run_load); a trial only checks it.
         c.jack = self.jack.as_ref().map(|j| JackConfig {
             buffer_requested: Some(buffer),

@@ -88,6 +88,9 @@ pub struct SchedConfig {
     /// mlockall during every row (`--no-mlock`: false); results before the option locked.
     #[serde(default = "crate::rt::memory::locked_by_default")]
     pub mlock: bool,
+    /// Engine placement (`--pin`; DEADLINE rows are unpinned whatever it says).
+    #[serde(default)]
+    pub pin: crate::engine::Placement,
 }
 
 /// How the budget reaches several engine threads (also in `--help`).
@@ -210,6 +213,7 @@ impl SchedConfig {
         c.duration_ns = self.duration_ns;
         c.policy = policy;
         c.unpinned = unpinned;
+        c.pin = self.pin;
         c.mlock &= self.mlock;
         c.ramp = self
             .ramp_every_ns
