@@ -528,6 +528,19 @@ fn bad_usage_exits_2() {
 /// The live tests change the same machine: one at a time.
 static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A live test's turn: root and two online CPUs (else skipped with the reason, or failed
+/// under CI), then the machine to itself.
+fn live_turn(why_root: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !require(is_root(), why_root) {
+        return None;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !require(online.trim() != "0", "two or more online CPUs") {
+        return None;
+    }
+    Some(LIVE.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// Restores the live system whatever happens to the test (panic included).
 struct LiveGuard(PathBuf);
 
@@ -544,14 +557,9 @@ impl Drop for LiveGuard {
 /// value back afterwards.
 #[test]
 fn live_apply_and_restore_round_trip() {
-    if !require(is_root(), "root, to write /proc and /sys") {
+    let Some(_one) = live_turn("root, to write /proc and /sys") else {
         return;
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if !require(online.trim() != "0", "two or more online CPUs") {
-        return;
-    }
-    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let tmp = tempfile::tempdir().unwrap();
     let journal = tmp.path().join("tune.json");
     let files = [
@@ -682,14 +690,9 @@ fn live_apply_and_restore_round_trip() {
 /// `tune --apply --measure` on this machine: latency before and after, then everything back.
 #[test]
 fn live_measure_before_and_after() {
-    if !require(is_root(), "root, to tune and to measure at SCHED_FIFO") {
+    let Some(_one) = live_turn("root, to tune and to measure at SCHED_FIFO") else {
         return;
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if !require(online.trim() != "0", "two or more online CPUs") {
-        return;
-    }
-    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let tmp = tempfile::tempdir().unwrap();
     let journal = tmp.path().join("tune.json");
     let _guard = LiveGuard(journal.clone());
@@ -880,14 +883,9 @@ fn measure_commands_take_cpus_and_record_them() {
 /// setting the profile touches is back afterwards.
 #[test]
 fn live_suite_tuned_restores_everything() {
-    if !require(is_root(), "root, to tune and to measure at SCHED_FIFO") {
+    let Some(_one) = live_turn("root, to tune and to measure at SCHED_FIFO") else {
         return;
-    }
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    if !require(online.trim() != "0", "two or more online CPUs") {
-        return;
-    }
-    let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let tmp = tempfile::tempdir().unwrap();
     let journal = tmp.path().join("tune.json");
     let _guard = LiveGuard(journal.clone());

@@ -53,14 +53,9 @@ fn verdict_of_the_committed_results_is_golden() {
     insta::assert_snapshot!("verdict_fixtures_text", text);
 }
 
-/// A latency drawn from normal(100 µs, 20 µs) every 20 ms for 10 simulated hours, at 50 %
-/// DSP load: 16 frames fails (its 167 µs of slack is 3.3 σ), nothing is seen beyond any
-/// larger budget, and "nothing in N·P hours" bounds the rate below 1/h from 512 frames on
-/// (3.69 / (1.8 M × 10.67 ms) = 0.69/h; at 256 frames 1.38/h).
-#[test]
-fn the_recommendation_follows_the_data_and_gates_ci() {
-    let d = tempfile::tempdir().unwrap();
-    let lat = d.path().join("lat.json");
+/// A latency drawn from normal(100 µs, 20 µs) every 20 ms for 10 simulated hours, in `dir`.
+fn sim_latency(dir: &Path) -> PathBuf {
+    let lat = dir.join("lat.json");
     xrunlab()
         .args([
             "latency",
@@ -72,6 +67,17 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
         .args(["--duration", "10h", "--seed", "1", "-q", "-o", s(&lat)])
         .assert()
         .success();
+    lat
+}
+
+/// A latency drawn from normal(100 µs, 20 µs) every 20 ms for 10 simulated hours, at 50 %
+/// DSP load: 16 frames fails (its 167 µs of slack is 3.3 σ), nothing is seen beyond any
+/// larger budget, and "nothing in N·P hours" bounds the rate below 1/h from 512 frames on
+/// (3.69 / (1.8 M × 10.67 ms) = 0.69/h; at 256 frames 1.38/h).
+#[test]
+fn the_recommendation_follows_the_data_and_gates_ci() {
+    let d = tempfile::tempdir().unwrap();
+    let lat = sim_latency(d.path());
     let out = d.path().join("v.json");
     xrunlab()
         .args(["verdict", s(&lat), "-q", "-o", s(&out)])
@@ -149,18 +155,7 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
 #[test]
 fn a_measured_run_overrides_an_optimistic_prediction() {
     let d = tempfile::tempdir().unwrap();
-    let lat = d.path().join("lat.json");
-    xrunlab()
-        .args([
-            "latency",
-            "--sim-latency",
-            "normal:100us,20us",
-            "-i",
-            "20ms",
-        ])
-        .args(["--duration", "10h", "--seed", "1", "-q", "-o", s(&lat)])
-        .assert()
-        .success();
+    let lat = sim_latency(d.path());
     // A run at 512 frames with many xruns: its own fixture, with the count raised (the
     // file is otherwise a real run).
     let mut run = read_json(&fixtures().join("run-128-stress.json"));
