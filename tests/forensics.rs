@@ -198,6 +198,33 @@ fn run_forensics(
     (o, doc)
 }
 
+/// The windows (from `t_ideal_ns` to `end_key`) that overlapped a burst span, and how many of
+/// them name `xrl-burst` top culprit with a time within 20 % of the burst's length.
+fn burst_hits<'a>(
+    windows: &'a [Value],
+    spans: &[(u64, u64)],
+    end_key: &str,
+    burst: Duration,
+) -> (Vec<&'a Value>, usize) {
+    let hit: Vec<&Value> = windows
+        .iter()
+        .filter(|w| {
+            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w[end_key]));
+            spans.iter().any(|&(s, e)| s < b && a < e)
+        })
+        .collect();
+    let named = hit
+        .iter()
+        .filter(|w| {
+            let top = &w["top"][0];
+            let ns = common::u(&top["ns"]) as f64;
+            top["culprit"]["name"] == "xrl-burst"
+                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
+        })
+        .count();
+    (hit, named)
+}
+
 #[test]
 fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     let Some(_g) = setup() else { return };
@@ -218,22 +245,7 @@ fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
     let windows = f["windows"].as_array().unwrap();
     // The xruns a burst overlapped; the others are the host's (stalls of the VM).
-    let hit: Vec<&Value> = windows
-        .iter()
-        .filter(|w| {
-            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w["end_ns"]));
-            spans.iter().any(|&(s, e)| s < b && a < e)
-        })
-        .collect();
-    let named = hit
-        .iter()
-        .filter(|w| {
-            let top = &w["top"][0];
-            let ns = common::u(&top["ns"]) as f64;
-            top["culprit"]["name"] == "xrl-burst"
-                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
-        })
-        .count();
+    let (hit, named) = burst_hits(windows, &spans, "end_ns", burst);
     let hog_top = windows
         .iter()
         .filter(|w| w["top"][0]["culprit"]["name"] == "xrl-hog")
@@ -296,22 +308,7 @@ fn latency_spikes_from_a_fifo_burst_name_it() {
     assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
     assert_eq!(f["windows_of"], "spike");
     let windows = f["windows"].as_array().unwrap();
-    let hit: Vec<&Value> = windows
-        .iter()
-        .filter(|w| {
-            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w["wake_ns"]));
-            spans.iter().any(|&(s, e)| s < b && a < e)
-        })
-        .collect();
-    let named = hit
-        .iter()
-        .filter(|w| {
-            let top = &w["top"][0];
-            let ns = common::u(&top["ns"]) as f64;
-            top["culprit"]["name"] == "xrl-burst"
-                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
-        })
-        .count();
+    let (hit, named) = burst_hits(windows, &spans, "wake_ns", burst);
     eprintln!(
         "bursts {}, spikes {}, overlapping a burst {}, named with a time within 20 % {}",
         spans.len(),
