@@ -58,6 +58,7 @@ impl Case {
             periods: vec![n],
             target_per_hour: 1.0,
             confidence: predict::CONFIDENCE,
+            holds: predict::Holds::default(),
         };
         let p = predict::predict(&cfg, &inputs, &CostInput::load_pct(load));
         let row = p.tables[0].rows[0].clone();
@@ -181,6 +182,7 @@ fn a_wrong_compute_time_is_refuted_by_the_sim() {
         periods: vec![2],
         target_per_hour: 1.0,
         confidence: predict::CONFIDENCE,
+        holds: predict::Holds::default(),
     };
     let wrong = predict::row(d, &cost, 64, 2, &cfg);
     let e = wrong.episodes_per_hour;

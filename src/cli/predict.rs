@@ -21,14 +21,18 @@ of consecutive late cycles: one host stall each, what a listener hears), each wi
 interval from the number of latency samples beyond the budget. With fewer than 3 such samples
 the rate is only bounded ('< X') and the outlook says how long a latency measurement would
 settle it. Outlook: ok when the interval lies within --target, fails when it lies above,
-marginal when it contains it. docs/ARCHITECTURE.md §3 defines the model.
+marginal when it contains it. Each of the audio thread's wake-ups draws one latency, as the
+measurement's did (--holds wakeup, the default: on a KVM guest the delays came with wake-ups);
+--holds timed reads a long sample as a stall in time that the audio thread meets however often
+it wakes (conservative, for SMIs). docs/ARCHITECTURE.md §3 defines the model.
 
 Examples:
   xrunlab latency --baseline idle --stress paper --duration 10m -o lat.json
   xrunlab predict --latency lat.json --load-pct 30
   xrunlab predict --latency idle=idle.json --latency stressed=stress.json --cost run.json
   xrunlab predict --latency ct.json --interval 200us --cost bench.json --buffers 64..512 --periods 2
-  xrunlab predict --latency lat.json --cost load.json --cell 1:reverb-heavy --target 0.1/h -o predict.json")]
+  xrunlab predict --latency lat.json --cost load.json --cell 1:reverb-heavy --target 0.1/h -o predict.json
+  xrunlab predict --latency lat.json --load-pct 40 --holds timed   # the conservative reading")]
 pub struct PredictArgs {
     /// A latency result (`latency -o`, or cyclictest data through `import`), as FILE or
     /// LABEL=FILE; repeatable. A result with an idle baseline gives two inputs.
@@ -71,6 +75,12 @@ pub struct PredictArgs {
     /// The measurement interval of latency files that do not record it (cyclictest -i).
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
+    /// How a latency sample beyond the budget is read: wakeup (each wake-up of the audio
+    /// thread draws one latency, as the measurement's did) or timed (a long sample is a stall
+    /// in time the audio thread meets however often it wakes: conservative, for machines
+    /// whose long delays are SMIs or host preemption of busy vCPUs).
+    #[arg(long, value_enum, default_value = "wakeup")]
+    pub holds: predict::Holds,
 }
 
 /// One `--latency` value.
@@ -253,6 +263,7 @@ pub fn config(a: &PredictArgs, cost_rate: Option<u32>) -> Result<PredictConfig> 
         periods,
         target_per_hour: parse_target(&a.target)?,
         confidence: predict::CONFIDENCE,
+        holds: a.holds,
     })
 }
 

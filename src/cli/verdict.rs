@@ -62,6 +62,10 @@ pub struct VerdictArgs {
     /// Exit 1 when the smallest buffer size meeting the target is above BUFFER frames.
     #[arg(long, value_name = "BUFFER")]
     pub fail_if_above: Option<u32>,
+    /// How latency samples beyond the budget are read (as `predict --holds`): wakeup, or the
+    /// conservative timed.
+    #[arg(long, value_enum, default_value = "wakeup")]
+    pub holds: crate::measure::predict::Holds,
 }
 
 /// Kinds a verdict does not read: its own, and predictions (derived from latency results
@@ -150,6 +154,7 @@ pub fn judge(a: &VerdictArgs, inputs: &[Input]) -> Result<(VerdictConfig, Result
             load_pct: a.load_pct.as_deref().map(parse_percent).transpose()?,
             cost_file: a.cost.as_ref().map(|p| p.display().to_string()),
             fail_if_above: a.fail_if_above,
+            holds: a.holds,
         },
     )?;
     let results = verdict::build(&cfg, inputs, &cost)?;

@@ -359,24 +359,49 @@ pub struct CostInput {
     pub description: String,
 }
 
-/// The upper end of each percentile band carries the band's probability: a distribution
-/// known only by percentiles, taken at its conservative side.
+/// Sub-points each percentile band is spread over.
+const BAND_STEPS: usize = 8;
+
+/// A distribution known by percentiles: each band's probability spread evenly between its
+/// lower and upper percentile (`first_lo`, when known, the lower end of the first band,
+/// else it is a point), like a latency bucket over its width. Still on the conservative
+/// side for tails that thin out within a band; placing each band at its upper end instead
+/// put a run's top 0.01 % at its maximum and over-predicted short buffers twofold (§3).
+fn bands(first_lo: Option<f64>, quantiles: &[(f64, f64)]) -> Vec<CostPoint> {
+    let mut out = Vec::new();
+    let mut lo = first_lo;
+    for &(probability, hi) in quantiles {
+        let from = lo.unwrap_or(hi).min(hi);
+        if hi > from {
+            let w = (hi - from) / BAND_STEPS as f64;
+            out.extend((0..BAND_STEPS).map(|k| CostPoint {
+                probability: probability / BAND_STEPS as f64,
+                ns: from + (k as f64 + 0.5) * w,
+            }));
+        } else {
+            out.push(CostPoint {
+                probability,
+                ns: hi,
+            });
+        }
+        lo = Some(hi);
+    }
+    out
+}
+
 fn summary_points(s: &Summary) -> Vec<CostPoint> {
-    [
-        (0.5, s.p50),
-        (0.4, s.p90),
-        (0.09, s.p99),
-        (0.009, s.p99_9),
-        (0.0009, s.p99_99),
-        (0.000099, s.p99_9999),
-        (0.000001, s.max),
-    ]
-    .into_iter()
-    .map(|(probability, ns)| CostPoint {
-        probability,
-        ns: ns as f64,
-    })
-    .collect()
+    bands(
+        Some(s.min as f64),
+        &[
+            (0.5, s.p50 as f64),
+            (0.4, s.p90 as f64),
+            (0.09, s.p99 as f64),
+            (0.009, s.p99_9 as f64),
+            (0.0009, s.p99_99 as f64),
+            (0.000099, s.p99_9999 as f64),
+            (0.000001, s.max as f64),
+        ],
+    )
 }
 
 fn cost_mean(points: &[CostPoint]) -> f64 {
@@ -497,11 +522,7 @@ impl CostInput {
             parts.push(format!("{name} ×{}", r.instances));
         }
         let frames = frames.unwrap_or(cfg.buffer_frames);
-        let points: Vec<CostPoint> = BANDS
-            .iter()
-            .zip(sum)
-            .map(|(&probability, ns)| CostPoint { probability, ns })
-            .collect();
+        let points = bands(None, &BANDS.into_iter().zip(sum).collect::<Vec<_>>());
         Ok(CostInput {
             description: format!(
                 "bench {}: one block of {} at {frames} frames, p50 {}, p99 {}, p99.9 {}, max {}, scaled per frame",
@@ -570,13 +591,10 @@ impl CostInput {
             let l = &c.dsp_load_pct;
             measured.push(BufferCost {
                 frames: c.buffer_frames,
-                points: [(0.5, l.p50), (0.49, l.p99), (0.01, l.max)]
-                    .into_iter()
-                    .map(|(probability, pct)| CostPoint {
-                        probability,
-                        ns: pct * p,
-                    })
-                    .collect(),
+                points: bands(
+                    None,
+                    &[(0.5, l.p50 * p), (0.49, l.p99 * p), (0.01, l.max * p)],
+                ),
             });
             parts.push(format!("{} frames ×{}", c.buffer_frames, c.max_per_track));
         }
@@ -598,6 +616,47 @@ fn list<T: ToString>(it: impl Iterator<Item = T>) -> String {
 
 // ---------------------------------------------------------------------------------------
 // The model
+
+/// How a latency sample beyond the budget is read (docs/ARCHITECTURE.md §3, "Predicted xrun
+/// rate", where the measurements that chose the default are).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Holds {
+    /// Delays come with wake-ups: each wake-up of the audio thread draws one latency as the
+    /// measurement's wake-ups did, whatever the interval (a halted vCPU waiting for its host,
+    /// a wake-up path's lock). Matches the sim and, within 1.3–3.3×, this project's KVM
+    /// guest at three buffer sizes.
+    #[default]
+    Wakeup,
+    /// Delays are holds arriving in time, independently of any thread's timer (SMIs, a
+    /// preempted busy vCPU): a long sample is a stall the audio thread meets however often it
+    /// wakes. Conservative; over-predicted that guest 7–35×.
+    Timed,
+}
+
+impl Holds {
+    pub fn word(self) -> &'static str {
+        match self {
+            Holds::Wakeup => "wakeup",
+            Holds::Timed => "timed",
+        }
+    }
+
+    /// One phrase for the reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Holds::Wakeup => "latency drawn per wake-up (--holds wakeup)",
+            Holds::Timed => "long latencies read as stalls in time (--holds timed, conservative)",
+        }
+    }
+
+    /// Predictions written before the choice existed were read as timed holds.
+    pub fn legacy() -> Self {
+        Holds::Timed
+    }
+}
 
 /// What to predict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -623,6 +682,9 @@ pub struct PredictConfig {
     /// Episodes per hour a buffer size may have to be `ok`.
     pub target_per_hour: f64,
     pub confidence: f64,
+    /// How samples beyond the budget are read (`--holds`).
+    #[serde(default = "Holds::legacy")]
+    pub holds: Holds,
 }
 
 /// A rate with its interval.
@@ -749,21 +811,27 @@ pub fn predict(cfg: &PredictConfig, inputs: &[LatencyInput], cost: &CostInput) -
     }
 }
 
-/// How much more (or less) often the audio thread, waking every P, meets a stall whose
-/// sample overshot the budget by `e` than the latency measurement, waking every I, did: a
-/// stall of length D makes a thread with interval Q late by more than x when one of its
-/// targets falls in the first D − x of it, with probability min(1, (D − x)/Q); the sample
-/// says D ≥ ℓ, and the shortest such stall is taken.
-fn weight(e: f64, i: f64, p: f64) -> f64 {
+/// How much more (or less) often the audio thread, waking every P, meets a delay whose
+/// sample overshot the budget by `e` than the latency measurement, waking every I, did.
+/// Per wake-up, each of its wake-ups draws one sample: I/P. As a timed hold, a stall of
+/// length D makes a thread with interval Q late by more than x when one of its targets falls
+/// in the first D − x of it, with probability min(1, (D − x)/Q); the sample says D ≥ ℓ, and
+/// the shortest such stall is taken.
+fn weight(e: f64, i: f64, p: f64, holds: Holds) -> f64 {
     if e <= 0.0 {
         0.0
+    } else if holds == Holds::Wakeup {
+        i / p
     } else {
         (e / p).min(1.0) / (e / i).min(1.0)
     }
 }
 
-/// ∫ weight(e) de over [a, b], 0 ≤ a ≤ b, in closed form on its three pieces.
-fn weight_integral(a: f64, b: f64, i: f64, p: f64) -> f64 {
+/// ∫ weight(e) de over [a, b], 0 ≤ a ≤ b, in closed form on its pieces.
+fn weight_integral(a: f64, b: f64, i: f64, p: f64, holds: Holds) -> f64 {
+    if holds == Holds::Wakeup {
+        return (b - a).max(0.0) * i / p;
+    }
     let (lo, hi) = (i.min(p), i.max(p));
     let clip = |x0: f64, x1: f64| (a.max(x0), b.min(x1));
     let mut s = 0.0;
@@ -786,6 +854,14 @@ fn weight_integral(a: f64, b: f64, i: f64, p: f64) -> f64 {
     s
 }
 
+/// The largest weight a sample can have: what an unseen sample is bounded by.
+fn weight_max(i: f64, p: f64, holds: Holds) -> f64 {
+    match holds {
+        Holds::Wakeup => i / p,
+        Holds::Timed => (i / p).max(1.0),
+    }
+}
+
 /// Late cycles one stall costs when the driver catches up: cycle m after the late wake-up
 /// ends at ℓ + (m+1)·C against its deadline m·P + B, so it is late while m < e / (P − C).
 fn cycles_per_stall(e: f64, slack: f64) -> f64 {
@@ -793,19 +869,19 @@ fn cycles_per_stall(e: f64, slack: f64) -> f64 {
 }
 
 /// ∫ weight(e)·cycles(e) de over [a, b]: cycles is a step function of e.
-fn weighted_cycles_integral(a: f64, b: f64, i: f64, p: f64, slack: f64) -> f64 {
+fn weighted_cycles_integral(a: f64, b: f64, i: f64, p: f64, slack: f64, holds: Holds) -> f64 {
     let (ja, jb) = ((a / slack).floor(), (b / slack).ceil());
     // NaN (an infinite edge) takes this way too.
     if (jb - ja).partial_cmp(&4096.0) != Some(std::cmp::Ordering::Less) {
         // A bucket far wider than a step: its middle step stands for it.
-        return weight_integral(a, b, i, p) * cycles_per_stall((a + b) / 2.0, slack);
+        return weight_integral(a, b, i, p, holds) * cycles_per_stall((a + b) / 2.0, slack);
     }
     // Steps by index, so that rounding cannot stall the walk at a step's edge.
     (ja as u64..jb as u64)
         .map(|j| {
             let (x0, x1) = (a.max(j as f64 * slack), b.min((j + 1) as f64 * slack));
             if x1 > x0 {
-                weight_integral(x0, x1, i, p) * (j + 1) as f64
+                weight_integral(x0, x1, i, p, holds) * (j + 1) as f64
             } else {
                 0.0
             }
@@ -835,6 +911,7 @@ struct Threshold {
     slack: f64,
     /// n − 2: periods skipped after a miss besides those the excess covers.
     extra_skip: f64,
+    holds: Holds,
 }
 
 /// Sums over the samples, per threshold.
@@ -855,7 +932,7 @@ struct Beyond {
 }
 
 fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
-    let (x, y, p, i, slack) = (t.miss, t.backlog, t.period, t.interval, t.slack);
+    let (x, y, p, i, slack, h) = (t.miss, t.backlog, t.period, t.interval, t.slack, t.holds);
     let mut s = Beyond::default();
     for b in &d.buckets {
         let (lo, hi) = (b.lo_ns as f64, b.hi_ns as f64);
@@ -865,8 +942,8 @@ fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
             if e > 0.0 {
                 s.count += n;
                 s.count_low += n;
-                s.episodes += n * weight(e, i, p);
-                s.cycles += n * weight(e, i, p) * cycles_per_stall(e, slack);
+                s.episodes += n * weight(e, i, p, h);
+                s.cycles += n * weight(e, i, p, h) * cycles_per_stall(e, slack);
                 s.periods_after += n * (t.extra_skip + (e / p).ceil());
             } else if lo > y {
                 s.periods_after += n * ((lo - y) / slack).ceil();
@@ -878,8 +955,8 @@ fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
         if a < hi {
             s.count += density * (hi - a);
             s.count_low += density * (hi - a);
-            s.episodes += density * weight_integral(a - x, hi - x, i, p);
-            s.cycles += density * weighted_cycles_integral(a - x, hi - x, i, p, slack);
+            s.episodes += density * weight_integral(a - x, hi - x, i, p, h);
+            s.cycles += density * weighted_cycles_integral(a - x, hi - x, i, p, slack, h);
             s.periods_after +=
                 density * (t.extra_skip * (hi - a) + ceil_integral(a - x, hi - x, p));
         }
@@ -901,8 +978,8 @@ fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
         s.count += n;
         s.count_low += if from > x { n } else { 1.0 };
         let e = max - x;
-        s.episodes += n * weight(e, i, p);
-        s.cycles += n * weight(e, i, p) * cycles_per_stall(e, slack);
+        s.episodes += n * weight(e, i, p, h);
+        s.cycles += n * weight(e, i, p, h) * cycles_per_stall(e, slack);
         s.periods_after += n * (t.extra_skip + (e / p).ceil());
     }
     s
@@ -934,6 +1011,7 @@ pub fn row(
                 interval: d.interval_ns as f64,
                 slack,
                 extra_skip: n.saturating_sub(2) as f64,
+                holds: cfg.holds,
             },
         );
         t.count += c.probability * s.count;
@@ -950,7 +1028,7 @@ pub fn row(
     let fresh = 1.0 / (1.0 + t.periods_after / d.samples.max(1) as f64);
     let hours = d.observed_ns / NS_PER_HOUR / fresh;
     let i = d.interval_ns as f64;
-    let w_max = (i / p).max(1.0);
+    let w_max = weight_max(i, p, cfg.holds);
     let alpha = 1.0 - cfg.confidence;
     let rate = |sum: f64| {
         let per_hour = sum / hours;
@@ -1146,6 +1224,7 @@ mod tests {
             periods: periods.to_vec(),
             target_per_hour: 1.0,
             confidence: CONFIDENCE,
+            holds: Holds::Timed,
         }
     }
 
@@ -1304,6 +1383,88 @@ mod tests {
     }
 
     #[test]
+    fn per_wake_up_a_long_sample_weighs_i_over_p_and_as_a_timed_hold_one() {
+        // Every sample 5 ms late, measured every 200 µs; 64 frames at 48 kHz, no compute.
+        let d = LatencyData {
+            buckets: vec![Bucket {
+                lo_ns: 5_000_000,
+                hi_ns: 5_000_000,
+                count: 1000,
+            }],
+            censored: vec![],
+            samples: 1000,
+            observed_ns: 1000.0 * 200e3,
+            interval_ns: 200_000,
+            cpus: 1,
+        };
+        let p = 64e9 / 48e3;
+        let mut c = cfg(&[64], &[2]);
+        let timed = row(&d, &fixed(0.0), 64, 2, &c);
+        c.holds = Holds::Wakeup;
+        let wakeup = row(&d, &fixed(0.0), 64, 2, &c);
+        // Every wake-up is late either way; per wake-up the audio thread, waking every P,
+        // meets I/P as many late wake-ups per hour as the measurement did.
+        assert_eq!(timed.p_miss, 1.0);
+        assert_eq!(wakeup.p_miss, 1.0);
+        let ratio = wakeup.episodes_per_hour.per_hour / timed.episodes_per_hour.per_hour;
+        assert!((ratio - 200e3 / p).abs() < 1e-9, "{ratio}");
+        // Unseen, the bound scales the same way.
+        let none = LatencyData {
+            buckets: vec![Bucket {
+                lo_ns: 10_000,
+                hi_ns: 10_000,
+                count: 1000,
+            }],
+            ..d
+        };
+        let w = row(&none, &fixed(0.0), 64, 2, &c).episodes_per_hour.high;
+        c.holds = Holds::Timed;
+        let t = row(&none, &fixed(0.0), 64, 2, &c).episodes_per_hour.high;
+        assert!((w / t - 200e3 / p).abs() < 1e-9, "{w} vs {t}");
+    }
+
+    #[test]
+    fn a_percentile_band_is_spread_between_its_two_ends() {
+        let s = Summary {
+            count: 1_000_000,
+            min: 100,
+            p50: 200,
+            p90: 300,
+            p99: 400,
+            p99_9: 500,
+            p99_99: 600,
+            p99_9999: 1000,
+            max: 5000,
+            ..Summary::default()
+        };
+        let pts = summary_points(&s);
+        let mass = |lo: f64, hi: f64| -> f64 {
+            pts.iter()
+                .filter(|p| p.ns > lo && p.ns <= hi)
+                .map(|p| p.probability)
+                .sum()
+        };
+        // The top 0.01 % lies between p99.99 and p99.9999, save 10⁻⁶ beyond: none of it at
+        // the maximum, where the band's upper end used to put it.
+        assert!((mass(600.0, 1000.0) - 0.000099).abs() < 1e-15);
+        assert!((mass(1000.0, 5000.0) - 0.000001).abs() < 1e-15);
+        assert!(pts.iter().all(|p| p.ns < 5000.0 && p.ns > 100.0));
+        // Spread evenly: the band's mean is its middle.
+        let mean = cost_mean(&pts);
+        let expect = 0.5 * 150.0
+            + 0.4 * 250.0
+            + 0.09 * 350.0
+            + 0.009 * 450.0
+            + 0.0009 * 550.0
+            + 0.000099 * 800.0
+            + 0.000001 * 3000.0;
+        assert!((mean - expect).abs() < 1e-9, "{mean} vs {expect}");
+        // A band whose ends coincide, or whose lower end is unknown, is a point.
+        let b = bands(None, &[(0.5, 10.0), (0.5, 10.0)]);
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
     fn a_step_edge_rounding_cannot_stall_the_integral() {
         // Once looped for ever: the step's edge k·slack rounded onto the start.
         let (a, b, slack) = (
@@ -1311,8 +1472,8 @@ mod tests {
             283_707.666_666_666_74,
             94_343.527_083_333_32,
         );
-        let v = weighted_cycles_integral(a, b, 200e3, 1e9 / 3e3, slack);
-        let w = weight_integral(a, b, 200e3, 1e9 / 3e3);
+        let v = weighted_cycles_integral(a, b, 200e3, 1e9 / 3e3, slack, Holds::Timed);
+        let w = weight_integral(a, b, 200e3, 1e9 / 3e3, Holds::Timed);
         assert!(v >= 3.0 * w && v <= 4.0 * w, "{v} vs {w}");
     }
 
@@ -1344,14 +1505,20 @@ mod tests {
 
     #[test]
     fn weights_integrate_in_closed_form() {
-        for (i, p) in [(200e3, 1333e3), (1000e3, 333e3), (500e3, 500e3)] {
+        for (i, p, h) in [
+            (200e3, 1333e3, Holds::Timed),
+            (1000e3, 333e3, Holds::Timed),
+            (500e3, 500e3, Holds::Timed),
+            (200e3, 1333e3, Holds::Wakeup),
+            (1000e3, 333e3, Holds::Wakeup),
+        ] {
             for (a, b) in [(0.0, 50e3), (10e3, 700e3), (100e3, 3e6), (2e6, 5e6)] {
                 let steps = 100_000;
-                let h = (b - a) / steps as f64;
+                let dx = (b - a) / steps as f64;
                 let numeric: f64 = (0..steps)
-                    .map(|k| weight(a + (k as f64 + 0.5) * h, i, p) * h)
+                    .map(|k| weight(a + (k as f64 + 0.5) * dx, i, p, h) * dx)
                     .sum();
-                let exact = weight_integral(a, b, i, p);
+                let exact = weight_integral(a, b, i, p, h);
                 assert!(
                     (numeric - exact).abs() <= exact * 1e-6,
                     "I={i} P={p} [{a},{b}]: {numeric} vs {exact}"
@@ -1359,11 +1526,11 @@ mod tests {
                 let slack = 300e3;
                 let numeric: f64 = (0..steps)
                     .map(|k| {
-                        let e = a + (k as f64 + 0.5) * h;
-                        weight(e, i, p) * cycles_per_stall(e, slack) * h
+                        let e = a + (k as f64 + 0.5) * dx;
+                        weight(e, i, p, h) * cycles_per_stall(e, slack) * dx
                     })
                     .sum();
-                let exact = weighted_cycles_integral(a, b, i, p, slack);
+                let exact = weighted_cycles_integral(a, b, i, p, slack, h);
                 assert!(
                     (numeric - exact).abs() <= exact * 1e-4,
                     "{numeric} vs {exact}"

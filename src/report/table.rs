@@ -771,6 +771,7 @@ pub fn predict(
         }
     }
     s.push_str(&format!("compute: {}\n", r.compute_description));
+    s.push_str(&format!("{}\n", cfg.holds.describe()));
     let ms = |ns: f64| format!("{:.3}", ns / 1e6);
     for tb in &r.tables {
         s.push_str(&format!(
@@ -838,10 +839,11 @@ pub fn verdict(
     use super::verdict::{row_cells, HEADER, PLUGINS_COLUMN};
     let mut s = format!("VERDICT: {}\n", r.headline);
     s.push_str(&format!(
-        "{} Hz, {} periods, target {}/h; compute: {}\n",
+        "{} Hz, {} periods, target {}/h; {}; compute: {}\n",
         cfg.rate,
         cfg.periods,
         per_hour(cfg.target_per_hour),
+        cfg.holds.describe(),
         r.compute
     ));
     // The headroom column is long: below the table, for the sizes a grid measured.

@@ -81,6 +81,7 @@ fn side(l: &Latency, frames: u32, rate: u32) -> Side {
             periods: vec![PERIODS],
             target_per_hour: 1.0,
             confidence: predict::CONFIDENCE,
+            holds: predict::Holds::default(),
         };
         let cost = super::verdict::default_cost();
         predict::predict(&cfg, std::slice::from_ref(i), &cost).tables[0].rows[0].xruns_per_hour

@@ -32,6 +32,7 @@ pub struct Options {
     pub load_pct: Option<f64>,
     pub cost_file: Option<String>,
     pub fail_if_above: Option<u32>,
+    pub holds: predict::Holds,
 }
 
 impl Options {
@@ -45,6 +46,7 @@ impl Options {
             load_pct: None,
             cost_file: None,
             fail_if_above: None,
+            holds: predict::Holds::default(),
         }
     }
 }
@@ -91,6 +93,7 @@ pub fn settle(inputs: &[Input], cost: &CostInput, o: Options) -> Result<VerdictC
         load_pct: o.load_pct,
         cost_file: o.cost_file,
         fail_if_above: o.fail_if_above,
+        holds: o.holds,
     })
 }
 
@@ -195,6 +198,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         periods: vec![cfg.periods],
         target_per_hour: cfg.target_per_hour,
         confidence: predict::CONFIDENCE,
+        holds: cfg.holds,
     };
     let only: Vec<LatencyInput> = lat.iter().map(|(l, _)| l.clone()).collect();
     let tables = predict::predict(&pcfg, &only, cost).tables;

@@ -23,6 +23,9 @@ pub struct VerdictConfig {
     pub cost_file: Option<String>,
     /// `--fail-if-above BUFFER`: exit 1 when the recommended size is larger (or none is).
     pub fail_if_above: Option<u32>,
+    /// How the predictions read latency samples beyond the budget (`--holds`).
+    #[serde(default = "crate::measure::predict::Holds::legacy")]
+    pub holds: crate::measure::predict::Holds,
 }
 
 /// Under which load the latency behind a prediction was measured.

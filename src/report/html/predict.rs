@@ -18,6 +18,7 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
                      } }
             }
             li { "compute: " (r.compute_description) }
+            li { (cfg.holds.describe()) }
         }
         @for tb in &r.tables {
             h4 { (tb.latency) ", " (tb.periods) " periods, " (cfg.rate) " Hz — target " (per_hour(cfg.target_per_hour)) "/h" }

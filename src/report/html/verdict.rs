@@ -9,7 +9,7 @@ pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
     html! {
         p.headline { b { (r.headline) } }
         p { (cfg.rate) " Hz, " (cfg.periods) " periods, target " (per_hour(cfg.target_per_hour))
-            " glitch/h; compute: " (r.compute) }
+            " glitch/h; " (cfg.holds.describe()) "; compute: " (r.compute) }
         table.verdict {
             tr { @for h in HEADER { th { (h) } } }
             @for row in &r.rows {
