@@ -76,12 +76,18 @@ fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
     Some((guard, m?))
 }
 
+/// `xrunlab-PID…` instances whose process is gone: left behind. (Another xrunlab tracing at
+/// the same time on a shared machine keeps its own, which is not ours to judge.)
 fn our_instances() -> Vec<String> {
     std::fs::read_dir(Path::new(TRACEFS).join("instances"))
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("xrunlab-"))
+                .filter(|n| {
+                    n.strip_prefix("xrunlab-")
+                        .and_then(|r| r.split('-').next()?.parse::<i32>().ok())
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -99,6 +105,25 @@ fn now_ns() -> u64 {
     // SAFETY: ts is writable.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Name the calling thread, pin it to `cpu` and, with `fifo`, make it SCHED_FIFO at that
+/// priority.
+fn pin_self(name: &std::ffi::CStr, cpu: usize, fifo: Option<i32>) {
+    // SAFETY: plain syscalls on the calling thread with valid arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+        if let Some(p) = fifo {
+            let sp = libc::sched_param { sched_priority: p };
+            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
+        }
+    }
 }
 
 /// A thread named `name`, pinned to `cpu`, that busy-loops for `burst` every `every`
@@ -120,20 +145,7 @@ impl Culprit {
         let s = stop.clone();
         let name = std::ffi::CString::new(name).unwrap();
         let handle = std::thread::spawn(move || {
-            // SAFETY: plain syscalls on the calling thread with valid arguments.
-            unsafe {
-                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                assert_eq!(
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-                    0
-                );
-                if let Some(p) = fifo {
-                    let sp = libc::sched_param { sched_priority: p };
-                    assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
-                }
-            }
+            pin_self(&name, cpu, fifo);
             let mut spans = Vec::new();
             while !s.load(Ordering::Relaxed) {
                 let t0 = now_ns();
@@ -169,6 +181,15 @@ impl Drop for Culprit {
     }
 }
 
+/// `XRUNLAB_TEST_FORENSICS_READER=text` runs the injected-culprit tests with the text reader
+/// (to compare the readers' figures); the default reader otherwise.
+fn reader_args() -> Vec<String> {
+    match std::env::var("XRUNLAB_TEST_FORENSICS_READER") {
+        Ok(r) if !r.is_empty() => vec!["--forensics-reader".into(), r],
+        _ => Vec::new(),
+    }
+}
+
 fn run_forensics(
     dir: &Path,
     name: &str,
@@ -192,6 +213,7 @@ fn run_forensics(
             "-o",
         ])
         .arg(&out)
+        .args(reader_args())
         .output()
         .unwrap();
     let doc = common::read_json(&out);
@@ -276,10 +298,122 @@ fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     assert!(our_instances().is_empty(), "left: {:?}", our_instances());
 }
 
-// Ignored until understood: 48 of 48 spikes named the burst in one run, 21 of 48 in another
-// (same code path apart from the reader); run with --ignored to reproduce.
+/// An event as both readers can name it: hrtimer functions by name, not by index.
+fn comparable(t: &xrunlab::trace::Trace, k: xrunlab::trace::parse::Kind) -> String {
+    use xrunlab::trace::parse::Kind;
+    match k {
+        Kind::TimerEntry { function } => format!(
+            "TimerEntry({})",
+            t.functions
+                .get(function as usize)
+                .map_or("?", String::as_str)
+        ),
+        k => format!("{k:?}"),
+    }
+}
+
+/// Two instances record the same event one after the other (in the order they enabled it),
+/// so the second's time is later by the cost of the first write: a few µs, tens when the VM
+/// stalls in between.
+const INSTANCE_SKEW_NS: u64 = 50_000;
+
+/// Events of `a` in [from, to] that `b` lacks within [`INSTANCE_SKEW_NS`], and how many
+/// were compared.
+fn unmatched(
+    a: &xrunlab::trace::Trace,
+    b: &xrunlab::trace::Trace,
+    from: u64,
+    to: u64,
+) -> (Vec<String>, usize) {
+    let mut in_b: std::collections::HashMap<String, Vec<u64>> = Default::default();
+    for e in &b.events {
+        in_b.entry(comparable(b, e.kind)).or_default().push(e.ts_ns);
+    }
+    let mut missing = Vec::new();
+    let mut compared = 0;
+    for e in a.events.iter().filter(|e| (from..=to).contains(&e.ts_ns)) {
+        compared += 1;
+        let key = comparable(a, e.kind);
+        let found = in_b
+            .get(&key)
+            .is_some_and(|v| v.iter().any(|&t| t.abs_diff(e.ts_ns) <= INSTANCE_SKEW_NS));
+        if !found {
+            let near = in_b.get(&key).and_then(|v| {
+                v.iter()
+                    .map(|&t| t as i64 - e.ts_ns as i64)
+                    .min_by_key(|d| d.abs())
+            });
+            missing.push(format!("{} cpu{} {key} nearest {near:?}", e.ts_ns, e.cpu));
+        }
+    }
+    (missing, compared)
+}
+
+/// The binary reader, reading live (partial pages while the kernel writes), decodes what the
+/// kernel's own text formatting prints: two private instances record CPU 1 at once, one read
+/// as `trace_pipe` text, one as `trace_pipe_raw` pages, while a FIFO burst and a CFS hog
+/// switch there. Over the span both recorded, the events of each are in the other, at the
+/// same time but for the instances' skew (the exact check, to the µs, is raw.rs's unit test
+/// on one buffer read both ways). A VM stall between the two writes can exceed the skew
+/// bound: one event in a thousand may miss.
 #[test]
-#[ignore]
+fn the_raw_reader_decodes_what_the_text_reader_prints() {
+    use xrunlab::trace::{ReaderKind, Recorder};
+    let Some(_g) = setup() else { return };
+    let hog = Culprit::start(
+        "xrl-hog",
+        1,
+        None,
+        Duration::from_millis(50),
+        Duration::ZERO,
+    );
+    let fifo = Culprit::start(
+        "xrl-burst",
+        1,
+        Some(90),
+        Duration::from_millis(10),
+        Duration::from_millis(100),
+    );
+    let text = Recorder::start(&[1], 4_000_000_000, ReaderKind::Text).expect("text recorder");
+    let raw = Recorder::start(&[1], 4_000_000_000, ReaderKind::Raw).expect("raw recorder");
+    std::thread::sleep(Duration::from_secs(4));
+    let raw = raw.finish();
+    let text = text.finish();
+    let spans = fifo.stop();
+    drop(hog);
+    let (r, t) = (&raw.trace, &text.trace);
+    assert_eq!((r.lost_total(), t.lost_total()), (0, 0), "events lost");
+    let first = |tr: &xrunlab::trace::Trace| tr.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
+    let last = |tr: &xrunlab::trace::Trace| tr.events.iter().map(|e| e.ts_ns).max().unwrap_or(0);
+    // A margin at each end: the two instances were switched on and off at different times.
+    let from = first(r).max(first(t)) + 2_000_000;
+    let to = last(r).min(last(t)).saturating_sub(2_000_000);
+    assert!(to > from + 1_000_000_000, "no common span: {from}..{to}");
+    let (raw_only, n_raw) = unmatched(r, t, from, to);
+    let (text_only, n_text) = unmatched(t, r, from, to);
+    eprintln!(
+        "bursts {}; raw {n_raw} events, {} not in text; text {n_text} events, {} not in raw",
+        spans.len(),
+        raw_only.len(),
+        text_only.len()
+    );
+    for m in raw_only.iter().take(10) {
+        eprintln!("raw only: {m}");
+    }
+    for m in text_only.iter().take(10) {
+        eprintln!("text only: {m}");
+    }
+    assert!(n_raw > 1000 && n_text > 1000, "{n_raw} / {n_text} events");
+    assert!(
+        raw_only.len() * 1000 <= n_raw && text_only.len() * 1000 <= n_text,
+        "{} raw events not in the text, {} text events not in raw",
+        raw_only.len(),
+        text_only.len()
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+#[test]
 fn latency_spikes_from_a_fifo_burst_name_it() {
     let Some(_g) = setup() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -300,6 +434,7 @@ fn latency_spikes_from_a_fifo_burst_name_it() {
         ])
         .args(["--forensics-above", "2ms", "--quiet", "-o"])
         .arg(&out)
+        .args(reader_args())
         .output()
         .unwrap();
     let spans = fifo.stop();
@@ -326,6 +461,162 @@ fn latency_spikes_from_a_fifo_burst_name_it() {
         named * 10 >= hit.len() * 9,
         "{named} of {} spikes name the burst",
         hit.len()
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+/// A loopback UDP flood: sender threads pinned to `cpu` send datagrams as fast as they can
+/// to a receiver on `rx_cpu` that drains them. Loopback delivery runs as the NET_RX softirq on
+/// the sending CPU, where it holds off any task, FIFO or not.
+struct Flood {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Flood {
+    fn start(cpu: usize, senders: usize, rx_cpu: usize, size: usize) -> Flood {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut threads = Vec::new();
+        let s = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            pin_self(c"xrl-udp-rx", rx_cpu, None);
+            let mut buf = vec![0u8; 65536];
+            let mut n = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                if rx.recv(&mut buf).is_ok() {
+                    n += 1;
+                }
+            }
+            n
+        }));
+        for _ in 0..senders {
+            let s = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                pin_self(c"xrl-udp-tx", cpu, None);
+                let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let buf = vec![0x5au8; size];
+                let mut n = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    if tx.send_to(&buf, to).is_ok() {
+                        n += 1;
+                    }
+                }
+                n
+            }));
+        }
+        Flood { stop, threads }
+    }
+
+    /// Stop; datagrams received, then sent.
+    fn stop(mut self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut counts = self.threads.drain(..).map(|h| h.join().unwrap());
+        let received = counts.next().unwrap_or(0);
+        (received, counts.sum())
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The names of a window's culprits (both parts).
+fn culprit_names(w: &Value) -> Vec<String> {
+    ["before_wake", "after_wake"]
+        .iter()
+        .flat_map(|k| w[*k].as_array().cloned().unwrap_or_default())
+        .filter(|s| s["culprit"]["kind"] != "self" && s["culprit"]["kind"] != "idle")
+        .map(|s| {
+            format!(
+                "{} {}",
+                s["culprit"]["kind"].as_str().unwrap_or(""),
+                s["culprit"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// `latency --forensics` on CPU 1 for `duration`: its spike windows above 50 µs.
+fn latency_spikes(dir: &Path, name: &str, duration: &str) -> Vec<Value> {
+    let out = dir.join(format!("{name}.json"));
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "latency",
+            "--cpus",
+            "1",
+            "-i",
+            "1ms",
+            "--duration",
+            duration,
+        ])
+        .args(["--forensics", "--forensics-above", "50us", "--quiet", "-o"])
+        .arg(&out)
+        .args(reader_args())
+        .output()
+        .unwrap();
+    let doc = common::read_json(&out);
+    let f = &doc["results"]["forensics"];
+    assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
+    f["windows"].as_array().cloned().unwrap_or_default()
+}
+
+/// Spikes with NET_RX (or a network IRQ) among their culprits.
+fn with_net_rx(windows: &[Value]) -> usize {
+    windows
+        .iter()
+        .filter(|w| {
+            culprit_names(w)
+                .iter()
+                .any(|n| n == "softirq NET_RX" || (n.starts_with("irq ") && n.contains("virtio")))
+        })
+        .count()
+}
+
+/// A loopback UDP flood sent from the measured CPU delays `latency`'s wake-ups by its NET_RX
+/// softirq, which holds off even a FIFO thread; the spikes name it.
+///
+/// Generous bounds: the VM's own stalls make many spikes above 50 µs, and other tests on a
+/// shared machine add network traffic of their own (a run without the flood named NET_RX in
+/// 0 of 107 spikes once, 8 of 40 another time, so it is no clean control). Three senders
+/// named it in 120 of 265 spikes (top culprit of 27); two senders with a 100 µs threshold
+/// in only 2 of 51 to 19 of 62.
+#[test]
+fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
+    let Some(_g) = setup() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let flood = Flood::start(1, 3, 0, 1400);
+    let flooded = latency_spikes(dir.path(), "flood", "10s");
+    let (received, sent) = flood.stop();
+    let net = with_net_rx(&flooded);
+    let mut tops: std::collections::BTreeMap<String, usize> = Default::default();
+    for w in &flooded {
+        let t = &w["top"][0]["culprit"];
+        let label = format!(
+            "{} {}",
+            t["kind"].as_str().unwrap_or("-"),
+            t["name"].as_str().unwrap_or("")
+        );
+        *tops.entry(label).or_default() += 1;
+    }
+    eprintln!(
+        "datagrams sent {sent}, received {received}; spikes above 50 µs {}, NET_RX in {net}; \
+         top culprits {tops:?}",
+        flooded.len()
+    );
+    assert!(sent > 10_000, "the flood sent only {sent} datagrams");
+    assert!(
+        net >= 10 && net * 100 >= flooded.len() * 15,
+        "NET_RX named in {net} of {} spikes",
+        flooded.len()
     );
     assert!(our_instances().is_empty(), "left: {:?}", our_instances());
 }

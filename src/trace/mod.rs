@@ -4,12 +4,13 @@
 //!
 //! - [`tracefs`]: finding/mounting tracefs, the instance guard and its removal on every exit
 //!   path;
+//! - [`raw`]: per-CPU `trace_pipe_raw` pages into the same events (the default reader);
 //! - [`parse`]: trace_pipe's text into compact events;
 //! - [`attribute`]: pure attribution of windows to culprits, and the culprit table.
 //!
 //! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
-//! it; the reader is a normal-priority thread that drains `trace_pipe` (or the per-CPU binary
-//! pipes) into memory.
+//! it; the reader is a normal-priority thread that drains the per-CPU binary pipes (or
+//! `trace_pipe`) into memory.
 
 pub mod attribute;
 pub mod parse;
@@ -67,13 +68,14 @@ pub struct CpuLost {
     pub events: u64,
 }
 
-/// How the trace is read: the text of `trace_pipe` (the default) or per-CPU binary pages
-/// (`trace_pipe_raw`: the kernel copies pages instead of printing, far cheaper, but its
-/// attribution is not yet validated: an injected burst read as idle in one check).
+/// How the trace is read: per-CPU binary pages (`trace_pipe_raw`, the default: the kernel
+/// hands over pages instead of printing every event, ns times) or the text of `trace_pipe`
+/// (kept for scripts/bench-forensics, which compares the two; the CLI's hidden
+/// `--forensics-reader` defaults to `raw` too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ReaderKind {
-    Raw,
     #[default]
+    Raw,
     Text,
 }
 
@@ -104,6 +106,7 @@ impl Recorder {
                     .map(|&c| Ok((c as u16, open(&format!("per_cpu/cpu{c}/trace_pipe_raw"))?)))
                     .collect::<Result<Vec<_>, Unusable>>()?,
                 raw::Formats::load(&inst.dir, tracefs::EVENTS),
+                inst.subbuf_size(),
             ),
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -117,7 +120,7 @@ impl Recorder {
                 t2.store(unsafe { libc::gettid() }, Ordering::SeqCst);
                 match source {
                     Source::Text(pipe) => read_pipe(pipe, &s2),
-                    Source::Raw(pipes, formats) => read_raw(pipes, &formats, &s2),
+                    Source::Raw(pipes, formats, size) => read_raw(pipes, &formats, size, &s2),
                 }
             })
             .map_err(|e| Unusable(format!("cannot start the trace reader: {e}")))?;
@@ -254,33 +257,82 @@ impl Recording {
 
 enum Source {
     Text(std::fs::File),
-    Raw(Vec<(u16, std::fs::File)>, raw::Formats),
+    /// The pipes, the events' formats, the ring buffer's page size.
+    Raw(Vec<(u16, std::fs::File)>, raw::Formats, usize),
 }
 
-/// Drain every CPU's binary pipe a page at a time until stopped, then what is left.
+/// Bytes of raw pages kept in memory at most (some 15 million events); past it pages are
+/// decoded only to count their events as lost.
+const MAX_RAW_BYTES: usize = 512 << 20;
+
+/// How long the raw reader sleeps when no CPU filled a page since its last look.
+const RAW_POLL: Duration = Duration::from_millis(50);
+
+/// The pages of one CPU as read, each `u32` length then the page up to its data's end (the
+/// header, the events and a stored missed-events count), decoded after the measurement.
+#[derive(Default)]
+struct CpuPages {
+    bytes: Vec<u8>,
+}
+
+impl CpuPages {
+    /// Keep a page as read, cut to [`raw::page_used`].
+    fn push(&mut self, page: &[u8]) {
+        self.bytes
+            .extend_from_slice(&(page.len() as u32).to_ne_bytes());
+        self.bytes.extend_from_slice(page);
+    }
+
+    fn pages(&self) -> impl Iterator<Item = &[u8]> {
+        let b = &self.bytes;
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let n = u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+            let p = b.get(at + 4..at + 4 + n)?;
+            at += 4 + n;
+            Some(p)
+        })
+    }
+}
+
+/// Drain every CPU's binary pipe until stopped, then what is left; decode afterwards.
+///
+/// While the measurement runs the reader only copies pages (the kernel hands over whole
+/// pages; decoding waits until the end), so it needs little CPU beside the measured threads
+/// and keeps up under load, where a starved reader lets the ring buffer overrun. It sleeps
+/// [`RAW_POLL`] unless some CPU filled a page since its last look: a busy CPU is read again
+/// at once, a quiet one costs one partial read per poll.
 fn read_raw(
     mut pipes: Vec<(u16, std::fs::File)>,
     fm: &raw::Formats,
+    page_size: usize,
     stop: &AtomicBool,
 ) -> (Trace, u64) {
-    let mut trace = Trace::default();
+    let mut kept: Vec<CpuPages> = pipes.iter().map(|_| CpuPages::default()).collect();
+    let mut total = 0usize;
+    let mut over = Trace::default();
     let mut dropped = 0u64;
-    let mut page = vec![0u8; 4096];
+    let mut page = vec![0u8; page_size];
     let mut stopping_rounds = 0;
     loop {
         let stopping = stop.load(Ordering::SeqCst);
-        let mut got = false;
-        for (cpu, f) in pipes.iter_mut() {
+        let (mut got, mut busy) = (false, false);
+        for (i, (cpu, f)) in pipes.iter_mut().enumerate() {
             // A bounded number of pages per CPU per round: the others get their turn.
             for _ in 0..256 {
                 match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => {
                         got = true;
-                        if trace.events.len() >= MAX_EVENTS {
-                            dropped += 1;
+                        let used = raw::page_used(&page[..n]);
+                        busy |= used * 2 > page_size;
+                        if total + used <= MAX_RAW_BYTES {
+                            kept[i].push(&page[..used]);
+                            total += used + 4;
                         } else {
-                            raw::decode_page(&page[..n], *cpu, fm, &mut trace);
+                            raw::decode_page(&page[..n], *cpu, fm, &mut over);
+                            dropped += over.events.len() as u64;
+                            over.events.clear();
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -293,9 +345,26 @@ fn read_raw(
             if !got || stopping_rounds > 10_000 {
                 break;
             }
-        } else if !got {
-            std::thread::sleep(Duration::from_millis(50));
+        } else if !busy {
+            std::thread::sleep(RAW_POLL);
         }
+    }
+    drop(page);
+    let mut trace = Trace::default();
+    for ((cpu, _), pages) in pipes.iter().zip(&kept) {
+        for p in pages.pages() {
+            if trace.events.len() >= MAX_EVENTS {
+                raw::decode_page(p, *cpu, fm, &mut over);
+                dropped += over.events.len() as u64;
+                over.events.clear();
+            } else {
+                raw::decode_page(p, *cpu, fm, &mut trace);
+            }
+        }
+    }
+    // Lost markers of pages past the memory bound still count.
+    for (cpu, n) in over.lost {
+        *trace.lost.entry(cpu).or_default() += n;
     }
     raw::resolve_functions(&mut trace);
     (trace, dropped)
@@ -409,4 +478,24 @@ pub fn write_csv(path: &std::path::Path, f: &Forensics) -> std::io::Result<()> {
         }
     }
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_pages_come_back_in_order_and_whole() {
+        let mut k = CpuPages::default();
+        k.push(&[1, 2, 3]);
+        k.push(&[]);
+        k.push(&[9; 40]);
+        let back: Vec<&[u8]> = k.pages().collect();
+        assert_eq!(back, vec![&[1u8, 2, 3][..], &[][..], &[9u8; 40][..]]);
+    }
+
+    #[test]
+    fn the_default_reader_is_raw() {
+        assert_eq!(ReaderKind::default(), ReaderKind::Raw);
+    }
 }

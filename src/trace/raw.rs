@@ -116,6 +116,17 @@ fn u64_at(p: &[u8], o: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(p.get(o..o + 8)?.try_into().ok()?))
 }
 
+/// Bytes of `page` that hold something: the header, the events up to the commit, and the
+/// missed-events count stored after them (the rest of a page read from the kernel is zero).
+pub fn page_used(page: &[u8]) -> usize {
+    let Some(commit) = u64_at(page, 8) else {
+        return page.len();
+    };
+    let len = 16 + (commit & COMMIT_MASK) as usize;
+    let stored = if commit & MISSED_STORED != 0 { 8 } else { 0 };
+    (len + stored).min(page.len())
+}
+
 /// Decode one page of `cpu` into `trace`; hrtimer functions are kept as addresses
 /// (`0x…`) until [`resolve_functions`].
 pub fn decode_page(page: &[u8], cpu: u16, fm: &Formats, trace: &mut Trace) {
@@ -322,6 +333,18 @@ mod tests {
     }
 
     #[test]
+    fn a_page_is_used_up_to_its_commit_and_stored_count() {
+        let mut page = vec![0u8; 4096];
+        page[8..16].copy_from_slice(&100u64.to_ne_bytes());
+        assert_eq!(page_used(&page), 116);
+        page[8..16].copy_from_slice(&(100 | MISSED_EVENTS | MISSED_STORED).to_ne_bytes());
+        assert_eq!(page_used(&page), 124);
+        page[8..16].copy_from_slice(&(100 | MISSED_EVENTS).to_ne_bytes());
+        assert_eq!(page_used(&page), 116);
+        assert_eq!(page_used(&page[..8]), 8);
+    }
+
+    #[test]
     fn decodes_a_page_with_deltas_an_extension_and_lost_events() {
         let mut fm = Formats::default();
         fm.insert(Format::parse(SWITCH_FMT).unwrap());
@@ -371,5 +394,59 @@ mod tests {
         ));
         assert_eq!(t.comms[&700], "xrl-burst");
         assert_eq!(t.comms[&500], "xrunlab-rt");
+    }
+
+    /// The formats of the traced events as this kernel (6.18, x86_64) prints them.
+    fn kernel_formats() -> Formats {
+        let mut fm = Formats::default();
+        for t in [
+            include_str!("../../tests/fixtures/trace/raw/sched_switch.format"),
+            include_str!("../../tests/fixtures/trace/raw/sched_waking.format"),
+            include_str!("../../tests/fixtures/trace/raw/irq_handler_entry.format"),
+            include_str!("../../tests/fixtures/trace/raw/irq_handler_exit.format"),
+            include_str!("../../tests/fixtures/trace/raw/softirq_entry.format"),
+            include_str!("../../tests/fixtures/trace/raw/softirq_exit.format"),
+            include_str!("../../tests/fixtures/trace/raw/hrtimer_expire_entry.format"),
+            include_str!("../../tests/fixtures/trace/raw/hrtimer_expire_exit.format"),
+        ] {
+            fm.insert(Format::parse(t).expect("a format file"));
+        }
+        fm
+    }
+
+    /// An event without what only one reader knows: hrtimer functions are addresses in the
+    /// pages and names in the text.
+    fn comparable(k: Kind) -> Kind {
+        match k {
+            Kind::TimerEntry { .. } => Kind::TimerEntry { function: 0 },
+            k => k,
+        }
+    }
+
+    /// One CPU's real ring buffer read twice (tests/fixtures/trace/raw/README.md): first as
+    /// the kernel's text (`trace`, which does not consume), then as pages
+    /// (`trace_pipe_raw`). Every event decodes to what the kernel printed, at the same µs.
+    #[test]
+    fn decodes_real_pages_as_the_kernel_prints_them() {
+        let fm = kernel_formats();
+        let pages = include_bytes!("../../tests/fixtures/trace/raw/cpu1.pages");
+        let mut raw = Trace::default();
+        for p in pages.chunks(4096) {
+            decode_page(p, 1, &fm, &mut raw);
+        }
+        let mut text = Trace::default();
+        text.push_text(include_str!("../../tests/fixtures/trace/raw/cpu1.txt"));
+        assert_eq!(text.skipped_lines, 0);
+        assert_eq!(raw.skipped_lines, 0);
+        assert!(text.events.len() > 500, "{} events", text.events.len());
+        for (i, (r, t)) in raw.events.iter().zip(&text.events).enumerate() {
+            assert!(
+                r.ts_ns.abs_diff(t.ts_ns) <= 500 && comparable(r.kind) == comparable(t.kind),
+                "event {i}: pages {r:?}, text {t:?}"
+            );
+        }
+        assert_eq!(raw.events.len(), text.events.len());
+        assert_eq!(raw.comms, text.comms);
+        assert_eq!(raw.irq_names, text.irq_names);
     }
 }

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Events the attribution reads. `sched_switch` is required; the others refine it.
 /// `sched_wakeup` is left out: `sched_waking` says when the wake-up came, and the switch when
-/// it ran; at 10^4 wake-ups a second every event costs (scripts/bench-forensics).
+/// it ran; `sched_migrate_task` too: the switches say where a task ran. At 10^4 wake-ups a
+/// second (and far more under `--stress paper`) every event costs recording and reading.
 pub const EVENTS: &[(&str, &str)] = &[
     ("sched", "sched_switch"),
     ("sched", "sched_waking"),
-    ("sched", "sched_migrate_task"),
     ("irq", "irq_handler_entry"),
     ("irq", "irq_handler_exit"),
     ("irq", "softirq_entry"),
@@ -333,6 +333,14 @@ impl Instance {
             }
         }
         Ok(())
+    }
+
+    /// The ring buffer's page ("sub-buffer") size: a raw read returns one page.
+    pub fn subbuf_size(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("buffer_subbuf_size_kb"))
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .map_or(4096, |kb| kb.clamp(4, 1024) * 1024)
     }
 
     pub fn set_on(&self, on: bool) -> std::io::Result<()> {
