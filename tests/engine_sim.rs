@@ -220,14 +220,16 @@ fn measured_compute_runs_the_real_dsp_on_simulated_time() {
     assert!(x.sink.peak > 0.4, "the sine must pass through burn");
 }
 
-/// Four tracks on two threads, the worker's core stalled for 20 ms at cycles 100 and 200
+/// `tracks` tracks on two threads, the worker's core stalled for 20 ms at cycles 100 and 200
 /// (`--inject stall`), the real DSP on simulated time: every record of the run, and the result.
 fn stalled_worker(
     pin: xrunlab::engine::Placement,
+    tracks: u32,
+    chain: &str,
 ) -> (Vec<xrunlab::common::CycleRecord>, RunResult) {
-    let mut c = sim("burn(5%)", 300);
+    let mut c = sim(chain, 300);
     c.compute = ComputeKind::Measured;
-    c.tracks = 4;
+    c.tracks = tracks;
     c.pin = pin;
     // Two engine threads even on a one-CPU machine (both then share it).
     let cpus = xrunlab::rt::affinity::allowed_cpus().unwrap();
@@ -242,7 +244,7 @@ fn stalled_worker(
 #[test]
 fn a_stalled_worker_loses_its_unstarted_tracks_to_thread_0() {
     use xrunlab::engine::Placement;
-    let (recs, r) = stalled_worker(Placement::Steal);
+    let (recs, r) = stalled_worker(Placement::Steal, 4, "burn(5%)");
     for k in [100, 200] {
         let rec = recs
             .iter()
@@ -270,7 +272,7 @@ fn a_stalled_worker_loses_its_unstarted_tracks_to_thread_0() {
     assert_eq!(p.tracks_run.iter().sum::<u64>(), 4 * r.results.cycles);
 
     // Pinned: the stalled worker's tracks wait for it, and the cycle is 20 ms long.
-    let (recs, r) = stalled_worker(Placement::Pinned);
+    let (recs, r) = stalled_worker(Placement::Pinned, 4, "burn(5%)");
     for k in [100, 200] {
         let rec = recs
             .iter()
@@ -288,4 +290,62 @@ fn a_stalled_worker_loses_its_unstarted_tracks_to_thread_0() {
     assert_eq!((p.stolen_tracks, p.cycles_with_stolen), (0, 0), "{p:?}");
     assert_eq!(p.home_tracks_taken, [0, 0]);
     assert_eq!(p.tracks_run[0], p.tracks_run[1]);
+}
+
+/// More tracks than CPUs (N unconnected clients of one plugin, the graph JACK2 runs with N
+/// clients): the engine threads are a work queue. When worker 1's core stalls before it took
+/// a track, thread 0 takes every track not yet started and the cycle does not wait for the
+/// worker; the result says which thread ran each track.
+#[test]
+fn many_tracks_are_a_work_queue_that_survives_a_stalled_worker() {
+    use xrunlab::engine::Placement;
+    let (recs, r) = stalled_worker(Placement::Steal, 16, "burn(3%)");
+    for k in [100, 200] {
+        let rec = recs
+            .iter()
+            .find(|x| x.cycle == k)
+            .expect("the stalled cycle ran");
+        assert_eq!((rec.threads, rec.tracks), (2, 16));
+        assert!(
+            rec.track_thread[..16].iter().all(|&t| t == 0),
+            "cycle {k}: thread 0 runs all 16 tracks: {:?}",
+            &rec.track_thread[..16]
+        );
+        assert!(
+            rec.wall_ns() < 10_000_000,
+            "cycle {k}: thread 0 waited for the stalled worker ({} ns)",
+            rec.wall_ns()
+        );
+    }
+    let p = r.results.placement.expect("placement is reported");
+    assert_eq!(p.per_track.len(), 16);
+    for (i, row) in p.per_track.iter().enumerate() {
+        assert_eq!(row.len(), 2, "track {i}: {row:?}");
+        assert_eq!(
+            row.iter().sum::<u64>(),
+            r.results.cycles,
+            "track {i} runs once per cycle: {row:?}"
+        );
+        if i % 2 == 1 {
+            assert!(
+                row[0] >= 2,
+                "track {i} (worker 1's) ran on thread 0 in both stalled cycles: {row:?}"
+            );
+        }
+    }
+    assert!(p.home_tracks_taken[1] >= 16, "{p:?}");
+    if xrunlab::rt::affinity::allowed_cpus().unwrap().len() >= 2 {
+        assert!(p.tracks_run[1] > 0, "the worker never took a track: {p:?}");
+    }
+
+    // Pinned: the stalled worker's 8 tracks wait for it.
+    let (recs, _) = stalled_worker(Placement::Pinned, 16, "burn(3%)");
+    let rec = recs.iter().find(|x| x.cycle == 100).unwrap();
+    let home: Vec<u8> = (0..16).map(|i| (i % 2) as u8).collect();
+    assert_eq!(&rec.track_thread[..16], &home[..]);
+    assert!(
+        rec.wall_ns() >= 20_000_000 && rec.xrun,
+        "{} ns",
+        rec.wall_ns()
+    );
 }
