@@ -298,7 +298,7 @@ pub fn host_stall_lines(x: &crate::engine::run::RunResults) -> String {
             s.push_str(": no stall");
         } else {
             s.push_str(&format!(
-                ": {} stalled cycles, {} in all, worst {}",
+                ": {} stalled cycle(s), {} in all, worst {}",
                 c.stalls,
                 format_ns(c.stall_total_ns),
                 format_ns(c.stall_max_ns)
