@@ -103,6 +103,44 @@ fn no_allocation_in_the_cycle_path() {
             }
         }
     });
+    // More tracks than threads (a work queue): when the worker stalls, thread 0 takes all
+    // 16 tracks, one claim each, without allocating.
+    let (mut many, _many_rx) = Engine::new(&EngineSpec {
+        threads: 2,
+        steal: true,
+        ring_capacity: 16,
+        ..EngineSpec::new(
+            48000,
+            64,
+            16,
+            xrunlab::dsp::parse_chain("burn(1%)").unwrap(),
+        )
+    })
+    .unwrap();
+    for k in 0..20 {
+        cycle(&mut many, k, TimeBase::Real);
+    }
+    counted("16 tracks on 2 threads, stealing", || {
+        for k in 20..220 {
+            let stalled = k % 50 == 0;
+            let r = cycle(
+                &mut many,
+                k,
+                TimeBase::Simulated {
+                    extra_cpu_ns: 0,
+                    extra_interference_ns: 0,
+                    stall_worker_ns: if stalled { 20_000_000 } else { 0 },
+                },
+            );
+            if stalled {
+                assert!(
+                    r.track_thread[..16].iter().all(|&t| t == 0),
+                    "cycle {k}: thread 0 did not take every track"
+                );
+            }
+        }
+    });
+    drop(many);
     assert!(
         engine.monitor().dropped_records() > 0,
         "the ring should have overflowed"

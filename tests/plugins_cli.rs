@@ -178,3 +178,81 @@ fn bench_rejects_bad_input_with_exit_2() {
         assert!(!err.contains("inst/core"), "{args:?}: {err}");
     }
 }
+
+/// `run --cost-prior FILE`: a bench result's per-block tail is the work each cycle is judged
+/// against (with burn's calibration for burns), recorded in the result beside the per-thread
+/// host stalls; a file that cannot be that prior is a usage error.
+#[test]
+fn a_bench_result_is_the_cost_prior_of_a_run() {
+    let d = tempfile::tempdir().unwrap();
+    let bench = d.path().join("bench.json");
+    xrunlab()
+        .args([
+            "plugins",
+            "bench",
+            "--duration",
+            "30ms",
+            "--buffer",
+            "64",
+            "reverb-light:2",
+            "--quiet",
+            "-o",
+        ])
+        .arg(&bench)
+        .assert()
+        .success();
+    let run = d.path().join("run.json");
+    let o = xrunlab()
+        .args([
+            "run",
+            "--buffer",
+            "64",
+            "--chain",
+            "reverb-light:2,burn(5%)",
+            "--duration",
+            "300ms",
+            "--policy",
+            "other",
+            "--no-mlock",
+            "--quiet",
+            "--cost-prior",
+        ])
+        .arg(&bench)
+        .arg("-o")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    let p = &v["results"]["cost_prior"];
+    let e = &p["prior"]["elements"];
+    assert_eq!(e[0]["from"], "bench");
+    assert_eq!(e[0]["instances"], 2);
+    assert_eq!(e[1]["from"], "burn");
+    // burn(5%) of 64 frames at 48 kHz alone is 66.7 µs.
+    assert!(p["track_cycle_ns"].as_u64().unwrap() > 66_000, "{p}");
+    assert!(p["used"].is_boolean());
+    assert_eq!(
+        v["config"]["cost_prior"]["bench_file"],
+        bench.display().to_string()
+    );
+    assert_eq!(v["results"]["host_stalls"].as_array().unwrap().len(), 1);
+
+    let refused = |chain: &str, file: &std::path::Path, driver: &str, why: &str| {
+        xrunlab()
+            .args(["run", "--driver", driver, "--chain", chain, "--cost-prior"])
+            .arg(file)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    };
+    refused(
+        "reverb-heavy",
+        &bench,
+        "virtual",
+        "no bench of 'reverb-heavy'",
+    );
+    refused("reverb-light:2", &run, "virtual", "not a 'bench' result");
+    refused("burn(5%)", &bench, "sim", "real drivers");
+}

@@ -105,6 +105,12 @@ pub struct RunArgs {
     /// pinned (home tracks only), unpinned (no affinity, any thread takes any track).
     #[arg(long, value_enum, default_value = "steal")]
     pub pin: crate::engine::Placement,
+    /// A `plugins bench` result file (`-o FILE`) giving each chain element's cost per block: its tail
+    /// (p99.9) is the work a cycle is expected to cost when telling host time from overload
+    /// (real drivers). Without it a chain of burns uses burn's calibration, others the run's
+    /// own cost.
+    #[arg(long, value_name = "FILE.json")]
+    pub cost_prior: Option<PathBuf>,
     /// How long a worker spins waiting for the next cycle before it sleeps on a futex;
     /// longer than a period keeps workers spinning (lowest overhead, one busy core each).
     #[arg(long, value_name = "DURATION", default_value = "5us", value_parser = crate::units::parse_duration_ns)]
@@ -179,6 +185,17 @@ impl RunArgs {
         c.trace = self.trace.as_ref().map(|p| p.display().to_string());
         c.watchdog_ns = self.watchdog;
         c.worker_spin_ns = self.worker_spin;
+        if let Some(f) = &self.cost_prior {
+            if driver.simulated() {
+                return Err(Error::usage(
+                    "--cost-prior judges xruns on real drivers; the sim's compute is modelled or injected",
+                ));
+            }
+            c.cost_prior = Some(crate::engine::prior::read_bench_prior(
+                f,
+                &c.chain_elements,
+            )?);
+        }
         c.compete = self.compete.clone();
         c.mlock = driver.mlock_applies() && !self.no_mlock;
         if driver.simulated() {

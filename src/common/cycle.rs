@@ -185,13 +185,21 @@ pub fn account_after(r: &mut CycleRecord, before: Option<Cause>) {
 /// weighs one unit). Two cycles with equal work cost the same CPU time unless the host
 /// charged the thread for time it did not compute.
 pub fn crit_work(r: &CycleRecord) -> u64 {
+    tracks_on(r, r.crit_thread).max(1) * (r.active_clients as u64).max(1)
+}
+
+/// Tracks engine thread `thread` ran in the cycle.
+pub fn tracks_on(r: &CycleRecord, thread: u8) -> u64 {
     let n = (r.tracks as usize).min(MAX_TRACKS);
-    let tracks = r.track_thread[..n]
-        .iter()
-        .filter(|&&t| t == r.crit_thread)
-        .count()
-        .max(1) as u64;
-    tracks * (r.active_clients as u64).max(1)
+    r.track_thread[..n].iter().filter(|&&t| t == thread).count() as u64
+}
+
+/// CPU time beyond an expectation that is the host's rather than the work's variance: at
+/// least a quarter of the expectation and 50 µs. The one threshold of the host-time rule and
+/// of the per-core stall count (docs/ARCHITECTURE.md §3 "Xrun and cause").
+pub fn host_excess(cpu_ns: u64, expected_cpu_ns: u64) -> Option<u64> {
+    let excess = cpu_ns.saturating_sub(expected_cpu_ns);
+    (excess >= (expected_cpu_ns / 4).max(50_000)).then_some(excess)
 }
 
 /// Host time on the CPU clock (docs/ARCHITECTURE.md §3 "Xrun and cause"): for an `overload`
@@ -206,11 +214,10 @@ pub fn host_cpu_excess(r: &CycleRecord, expected_cpu_ns: u64) -> Option<u64> {
     if r.cause != Some(Cause::Overload) || r.inherited {
         return None;
     }
-    let excess = r.crit_cpu_ns.saturating_sub(expected_cpu_ns);
-    let significant = excess >= (expected_cpu_ns / 4).max(50_000);
+    let excess = host_excess(r.crit_cpu_ns, expected_cpu_ns)?;
     let work = r.crit_cpu_ns - excess;
     let split = cause_of(r.sched_latency_ns(), work, r.interference_ns() + excess);
-    (significant && split != Cause::Overload).then_some(excess)
+    (split != Cause::Overload).then_some(excess)
 }
 
 /// The largest component wins; ties in the order overload, late-wakeup, interference.

@@ -2,6 +2,7 @@
 //! counters and, with `--trace`, writes every cycle to CSV. Runs on a normal thread; the
 //! real-time side only ever does a wait-free push (or counts a drop).
 
+use crate::common::cycle::{MAX_THREADS, MAX_TRACKS};
 use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::common::{Cause, CycleRecord};
 use crate::error::{Error, Result};
@@ -40,6 +41,13 @@ impl Dist {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += v as u128;
+    }
+    /// The q-quantile, within the exact max (0 while empty).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.h.is_empty() {
+            return 0;
+        }
+        self.h.value_at_quantile(q).min(self.max)
     }
     pub fn summary(&self) -> Summary {
         let mut s = Summary::of(&self.h).with_exact(self.min, self.max, self.sum);
@@ -84,7 +92,7 @@ pub struct XrunEvent {
     #[serde(skip)]
     pub crit_thread: u8,
     /// Set when the CPU clock ran without work: what the critical thread's work was expected
-    /// to cost (the run's own p99 per element run × its element runs). `crit_cpu_ns` stays
+    /// to cost (the cost prior's, or the run's own p99 per element run × its element runs). `crit_cpu_ns` stays
     /// the raw clock reading; the excess over this is host time and the cause is
     /// `interference` (docs/ARCHITECTURE.md §3 "Xrun and cause").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,24 +103,104 @@ pub struct XrunEvent {
 /// are judged against it (before that an xrun keeps its raw cause).
 pub const HOST_CPU_MIN_CYCLES: u64 = 32;
 
-/// The run's own cost of a unit of work (`common::cycle::crit_work`), from its in-time
-/// cycles, to tell an overload from host time charged to the thread's CPU clock.
+/// A prior is set aside once the run's median in-time cycle costs this much of it (per
+/// mille): against the prior that ordinary cycle would itself count as host time
+/// (`common::cycle::host_excess`), so the prior does not describe this machine or chain.
+pub const PRIOR_STALE_PER_MILLE: u64 = 1250;
+
+/// What a thread's work in a cycle is expected to cost, to tell an overload from host time
+/// charged to its CPU clock (docs/ARCHITECTURE.md §3 "Xrun and cause"): a prior known before
+/// the run (`prior::CostPrior`: burn's calibration or a bench's tail) while the run's typical
+/// cycle agrees with it, else the run's own p99 cost of a unit of work
+/// (`common::cycle::crit_work`) from its in-time cycles.
 #[derive(Default)]
 pub struct WorkCost {
     per_unit: Dist,
     n: u64,
+    /// `per_unit`'s p99, refreshed as cycles are learnt (a percentile per cycle would cost
+    /// the collector more than the engine's cycle).
+    unit_p99: u64,
     /// The raw and the judged cause of the last xrun, for cycles that inherit it.
     last: Option<(Cause, Cause)>,
+    /// Expected ns of one track's first k chain instances (`CostPrior::prefix_ns`); empty:
+    /// no prior.
+    prior: Vec<u64>,
+    /// In-time cycles' critical CPU time per mille of the prior's expectation.
+    prior_ratio: Dist,
+    prior_n: u64,
+    prior_stale: bool,
 }
 
 impl WorkCost {
+    /// Judged against `prefix_ns` (`CostPrior::prefix_ns` of the run's chain and block).
+    pub fn with_prior(prefix_ns: Vec<u64>) -> Self {
+        WorkCost {
+            prior: prefix_ns,
+            ..WorkCost::default()
+        }
+    }
+
+    /// The prior is what cycles are judged against (there is one, and it is not stale).
+    pub fn prior_in_use(&self) -> bool {
+        !self.prior.is_empty() && !self.prior_stale
+    }
+
+    /// The in-time cycles' median critical CPU time as a share of the prior's expectation.
+    pub fn prior_median_ratio(&self) -> Option<f64> {
+        (self.prior_n > 0).then(|| self.prior_ratio.summary().p50 as f64 / 1000.0)
+    }
+
+    /// The prior's expectation for `tracks` tracks of `r`'s active elements.
+    fn prior_ns(&self, r: &CycleRecord, tracks: u64) -> u64 {
+        let len = self.prior.len().saturating_sub(1);
+        // `active_clients` saturates at 255: a longer chain then runs whole.
+        let active = if r.active_clients == u8::MAX {
+            len
+        } else {
+            (r.active_clients as usize).min(len)
+        };
+        tracks * self.prior.get(active).copied().unwrap_or(0)
+    }
+
+    /// What engine thread `thread`'s work in `r` is expected to cost; None while nothing is
+    /// known (no prior, fewer than `HOST_CPU_MIN_CYCLES` in-time cycles).
+    pub fn expected(&self, r: &CycleRecord, thread: u8) -> Option<u64> {
+        let mut tracks = crate::common::cycle::tracks_on(r, thread);
+        if thread == r.crit_thread {
+            tracks = tracks.max(1);
+        }
+        if self.prior_in_use() {
+            return Some(self.prior_ns(r, tracks));
+        }
+        (self.n >= HOST_CPU_MIN_CYCLES)
+            .then(|| self.unit_p99 * tracks * (r.active_clients as u64).max(1))
+    }
+
+    fn learn(&mut self, r: &CycleRecord) {
+        self.per_unit
+            .record(r.crit_cpu_ns / crate::common::cycle::crit_work(r));
+        self.n += 1;
+        if !self.prior.is_empty() {
+            let tracks = crate::common::cycle::tracks_on(r, r.crit_thread).max(1);
+            let e = self.prior_ns(r, tracks);
+            if let Some(ratio) = (r.crit_cpu_ns * 1000).checked_div(e) {
+                self.prior_ratio.record(ratio);
+                self.prior_n += 1;
+            }
+        }
+        // Often while the estimate is young, then every 64 cycles.
+        if self.n < 4 * HOST_CPU_MIN_CYCLES || self.n.is_multiple_of(64) {
+            self.unit_p99 = self.per_unit.quantile(0.99);
+            self.prior_stale = self.prior_n >= HOST_CPU_MIN_CYCLES
+                && self.prior_ratio.quantile(0.5) >= PRIOR_STALE_PER_MILLE;
+        }
+    }
+
     /// Judge `r` (reclassifying host time) and learn from it when it was in time. Returns the
     /// expected CPU time when the xrun was reclassified.
     pub fn judge(&mut self, r: &mut CycleRecord) -> Option<u64> {
-        let work = crate::common::cycle::crit_work(r);
         if r.cause.is_none() {
-            self.per_unit.record(r.crit_cpu_ns / work);
-            self.n += 1;
+            self.learn(r);
             self.last = None;
             return None;
         }
@@ -125,8 +213,7 @@ impl WorkCost {
         }
         let raw = r.cause?;
         let mut expected = None;
-        if self.n >= HOST_CPU_MIN_CYCLES {
-            let e = self.per_unit.summary().p99 * work;
+        if let Some(e) = self.expected(r, r.crit_thread) {
             if crate::common::cycle::host_cpu_excess(r, e).is_some() {
                 r.cause = Some(Cause::Interference);
                 expected = Some(e);
@@ -135,6 +222,25 @@ impl WorkCost {
         self.last = Some((raw, r.cause.unwrap_or(raw)));
         expected
     }
+}
+
+/// One engine thread's host stalls over a run (docs/ARCHITECTURE.md §3 "Host stalls per
+/// core"): cycles in which its CPU clock ran beyond the expected cost of the work it did
+/// (`common::cycle::host_excess`). Its CPU clock advances only while it is the task running
+/// on its CPU, so no other task of this system took that time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThreadStalls {
+    pub cycles: u64,
+    /// The CPU time beyond the expectation, summed and the largest.
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// The cycle of the largest, and its time since the first cycle's ideal start.
+    pub worst_cycle: u64,
+    pub worst_at_ns: u64,
+    /// Of `cycles`: xruns whose critical thread this was.
+    pub xruns: u64,
+    /// Per track: the stalled cycles in which this thread ran it.
+    pub tracks: Vec<u64>,
 }
 
 /// Which engine thread ran which track, over a run (docs/ARCHITECTURE.md §3 "Track
@@ -147,6 +253,8 @@ pub struct PlacementFold {
     pub home_taken: Vec<u64>,
     pub stolen: u64,
     pub cycles_with_stolen: u64,
+    /// Per track: how often each engine thread ran it.
+    pub per_track: Vec<Vec<u64>>,
 }
 
 impl PlacementFold {
@@ -156,9 +264,20 @@ impl PlacementFold {
             self.tracks_run.resize(nt, 0);
             self.home_taken.resize(nt, 0);
         }
+        let ntr = r.tracks as usize;
+        if self.per_track.len() < ntr {
+            self.per_track.resize(ntr, Vec::new());
+        }
         let mut any = false;
-        for (i, &t) in r.track_thread[..r.tracks as usize].iter().enumerate() {
+        for (i, &t) in r.track_thread[..ntr].iter().enumerate() {
             if let Some(c) = self.tracks_run.get_mut(t as usize) {
+                *c += 1;
+            }
+            let row = &mut self.per_track[i];
+            if row.len() < nt {
+                row.resize(nt, 0);
+            }
+            if let Some(c) = row.get_mut(t as usize) {
                 *c += 1;
             }
             if t as usize != i % nt {
@@ -188,6 +307,8 @@ pub struct Folded {
     /// time is modelled or injected, so its `compute` events are work that grew).
     pub judge_host_cpu: bool,
     pub work_cost: WorkCost,
+    /// Per engine thread: its host stalls (judged runs only).
+    pub stalls: Vec<ThreadStalls>,
     pub placement: PlacementFold,
     pub skipped: u64,
     pub wake_latency: Dist,
@@ -210,9 +331,22 @@ pub struct Folded {
 }
 
 impl Folded {
-    /// Reclassify host time on the CPU clock (`WorkCost::judge`), then fold.
+    /// Count each thread's host stalls, reclassify host time on the CPU clock
+    /// (`WorkCost::judge`), then fold.
     pub fn judge_and_fold(&mut self, r: &mut CycleRecord) {
+        let mut excess = [0u64; MAX_THREADS];
         let expected = if self.judge_host_cpu {
+            let nt = (r.threads as usize).min(MAX_THREADS);
+            for (t, x) in excess[..nt].iter_mut().enumerate() {
+                // A worker that ran no track wrote no CPU time.
+                let cpu = r.thread_cpu_ns[t] as u64;
+                if cpu == 0 {
+                    continue;
+                }
+                if let Some(e) = self.work_cost.expected(r, t as u8) {
+                    *x = crate::common::cycle::host_excess(cpu, e).unwrap_or(0);
+                }
+            }
             self.work_cost.judge(r)
         } else {
             None
@@ -222,6 +356,40 @@ impl Folded {
         if let (Some(e), Some(x)) = (expected, self.xrun_events.last_mut()) {
             if x.cycle == r.cycle {
                 x.expected_cpu_ns = Some(e);
+            }
+        }
+        if self.judge_host_cpu {
+            self.fold_stalls(r, &excess);
+        }
+    }
+
+    fn fold_stalls(&mut self, r: &CycleRecord, excess: &[u64; MAX_THREADS]) {
+        let nt = (r.threads as usize).min(MAX_THREADS);
+        let ntr = (r.tracks as usize).min(MAX_TRACKS);
+        if self.stalls.len() < nt {
+            self.stalls.resize(nt, ThreadStalls::default());
+        }
+        let at = r.t_ideal_ns - self.first_t_ideal.unwrap_or(r.t_ideal_ns);
+        for (t, &x) in excess[..nt].iter().enumerate().filter(|(_, &x)| x > 0) {
+            let s = &mut self.stalls[t];
+            s.cycles += 1;
+            s.total_ns += x;
+            if x > s.max_ns {
+                s.max_ns = x;
+                s.worst_cycle = r.cycle;
+                s.worst_at_ns = at;
+            }
+            s.xruns += (r.xrun && r.crit_thread as usize == t) as u64;
+            if s.tracks.len() < ntr {
+                s.tracks.resize(ntr, 0);
+            }
+            for (c, _) in s
+                .tracks
+                .iter_mut()
+                .zip(&r.track_thread[..ntr])
+                .filter(|(_, &on)| on as usize == t)
+            {
+                *c += 1;
             }
         }
     }
@@ -425,7 +593,14 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
     early: Option<EarlyStop>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
-    spawn_tapped(consumer, trace, stop, early, None, true)
+    spawn_tapped(
+        consumer,
+        trace,
+        stop,
+        early,
+        None,
+        Some(WorkCost::default()),
+    )
 }
 
 /// `spawn`, also forwarding every record to `tap` (a non-RT observer such as `xrunlab
@@ -436,13 +611,14 @@ pub fn spawn_tapped(
     stop: Arc<AtomicBool>,
     early: Option<EarlyStop>,
     mut tap: Option<std::sync::mpsc::Sender<CycleRecord>>,
-    judge_host_cpu: bool,
+    judge: Option<WorkCost>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
     std::thread::Builder::new()
         .name("xr-collector".into())
         .spawn(move || {
             let mut f = Folded {
-                judge_host_cpu,
+                judge_host_cpu: judge.is_some(),
+                work_cost: judge.unwrap_or_default(),
                 ..Folded::default()
             };
             let mut trace_err = None;
@@ -557,6 +733,136 @@ mod tests {
         assert_eq!(j.cause, Some(Cause::Overload));
     }
 
+    /// Two tracks of 4 elements on two threads, P = 1 ms, n = 2; the prior says 100 µs per
+    /// element (400 µs per track), thread 1 is critical and runs track 1 unless told.
+    fn two_threads(k: u64, cpu0_us: u64, cpu1_us: u64, elements: u8) -> CycleRecord {
+        let t = k * 1_000_000;
+        let mut r = CycleRecord {
+            cycle: k,
+            t_ideal_ns: t,
+            release_ns: t,
+            wake_ns: t + 10_000,
+            end_ns: t + 10_000 + cpu0_us.max(cpu1_us) * 1000 + 5_000,
+            deadline_ns: t + 1_000_000,
+            cpu_ns: (cpu0_us + cpu1_us) * 1000,
+            crit_cpu_ns: cpu1_us * 1000,
+            crit_thread: 1,
+            threads: 2,
+            tracks: 2,
+            active_clients: elements,
+            ..CycleRecord::EMPTY
+        };
+        r.thread_cpu_ns[0] = (cpu0_us * 1000) as u32;
+        r.thread_cpu_ns[1] = (cpu1_us * 1000) as u32;
+        r.track_thread[..2].copy_from_slice(&[0, 1]);
+        account(&mut r);
+        r
+    }
+
+    fn with_prior() -> Folded {
+        Folded {
+            judge_host_cpu: true,
+            work_cost: WorkCost::with_prior(vec![0, 100_000, 200_000, 300_000, 400_000]),
+            ..Folded::default()
+        }
+    }
+
+    #[test]
+    fn against_a_prior_a_jump_with_unchanged_work_is_host_time_from_the_first_cycle() {
+        let mut f = with_prior();
+        // The very first cycle: the same 4 elements (400 µs expected) charged 1500 µs.
+        let mut jump = two_threads(0, 410, 1500, 4);
+        assert_eq!(jump.cause, Some(Cause::Overload), "the raw rule");
+        f.judge_and_fold(&mut jump);
+        assert_eq!(jump.cause, Some(Cause::Interference));
+        assert_eq!(jump.crit_cpu_ns, 1_500_000, "the raw CPU time is kept");
+        assert_eq!(f.xrun_events[0].expected_cpu_ns, Some(400_000));
+        // Thread 1 ran both tracks (thread 0's core stalled): the work doubled, 800 µs
+        // expected; 300 µs beyond is more than a quarter, but the work stays the largest
+        // part of the cycle: overload.
+        let mut grown = two_threads(1, 0, 1100, 4);
+        grown.track_thread[0] = 1;
+        grown.thread_cpu_ns[0] = 0;
+        f.judge_and_fold(&mut grown);
+        assert_eq!(grown.cause, Some(Cause::Overload));
+        // 1.2× the prior's expectation is the plugin's own variance, not the host: overload.
+        let mut tail = two_threads(2, 410, 480, 4);
+        tail.deadline_ns = tail.wake_ns + 400_000;
+        account(&mut tail);
+        assert_eq!(tail.cause, Some(Cause::Overload));
+        f.judge_and_fold(&mut tail);
+        assert_eq!(tail.cause, Some(Cause::Overload), "within the prior's tail");
+        assert_eq!((f.overload, f.interference, f.host_cpu), (2, 1, 1));
+        assert!(f.work_cost.prior_in_use());
+    }
+
+    #[test]
+    fn a_prior_the_run_does_not_agree_with_is_set_aside_for_the_runs_own_cost() {
+        let mut f = with_prior();
+        // Every in-time cycle costs 1.5× the prior (another machine, another cache): the
+        // prior no longer judges.
+        for k in 0..HOST_CPU_MIN_CYCLES {
+            let mut r = two_threads(k, 600, 600 + k % 10, 4);
+            f.judge_and_fold(&mut r);
+            assert_eq!(r.cause, None);
+        }
+        assert!(!f.work_cost.prior_in_use());
+        assert!(f.work_cost.prior_median_ratio().unwrap() > 1.45);
+        // 1000 µs against the run's own 610: beyond a quarter, but the split keeps the work
+        // (610) largest against 390 + 15: overload, where the prior (400) would have said host.
+        let mut r = two_threads(100, 600, 1000, 4);
+        r.end_ns += 10_000;
+        account(&mut r);
+        assert_eq!(r.cause, Some(Cause::Overload));
+        f.judge_and_fold(&mut r);
+        assert_eq!(r.cause, Some(Cause::Overload));
+        // Without any prior the same 32 cycles teach the same cost.
+        let mut g = Folded {
+            judge_host_cpu: true,
+            ..Folded::default()
+        };
+        for k in 0..HOST_CPU_MIN_CYCLES {
+            g.judge_and_fold(&mut two_threads(k, 600, 600 + k % 10, 4));
+        }
+        assert!(!g.work_cost.prior_in_use());
+        assert_eq!(g.work_cost.prior_median_ratio(), None);
+    }
+
+    #[test]
+    fn each_threads_host_stalls_are_counted_with_the_tracks_it_was_running() {
+        let mut f = with_prior();
+        for k in 0..10 {
+            f.judge_and_fold(&mut two_threads(k, 400, 400, 4));
+        }
+        // An in-time cycle whose thread 0 ran 300 µs beyond its track.
+        let mut r = two_threads(10, 700, 400, 4);
+        f.judge_and_fold(&mut r);
+        assert!(!r.xrun);
+        // An xrun on thread 1 (critical), 1100 µs beyond; thread 0 ran track 0 fine.
+        let mut x = two_threads(11, 400, 1500, 4);
+        f.judge_and_fold(&mut x);
+        assert!(x.xrun);
+        // A small excess (30 µs) is no stall.
+        f.judge_and_fold(&mut two_threads(12, 430, 430, 4));
+        assert_eq!(f.stalls.len(), 2);
+        let (a, b) = (&f.stalls[0], &f.stalls[1]);
+        assert_eq!(
+            (a.cycles, a.total_ns, a.max_ns, a.worst_cycle),
+            (1, 300_000, 300_000, 10)
+        );
+        assert_eq!((a.xruns, a.tracks.as_slice()), (0, &[1, 0][..]));
+        assert_eq!(
+            (b.cycles, b.max_ns, b.worst_cycle, b.xruns),
+            (1, 1_100_000, 11, 1)
+        );
+        assert_eq!(b.worst_at_ns, 11_000_000);
+        assert_eq!(b.tracks, [0, 1]);
+        // Not judged (sim): nothing counted.
+        let mut s = Folded::default();
+        s.judge_and_fold(&mut two_threads(0, 400, 1500, 4));
+        assert!(s.stalls.is_empty());
+    }
+
     #[test]
     fn placement_counts_tracks_run_away_from_home() {
         let mut p = PlacementFold::default();
@@ -572,6 +878,7 @@ mod tests {
         p.fold(&r);
         assert_eq!(p.tracks_run, [6, 2]);
         assert_eq!(p.home_taken, [0, 2]);
+        assert_eq!(p.per_track, [[2, 0], [1, 1], [2, 0], [1, 1]]);
         assert_eq!((p.stolen, p.cycles_with_stolen), (2, 1));
     }
 }

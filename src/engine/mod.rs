@@ -19,6 +19,7 @@ pub mod collector;
 pub mod cost;
 pub mod harness;
 mod pool;
+pub mod prior;
 pub mod run;
 pub mod watchdog;
 
@@ -231,6 +232,14 @@ pub(crate) struct Shared {
     pub(crate) dropped: AtomicU64,
 }
 
+/// Where a thread's scans for tracks stopped within one cycle (see `Shared::next_track`).
+struct Cursor {
+    /// The next home track to try.
+    home: usize,
+    /// Steal candidates are the tracks below this one.
+    back: usize,
+}
+
 impl Shared {
     #[inline]
     fn try_claim(&self, i: usize, cycle: u32) -> bool {
@@ -243,20 +252,25 @@ impl Shared {
 
     /// The next track of `cycle` for thread `me`: its home tracks in order, then, when
     /// stealing, other threads' unstarted tracks from the back (their owners start at the
-    /// front, so owner and thief meet once).
+    /// front, so owner and thief meet once). A work queue with affinity: every idle thread
+    /// takes the next unstarted track, its own first. `cur` keeps where this thread's scans
+    /// stopped: a track claimed for `cycle` stays claimed, so no index is looked at twice
+    /// and a thread's claims cost O(tracks) loads per cycle however many it runs.
     #[inline]
-    fn next_track(&self, me: usize, cycle: u32) -> Option<usize> {
+    fn next_track(&self, me: usize, cycle: u32, cur: &mut Cursor) -> Option<usize> {
         let n = self.tracks.len();
         let t = self.threads.max(1);
-        let mut i = me;
-        while i < n {
+        while cur.home < n {
+            let i = cur.home;
+            cur.home += t;
             if self.try_claim(i, cycle) {
                 return Some(i);
             }
-            i += t;
         }
         if self.steal {
-            for i in (0..n).rev() {
+            while cur.back > 0 {
+                cur.back -= 1;
+                let i = cur.back;
                 if i % t != me && self.try_claim(i, cycle) {
                     return Some(i);
                 }
@@ -273,7 +287,11 @@ impl Shared {
         let active = self.active.load(Ordering::Relaxed);
         let mut last = 0;
         let mut ran = 0;
-        while let Some(i) = self.next_track(me, cycle) {
+        let mut cur = Cursor {
+            home: me,
+            back: self.tracks.len(),
+        };
+        while let Some(i) = self.next_track(me, cycle, &mut cur) {
             let t0 = monotonic_ns();
             // SAFETY: track i was claimed by this thread for this cycle (see TrackCell).
             let tr = unsafe { &mut *self.tracks[i].0.get() };

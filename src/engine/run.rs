@@ -2,7 +2,7 @@
 //! graph for what it accepted, run it under the real-time harness, fold the probes into a
 //! result.
 
-use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, XrunEvent};
+use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, WorkCost, XrunEvent};
 use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
 use super::watchdog::{bound_ns, WatchdogReport};
 use super::{CostModel, Engine, EngineSpec};
@@ -89,6 +89,11 @@ pub struct RunConfig {
     /// Track placement (`--pin`); results written before it existed ran what is now `steal`.
     #[serde(default)]
     pub pin: super::Placement,
+    /// What each chain element is expected to cost (`--cost-prior FILE`, a `plugins bench`
+    /// result); None: burn's calibration when the chain is all burn, else the run's own cost
+    /// (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_prior: Option<super::prior::CostPrior>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -127,6 +132,7 @@ impl RunConfig {
             unpinned: false,
             ramp: None,
             pin: super::Placement::default(),
+            cost_prior: None,
         })
     }
 
@@ -202,7 +208,8 @@ pub struct XrunCounts {
     #[serde(default)]
     pub inherited: u64,
     /// Of `interference`: xruns whose critical thread's CPU clock ran far beyond the cost of
-    /// its work (the run's own p99 per element run): host time charged to the thread, which
+    /// its work (the cost prior's, else the run's own p99 per element run): host time
+    /// charged to the thread, which
     /// the raw rule would have called `overload` (docs/ARCHITECTURE.md §3 "Xrun and cause").
     #[serde(default)]
     pub host_cpu: u64,
@@ -221,6 +228,62 @@ pub struct PlacementReport {
     pub stolen_tracks: u64,
     /// Cycles with at least one such track run.
     pub cycles_with_stolen: u64,
+    /// Per track: how many cycles each engine thread ran it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_track: Vec<Vec<u64>>,
+}
+
+/// One engine thread's host stalls (docs/ARCHITECTURE.md §3 "Host stalls per core"): cycles
+/// in which its CPU clock ran beyond the expected cost of the work it did, by at least a
+/// quarter and 50 µs. Its clock runs only while it is the task on its CPU, so that time was
+/// not this system's: the host (a vCPU taken away), an SMI.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CoreStalls {
+    /// Engine thread (0 = the driver thread).
+    pub thread: u32,
+    /// Its CPU (None: unpinned).
+    pub cpu: Option<usize>,
+    /// Stalled cycles.
+    pub stalls: u64,
+    /// CPU time beyond the expectation, summed over them, and the largest.
+    pub stall_total_ns: u64,
+    pub stall_max_ns: u64,
+    /// The cycle of the largest, and its time since the first cycle's ideal start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_cycle: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_at_ns: Option<u64>,
+    /// Of the stalls: xruns with this thread critical (whatever their cause).
+    pub stall_xruns: u64,
+    /// The tracks it was running in its stalled cycles, with how often.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalled_tracks: Vec<TrackCycles>,
+    /// Steal on its CPU over the run (/proc/stat `cpuN`), ms, and the 50 ms windows with
+    /// steal (as `host_steal`); None when unpinned or not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_windows: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrackCycles {
+    pub track: u32,
+    pub cycles: u64,
+}
+
+/// The cost prior a run was judged against (docs/ARCHITECTURE.md §3 "Xrun and cause").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PriorReport {
+    pub prior: super::prior::CostPrior,
+    /// Expected ns of one track's whole chain per cycle.
+    pub track_cycle_ns: u64,
+    /// The in-time cycles' median critical CPU time over the prior's expectation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_median_ratio: Option<f64>,
+    /// Cycles were judged against it to the end; false once the run's median reached 1.25×
+    /// it (the prior does not describe this machine) and the run's own cost took over.
+    pub used: bool,
 }
 
 /// Percent-of-period summary (DSP load = wall/P, CPU load = CPU/P).
@@ -302,6 +365,12 @@ pub struct RunResults {
     /// the windows in which the hypervisor took CPU time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_steal: Option<crate::system::steal::HostSteal>,
+    /// Real drivers: per engine thread, its host stalls and its CPU's steal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_stalls: Vec<CoreStalls>,
+    /// Real drivers with a known cost per chain element: the prior xruns were judged against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_prior: Option<PriorReport>,
     pub sink: SinkStats,
     pub sync: SyncCounts,
     pub trace_file: Option<String>,
@@ -407,7 +476,15 @@ pub fn run_tapped(
     let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
-    let collector = Collector::start(cfg, built.consumer, &stop, tap)?;
+    let prior = cfg
+        .cost_prior
+        .clone()
+        .or_else(|| super::prior::CostPrior::calibrated(&cfg.chain_elements))
+        .filter(|_| cfg.driver.real_time());
+    let prefix = prior
+        .as_ref()
+        .map(|p| p.prefix_ns(&cfg.chain_elements, cfg.rate, cfg.buffer_frames));
+    let collector = Collector::start(cfg, built.consumer, &stop, tap, prefix.clone())?;
     let h = Harness {
         policy: cfg.policy,
         watchdog_bound_ns,
@@ -447,14 +524,25 @@ pub fn run_tapped(
             return Err(e);
         }
     };
-    let steal_samples = sup
+    let (steal_samples, cpu_steal) = match sup
         .steal
         .take()
-        .map(crate::system::steal::StealSampler::stop);
+        .map(crate::system::steal::StealSampler::stop_per_cpu)
+    {
+        Some((s, c)) => (Some(s), c),
+        None => (None, Vec::new()),
+    };
     let folded = collector.finish()?;
     let host_steal = steal_samples.map(|s| {
         let t0 = folded.first_t_ideal.unwrap_or(0);
         crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
+    });
+    let host_stalls = core_stalls(cfg, &built.layout, &folded, &cpu_steal);
+    let cost_prior = prior.map(|p| PriorReport {
+        track_cycle_ns: prefix.as_ref().and_then(|v| v.last()).copied().unwrap_or(0),
+        run_median_ratio: folded.work_cost.prior_median_ratio(),
+        used: folded.work_cost.prior_in_use(),
+        prior: p,
     });
     progress.finish();
     let mut r = fold_results(
@@ -467,7 +555,52 @@ pub fn run_tapped(
         warnings,
     );
     r.results.lv2 = lv2;
+    r.results.host_stalls = host_stalls;
+    r.results.cost_prior = cost_prior;
     Ok(r)
+}
+
+/// Per engine thread of a judged run: its host stalls and its CPU's steal.
+fn core_stalls(
+    cfg: &RunConfig,
+    layout: &Layout,
+    folded: &Folded,
+    cpu_steal: &[Vec<u64>],
+) -> Vec<CoreStalls> {
+    if !folded.judge_host_cpu || layout.model {
+        return Vec::new();
+    }
+    (0..layout.threads)
+        .map(|t| {
+            let s = folded.stalls.get(t).cloned().unwrap_or_default();
+            let cpu = (!cfg.threads_unpinned())
+                .then(|| layout.cpus.get(t).copied())
+                .flatten();
+            let steal = cpu.and_then(|c| crate::system::steal::cpu_steal(cpu_steal, c));
+            CoreStalls {
+                thread: t as u32,
+                cpu,
+                stalls: s.cycles,
+                stall_total_ns: s.total_ns,
+                stall_max_ns: s.max_ns,
+                worst_cycle: (s.cycles > 0).then_some(s.worst_cycle),
+                worst_at_ns: (s.cycles > 0).then_some(s.worst_at_ns),
+                stall_xruns: s.xruns,
+                stalled_tracks: s
+                    .tracks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(i, &n)| TrackCycles {
+                        track: i as u32,
+                        cycles: n,
+                    })
+                    .collect(),
+                steal_ms: steal.map(|s| s.stolen_ms),
+                steal_windows: steal.map(|s| s.windows_with_steal),
+            }
+        })
+        .collect()
 }
 
 /// Open the configured device and rewrite the config with what it accepted: a JACK server
@@ -586,6 +719,7 @@ impl Collector {
         consumer: rtrb::Consumer<crate::common::cycle::CycleRecord>,
         run_stop: &Arc<AtomicBool>,
         tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
+        prior_ns: Option<Vec<u64>>,
     ) -> Result<Self> {
         let trace = match &cfg.trace {
             Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),
@@ -597,7 +731,10 @@ impl Collector {
             from_cycle: cfg.stop_from_cycle,
             driver_stop: run_stop.clone(),
         });
-        let judge = cfg.driver.real_time();
+        let judge = cfg
+            .driver
+            .real_time()
+            .then(|| prior_ns.map(WorkCost::with_prior).unwrap_or_default());
         let thread = collector::spawn_tapped(consumer, trace, stop.clone(), early, tap, judge)?;
         Ok(Collector { thread, stop })
     }
@@ -737,8 +874,11 @@ fn fold_results(
             home_tracks_taken: folded.placement.home_taken.clone(),
             stolen_tracks: folded.placement.stolen,
             cycles_with_stolen: folded.placement.cycles_with_stolen,
+            per_track: folded.placement.per_track.clone(),
         }),
         host_steal,
+        host_stalls: Vec::new(),
+        cost_prior: None,
         sink: stats.map(|s| s.sink).unwrap_or_default(),
         sync: SyncCounts {
             worker_sleeps: f[0],

@@ -234,6 +234,7 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
     if let Some(h) = x.host_steal.as_ref().filter(|h| h.stolen_ms > 0.0) {
         s.push_str(&host_steal_line(h));
     }
+    s.push_str(&host_stall_lines(x));
     if let Some(a) = &x.alsa {
         s.push_str(&alsa_line(a));
     }
@@ -270,6 +271,80 @@ pub fn host_steal_line(h: &crate::system::steal::HostSteal) -> String {
         pct(h.xruns_in_steal_windows, h.xruns),
         pct(h.windows_with_steal, h.windows),
         h.interval_ms
+    )
+}
+
+/// Per engine thread, the host stalls its CPU clock showed and its CPU's steal
+/// (docs/ARCHITECTURE.md §3 "Host stalls per core"), after the prior the work was judged
+/// against; empty when there is nothing to say.
+pub fn host_stall_lines(x: &crate::engine::run::RunResults) -> String {
+    use crate::units::format_ns;
+    let mut s = x
+        .cost_prior
+        .as_ref()
+        .map(cost_prior_line)
+        .unwrap_or_default();
+    let any = |c: &crate::engine::run::CoreStalls| c.stalls > 0 || c.steal_ms.unwrap_or(0.0) > 0.0;
+    if !x.host_stalls.iter().any(any) {
+        return s;
+    }
+    s.push_str("host stalls per engine thread (its CPU clock ran beyond the expected work):\n");
+    for c in &x.host_stalls {
+        s.push_str(&format!("  thread {}", c.thread));
+        if let Some(cpu) = c.cpu {
+            s.push_str(&format!(" (CPU {cpu})"));
+        }
+        if c.stalls == 0 {
+            s.push_str(": no stall");
+        } else {
+            s.push_str(&format!(
+                ": {} stalled cycle(s), {} in all, worst {}",
+                c.stalls,
+                format_ns(c.stall_total_ns),
+                format_ns(c.stall_max_ns)
+            ));
+            if let (Some(k), Some(at)) = (c.worst_cycle, c.worst_at_ns) {
+                s.push_str(&format!(" (cycle {k}, {:.2} s in)", at as f64 / 1e9));
+            }
+            s.push_str(&format!(", {} of them xruns", c.stall_xruns));
+            if !c.stalled_tracks.is_empty() {
+                let t: Vec<String> = c
+                    .stalled_tracks
+                    .iter()
+                    .map(|t| format!("{} ({}×)", t.track, t.cycles))
+                    .collect();
+                s.push_str(&format!("; tracks {}", t.join(", ")));
+            }
+        }
+        if let Some(ms) = c.steal_ms {
+            s.push_str(&format!(
+                "; steal {ms:.0} ms in {} windows",
+                c.steal_windows.unwrap_or(0)
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The cost the run's work was judged against, and whether the run agreed with it.
+pub fn cost_prior_line(p: &crate::engine::run::PriorReport) -> String {
+    format!(
+        "expected work: {} per track and cycle from {}{}{}\n",
+        crate::units::format_ns(p.track_cycle_ns),
+        p.prior
+            .bench_file
+            .as_deref()
+            .map(|f| format!("the bench in {f}"))
+            .unwrap_or_else(|| "burn's calibration".into()),
+        p.run_median_ratio
+            .map(|r| format!("; the median cycle took {r:.2}× that"))
+            .unwrap_or_default(),
+        if p.used {
+            ""
+        } else {
+            ", beyond 1.25×: judged against the run's own cost instead"
+        }
     )
 }
 

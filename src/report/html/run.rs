@@ -53,6 +53,43 @@ fn summary_row(name: &str, s: &Summary) -> Markup {
     (n(format_ns(s.p99_9))) (n(format_ns(s.max))) (n(format_ns(s.mean.round() as u64))) } }
 }
 
+/// Per engine thread, the host stalls its CPU clock showed and its CPU's steal
+/// (docs/ARCHITECTURE.md §3 "Host stalls per core").
+fn host_stalls(x: &RunResults) -> Markup {
+    let shown = x
+        .host_stalls
+        .iter()
+        .any(|c| c.stalls > 0 || c.steal_ms.unwrap_or(0.0) > 0.0);
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+    html! {
+        @if let Some(prior) = &x.cost_prior {
+            p { (crate::report::table::cost_prior_line(prior).trim_end()) }
+        }
+        @if shown {
+            h4 { "Host stalls per engine thread" }
+            table.stalls {
+                tr { th { "thread" } th { "CPU" } th { "stalled cycles" } th { "beyond the work" } th { "worst" }
+                     th { "worst at" } th { "xruns" } th { "tracks stalled (cycles)" } th { "CPU steal" } }
+                @for c in &x.host_stalls {
+                    @let tracks: Vec<String> = c.stalled_tracks.iter().map(|t| format!("{} ({})", t.track, t.cycles)).collect();
+                    tr {
+                        (n(c.thread))
+                        (n(opt(c.cpu.map(|v| v.to_string()))))
+                        (n(c.stalls))
+                        (n(format_ns(c.stall_total_ns)))
+                        (n(format_ns(c.stall_max_ns)))
+                        (n(opt(c.worst_at_ns.map(|t| format!("{:.2} s", t as f64 / 1e9)))))
+                        (n(c.stall_xruns))
+                        td { (tracks.join(", ")) }
+                        (n(opt(c.steal_ms.map(|ms| format!("{ms:.0} ms in {} windows", c.steal_windows.unwrap_or(0))))))
+                    }
+                }
+            }
+            p { "A stalled cycle is one whose thread's CPU clock ran at least a quarter (and 50 µs) beyond what its work was expected to cost. The clock runs only while the thread is the task on its CPU, so that time was taken by the host (a vCPU descheduled) or firmware, not by this system. CPU steal is the hypervisor's own count for that CPU." }
+        }
+    }
+}
+
 pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
     let dist = [
         ("wake-up latency", &x.wake_latency_ns),
@@ -107,6 +144,7 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
         @if let Some(h) = x.host_steal.as_ref().filter(|h| h.stolen_ms > 0.0) {
             p.warn { (crate::report::table::host_steal_line(h).trim_end()) }
         }
+        (host_stalls(x))
         h4 { "DSP load" }
         (figure(plot_bars("DSP and CPU load", "% of the period", &loads),
             "DSP load = (end − wake) / P, the JACK meaning; CPU load = engine CPU time / P. 100 % is the whole period."))
