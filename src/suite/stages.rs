@@ -51,6 +51,10 @@ impl Stage {
 
 const AP: &str = "64@48000";
 
+/// The commands whose stages get `--forensics` when the suite traces
+/// (docs/ARCHITECTURE.md §3 "Forensics").
+pub const FORENSICS: &[&str] = &["latency", "run", "load", "latencytest", "sched", "event"];
+
 /// The stages `suite --tuned` runs again with the tuning profile applied (docs/ARCHITECTURE.md
 /// §3 "Tuning"): scheduling latency idle and stressed, and the DSP load grid.
 pub const TUNED: &[&str] = &["latency-idle", "latency-stress", "load"];
