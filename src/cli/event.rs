@@ -102,6 +102,8 @@ pub struct EventArgs {
     pub jack: super::jack_args::JackArgs,
     #[command(flatten)]
     pub alsa: super::alsa_args::AlsaArgs,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
 }
 
 fn config(a: &EventArgs) -> Result<EventConfig> {
@@ -174,7 +176,15 @@ pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
     let started = Started::now(Vec::new());
     let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
-    let r = event::run(&cfg, progress.as_ref())?;
+    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
+    let mut r = event::run_traced(&cfg, progress.as_ref(), &mut |cpus, ns| {
+        tracing.start(cpus, ns)
+    })?;
+    r.results.forensics = super::forensics::merged(
+        r.results.runs.iter().filter_map(|x| x.forensics.as_ref()),
+        a.forensics.csv_path(g).as_deref(),
+        &mut r.warnings,
+    );
     let human = summary(&r);
     let verdict = if r.results.runs.iter().any(|x| x.latency.count > 0) {
         Verdict::Pass
@@ -274,6 +284,13 @@ pub(crate) fn summary(r: &EventRunResult) -> String {
     }
     for k in &r.results.skipped {
         s.push_str(&format!("skipped: {k}\n"));
+    }
+    if let Some(f) = &r.results.forensics {
+        s.push_str("forensics per setting:\n");
+        s.push_str(&crate::report::table::forensics_parts(
+            crate::report::table::event_run_parts(&r.results),
+        ));
+        s.push_str(&crate::report::table::forensics(f));
     }
     s
 }

@@ -32,6 +32,13 @@ pub struct ForensicsArgs {
 }
 
 impl ForensicsArgs {
+    /// `--forensics-csv` for the output preflight.
+    pub fn csv_arg(&self) -> Option<(&'static str, &Path)> {
+        self.forensics_csv
+            .as_deref()
+            .map(|p| ("--forensics-csv", p))
+    }
+
     /// Where the CSV goes: the asked file, else beside a regular `-o` file.
     pub fn csv_path(&self, g: &Global) -> Option<PathBuf> {
         if !self.forensics {
@@ -88,6 +95,44 @@ pub fn start(
     }
 }
 
+/// Starts a recording for each part of a command that measures several (load trials, sched
+/// rows, latencytest phases): the first that cannot start says why, and the others do not
+/// try again.
+pub struct Tracing<'a> {
+    args: &'a ForensicsArgs,
+    simulated: bool,
+    off: bool,
+}
+
+impl<'a> Tracing<'a> {
+    pub fn new(args: &'a ForensicsArgs, simulated: bool) -> Self {
+        Tracing {
+            args,
+            simulated,
+            off: !args.forensics,
+        }
+    }
+
+    pub fn start(&mut self, cpus: &[usize], duration_ns: u64) -> Option<Recorder> {
+        if self.off {
+            return None;
+        }
+        let r = start(self.args, cpus, duration_ns, self.simulated);
+        self.off = r.is_none();
+        r
+    }
+}
+
+/// Write the CSV of `f`'s windows to `csv`, naming it in `f`; a failure is a warning.
+pub fn write_csv(f: &mut Forensics, csv: Option<&Path>, warnings: &mut Vec<String>) {
+    if let Some(p) = csv {
+        match crate::trace::write_csv(p, f) {
+            Ok(()) => f.csv_file = Some(p.display().to_string()),
+            Err(e) => warnings.push(format!("forensics: cannot write {}: {e}", p.display())),
+        }
+    }
+}
+
 /// Stop recording and explain `windows` (`what`: "xrun" or "spike"); returns the section and
 /// the warnings it adds.
 pub fn finish(
@@ -97,38 +142,27 @@ pub fn finish(
     ours: &[i32],
     csv: Option<&Path>,
 ) -> (Forensics, Vec<String>) {
-    let recording = rec.finish();
-    let mut f = recording.explain(what, windows, ours);
-    let mut warnings = recording.warnings(&f);
-    if let Some(p) = csv {
-        match crate::trace::write_csv(p, &f) {
-            Ok(()) => f.csv_file = Some(p.display().to_string()),
-            Err(e) => warnings.push(format!("forensics: cannot write {}: {e}", p.display())),
-        }
-    }
+    let (mut f, mut warnings) = rec.explain(what, windows, ours);
+    write_csv(&mut f, csv, &mut warnings);
     (f, warnings)
 }
 
-/// The windows of a run's recorded xruns and all its thread ids.
-pub fn run_windows(r: &crate::engine::run::RunResults) -> (Vec<Window>, Vec<i32>) {
-    let ours: Vec<i32> = r.threads.iter().map(|t| t.tid).collect();
-    let windows = r
-        .xrun_events
+/// The section of a command made of several traced parts: their sections merged (see
+/// `Forensics::merged`), its CSV written; None when no part was traced. The parts' lost
+/// events are said once, for the whole, instead of once per part.
+pub fn merged<'f>(
+    parts: impl IntoIterator<Item = &'f Forensics>,
+    csv: Option<&Path>,
+    warnings: &mut Vec<String>,
+) -> Option<Forensics> {
+    let parts: Vec<&Forensics> = parts.into_iter().collect();
+    let per_part: Vec<String> = parts
         .iter()
-        .filter(|e| e.t_ideal_ns > 0)
-        .filter_map(|e| {
-            let t = r.threads.get(e.crit_thread as usize)?;
-            let wake = e.t_ideal_ns + e.wake_latency_ns;
-            Some(Window {
-                id: e.cycle,
-                tid: t.tid,
-                cpu: t.cpu,
-                t_ideal_ns: e.t_ideal_ns,
-                wake_ns: wake,
-                end_ns: wake + e.wall_ns,
-                own_cpu_ns: Some(e.crit_cpu_ns),
-            })
-        })
+        .filter_map(|p| crate::trace::lost_warning(p))
         .collect();
-    (windows, ours)
+    warnings.retain(|w| !per_part.contains(w));
+    let mut f = Forensics::merged(parts)?;
+    warnings.extend(crate::trace::lost_warning(&f));
+    write_csv(&mut f, csv, warnings);
+    Some(f)
 }

@@ -70,6 +70,8 @@ pub struct LatencytestArgs {
     /// Pin the stressors to these CPUs.
     #[arg(long, value_name = "LIST")]
     pub stress_cpus: Option<String>,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
 }
 
 pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
@@ -116,8 +118,24 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     .to_spec()?;
     let started = Started::now(cfg.classes.clone());
     let progress = crate::progress::for_terminal(g.quiet, 0);
-    let r = latencytest::run(&cfg, &stress, progress.as_ref())?;
+    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
+    let mut warnings = vec![
+        "phases after idle were measured under stress: each phase's `stress` says what ran"
+            .to_string(),
+    ];
+    let mut r = latencytest::run_traced(
+        &cfg,
+        &stress,
+        progress.as_ref(),
+        &mut |cpus, ns| tracing.start(cpus, ns),
+        &mut warnings,
+    )?;
     drop(progress);
+    r.forensics = super::forensics::merged(
+        r.phases.iter().filter_map(|p| p.forensics.as_ref()),
+        a.forensics.csv_path(g).as_deref(),
+        &mut warnings,
+    );
     let human = summary(&r);
     let status = if r.interrupted {
         Status::Interrupted
@@ -130,10 +148,7 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     };
     output::finish(
         Measured::new(body, status, started, human)
-            .warnings([
-                "phases after idle were measured under stress: each phase's `stress` says what ran"
-                    .to_string(),
-            ])
+            .warnings(warnings)
             .partial("xrunlab: interrupted; the partial result was written\n"),
         g,
     )
@@ -185,6 +200,13 @@ pub fn summary(r: &LatencytestResult) -> String {
                 out.push_str(&format!("{}: note: {}: {}\n", p.name, k.preset, k.reason));
             }
         }
+    }
+    if let Some(f) = &r.forensics {
+        out.push_str("forensics per phase:\n");
+        out.push_str(&crate::report::table::forensics_parts(
+            crate::report::table::latencytest_phase_parts(r),
+        ));
+        out.push_str(&crate::report::table::forensics(f));
     }
     if r.interrupted {
         out.push_str("interrupted: partial result\n");

@@ -126,6 +126,8 @@ pub struct LoadArgs {
     pub inject: Vec<SimEvent>,
     #[command(flatten)]
     pub stress: StressArgs,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
 }
 
 impl LoadArgs {
@@ -290,13 +292,24 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
     };
     let total = (cfg.buffers.len() * cfg.tracks.len() * cfg.plugins.len()) as u64;
     let progress = crate::progress::for_terminal(g.quiet, total);
-    let out = loadtest::run_load(
+    let mut tracing = super::forensics::Tracing::new(&a.forensics, cfg.driver.simulated());
+    let mut out = loadtest::run_load_traced(
         &cfg,
         Some(&spec),
         prior.as_ref(),
         &mut on_cell,
         progress.as_ref(),
+        &mut |cpus, ns| tracing.start(cpus, ns),
     )?;
+    let csv = a.forensics.csv_path(&Global {
+        output: out_path.clone(),
+        ..g.clone()
+    });
+    out.results.forensics = super::forensics::merged(
+        out.results.trial_forensics(),
+        csv.as_deref(),
+        &mut out.warnings,
+    );
     let human = crate::report::table::load_summary(&cfg, &out.results);
     let partial = format!(
         "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",

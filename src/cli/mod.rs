@@ -118,23 +118,19 @@ impl Command {
             Command::Suite(_) | Command::Stressor(_) => return (outputs, inputs),
             Command::Latency(a) => {
                 outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)));
-                outputs.extend(
-                    a.forensics
-                        .forensics_csv
-                        .as_deref()
-                        .map(|p| ("--forensics-csv", p)),
-                );
+                outputs.extend(a.forensics.csv_arg());
             }
             Command::Run(a) => {
                 outputs.extend(a.trace.as_deref().map(|p| ("--trace", p)));
-                outputs.extend(
-                    a.forensics
-                        .forensics_csv
-                        .as_deref()
-                        .map(|p| ("--forensics-csv", p)),
-                );
+                outputs.extend(a.forensics.csv_arg());
             }
-            Command::Sched(a) => outputs.extend(a.trace.as_deref().map(|p| ("--trace", p))),
+            Command::Sched(a) => {
+                outputs.extend(a.trace.as_deref().map(|p| ("--trace", p)));
+                outputs.extend(a.forensics.csv_arg());
+            }
+            Command::Load(a) => outputs.extend(a.forensics.csv_arg()),
+            Command::Latencytest(a) => outputs.extend(a.forensics.csv_arg()),
+            Command::Event(a) => outputs.extend(a.forensics.csv_arg()),
             Command::Report(a) => {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));
                 inputs.extend(a.manifest.as_deref().map(|p| ("--manifest", p)));

@@ -246,10 +246,11 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     );
     let mut r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
     if let Some(rec) = rec {
-        let (windows, ours) = super::forensics::run_windows(&r.results);
-        let csv = a.forensics.csv_path(g);
-        let (f, w) = super::forensics::finish(rec, "xrun", &windows, &ours, csv.as_deref());
-        r.results.forensics = Some(f);
+        let mut w =
+            crate::engine::forensics::explain_run(rec, &mut r.results, &r.config.chain_elements);
+        if let Some(f) = r.results.forensics.as_mut() {
+            super::forensics::write_csv(f, a.forensics.csv_path(g).as_deref(), &mut w);
+        }
         r.warnings.extend(w);
     }
     let human = crate::report::table::run_summary(&r);

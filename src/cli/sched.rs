@@ -119,6 +119,8 @@ pub struct SchedArgs {
     /// row runs one track, so only thread 0's affinity changes. DEADLINE rows are unpinned.
     #[arg(long, value_enum, default_value = "steal")]
     pub pin: crate::engine::Placement,
+    #[command(flatten)]
+    pub forensics: super::forensics::ForensicsArgs,
 }
 
 fn parse_graph(s: &str) -> Result<(u32, f64)> {
@@ -218,7 +220,18 @@ pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
     let cfg = a.to_config()?;
     let started = Started::now(Vec::new());
     let progress = crate::progress::for_terminal(g.quiet, 0);
-    let r = sched::run(&cfg, progress.as_ref())?;
+    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
+    let mut r = sched::run_traced(&cfg, progress.as_ref(), &mut |cpus, ns| {
+        tracing.start(cpus, ns)
+    })?;
+    r.results.forensics = super::forensics::merged(
+        r.results
+            .rows
+            .iter()
+            .filter_map(|x| x.engine.forensics.as_ref()),
+        a.forensics.csv_path(g).as_deref(),
+        &mut r.warnings,
+    );
     let human = crate::report::table::sched_summary(&r.results);
     let body = Body::Sched {
         config: r.config,

@@ -59,6 +59,10 @@ pub struct SuiteArgs {
     /// GitLab, Jenkins and GitHub Actions.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Do not trace: by default the stages that measure run with --forensics when tracefs is
+    /// usable (root, no lockdown), and the suite says in one line why not otherwise.
+    #[arg(long)]
+    pub no_forensics: bool,
 }
 
 pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
@@ -138,6 +142,7 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         exe,
         progress: !g.quiet,
         tuning,
+        forensics: !a.no_forensics,
     };
     let m = suite::run(&cfg)?;
     if let Some(j) = &a.junit {

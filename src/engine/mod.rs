@@ -17,6 +17,7 @@
 
 pub mod collector;
 pub mod cost;
+pub mod forensics;
 pub mod harness;
 mod pool;
 pub mod prior;

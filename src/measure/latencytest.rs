@@ -153,6 +153,9 @@ pub struct Phase {
     pub loop_within_1ms_pct: f64,
     pub stress: Option<StressRecord>,
     pub series: Series,
+    /// `--forensics`: who took the time of its overruns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -165,6 +168,9 @@ pub struct LatencytestResult {
     pub skipped: Vec<SkippedPreset>,
     #[serde(default)]
     pub interrupted: bool,
+    /// `--forensics`: the phases' sections merged (`phases[].forensics` has each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 /// Why X11 graphics stress cannot run here, or the drawing command to run.
@@ -206,6 +212,8 @@ fn which(exe: &str) -> Option<String> {
 
 /// What one phase's loop measured (before summarising).
 struct Raw {
+    /// The loop thread's id, for forensics.
+    tid: i32,
     series: Series,
     cycles: u64,
     underruns: u64,
@@ -270,6 +278,7 @@ fn phase_loop(cfg: &LatencytestConfig, mut series: Series) -> Raw {
         }
     }
     Raw {
+        tid: clock::gettid(),
         series,
         cycles,
         underruns,
@@ -334,10 +343,47 @@ pub fn analyse(
         loop_within_1ms_pct: pct(within(&series.loop_ns, frag, 1_000_000), n),
         stress: None,
         series,
+        forensics: None,
     }
 }
 
-fn run_phase(cfg: &LatencytestConfig, name: &str) -> Result<Phase> {
+/// The overruns of a phase as forensic windows: `[t1, t3]` of each loop longer than the
+/// buffer (the thread is running from t1: the whole loop is "after the wake-up").
+fn overrun_windows(
+    cfg: &LatencytestConfig,
+    tid: i32,
+    start_ns: u64,
+    s: &Series,
+) -> Vec<crate::trace::Window> {
+    let buffer = cfg.buffer_ns();
+    let pinned = match (cfg.cpu, cfg.cpus.as_slice()) {
+        (Some(c), []) => Some(c),
+        (None, [c]) => Some(*c),
+        _ => None,
+    };
+    s.t1_ns
+        .iter()
+        .zip(&s.loop_ns)
+        .enumerate()
+        .filter(|(_, (_, &l))| l > buffer)
+        .map(|(i, (&t1, &l))| crate::trace::Window {
+            id: i as u64,
+            tid,
+            cpu: pinned,
+            t_ideal_ns: start_ns + t1,
+            wake_ns: start_ns + t1,
+            end_ns: start_ns + t1 + l,
+            own_cpu_ns: None,
+        })
+        .collect()
+}
+
+fn run_phase(
+    cfg: &LatencytestConfig,
+    name: &str,
+    rec: Option<crate::trace::Recorder>,
+    warnings: &mut Vec<String>,
+) -> Result<Phase> {
     // Room for twice the nominal cycle count: the loop is paced by the device, and only the
     // few cycles after a restart (the buffer refilling) are shorter than a fragment.
     let cap = (cfg.phase_duration_ns / cfg.fragment_ns().max(1)) as usize * 2 + 1024;
@@ -361,14 +407,22 @@ fn run_phase(cfg: &LatencytestConfig, name: &str) -> Result<Phase> {
         move || phase_loop(&c, series),
     )?;
     let raw = t.join();
-    Ok(analyse(
+    let forensics = rec.map(|rec| {
+        let windows = overrun_windows(cfg, raw.tid, raw.start_ns, &raw.series);
+        let (f, w) = rec.explain("overrun", &windows, &[raw.tid]);
+        warnings.extend(w);
+        f
+    });
+    let mut phase = analyse(
         cfg,
         name,
         raw.series,
         raw.cycles,
         raw.underruns,
         raw.end_ns - raw.start_ns,
-    ))
+    );
+    phase.forensics = forensics;
+    Ok(phase)
 }
 
 /// Run the idle phase and then one phase per class. `stress` supplies every option of the
@@ -380,6 +434,19 @@ pub fn run(
     cfg: &LatencytestConfig,
     stress: &StressSpec,
     progress: &dyn Progress,
+) -> Result<LatencytestResult> {
+    run_traced(cfg, stress, progress, &mut |_, _| None, &mut Vec::new())
+}
+
+/// `run` with `--forensics`: `trace` starts a recording before every phase, and the phase's
+/// overruns are explained after it (`phases[].forensics`); `warnings` gets what the
+/// recordings add (lost events).
+pub fn run_traced(
+    cfg: &LatencytestConfig,
+    stress: &StressSpec,
+    progress: &dyn Progress,
+    trace: crate::engine::forensics::StartTrace,
+    warnings: &mut Vec<String>,
 ) -> Result<LatencytestResult> {
     cfg.validate()?;
     let _mlock = if cfg.mlock {
@@ -396,6 +463,7 @@ pub fn run(
         phases: Vec::new(),
         skipped: Vec::new(),
         interrupted: false,
+        forensics: None,
     };
     let mut plan: Vec<(String, Option<StressSpec>)> = vec![("idle".into(), None)];
     for class in &cfg.classes {
@@ -433,7 +501,13 @@ pub fn run(
             .as_ref()
             .map(|s| StressSession::start(s, Duration::from_nanos(cfg.phase_duration_ns)))
             .transpose()?;
-        let measured = run_phase(cfg, name);
+        let cpus: Vec<usize> = cfg
+            .cpu
+            .into_iter()
+            .chain(cfg.cpus.iter().copied())
+            .collect();
+        let rec = trace(&cpus, cfg.phase_duration_ns);
+        let measured = run_phase(cfg, name, rec, warnings);
         let record = session.map(StressSession::stop);
         let mut phase = measured?;
         phase.stress = record;

@@ -24,6 +24,7 @@ use crate::driver::jack::{JackConfig, JackControl, JackLoad};
 use crate::driver::sim::SimConfig;
 use crate::dsp::{parse_chain, ChainElement, PluginContext};
 use crate::engine::collector::StopCriterion;
+use crate::engine::forensics::StartTrace;
 use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
@@ -406,6 +407,9 @@ pub struct Trial {
     /// Its xruns against the host's steal (real drivers, kernels that count steal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_steal: Option<crate::system::steal::HostSteal>,
+    /// `--forensics`, failed trials only: who took the time of its xruns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 /// The maximum of one cell and what was measured at it.
@@ -469,9 +473,20 @@ pub struct LoadResults {
     pub stress: Option<StressRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<JackGrid>,
+    /// `--forensics`: the failed trials' sections merged (`trials[].forensics` has each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 impl LoadResults {
+    /// The forensics of every failed trial, in grid order.
+    pub fn trial_forensics(&self) -> impl Iterator<Item = &crate::trace::Forensics> {
+        self.cells
+            .iter()
+            .flat_map(|c| c.trials.iter())
+            .filter_map(|t| t.forensics.as_ref())
+    }
+
     pub fn cell(&self, buffer: u32, tracks: u32, plugin: &str) -> Option<&Cell> {
         self.cells
             .iter()
@@ -618,6 +633,20 @@ pub fn run_load(
     on_cell: &mut dyn FnMut(&LoadResults) -> Result<()>,
     progress: &dyn Progress,
 ) -> Result<LoadOutcome> {
+    run_load_traced(cfg, stress, prior, on_cell, progress, &mut |_, _| None)
+}
+
+/// `run_load` with `--forensics`: `trace` starts a recording before every trial; a trial
+/// that fails has its xruns explained (`Trial::forensics`), a passing one's recording is
+/// dropped unread.
+pub fn run_load_traced(
+    cfg: &LoadConfig,
+    stress: Option<&StressSpec>,
+    prior: Option<&LoadResults>,
+    on_cell: &mut dyn FnMut(&LoadResults) -> Result<()>,
+    progress: &dyn Progress,
+    trace: StartTrace,
+) -> Result<LoadOutcome> {
     cfg.validate()?;
     let grid = cells_of(cfg);
     let mut results = LoadResults {
@@ -625,6 +654,7 @@ pub fn run_load(
         cells_total: grid.len() as u32,
         stress: None,
         jack: None,
+        forensics: None,
     };
     // Keep prior cells in grid order; cells outside this grid are dropped.
     let mut todo = Vec::new();
@@ -686,7 +716,7 @@ pub fn run_load(
                 break;
             }
         }
-        match run_cell(cfg, b, t, &p, &mut warnings) {
+        match run_cell(cfg, b, t, &p, &mut warnings, trace) {
             Ok(Some(cell)) => {
                 results.cells.push(cell);
                 // Grid order, whatever order resumed and new cells finished in.
@@ -750,6 +780,7 @@ fn run_cell(
     tracks: u32,
     plugin: &str,
     warnings: &mut Vec<String>,
+    trace: StartTrace,
 ) -> Result<Option<Cell>> {
     let t0 = crate::rt::clock::monotonic_ns();
     let limit = cfg.physical_limit(buffer, tracks, plugin)?;
@@ -760,7 +791,8 @@ fn run_cell(
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
         let rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
         let w0 = crate::rt::clock::monotonic_ns();
-        let r = crate::engine::run(&rc, &Silent)?;
+        let rec = trace(&rc.cpus, dur);
+        let mut r = crate::engine::run(&rc, &Silent)?;
         match r.status {
             Status::Complete => {}
             Status::Interrupted => return Ok(None),
@@ -784,6 +816,18 @@ fn run_cell(
             .filter(|e| e.cycle < cfg.warmup_cycles as u64 && stop.matches(e.cause))
             .count() as u64;
         let passed = cfg.criterion.disqualifying(&r.results.xruns) <= in_warmup;
+        // Only a failed trial is explained: a passing one's recording goes unread.
+        let forensics = match rec {
+            Some(rec) if !passed => {
+                warnings.extend(crate::engine::forensics::explain_run(
+                    rec,
+                    &mut r.results,
+                    &rc.chain_elements,
+                ));
+                r.results.forensics.take()
+            }
+            _ => None,
+        };
         trials.push(Trial {
             instances_per_track: n,
             phase,
@@ -795,6 +839,7 @@ fn run_cell(
             stopped_at_cycle: r.early_stop_cycle,
             wall_ns: crate::rt::clock::monotonic_ns() - w0,
             host_steal: r.results.host_steal.clone(),
+            forensics,
         });
         if passed && (phase == TrialPhase::Validate || best.as_ref().is_none_or(|(m, _)| n >= *m)) {
             best = Some((n, r));

@@ -144,6 +144,9 @@ pub struct SchedResults {
     pub budget_split: String,
     pub rows: Vec<SchedRow>,
     pub trace_file: Option<String>,
+    /// `--forensics`: the rows' sections merged (`rows[].engine.forensics` has each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 #[derive(Debug, Clone)]
@@ -281,6 +284,16 @@ pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. U
 
 /// Run every row in turn. Privilege or admission problems are errors naming the row.
 pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
+    run_traced(cfg, progress, &mut |_, _| None)
+}
+
+/// `run` with `--forensics`: `start_trace` starts a recording before every row, and the row's
+/// xruns are explained after it (`rows[].engine.forensics`).
+pub fn run_traced(
+    cfg: &SchedConfig,
+    progress: &dyn Progress,
+    start_trace: crate::engine::forensics::StartTrace,
+) -> Result<SchedResult> {
     cfg.validate()?;
     let mut trace = match &cfg.trace {
         Some(p) => Some(TraceCsv::create(p, cfg.clients as usize)?),
@@ -297,17 +310,26 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
         progress.set_message(&label);
         let is_dl = matches!(engine_policy, Policy::Deadline { .. });
         let rc = cfg.run_config(engine_policy, is_dl)?;
-        let (row, t) = match run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress) {
-            Ok(x) => x,
-            Err(e) => {
-                // A failed run leaves no half-written trace behind.
-                if let Some(p) = &cfg.trace {
-                    let _ = std::fs::remove_file(p);
+        let rec = start_trace(&rc.cpus, rc.duration_ns);
+        let (mut row, t) =
+            match run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress) {
+                Ok(x) => x,
+                Err(e) => {
+                    // A failed run leaves no half-written trace behind.
+                    if let Some(p) = &cfg.trace {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(in_row(e, &label));
                 }
-                return Err(in_row(e, &label));
-            }
-        };
+            };
         trace = t;
+        if let Some(rec) = rec {
+            warnings.extend(crate::engine::forensics::explain_run(
+                rec,
+                &mut row.engine,
+                &rc.chain_elements,
+            ));
+        }
         if row.status != Status::Complete {
             status = row.status;
         }
@@ -334,6 +356,7 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
             budget_split: BUDGET_SPLIT.into(),
             rows,
             trace_file: cfg.trace.clone(),
+            forensics: None,
         },
         warnings,
     })

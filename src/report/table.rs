@@ -157,6 +157,38 @@ pub fn latency(
     out
 }
 
+/// Which track or chain element took the most time in the recorded overload xruns, by how
+/// often it was the heaviest (from the engine's probes, `xrun_events[].heaviest`).
+pub fn heaviest_line(
+    events: &[crate::engine::collector::XrunEvent],
+    chain: &[crate::dsp::ChainElement],
+) -> Option<String> {
+    let mut counts: Vec<(String, u64, u64)> = Vec::new();
+    for h in events.iter().filter_map(|e| e.heaviest) {
+        let label = h.label(chain);
+        let ns = h.element_ns.unwrap_or(h.track_ns);
+        match counts.iter_mut().find(|c| c.0 == label) {
+            Some(c) => {
+                c.1 += 1;
+                c.2 = c.2.max(ns);
+            }
+            None => counts.push((label, 1, ns)),
+        }
+    }
+    let n: u64 = counts.iter().map(|c| c.1).sum();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let (label, k, worst) = counts.first()?;
+    Some(format!(
+        "overload xruns: the heaviest was {label} in {k} of {n} (worst {}){}\n",
+        crate::units::format_ns(*worst),
+        if counts.len() > 1 {
+            format!(", then {}", counts[1].0)
+        } else {
+            String::new()
+        }
+    ))
+}
+
 /// The human summary of `xrunlab run`.
 pub fn run_summary(r: &crate::engine::RunResult) -> String {
     use crate::units::format_ns;
@@ -223,6 +255,9 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
         s.push_str(&format!("  dropped records {}", x.dropped_records));
     }
     s.push('\n');
+    if let Some(l) = heaviest_line(&x.xrun_events, &c.chain_elements) {
+        s.push_str(&l);
+    }
     if let Some(w) = &x.watchdog {
         s.push_str(&format!(
             "WATCHDOG: a cycle ran {} (bound {}); {} thread(s) demoted\n",
@@ -510,6 +545,63 @@ pub fn load_summary(
         s.push_str(&l);
         s.push('\n');
     }
+    if let Some(f) = &r.forensics {
+        s.push_str("forensics of the failed trials:\n");
+        s.push_str(&forensics_parts(load_trial_parts(r)));
+        s.push_str(&forensics(f));
+    }
+    s
+}
+
+/// Each failed load trial's forensics, labelled by its cell and instance count.
+pub fn load_trial_parts(
+    r: &crate::measure::loadtest::LoadResults,
+) -> Vec<(String, &crate::trace::Forensics)> {
+    r.cells
+        .iter()
+        .flat_map(|c| {
+            c.trials.iter().filter_map(move |t| {
+                let label = format!(
+                    "{} frames, {} track(s), {} × {}",
+                    c.buffer_frames, c.tracks, t.instances_per_track, c.plugin
+                );
+                t.forensics.as_ref().map(|f| (label, f))
+            })
+        })
+        .collect()
+}
+
+/// Most parts [`forensics_parts`] lists; the result has them all.
+const PARTS_SHOWN: usize = 20;
+
+/// One line per traced part of a measurement (a failed load trial, a sched row, a
+/// latencytest phase): its windows and the first row of its culprit table.
+pub fn forensics_parts(parts: Vec<(String, &crate::trace::Forensics)>) -> String {
+    use crate::units::format_ns;
+    let mut s = String::new();
+    for (label, f) in parts.iter().take(PARTS_SHOWN) {
+        s.push_str(&match f.culprits.first() {
+            Some(c) => format!(
+                "  {label}: {} {}(s); top culprit {} (top in {}, took {}, worst {})\n",
+                f.windows_total,
+                f.windows_of,
+                c.culprit.label(),
+                c.explained,
+                format_ns(c.total_ns),
+                format_ns(c.worst_ns)
+            ),
+            None => format!(
+                "  {label}: {} {}(s); nobody took their time\n",
+                f.windows_total, f.windows_of
+            ),
+        });
+    }
+    if parts.len() > PARTS_SHOWN {
+        s.push_str(&format!(
+            "  … and {} more in the result\n",
+            parts.len() - PARTS_SHOWN
+        ));
+    }
     s
 }
 
@@ -614,7 +706,51 @@ pub fn sched_summary(r: &crate::measure::sched::SchedResults) -> String {
             num(miss),
         ]);
     }
-    format!("period P = {} µs\n{t}\n", r.period_ns / 1000)
+    let mut s = format!("period P = {} µs\n{t}\n", r.period_ns / 1000);
+    if let Some(f) = &r.forensics {
+        s.push_str("forensics per row:\n");
+        s.push_str(&forensics_parts(sched_row_parts(r)));
+        s.push_str(&forensics(f));
+    }
+    s
+}
+
+/// Each traced event setting's forensics, labelled by driver, scenario and period.
+pub fn event_run_parts(
+    r: &crate::measure::event::EventResults,
+) -> Vec<(String, &crate::trace::Forensics)> {
+    r.runs
+        .iter()
+        .filter_map(|x| {
+            let label = format!(
+                "{} {} {} frames",
+                x.driver.name(),
+                x.scenario.name(),
+                x.period_frames
+            );
+            x.forensics.as_ref().map(|f| (label, f))
+        })
+        .collect()
+}
+
+/// Each traced latencytest phase's forensics, labelled by the phase.
+pub fn latencytest_phase_parts(
+    r: &crate::measure::latencytest::LatencytestResult,
+) -> Vec<(String, &crate::trace::Forensics)> {
+    r.phases
+        .iter()
+        .filter_map(|p| p.forensics.as_ref().map(|f| (p.name.clone(), f)))
+        .collect()
+}
+
+/// Each traced sched row's forensics, labelled by the row.
+pub fn sched_row_parts(
+    r: &crate::measure::sched::SchedResults,
+) -> Vec<(String, &crate::trace::Forensics)> {
+    r.rows
+        .iter()
+        .filter_map(|x| x.engine.forensics.as_ref().map(|f| (x.label.clone(), f)))
+        .collect()
 }
 
 /// The human summary of `xrunlab stress`.

@@ -454,6 +454,10 @@ fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
         let f = match &d.body {
             Body::Run { results, .. } => results.forensics.as_ref(),
             Body::Latency { results, .. } => results.forensics.as_ref(),
+            Body::Load { results, .. } => results.forensics.as_ref(),
+            Body::Sched { results, .. } => results.forensics.as_ref(),
+            Body::Latencytest { results, .. } => results.forensics.as_ref(),
+            Body::Event { results, .. } => results.forensics.as_ref(),
             _ => None,
         };
         for row in f.into_iter().flat_map(|f| &f.culprits) {

@@ -33,6 +33,9 @@ pub struct SuiteConfig {
     pub progress: bool,
     /// `--tuned`: the tuned stages again with this profile applied, then restored.
     pub tuning: Option<TuneSpec>,
+    /// `--forensics` on the stages that measure, when tracing is usable here (the suite
+    /// says why not otherwise); false: `--no-forensics`.
+    pub forensics: bool,
 }
 
 /// What the planner learnt about this build and machine; asked once per suite.
@@ -437,8 +440,17 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
             .collect(),
         None => Vec::new(),
     };
+    // Asked once: a stage's own line would say the same for each of them.
+    let forensics = if cfg.forensics {
+        Some(crate::trace::probe().map_err(|e| e.to_string()))
+    } else {
+        None
+    };
     let argv_of = |stage: &Stage| {
         let mut argv = stage.argv(cfg.mode, &cfg.driver);
+        if matches!(forensics, Some(Ok(()))) && stages::FORENSICS.contains(&stage.command()) {
+            argv.push("--forensics".into());
+        }
         if let Some(a) = audio
             .as_ref()
             .filter(|_| stages::TUNED.contains(&stage.name))
@@ -455,6 +467,14 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
             let _ = writeln!(std::io::stderr(), "{s}");
         }
     };
+    match &forensics {
+        Some(Ok(())) => say(format!(
+            "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
+            stages::FORENSICS.join(", ")
+        )),
+        Some(Err(why)) => say(format!("forensics: off: {why}")),
+        None => {}
+    }
     for (i, stage) in STAGES.iter().enumerate() {
         let step = Step {
             n: i + 1,

@@ -35,6 +35,9 @@ pub enum CulpritKind {
     Idle,
     /// Time the trace cannot give to anyone (see the module doc).
     Unaccounted,
+    /// The chain element (or track) that took the most time in an overload xrun's cycle,
+    /// named from the engine's own probes; its time comes out of `self`.
+    Element,
 }
 
 #[derive(
@@ -84,6 +87,7 @@ impl Culprit {
             CulpritKind::Softirq => format!("softirq {}", self.name),
             CulpritKind::Idle => "idle".into(),
             CulpritKind::Unaccounted => "unaccounted".into(),
+            CulpritKind::Element => self.name.clone(),
         }
     }
 
@@ -597,9 +601,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
             });
         }
     }
-    let mut top = merge(before.clone(), after.clone());
-    top.retain(|s| s.culprit.is_culprit());
-    top.truncate(3);
+    let top = top_of(&before, &after);
     let wakeup = match waking {
         None => Wakeup {
             verdict: WakeVerdict::NoWakeupTraced,
@@ -649,6 +651,14 @@ fn merge(mut a: Vec<Share>, b: Vec<Share>) -> Vec<Share> {
     a
 }
 
+/// The largest culprits of both parts of a window together (at most 3).
+pub fn top_of(before: &[Share], after: &[Share]) -> Vec<Share> {
+    let mut top = merge(before.to_vec(), after.to_vec());
+    top.retain(|s| s.culprit.is_culprit());
+    top.truncate(3);
+    top
+}
+
 /// Explain every window; `ours` are all our thread ids.
 pub fn attribute(trace: &Trace, windows: &[Window], ours: &[i32]) -> Vec<WindowReport> {
     let mut tids: Vec<i32> = windows.iter().map(|w| w.tid).collect();
@@ -688,13 +698,18 @@ pub fn culprit_table(reports: &[WindowReport]) -> Vec<CulpritRow> {
         }
     }
     let mut v: Vec<CulpritRow> = rows.into_values().collect();
+    sort_culprit_rows(&mut v);
+    v
+}
+
+/// The culprit table's order: most windows explained, then most time taken.
+pub fn sort_culprit_rows(v: &mut [CulpritRow]) {
     v.sort_by(|a, b| {
         b.explained
             .cmp(&a.explained)
             .then(b.total_ns.cmp(&a.total_ns))
             .then_with(|| a.culprit.cmp(&b.culprit))
     });
-    v
 }
 
 #[cfg(test)]

@@ -184,6 +184,95 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Stop and explain `windows` (`what`: "xrun", "spike", "overrun"): the section and the
+    /// warnings it adds (lost events, an instance left behind).
+    pub fn explain(self, what: &str, windows: &[Window], ours: &[i32]) -> (Forensics, Vec<String>) {
+        let recording = self.finish();
+        let f = recording.explain(what, windows, ours);
+        let w = recording.warnings(&f);
+        (f, w)
+    }
+}
+
+/// The warning a section with lost events carries.
+pub fn lost_warning(f: &Forensics) -> Option<String> {
+    (f.lost_events > 0).then(|| {
+        format!(
+            "forensics: {} trace events were lost (ring buffer overrun); windows touching them are marked and their figures are lower bounds",
+            f.lost_events
+        )
+    })
+}
+
+/// Whether a recording could start here, leaving tracefs as found (mounted only for the
+/// look when it was not): the suite asks once before turning `--forensics` on for its
+/// stages.
+pub fn probe() -> Result<(), Unusable> {
+    let fs = tracefs::discover()?;
+    if fs.mounted_by_us {
+        if let Ok(t) = std::ffi::CString::new(fs.root.as_os_str().as_encoded_bytes()) {
+            // SAFETY: t is a valid NUL-terminated path.
+            unsafe { libc::umount2(t.as_ptr(), 0) };
+        }
+    }
+    Ok(())
+}
+
+impl Forensics {
+    /// One section for a measurement made of several traced parts (load trials, sched rows,
+    /// latencytest phases): events, losses and windows summed, the culprit tables merged
+    /// row by row (exact even where a part kept only its first windows). Window ids stay
+    /// those of their part. None without parts.
+    pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Forensics>) -> Option<Forensics> {
+        let mut it = parts.into_iter();
+        let mut m = it.next()?.clone();
+        m.csv_file = None;
+        for p in it {
+            for &c in &p.cpus {
+                if !m.cpus.contains(&c) {
+                    m.cpus.push(c);
+                }
+            }
+            m.events += p.events;
+            m.lost_events += p.lost_events;
+            for l in &p.lost_per_cpu {
+                match m.lost_per_cpu.iter_mut().find(|x| x.cpu == l.cpu) {
+                    Some(x) => x.events += l.events,
+                    None => m.lost_per_cpu.push(*l),
+                }
+            }
+            for e in &p.missing_events {
+                if !m.missing_events.contains(e) {
+                    m.missing_events.push(e.clone());
+                }
+            }
+            m.windows_total += p.windows_total;
+            let room = MAX_WINDOWS.saturating_sub(m.windows.len());
+            m.windows.extend(p.windows.iter().take(room).cloned());
+            for r in &p.culprits {
+                match m
+                    .culprits
+                    .iter_mut()
+                    .find(|x| x.culprit == r.culprit && x.cpu == r.cpu)
+                {
+                    Some(x) => {
+                        x.explained += r.explained;
+                        x.present += r.present;
+                        x.total_ns = x.total_ns.saturating_add(r.total_ns);
+                        x.worst_ns = x.worst_ns.max(r.worst_ns);
+                    }
+                    None => m.culprits.push(r.clone()),
+                }
+            }
+        }
+        m.cpus.sort_unstable();
+        m.lost_per_cpu.sort_by_key(|c| c.cpu);
+        attribute::sort_culprit_rows(&mut m.culprits);
+        Some(m)
+    }
+}
+
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.stop_reader();
@@ -241,13 +330,7 @@ impl Recording {
 
     /// Warnings a result must carry: lost events, an instance left behind.
     pub fn warnings(&self, f: &Forensics) -> Vec<String> {
-        let mut w = Vec::new();
-        if f.lost_events > 0 {
-            w.push(format!(
-                "forensics: {} trace events were lost (ring buffer overrun); windows touching them are marked and their figures are lower bounds",
-                f.lost_events
-            ));
-        }
+        let mut w: Vec<String> = lost_warning(f).into_iter().collect();
         if let Some(e) = &self.removal_error {
             w.push(format!("forensics: {e}"));
         }

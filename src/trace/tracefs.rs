@@ -81,16 +81,17 @@ pub fn discover() -> Result<Tracefs, Unusable> {
             .filter(|p| p.join("instances").is_dir())
     });
     if let Some(root) = found {
+        // First: tracefs is mode 0700, so to anyone else its instances look missing.
+        if !root_user && access_w(&root.join("instances")).is_err() {
+            return Err(Unusable(
+                "tracing needs root (run with sudo, or grant write access to tracefs)".into(),
+            ));
+        }
         if !root.join("instances").is_dir() {
             return Err(Unusable(format!(
                 "{} has no instances directory (kernel too old for private trace instances)",
                 root.display()
             )));
-        }
-        if !root_user && access_w(&root.join("instances")).is_err() {
-            return Err(Unusable(
-                "tracing needs root (run with sudo, or grant write access to tracefs)".into(),
-            ));
         }
         return Ok(Tracefs {
             root,

@@ -451,6 +451,14 @@ pub struct EventRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alsa: Option<crate::driver::alsa::AlsaReport>,
     pub warnings: Vec<String>,
+    /// `--forensics`: who took the time of the xruns of this setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
+    /// In-process only, for `--forensics`: the real-time threads and the xruns' windows.
+    #[serde(skip)]
+    pub tids: Vec<i32>,
+    #[serde(skip)]
+    pub xrun_windows: Vec<crate::trace::Window>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -458,6 +466,9 @@ pub struct EventResults {
     pub runs: Vec<EventRun>,
     /// Grid settings a backend refused (e.g. a buffer size the JACK server rejects).
     pub skipped: Vec<String>,
+    /// `--forensics`: the settings' sections merged (`runs[].forensics` has each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 /// The outcome of `run`.

@@ -43,6 +43,16 @@ pub(super) struct Onset {
     pub(super) write_delay: Option<(i64, u64)>,
 }
 
+/// One cycle that missed its deadline, CLOCK_MONOTONIC ns: the window `--forensics` explains.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct XrunAt {
+    pub(super) cycle: u64,
+    pub(super) t_ideal_ns: u64,
+    pub(super) wake_ns: u64,
+    pub(super) end_ns: u64,
+    pub(super) crit_cpu_ns: u64,
+}
+
 /// Reads (cycle, delay frames, time read) of the latest period a push driver wrote. Called
 /// on the driver thread; must not allocate or block.
 pub type DelayProbe = Box<dyn Fn() -> Option<(u64, i64, u64)> + Send>;
@@ -79,6 +89,9 @@ pub(super) struct EventHandler {
     /// Push drivers: the onset waits here until the delay of its write is known.
     pub(super) delay_probe: Option<DelayProbe>,
     held: Option<Onset>,
+    /// The run's xruns, the first `crate::trace::MAX_WINDOWS` (capacity reserved up front:
+    /// no allocation on the device thread).
+    pub(super) xruns: Vec<XrunAt>,
 }
 
 impl EventHandler {
@@ -180,6 +193,15 @@ impl CycleHandler for EventHandler {
         self.sh.cycles.fetch_add(1, Ordering::Relaxed);
         if rec.xrun {
             self.sh.xruns.fetch_add(1, Ordering::Relaxed);
+            if self.xruns.len() < self.xruns.capacity() {
+                self.xruns.push(XrunAt {
+                    cycle: rec.cycle,
+                    t_ideal_ns: rec.t_ideal_ns,
+                    wake_ns: rec.wake_ns,
+                    end_ns: rec.end_ns,
+                    crit_cpu_ns: rec.crit_cpu_ns,
+                });
+            }
         }
         rec
     }
@@ -271,6 +293,7 @@ pub(super) fn build_handler(
             tone_cycles: tone_cycles(period_ns),
             delay_probe: None,
             held: None,
+            xruns: Vec::with_capacity(crate::trace::MAX_WINDOWS),
         },
         rx,
         sh,

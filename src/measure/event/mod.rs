@@ -101,12 +101,15 @@ fn run_setting(
     s: &Setting,
     gpio: Option<&GpioLine>,
     progress: &dyn Progress,
+    trace: crate::engine::forensics::StartTrace,
 ) -> Result<EventRun> {
     let bg = if s.scenario == Scenario::MonoBg {
         Some(start_background()?)
     } else {
         None
     };
+    // The trials' length is not known ahead: the smallest buffer, drained as it runs.
+    let rec = trace(&cfg.cpus, 0);
     let outcome = match s.driver {
         DriverKind::Virtual => virtual_dev::run(cfg, s, gpio, progress),
         DriverKind::Jack => jack::run(cfg, s, gpio, progress),
@@ -123,6 +126,11 @@ fn run_setting(
     });
     let mut run = outcome?;
     run.background = background;
+    if let Some(rec) = rec {
+        let (f, w) = rec.explain("xrun", &run.xrun_windows, &run.tids);
+        run.forensics = Some(f);
+        run.warnings.extend(w);
+    }
     Ok(run)
 }
 
@@ -173,6 +181,16 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
 /// the JACK server rejects) is listed in `skipped`; an interrupt ends the run with what was
 /// measured so far.
 pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult> {
+    run_traced(cfg, progress, &mut |_, _| None)
+}
+
+/// `run` with `--forensics`: `trace` starts a recording before every setting, and its xruns
+/// are explained after it (`runs[].forensics`).
+pub fn run_traced(
+    cfg: &EventConfig,
+    progress: &dyn Progress,
+    trace: crate::engine::forensics::StartTrace,
+) -> Result<EventRunResult> {
     cfg.validate()?;
     // A missing GPIO chip is known before anything starts.
     let gpio = cfg.gpio.as_ref().map(GpioLine::open).transpose()?;
@@ -184,7 +202,7 @@ pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult>
     for s in &list {
         progress.set_message(&s.label());
         progress.set_position(0);
-        match run_setting(cfg, s, gpio.as_ref(), progress) {
+        match run_setting(cfg, s, gpio.as_ref(), progress, trace) {
             Ok(r) => {
                 let st = r.status;
                 runs.push(r);
@@ -224,7 +242,11 @@ pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult>
     Ok(EventRunResult {
         status,
         config: cfg.clone(),
-        results: EventResults { runs, skipped },
+        results: EventResults {
+            runs,
+            skipped,
+            forensics: None,
+        },
         warnings,
     })
 }

@@ -176,6 +176,9 @@ pub(super) struct DeviceRun<O> {
     /// The device's warnings (opening, its report), the trials' and the watchdog's.
     pub(super) warnings: Vec<String>,
     pub(super) status: Status,
+    /// The real-time threads (the device's first) and the xruns as forensic windows.
+    pub(super) tids: Vec<i32>,
+    pub(super) xrun_windows: Vec<crate::trace::Window>,
 }
 
 impl<O> DeviceRun<O> {
@@ -220,6 +223,9 @@ impl<O> DeviceRun<O> {
             jack: None,
             alsa: None,
             warnings,
+            forensics: None,
+            tids: self.tids.clone(),
+            xrun_windows: self.xrun_windows.clone(),
         }
     }
 }
@@ -285,10 +291,34 @@ pub(super) fn run_trials<D: Device, O: RtSink>(
     let mut warnings = out.warnings;
     warnings.extend(times.warnings.iter().cloned());
     warnings.extend(watchdog_warning(out.watchdog.as_ref()));
-    let (stats, report, sink) = match out.driver {
-        Some(d) => (d.stats, d.report, d.parts.map(|p| p.sink)),
-        None => (DriverStats::default(), DriverReport::None, None),
+    let (stats, report, sink, xruns) = match out.driver {
+        Some(d) => {
+            let (sink, xruns) = match d.parts {
+                Some(p) => (Some(p.sink), p.handler.xruns),
+                None => (None, Vec::new()),
+            };
+            (d.stats, d.report, sink, xruns)
+        }
+        None => (DriverStats::default(), DriverReport::None, None, Vec::new()),
     };
+    // The engine runs one track on the device's thread: that thread is every cycle's.
+    let tid = out.tids.first().copied().unwrap_or(0);
+    let xrun_windows = xruns
+        .iter()
+        .filter(|_| tid > 0)
+        .map(|x| crate::trace::Window {
+            id: x.cycle,
+            tid,
+            cpu: match cfg.cpus.as_slice() {
+                [c] => Some(*c),
+                _ => None,
+            },
+            t_ideal_ns: x.t_ideal_ns,
+            wake_ns: x.wake_ns,
+            end_ns: x.end_ns,
+            own_cpu_ns: Some(x.crit_cpu_ns),
+        })
+        .collect();
     Ok(DeviceRun {
         times,
         stats,
@@ -296,6 +326,8 @@ pub(super) fn run_trials<D: Device, O: RtSink>(
         sink,
         warnings,
         status,
+        tids: out.tids.clone(),
+        xrun_windows,
     })
 }
 

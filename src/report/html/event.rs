@@ -79,6 +79,10 @@ pub fn section(cfg: &EventConfig, r: &EventResults) -> Markup {
         @if !r.skipped.is_empty() {
             p { "Not measured: " (r.skipped.join("; ")) }
         }
+        @if let Some(f) = &r.forensics {
+            (super::forensics::parts("setting", &crate::report::table::event_run_parts(r)))
+            (super::forensics::section(f))
+        }
         @if !vs_model.is_empty() {
             (figure(line_chart(&Axes { title: "Mean latency: measured vs model", x_label: "model mean (ms)",
                     y_label: "measured mean (ms)", points_only: true, ..Default::default() }, &vs_model),

@@ -20,6 +20,25 @@ fn worst(f: &Forensics) -> Option<&WindowReport> {
         .max_by_key(|w| w.end_ns.max(w.wake_ns).saturating_sub(w.t_ideal_ns))
 }
 
+/// The traced parts of a measurement (failed load trials, sched rows, latencytest phases),
+/// each with its top culprit; `section` of the merged table follows it.
+pub fn parts(what: &str, parts: &[(String, &Forensics)]) -> Markup {
+    html! {
+        @if !parts.is_empty() {
+            table.culprits {
+                tr { th { (what) } th { "explained" } th { "top culprit" } th { "top in" } th { "time taken" } th { "worst single" } }
+                @for (label, f) in parts {
+                    tr { td { (label) } (n(format!("{} {}(s)", f.windows_total, f.windows_of)))
+                         @match f.culprits.first() {
+                             Some(c) => { td { (c.culprit.label()) } (n(c.explained)) (n(format_ns(c.total_ns))) (n(format_ns(c.worst_ns))) }
+                             None => { td { "—" } (n("")) (n("")) (n("")) }
+                         } }
+                }
+            }
+        }
+    }
+}
+
 pub fn section(f: &Forensics) -> Markup {
     html! {
         h4 { "Forensics: who took the time" }

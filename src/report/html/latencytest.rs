@@ -84,6 +84,10 @@ pub fn section(cfg: &LatencytestConfig, r: &LatencytestResult) -> Markup {
         @if !r.skipped.is_empty() {
             ul.warnings { @for s in &r.skipped { li { "phase " (s.preset) " skipped: " (s.reason) } } }
         }
+        @if let Some(f) = &r.forensics {
+            (super::forensics::parts("phase", &crate::report::table::latencytest_phase_parts(r)))
+            (super::forensics::section(f))
+        }
         @for p in &r.phases {
             h4 { "Phase " (p.name) }
             @if let Some(st) = &p.stress { p { (crate::report::table::stress_line(st)) } }

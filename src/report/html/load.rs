@@ -85,5 +85,9 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
         p { "limit/track: instances that fit one period by the cost of an instance with nothing else running (its source in brackets; "
             "bench: measured with K distinct instances in series, K = the instances a thread runs at the limit of one instance, then at the limit found at that K); "
             "+ : the search stopped at --max-instances without a failure." }
+        @if let Some(f) = &r.forensics {
+            (super::forensics::parts("failed trial", &crate::report::table::load_trial_parts(r)))
+            (super::forensics::section(f))
+        }
     }
 }

@@ -136,6 +136,10 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
                      } }
             }
         }
+        @if let Some(f) = &r.forensics {
+            (super::forensics::parts("row", &crate::report::table::sched_row_parts(r)))
+            (super::forensics::section(f))
+        }
         @for row in r.rows.iter().filter(|r| r.q_first_error.is_some()) {
             p.warn { (row.label) ": sched_setattr failed " (row.q_errors) " time(s), first: " (row.q_first_error.as_deref().unwrap_or("")) }
         }
