@@ -5,18 +5,24 @@
 //! - [`tracefs`]: finding/mounting tracefs, the instance guard and its removal on every exit
 //!   path;
 //! - [`parse`]: trace_pipe's text into compact events;
-//! - [`attribute`]: pure attribution of windows to culprits, and the culprit table.
+//! - [`attribute`]: pure attribution of windows to culprits, and the culprit table;
+//! - [`clients`]: which tasks are other clients (or the server) of the audio session.
 //!
 //! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
 //! it; the reader is a normal-priority thread that drains `trace_pipe` (or the per-CPU binary
 //! pipes) into memory.
 
 pub mod attribute;
+pub mod clients;
 pub mod parse;
 pub mod raw;
 pub mod tracefs;
 
-pub use attribute::{Culprit, CulpritKind, CulpritRow, Share, WakeVerdict, Window, WindowReport};
+pub use attribute::{
+    Culprit, CulpritKind, CulpritRow, Share, Span, WakeVerdict, Window, WindowReport,
+    WindowTimeline,
+};
+pub use clients::{AudioClient, AudioRole};
 pub use parse::Trace;
 pub use tracefs::Unusable;
 
@@ -59,6 +65,10 @@ pub struct Forensics {
     /// The CSV of attributed windows, when written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csv_file: Option<String>,
+    /// The worst window (longest from t_ideal to its end) interval by interval, for the
+    /// report's timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst: Option<WindowTimeline>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -205,7 +215,14 @@ impl Recording {
     pub fn explain(&self, what: &str, windows: &[Window], ours: &[i32]) -> Forensics {
         let mut ours = ours.to_vec();
         ours.push(self.reader_tid);
-        let reports = attribute::attribute(&self.trace, windows, &ours);
+        let (mut reports, mut worst) = attribute::attribute_all(&self.trace, windows, &ours);
+        // Other audio clients are looked up while they still run: now, not at report time.
+        let clients = clients::identify(
+            &crate::system::Root::default(),
+            &attribute::task_pids(&reports, worst.as_ref()),
+            std::process::id() as i32,
+        );
+        attribute::mark_clients(&mut reports, worst.as_mut(), &clients);
         let culprits = attribute::culprit_table(&reports);
         let mut lost_per_cpu: Vec<CpuLost> = self
             .trace
@@ -233,6 +250,7 @@ impl Recording {
             windows: kept,
             culprits,
             csv_file: None,
+            worst,
         }
     }
 
