@@ -748,3 +748,201 @@ fn without_tracefs_the_run_says_why_and_measures() {
     assert!(doc["results"].get("forensics").is_none());
     assert!(common::u(&doc["results"]["cycles"]) > 0);
 }
+
+/// Every culprit object in a forensics section: shares, top culprits, `behind`, the
+/// culprit table, the worst window's intervals.
+fn culprits_in(f: &Value) -> Vec<&Value> {
+    let mut v = Vec::new();
+    for w in f["windows"].as_array().into_iter().flatten() {
+        for part in ["before_wake", "after_wake", "top"] {
+            v.extend(
+                w[part]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| &s["culprit"]),
+            );
+        }
+        if w["wakeup"]["behind"].is_object() {
+            v.push(&w["wakeup"]["behind"]);
+        }
+    }
+    for r in f["culprits"].as_array().into_iter().flatten() {
+        v.push(&r["culprit"]);
+    }
+    for s in f["worst"]["spans"].as_array().into_iter().flatten() {
+        v.push(&s["culprit"]);
+    }
+    v
+}
+
+/// `cmd` with its every thread (libjack's too) bound to `cpu`.
+fn on_cpu(cmd: &mut std::process::Command, cpu: usize) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sched_setaffinity on the child between fork and exec, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A child killed and reaped however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every thread of `pid` at SCHED_FIFO `prio`: the busy client's process thread then
+/// preempts ours whenever it runs, whatever order the server wakes the two clients in (its
+/// other threads sleep and cost nothing). Returns how many threads were set.
+fn raise_all_threads(pid: u32, prio: i32) -> usize {
+    let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let sp = libc::sched_param {
+        sched_priority: prio,
+    };
+    tids.iter()
+        // SAFETY: plain syscall on a thread id with a valid sched_param.
+        .filter(|&&t| unsafe { libc::sched_setscheduler(t, libc::SCHED_FIFO, &sp) } == 0)
+        .count()
+}
+
+/// Issue 17 item 5: a busy client of the same audio server, on our CPU, is named as a client
+/// of that server (its process and pid) wherever it took our time. The busy client is a
+/// second xrunlab burning 90 % of each period at FIFO 90; ours burns 20 %, so every cycle of
+/// ours waits behind it and ends late.
+fn a_busy_client_is_named(server: &dyn common::servers::AudioServer, role: &str, word: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut busy = server.command(&common::bin());
+    busy.args([
+        "run",
+        "--driver",
+        "jack",
+        "--chain",
+        "burn(90%)",
+        "--duration",
+        "60s",
+        "--quiet",
+        "-o",
+    ])
+    .arg(dir.path().join("busy.json"))
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let busy = Reaped(on_cpu(&mut busy, 1).spawn().unwrap());
+    let busy_pid = busy.0.id();
+    // Its client active (its process thread started) before ours starts.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(raise_all_threads(busy_pid, 90) > 0, "{}", server.log());
+    let out = dir.path().join("ours.json");
+    let mut ours = server.command(&common::bin());
+    ours.args([
+        "run",
+        "--driver",
+        "jack",
+        "--forensics",
+        "--chain",
+        "burn(20%)",
+        "--duration",
+        "10s",
+        "-o",
+    ])
+    .arg(&out);
+    let o = on_cpu(&mut ours, 1).output().unwrap();
+    let busy_tids: Vec<i64> = std::fs::read_dir(format!("/proc/{busy_pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    drop(busy);
+    assert!(
+        !busy_tids.is_empty(),
+        "the busy client had exited before the end\n{}",
+        server.log()
+    );
+    let doc = common::read_json(&out);
+    let f = &doc["results"]["forensics"];
+    assert!(
+        f.is_object(),
+        "no forensics section\n{}\n{}",
+        common::show(&o),
+        server.log()
+    );
+    let all = culprits_in(f);
+    let is_busy = |c: &Value| busy_tids.contains(&c["pid"].as_i64().unwrap_or(-1));
+    let theirs: Vec<&&Value> = all
+        .iter()
+        .filter(|c| c["kind"] == "task" && is_busy(c))
+        .collect();
+    let top = f["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| is_busy(&w["top"][0]["culprit"]))
+        .count();
+    let servers = all
+        .iter()
+        .filter(|c| {
+            c["client"]["role"]
+                .as_str()
+                .is_some_and(|r| r.ends_with("-server"))
+        })
+        .count();
+    eprintln!(
+        "xruns {}, kept {}, top culprit the busy client {top}, its shares {}, the server's {servers}",
+        f["windows_total"],
+        f["windows"].as_array().map_or(0, Vec::len),
+        theirs.len()
+    );
+    assert!(
+        top > 0,
+        "the busy client was top culprit of no xrun: {}",
+        serde_json::to_string_pretty(&f["culprits"]).unwrap()
+    );
+    for c in theirs {
+        assert_eq!(c["client"]["role"], role, "{c}");
+        assert_eq!(c["client"]["pid"].as_i64(), Some(busy_pid as i64), "{c}");
+        assert_eq!(c["client"]["process"], "xrunlab", "{c}");
+    }
+    // The terminal summary names it so too.
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("{word} xrunlab[{busy_pid}]")),
+        "{text}"
+    );
+    assert!(our_instances().is_empty(), "left: {:?}", our_instances());
+}
+
+#[test]
+fn a_busy_jack_client_is_named_as_a_jack_client() {
+    let Some(_g) = setup() else { return };
+    let Some(server) = common::servers::require_jackd(48000, 256) else {
+        return;
+    };
+    a_busy_client_is_named(&server, "jack-client", "JACK client");
+}
+
+#[test]
+fn a_busy_pipewire_client_is_named_as_a_pipewire_client() {
+    let Some(_g) = setup() else { return };
+    let Some(server) = common::servers::require_pipewire(48000, 256) else {
+        return;
+    };
+    a_busy_client_is_named(&server, "pipewire-client", "PipeWire client");
+}

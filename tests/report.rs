@@ -818,3 +818,51 @@ fn results_round_trip_through_the_writer() {
         );
     }
 }
+
+/// Issue 17: the forensics of each result side by side — windows explained, lost events and
+/// the top culprits with their windows and time — and "-" for a result traced by nobody.
+#[test]
+fn compare_shows_the_forensics_of_each_result_side_by_side() {
+    let traced =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forensics/run-paper.json");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("cmp.html");
+    let out = xrunlab()
+        .arg("compare")
+        .arg(fixture("run"))
+        .arg(&traced)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Forensics: who took the time"), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{text}"))
+            .to_string()
+    };
+    let windows = row("windows explained");
+    assert!(
+        windows.contains("29 xrun(s)") && windows.contains(" - "),
+        "{windows}"
+    );
+    assert!(row("trace events / lost").contains("4104534 / 6983971"));
+    // The fixture keeps 3 of its 29 windows in full: the verdicts say over which.
+    assert!(row("wake-ups late").contains("1 / 1 / 1 of 3 kept"));
+    assert!(row("culprit #1").contains("unaccounted"), "{text}");
+    let first = row("#1 top in");
+    assert!(first.contains("18 of 29 · 47.05 ms · 4799.7 µs"), "{first}");
+    assert!(row("culprit #2").contains("softirq RCU"));
+    assert!(row("#2 top in").contains("5 of 29"));
+    assert!(text.contains("culprit #5") && !text.contains("culprit #6"));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Forensics: who took the time"));
+    assert!(page.contains("softirq RCU"));
+}

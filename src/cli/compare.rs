@@ -18,7 +18,8 @@ Examples:
 Columns are named hostname + kernel + stress unless --label says otherwise. Directories give
 one table of verdicts (the smallest buffer size meeting 1 glitch/h, each size's outcome, the top
 cause and fix; `xrunlab verdict` with its defaults) and then every stage all of them ran,
-compared as its kind is.")]
+compared as its kind is. Results recorded with --forensics add a table of who took the time:
+windows explained, lost trace events and each result's top culprits.")]
 pub struct CompareArgs {
     /// Two or more result files of the same kind, or two or more suite directories.
     #[arg(required = true, num_args = 2.., value_name = "RESULT.json|DIR")]

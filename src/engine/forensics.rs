@@ -91,6 +91,7 @@ pub fn name_elements(f: &mut Forensics, events: &[XrunEvent], chain: &[ChainElem
                 pid: None,
                 irq: None,
                 prio: None,
+                client: None,
             },
             ns: take,
         });
@@ -120,6 +121,7 @@ mod tests {
                 pid: Some(7),
                 irq: None,
                 prio: None,
+                client: None,
             },
             ns,
         }
@@ -196,6 +198,7 @@ mod tests {
             ],
             culprits: Vec::new(),
             csv_file: None,
+            worst: None,
         };
         let events = [
             event(5, Cause::Overload, Some(h)),

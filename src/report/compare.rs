@@ -93,7 +93,7 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
             .map(|(m, v)| std::iter::once(m).chain(v).collect())
             .collect(),
     };
-    Ok(match docs[0] {
+    let mut out = match docs[0] {
         Body::Latency { .. } => {
             // Huang et al. Table 2: one row per system (and condition), min / avg / max.
             let mut rows = Vec::new();
@@ -270,6 +270,89 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         | Body::Verdict { .. } => {
             vec![generic(inputs, labels)]
         }
+    };
+    out.extend(forensics(&docs, &header));
+    Ok(out)
+}
+
+/// Top culprits shown side by side.
+const CULPRITS_COMPARED: usize = 5;
+
+/// The `--forensics` of each result side by side: windows explained, events lost, wake-up
+/// verdicts and the top culprits with the windows they explained and the time they took.
+fn forensics(docs: &[&Body], header: &[String]) -> Option<Table> {
+    use crate::trace::{Forensics, WakeVerdict};
+    let fs: Vec<Option<&Forensics>> = docs.iter().map(|b| b.forensics()).collect();
+    if fs.iter().all(Option::is_none) {
+        return None;
+    }
+    let cells = |f: &dyn Fn(&Forensics) -> String| -> Vec<String> {
+        fs.iter().map(|x| x.map_or("-".into(), f)).collect()
+    };
+    let count =
+        |f: &Forensics, v: WakeVerdict| f.windows.iter().filter(|w| w.wakeup.verdict == v).count();
+    let mut m: Vec<(String, Vec<String>)> = vec![
+        (
+            "windows explained".into(),
+            cells(&|f| format!("{} {}(s)", f.windows_total, f.windows_of)),
+        ),
+        (
+            "trace events / lost".into(),
+            cells(&|f| format!("{} / {}", f.events, f.lost_events)),
+        ),
+        (
+            "wake-ups late / not scheduled / not traced".into(),
+            cells(&|f| {
+                // The verdicts are counted over the windows the result keeps in full.
+                let kept = f.windows.len() as u64;
+                format!(
+                    "{} / {} / {}{}",
+                    count(f, WakeVerdict::WakeupLate),
+                    count(f, WakeVerdict::NotScheduled),
+                    count(f, WakeVerdict::NoWakeupTraced),
+                    if kept < f.windows_total {
+                        format!(" of {kept} kept")
+                    } else {
+                        String::new()
+                    }
+                )
+            }),
+        ),
+    ];
+    let most = fs
+        .iter()
+        .flatten()
+        .map(|f| f.culprits.len())
+        .max()
+        .unwrap_or(0)
+        .min(CULPRITS_COMPARED);
+    for k in 0..most {
+        m.push((
+            format!("culprit #{}", k + 1),
+            cells(&|f| f.culprits.get(k).map_or("-".into(), |r| r.culprit.label())),
+        ));
+        m.push((
+            format!("  #{} top in · time taken · worst", k + 1),
+            cells(&|f| {
+                f.culprits.get(k).map_or("-".into(), |r| {
+                    format!(
+                        "{} of {} · {} · {}",
+                        r.explained,
+                        f.windows_total,
+                        format_ns(r.total_ns),
+                        format_ns(r.worst_ns)
+                    )
+                })
+            }),
+        ));
+    }
+    Some(Table {
+        title: "Forensics: who took the time (--forensics)".into(),
+        header: header.to_vec(),
+        rows: m
+            .into_iter()
+            .map(|(name, v)| std::iter::once(name).chain(v).collect())
+            .collect(),
     })
 }
 

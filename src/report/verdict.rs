@@ -451,16 +451,7 @@ fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
     let mut out: Vec<CulpritLine> = Vec::new();
     for i in inputs {
         let Loaded::Doc(d) = &i.item else { continue };
-        let f = match &d.body {
-            Body::Run { results, .. } => results.forensics.as_ref(),
-            Body::Latency { results, .. } => results.forensics.as_ref(),
-            Body::Load { results, .. } => results.forensics.as_ref(),
-            Body::Sched { results, .. } => results.forensics.as_ref(),
-            Body::Latencytest { results, .. } => results.forensics.as_ref(),
-            Body::Event { results, .. } => results.forensics.as_ref(),
-            _ => None,
-        };
-        for row in f.into_iter().flat_map(|f| &f.culprits) {
+        for row in d.body.forensics().into_iter().flat_map(|f| &f.culprits) {
             if !row.culprit.is_culprit() {
                 continue;
             }

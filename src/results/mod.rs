@@ -129,6 +129,19 @@ impl Body {
             Body::Verdict { .. } => "verdict",
         }
     }
+
+    /// The `--forensics` section of a result that has one.
+    pub fn forensics(&self) -> Option<&crate::trace::Forensics> {
+        match self {
+            Body::Run { results, .. } => results.forensics.as_ref(),
+            Body::Latency { results, .. } => results.forensics.as_ref(),
+            Body::Load { results, .. } => results.forensics.as_ref(),
+            Body::Sched { results, .. } => results.forensics.as_ref(),
+            Body::Latencytest { results, .. } => results.forensics.as_ref(),
+            Body::Event { results, .. } => results.forensics.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// One result document.

@@ -11,6 +11,7 @@
 //! section or a held vCPU, which the trace cannot tell apart); our thread "running" by the
 //! trace beyond the CPU time it measured itself (steal).
 
+use super::clients::AudioClient;
 use super::parse::{Event, Kind, Trace, SOFTIRQ_NAMES};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,9 @@ pub struct Culprit {
     /// `deadline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prio: Option<String>,
+    /// A task of another audio client (or the server) of the session: its process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<AudioClient>,
 }
 
 impl Culprit {
@@ -65,14 +69,20 @@ impl Culprit {
             pid: None,
             irq: None,
             prio: None,
+            client: None,
         }
     }
 
-    /// One short label for tables: `xrl-burst[1234] rt:90`, `irq 24 virtio0`, `softirq NET_RX`.
+    /// One short label for tables: `xrl-burst[1234] rt:90`, `irq 24 virtio0`, `softirq NET_RX`,
+    /// `JACK client jalv[1234]: jalv[1236] rt:80`.
     pub fn label(&self) -> String {
         match self.kind {
             CulpritKind::Task | CulpritKind::Ours | CulpritKind::SelfThread => format!(
-                "{}[{}]{}",
+                "{}{}[{}]{}",
+                self.client
+                    .as_ref()
+                    .map(|c| format!("{} {}[{}]: ", c.role.word(), c.process, c.pid))
+                    .unwrap_or_default(),
                 self.name,
                 self.pid.unwrap_or(0),
                 self.prio
@@ -264,40 +274,47 @@ impl Timeline {
         }
     }
 
-    /// Time per owner on `cpu` in [a, b), and whether lost events touch it.
-    fn split(&self, cpu: u16, a: u64, b: u64) -> (Vec<(Owner, u64)>, bool) {
-        let mut out: Vec<(Owner, u64)> = Vec::new();
-        let mut lost = false;
+    /// What ran on `cpu` in [a, b), interval by interval in time order: `f(from, to, owner,
+    /// lost)`; nobody is known before the CPU's first event.
+    fn walk(&self, cpu: u16, a: u64, b: u64, mut f: impl FnMut(u64, u64, Owner, bool)) {
         if b <= a {
-            return (out, lost);
+            return;
         }
-        let mut add = |o: Owner, ns: u64| {
-            if ns == 0 {
-                return;
-            }
-            match out.iter_mut().find(|(x, _)| *x == o) {
-                Some((_, n)) => *n += ns,
-                None => out.push((o, ns)),
-            }
-        };
         let Some(segs) = self.cpus.get(&cpu) else {
-            add(Owner::Unknown, b - a);
-            return (out, lost);
+            f(a, b, Owner::Unknown, false);
+            return;
         };
-        let first = segs.partition_point(|s| s.end <= a);
         if segs.first().is_none_or(|s| s.start > a) {
-            add(
+            f(
+                a,
+                segs.first().map_or(b, |s| s.start.min(b)),
                 Owner::Unknown,
-                segs.first().map_or(b, |s| s.start.min(b)) - a,
+                false,
             );
         }
+        let first = segs.partition_point(|s| s.end <= a);
         for s in &segs[first..] {
             if s.start >= b {
                 break;
             }
-            lost |= s.lost;
-            add(s.owner, s.end.min(b) - s.start.max(a));
+            f(s.start.max(a), s.end.min(b), s.owner, s.lost);
         }
+    }
+
+    /// Time per owner on `cpu` in [a, b), and whether lost events touch it.
+    fn split(&self, cpu: u16, a: u64, b: u64) -> (Vec<(Owner, u64)>, bool) {
+        let mut out: Vec<(Owner, u64)> = Vec::new();
+        let mut lost = false;
+        self.walk(cpu, a, b, |from, to, o, l| {
+            lost |= l;
+            if to <= from {
+                return;
+            }
+            match out.iter_mut().find(|(x, _)| *x == o) {
+                Some((_, n)) => *n += to - from,
+                None => out.push((o, to - from)),
+            }
+        });
         (out, lost)
     }
 
@@ -428,6 +445,7 @@ fn culprit(trace: &Trace, o: Owner, tid: i32, ours: &[i32]) -> Culprit {
             pid: Some(pid),
             irq: None,
             prio: Some(prio_label(prio)),
+            client: None,
         },
         Owner::Irq(n) => Culprit {
             kind: CulpritKind::Irq,
@@ -439,6 +457,7 @@ fn culprit(trace: &Trace, o: Owner, tid: i32, ours: &[i32]) -> Culprit {
             pid: None,
             irq: Some(n),
             prio: None,
+            client: None,
         },
         Owner::Softirq(v) => Culprit::simple(
             CulpritKind::Softirq,
@@ -498,16 +517,103 @@ fn move_to_unaccounted(v: &mut Vec<Share>, kind: CulpritKind, ns: u64) {
 /// to 1 µs before it.
 const RESOLUTION_NS: u64 = 1_000;
 
+/// The parts of a window the attribution's rules tell apart (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// [t_ideal, our sched_waking]: the timer was due and had not woken us.
+    Due,
+    /// [sched_waking, wake]: runnable and not running.
+    Runnable,
+    /// [wake, end].
+    Running,
+}
+
+/// Where a window's phases begin and end, on which CPU, and our priority there.
+struct Bounds {
+    cpu: Option<u16>,
+    waking: Option<u64>,
+    due_until: u64,
+    wake: u64,
+    end: u64,
+    own_rank: Option<i32>,
+}
+
+impl Bounds {
+    fn of(tl: &Timeline, w: &Window) -> Bounds {
+        let wake = w.wake_ns.max(w.t_ideal_ns);
+        let waking = tl.waking.get(&w.tid).and_then(|v| {
+            let i = v.partition_point(|&t| t <= wake);
+            let t = *v.get(i.checked_sub(1)?)?;
+            (t + RESOLUTION_NS >= w.t_ideal_ns).then_some(t)
+        });
+        Bounds {
+            cpu: tl.cpu_of(w),
+            waking,
+            due_until: waking.unwrap_or(w.t_ideal_ns).clamp(w.t_ideal_ns, wake),
+            wake,
+            end: w.end_ns.max(wake),
+            own_rank: tl.prio.get(&w.tid).copied(),
+        }
+    }
+
+    fn phases(&self, t_ideal: u64) -> [(Phase, u64, u64); 3] {
+        [
+            (Phase::Due, t_ideal, self.due_until),
+            (Phase::Runnable, self.due_until, self.wake),
+            (Phase::Running, self.wake, self.end),
+        ]
+    }
+}
+
+/// Time `c` took in `phase` that is not its fault, and so unaccounted:
+/// - until the wake-up, tasks (and idle) could not have held it back: the timer interrupt
+///   preempts any task. Their time is the wake-up coming late (a vCPU the hypervisor did not
+///   run, interrupts held off); IRQs and softirqs that ran meanwhile keep their names;
+/// - runnable, we preempt any task of lower priority at once: one that kept the CPU did so
+///   in a non-preemptible kernel section or while the hypervisor held the vCPU (the trace
+///   cannot tell them apart).
+fn not_to_blame(phase: Phase, c: &Culprit, own_rank: Option<i32>) -> bool {
+    match phase {
+        Phase::Due => matches!(
+            c.kind,
+            CulpritKind::Idle | CulpritKind::Task | CulpritKind::Ours
+        ),
+        Phase::Runnable => {
+            c.kind == CulpritKind::Task
+                && own_rank.is_some_and(|own| {
+                    c.prio
+                        .as_deref()
+                        .and_then(prio_rank)
+                        .is_some_and(|r| r > own)
+                })
+        }
+        Phase::Running => false,
+    }
+}
+
+fn reclassify(v: Vec<Share>, phase: Phase, own_rank: Option<i32>) -> Vec<Share> {
+    let v = v
+        .into_iter()
+        .map(|mut s| {
+            if not_to_blame(phase, &s.culprit, own_rank) {
+                s.culprit = Culprit::simple(CulpritKind::Unaccounted, "unaccounted");
+            }
+            s
+        })
+        .collect();
+    merge(Vec::new(), v)
+}
+
 /// Explain one window.
 pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> WindowReport {
-    let cpu = tl.cpu_of(w);
-    let wake = w.wake_ns.max(w.t_ideal_ns);
-    let end = w.end_ns.max(wake);
-    let waking = tl.waking.get(&w.tid).and_then(|v| {
-        let i = v.partition_point(|&t| t <= wake);
-        let t = *v.get(i.checked_sub(1)?)?;
-        (t + RESOLUTION_NS >= w.t_ideal_ns).then_some(t)
-    });
+    let Bounds {
+        cpu,
+        waking,
+        due_until,
+        wake,
+        end,
+        own_rank,
+    } = Bounds::of(tl, w);
     let (mut before, mut after, mut lost) = (Vec::new(), Vec::new(), false);
     let mut runnable_top: Option<Culprit> = None;
     if let Some(c) = cpu {
@@ -515,58 +621,10 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
             let (parts, l) = tl.split(c, a, b);
             (shares(trace, &parts, w.tid, ours), l)
         };
-        // Until the wake-up, tasks (and idle) that ran could not have held it back: the
-        // timer interrupt preempts any task. Their time is the wake-up coming late (a vCPU
-        // the hypervisor did not run, interrupts held off), charged as unaccounted; IRQs and
-        // softirqs that ran meanwhile keep their names.
-        let due_until = waking.unwrap_or(w.t_ideal_ns).clamp(w.t_ideal_ns, wake);
-        let (mut b1, l1) = split(w.t_ideal_ns, due_until);
-        for kind in [CulpritKind::Idle, CulpritKind::Task, CulpritKind::Ours] {
-            let ns = b1
-                .iter()
-                .filter(|s| s.culprit.kind == kind)
-                .map(|s| s.ns)
-                .sum();
-            move_to_unaccounted(&mut b1, kind, ns);
-        }
-        let (mut b2, l2) = split(due_until, wake);
-        // Runnable, we preempt any task of lower priority at once: one that kept the CPU
-        // did so in a non-preemptible kernel section or while the hypervisor held the vCPU
-        // (the trace cannot tell them apart), so its time is unaccounted, not its fault.
-        if let Some(&own) = tl.prio.get(&w.tid) {
-            let lower: u64 = b2
-                .iter()
-                .filter(|s| {
-                    s.culprit.kind == CulpritKind::Task
-                        && s.culprit
-                            .prio
-                            .as_deref()
-                            .and_then(prio_rank)
-                            .is_some_and(|r| r > own)
-                })
-                .map(|s| s.ns)
-                .sum();
-            if lower > 0 {
-                let keep: Vec<Share> = b2
-                    .iter()
-                    .filter(|s| {
-                        !(s.culprit.kind == CulpritKind::Task
-                            && s.culprit
-                                .prio
-                                .as_deref()
-                                .and_then(prio_rank)
-                                .is_some_and(|r| r > own))
-                    })
-                    .cloned()
-                    .collect();
-                b2 = keep;
-                b2.push(Share {
-                    culprit: Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
-                    ns: lower,
-                });
-                b2 = merge(Vec::new(), b2);
-            }
-        }
+        let (b1, l1) = split(w.t_ideal_ns, due_until);
+        let b1 = reclassify(b1, Phase::Due, own_rank);
+        let (b2, l2) = split(due_until, wake);
+        let b2 = reclassify(b2, Phase::Runnable, own_rank);
         runnable_top = b2
             .iter()
             .find(|s| s.culprit.is_culprit())
@@ -661,15 +719,180 @@ pub fn top_of(before: &[Share], after: &[Share]) -> Vec<Share> {
 
 /// Explain every window; `ours` are all our thread ids.
 pub fn attribute(trace: &Trace, windows: &[Window], ours: &[i32]) -> Vec<WindowReport> {
+    attribute_all(trace, windows, ours).0
+}
+
+/// Explain every window, and lay out the worst one (the longest from t_ideal to its end, the
+/// first of equals) interval by interval.
+pub fn attribute_all(
+    trace: &Trace,
+    windows: &[Window],
+    ours: &[i32],
+) -> (Vec<WindowReport>, Option<WindowTimeline>) {
     let mut tids: Vec<i32> = windows.iter().map(|w| w.tid).collect();
     tids.extend_from_slice(ours);
     tids.sort_unstable();
     tids.dedup();
     let tl = Timeline::build(&trace.events, &tids);
-    windows
+    let reports = windows
         .iter()
         .map(|w| explain(trace, &tl, w, ours))
-        .collect()
+        .collect();
+    let worst = windows
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, w)| {
+            (
+                w.end_ns.max(w.wake_ns).saturating_sub(w.t_ideal_ns),
+                std::cmp::Reverse(*i),
+            )
+        })
+        .map(|(_, w)| window_timeline(trace, &tl, w, ours));
+    (reports, worst)
+}
+
+/// Most intervals a [`WindowTimeline`] keeps (a window of milliseconds under an IRQ storm
+/// can hold thousands; the figure cannot show more anyway).
+pub const MAX_SPANS: usize = 2000;
+
+/// One interval of a window: who had the CPU, in ns after the window's t_ideal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Span {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub culprit: Culprit,
+}
+
+/// What ran on a window's CPU interval by interval, named as the attribution names it (time
+/// that is not a task's fault is unaccounted here too); only our thread's steal, which the
+/// trace cannot place in time, still shows as `self`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowTimeline {
+    pub id: u64,
+    pub tid: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    pub t_ideal_ns: u64,
+    pub wake_ns: u64,
+    pub end_ns: u64,
+    /// Our `sched_waking`, when traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waking_ns: Option<u64>,
+    /// In time order, adjacent intervals of the same culprit joined.
+    pub spans: Vec<Span>,
+    /// Intervals past the first [`MAX_SPANS`], left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spans_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Lay out one window interval by interval.
+pub fn window_timeline(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> WindowTimeline {
+    let b = Bounds::of(tl, w);
+    let t0 = w.t_ideal_ns;
+    let mut spans: Vec<Span> = Vec::new();
+    let mut dropped = 0u64;
+    let mut push = |from: u64, to: u64, c: Culprit| {
+        if to <= from {
+            return;
+        }
+        let (from, to) = (from - t0, to - t0);
+        let full = spans.len() >= MAX_SPANS;
+        match spans.last_mut() {
+            Some(l) if l.culprit == c && l.to_ns == from => l.to_ns = to,
+            _ if full => dropped += 1,
+            _ => spans.push(Span {
+                from_ns: from,
+                to_ns: to,
+                culprit: c,
+            }),
+        }
+    };
+    for (phase, a, z) in b.phases(t0) {
+        match b.cpu {
+            Some(cpu) => tl.walk(cpu, a, z, |from, to, o, _| {
+                let mut c = culprit(trace, o, w.tid, ours);
+                if not_to_blame(phase, &c, b.own_rank) {
+                    c = Culprit::simple(CulpritKind::Unaccounted, "unaccounted");
+                }
+                push(from, to, c)
+            }),
+            None => push(
+                a,
+                z,
+                Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
+            ),
+        }
+    }
+    WindowTimeline {
+        id: w.id,
+        tid: w.tid,
+        cpu: b.cpu.map(usize::from),
+        t_ideal_ns: w.t_ideal_ns,
+        wake_ns: w.wake_ns,
+        end_ns: w.end_ns,
+        waking_ns: b.waking,
+        spans,
+        spans_dropped: dropped,
+    }
+}
+
+/// The tasks named in `reports` and `timeline` (to look up as audio clients).
+pub fn task_pids(reports: &[WindowReport], timeline: Option<&WindowTimeline>) -> Vec<i32> {
+    let shares = reports
+        .iter()
+        .flat_map(|r| r.before_wake.iter().chain(&r.after_wake))
+        .map(|s| &s.culprit);
+    let spans = timeline
+        .into_iter()
+        .flat_map(|t| &t.spans)
+        .map(|s| &s.culprit);
+    let mut v: Vec<i32> = shares
+        .chain(spans)
+        .filter(|c| c.kind == CulpritKind::Task)
+        .filter_map(|c| c.pid)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Name the tasks that are other clients (or the server) of the audio session as such, in
+/// every share, top culprit, `behind` and interval (`clients`: tid → its process).
+pub fn mark_clients(
+    reports: &mut [WindowReport],
+    timeline: Option<&mut WindowTimeline>,
+    clients: &HashMap<i32, AudioClient>,
+) {
+    if clients.is_empty() {
+        return;
+    }
+    let mark = |c: &mut Culprit| {
+        if c.kind == CulpritKind::Task {
+            if let Some(a) = c.pid.and_then(|p| clients.get(&p)) {
+                c.client = Some(a.clone());
+            }
+        }
+    };
+    for r in reports.iter_mut() {
+        for s in r
+            .before_wake
+            .iter_mut()
+            .chain(r.after_wake.iter_mut())
+            .chain(r.top.iter_mut())
+        {
+            mark(&mut s.culprit);
+        }
+        if let Some(b) = r.wakeup.behind.as_mut() {
+            mark(b);
+        }
+    }
+    for s in timeline.into_iter().flat_map(|t| t.spans.iter_mut()) {
+        mark(&mut s.culprit);
+    }
 }
 
 /// The culprit table: per culprit and CPU, the windows it explained (was top culprit of),
@@ -924,6 +1147,117 @@ mod tests {
         assert!(r.wakeup.behind.as_ref().is_none_or(|b| b.name != "cfs-hog"));
         assert_eq!(prio_rank(&prio_label(19)), Some(19));
         assert_eq!(prio_rank(&prio_label(125)), Some(125));
+    }
+
+    fn burst_window(id: u64) -> Window {
+        Window {
+            id,
+            tid: 500,
+            cpu: Some(1),
+            t_ideal_ns: at(100, 1000),
+            wake_ns: at(100, 10_510),
+            end_ns: at(100, 11_500),
+            own_cpu_ns: None,
+        }
+    }
+
+    #[test]
+    fn the_worst_window_is_laid_out_as_the_attribution_names_it() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        let short = Window {
+            end_ns: at(100, 2000),
+            wake_ns: at(100, 1500),
+            ..burst_window(1)
+        };
+        let (reports, worst) = attribute_all(&t, &[short, burst_window(7), short], &[500]);
+        let tl = worst.unwrap();
+        assert_eq!(
+            (tl.id, tl.cpu, tl.waking_ns),
+            (7, Some(1), Some(at(100, 1001)))
+        );
+        // Intervals tile the window in order.
+        assert_eq!(tl.spans[0].from_ns, 0);
+        assert!(tl.spans.windows(2).all(|p| p[0].to_ns == p[1].from_ns));
+        assert_eq!(tl.spans.last().unwrap().to_ns, 10_500 * US);
+        assert_eq!(tl.spans_dropped, 0);
+        // The same names and times as the window's report, interval by interval.
+        let mut by_culprit: Vec<Share> = Vec::new();
+        for sp in &tl.spans {
+            by_culprit = merge(
+                by_culprit,
+                vec![Share {
+                    culprit: sp.culprit.clone(),
+                    ns: sp.to_ns - sp.from_ns,
+                }],
+            );
+        }
+        let r = &reports[1];
+        assert_eq!(
+            by_culprit,
+            merge(r.before_wake.clone(), r.after_wake.clone())
+        );
+        // The burst is cut by the virtio IRQ: two intervals in the task lane.
+        let burst: Vec<&Span> = tl
+            .spans
+            .iter()
+            .filter(|s| s.culprit.name == "xrl-burst")
+            .collect();
+        assert_eq!(burst.len(), 2);
+        assert_eq!(burst[0].from_ns, 2 * US);
+        assert_eq!(burst[1].to_ns, 9500 * US);
+    }
+
+    #[test]
+    fn a_window_without_a_cpu_is_one_unaccounted_interval() {
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        let w = Window {
+            tid: 9999,
+            cpu: None,
+            ..burst_window(3)
+        };
+        let tl = attribute_all(&t, &[w], &[500]).1.unwrap();
+        assert_eq!(tl.cpu, None);
+        assert_eq!(tl.spans.len(), 1);
+        assert_eq!(tl.spans[0].culprit.kind, CulpritKind::Unaccounted);
+        assert_eq!(tl.spans[0].to_ns, 10_500 * US);
+    }
+
+    #[test]
+    fn other_audio_clients_are_named_as_such() {
+        use crate::trace::clients::AudioRole;
+        let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
+        let (mut reports, mut tl) = attribute_all(&t, &[burst_window(7)], &[500]);
+        assert_eq!(task_pids(&reports, tl.as_ref()), vec![700]);
+        let clients = HashMap::from([(
+            700,
+            AudioClient {
+                role: AudioRole::JackClient,
+                process: "jalv".into(),
+                pid: 690,
+            },
+        )]);
+        mark_clients(&mut reports, tl.as_mut(), &clients);
+        let r = &reports[0];
+        let label = "JACK client jalv[690]: xrl-burst[700] rt:90";
+        assert_eq!(r.top[0].culprit.label(), label);
+        assert_eq!(
+            r.wakeup.behind.as_ref().map(Culprit::label).as_deref(),
+            Some(label)
+        );
+        assert!(r
+            .before_wake
+            .iter()
+            .filter(|s| s.culprit.pid == Some(700))
+            .all(|s| s.culprit.client.is_some()));
+        assert!(tl
+            .unwrap()
+            .spans
+            .iter()
+            .filter(|s| s.culprit.pid == Some(700))
+            .all(|s| s.culprit.label() == label));
+        assert_eq!(culprit_table(&reports)[0].culprit.label(), label);
+        // Our own thread and IRQs are never a client.
+        assert!(r.after_wake.iter().all(|s| s.culprit.client.is_none()));
     }
 
     #[test]

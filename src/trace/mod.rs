@@ -6,18 +6,24 @@
 //!   path;
 //! - [`raw`]: per-CPU `trace_pipe_raw` pages into the same events (the default reader);
 //! - [`parse`]: trace_pipe's text into compact events;
-//! - [`attribute`]: pure attribution of windows to culprits, and the culprit table.
+//! - [`attribute`]: pure attribution of windows to culprits, and the culprit table;
+//! - [`clients`]: which tasks are other clients (or the server) of the audio session.
 //!
 //! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
 //! it; the reader is a normal-priority thread that drains the per-CPU binary pipes (or
 //! `trace_pipe`) into memory.
 
 pub mod attribute;
+pub mod clients;
 pub mod parse;
 pub mod raw;
 pub mod tracefs;
 
-pub use attribute::{Culprit, CulpritKind, CulpritRow, Share, WakeVerdict, Window, WindowReport};
+pub use attribute::{
+    Culprit, CulpritKind, CulpritRow, Share, Span, WakeVerdict, Window, WindowReport,
+    WindowTimeline,
+};
+pub use clients::{AudioClient, AudioRole};
 pub use parse::Trace;
 pub use tracefs::Unusable;
 
@@ -60,6 +66,10 @@ pub struct Forensics {
     /// The CSV of attributed windows, when written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csv_file: Option<String>,
+    /// The worst window (longest from t_ideal to its end) interval by interval, for the
+    /// report's timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst: Option<WindowTimeline>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -248,6 +258,13 @@ impl Forensics {
                 }
             }
             m.windows_total += p.windows_total;
+            // The worst window of the whole: the longest of the parts' worst.
+            let len = |t: &WindowTimeline| t.end_ns.saturating_sub(t.t_ideal_ns);
+            if let Some(w) = &p.worst {
+                if m.worst.as_ref().is_none_or(|x| len(w) > len(x)) {
+                    m.worst = Some(w.clone());
+                }
+            }
             let room = MAX_WINDOWS.saturating_sub(m.windows.len());
             m.windows.extend(p.windows.iter().take(room).cloned());
             for r in &p.culprits {
@@ -297,7 +314,14 @@ impl Recording {
     pub fn explain(&self, what: &str, windows: &[Window], ours: &[i32]) -> Forensics {
         let mut ours = ours.to_vec();
         ours.push(self.reader_tid);
-        let reports = attribute::attribute(&self.trace, windows, &ours);
+        let (mut reports, mut worst) = attribute::attribute_all(&self.trace, windows, &ours);
+        // Other audio clients are looked up while they still run: now, not at report time.
+        let clients = clients::identify(
+            &crate::system::Root::default(),
+            &attribute::task_pids(&reports, worst.as_ref()),
+            std::process::id() as i32,
+        );
+        attribute::mark_clients(&mut reports, worst.as_mut(), &clients);
         let culprits = attribute::culprit_table(&reports);
         let mut lost_per_cpu: Vec<CpuLost> = self
             .trace
@@ -325,6 +349,7 @@ impl Recording {
             windows: kept,
             culprits,
             csv_file: None,
+            worst,
         }
     }
 
