@@ -7,179 +7,12 @@
 
 mod common;
 
+use common::trace::{burst_hits, instance_of, our_instances, pin_self, setup, Culprit, TRACEFS};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-const TRACEFS: &str = "/sys/kernel/tracing";
-
-fn tracefs_mounted() -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.contains(" - tracefs ") && l.contains(&format!(" {TRACEFS} ")))
-}
-
-/// Mounted for one test when it was not, unmounted after it.
-struct Mount(bool);
-
-impl Mount {
-    fn ensure() -> Option<Mount> {
-        if tracefs_mounted() {
-            return Some(Mount(false));
-        }
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACEFS])
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Mount(true))
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // A child that just exited may still be releasing its files: retry a while.
-        for _ in 0..50 {
-            if !self.0 || !tracefs_mounted() {
-                return;
-            }
-            let _ = std::process::Command::new("umount").arg(TRACEFS).status();
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// The lock, tracefs mounted, and two CPUs — or None (skip) with the reason printed.
-fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !common::require(
-        common::is_root() && fs.contains("tracefs"),
-        "root and a kernel with tracefs",
-    ) {
-        return None;
-    }
-    if !common::require(
-        std::thread::available_parallelism().map_or(0, |n| n.get()) >= 2,
-        "two CPUs",
-    ) {
-        return None;
-    }
-    let m = Mount::ensure();
-    if !common::require(m.is_some(), "tracefs mounted (mount -t tracefs failed)") {
-        return None;
-    }
-    Some((guard, m?))
-}
-
-/// `xrunlab-PID…` instances whose process is gone: left behind. (Another xrunlab tracing at
-/// the same time on a shared machine keeps its own, which is not ours to judge.)
-fn our_instances() -> Vec<String> {
-    std::fs::read_dir(Path::new(TRACEFS).join("instances"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| {
-                    n.strip_prefix("xrunlab-")
-                        .and_then(|r| r.split('-').next()?.parse::<i32>().ok())
-                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn instance_of(pid: u32) -> PathBuf {
-    Path::new(TRACEFS).join(format!("instances/xrunlab-{pid}"))
-}
-
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is writable.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Name the calling thread, pin it to `cpu` and, with `fifo`, make it SCHED_FIFO at that
-/// priority.
-fn pin_self(name: &std::ffi::CStr, cpu: usize, fifo: Option<i32>) {
-    // SAFETY: plain syscalls on the calling thread with valid arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-        if let Some(p) = fifo {
-            let sp = libc::sched_param { sched_priority: p };
-            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
-        }
-    }
-}
-
-/// A thread named `name`, pinned to `cpu`, that busy-loops for `burst` every `every`
-/// (continuously when `every` is zero) under `policy`/`prio`, recording each burst's span.
-struct Culprit {
-    stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<Vec<(u64, u64)>>>,
-}
-
-impl Culprit {
-    fn start(
-        name: &str,
-        cpu: usize,
-        fifo: Option<i32>,
-        burst: Duration,
-        every: Duration,
-    ) -> Culprit {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let name = std::ffi::CString::new(name).unwrap();
-        let handle = std::thread::spawn(move || {
-            pin_self(&name, cpu, fifo);
-            let mut spans = Vec::new();
-            while !s.load(Ordering::Relaxed) {
-                let t0 = now_ns();
-                let until = t0 + burst.as_nanos() as u64;
-                while now_ns() < until && (every.is_zero() || !s.load(Ordering::Relaxed)) {
-                    std::hint::spin_loop();
-                }
-                spans.push((t0, now_ns()));
-                if !every.is_zero() {
-                    std::thread::sleep(every);
-                }
-            }
-            spans
-        });
-        Culprit {
-            stop,
-            handle: Some(handle),
-        }
-    }
-
-    fn stop(mut self) -> Vec<(u64, u64)> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.take().unwrap().join().unwrap()
-    }
-}
-
-impl Drop for Culprit {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
 
 /// `XRUNLAB_TEST_FORENSICS_READER=text` runs the injected-culprit tests with the text reader
 /// (to compare the readers' figures); the default reader otherwise.
@@ -220,33 +53,6 @@ fn run_forensics(
     (o, doc)
 }
 
-/// The windows (from `t_ideal_ns` to `end_key`) that overlapped a burst span, and how many of
-/// them name `xrl-burst` top culprit with a time within 20 % of the burst's length.
-fn burst_hits<'a>(
-    windows: &'a [Value],
-    spans: &[(u64, u64)],
-    end_key: &str,
-    burst: Duration,
-) -> (Vec<&'a Value>, usize) {
-    let hit: Vec<&Value> = windows
-        .iter()
-        .filter(|w| {
-            let (a, b) = (common::u(&w["t_ideal_ns"]), common::u(&w[end_key]));
-            spans.iter().any(|&(s, e)| s < b && a < e)
-        })
-        .collect();
-    let named = hit
-        .iter()
-        .filter(|w| {
-            let top = &w["top"][0];
-            let ns = common::u(&top["ns"]) as f64;
-            top["culprit"]["name"] == "xrl-burst"
-                && (ns - burst.as_nanos() as f64).abs() <= 0.2 * burst.as_nanos() as f64
-        })
-        .count();
-    (hit, named)
-}
-
 #[test]
 fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     let Some(_g) = setup() else { return };
@@ -267,7 +73,13 @@ fn a_fifo_burst_above_the_engine_is_named_and_a_cfs_hog_beside_it_is_not() {
     assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
     let windows = f["windows"].as_array().unwrap();
     // The xruns a burst overlapped; the others are the host's (stalls of the VM).
-    let (hit, named) = burst_hits(windows, &spans, "end_ns", burst);
+    let (hit, named) = burst_hits(
+        &windows.iter().collect::<Vec<_>>(),
+        &spans,
+        "end_ns",
+        "xrl-burst",
+        burst,
+    );
     let hog_top = windows
         .iter()
         .filter(|w| w["top"][0]["culprit"]["name"] == "xrl-hog")
@@ -443,7 +255,13 @@ fn latency_spikes_from_a_fifo_burst_name_it() {
     assert!(f.is_object(), "no forensics section\n{}", common::show(&o));
     assert_eq!(f["windows_of"], "spike");
     let windows = f["windows"].as_array().unwrap();
-    let (hit, named) = burst_hits(windows, &spans, "wake_ns", burst);
+    let (hit, named) = burst_hits(
+        &windows.iter().collect::<Vec<_>>(),
+        &spans,
+        "wake_ns",
+        "xrl-burst",
+        burst,
+    );
     eprintln!(
         "bursts {}, spikes {}, overlapping a burst {}, named with a time within 20 % {}",
         spans.len(),

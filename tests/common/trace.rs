@@ -74,16 +74,26 @@ pub fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
     Some((guard, m?))
 }
 
-/// Our trace instances left in tracefs (none once a command has ended).
+/// `xrunlab-PID…` instances whose process is gone: left behind. (Another xrunlab tracing at
+/// the same time on a shared machine keeps its own, which is not ours to judge.)
 pub fn our_instances() -> Vec<String> {
     std::fs::read_dir(Path::new(TRACEFS).join("instances"))
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("xrunlab-"))
+                .filter(|n| {
+                    n.strip_prefix("xrunlab-")
+                        .and_then(|r| r.split('-').next()?.parse::<i32>().ok())
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The instance a process of that pid traces into.
+pub fn instance_of(pid: u32) -> std::path::PathBuf {
+    Path::new(TRACEFS).join(format!("instances/xrunlab-{pid}"))
 }
 
 pub fn now_ns() -> u64 {
@@ -94,6 +104,25 @@ pub fn now_ns() -> u64 {
     // SAFETY: ts is writable.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Name the calling thread, pin it to `cpu` and, with `fifo`, make it SCHED_FIFO at that
+/// priority.
+pub fn pin_self(name: &std::ffi::CStr, cpu: usize, fifo: Option<i32>) {
+    // SAFETY: plain syscalls on the calling thread with valid arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+        if let Some(p) = fifo {
+            let sp = libc::sched_param { sched_priority: p };
+            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
+        }
+    }
 }
 
 /// A thread named `name`, pinned to `cpu`, that busy-loops for `burst` every `every`
@@ -116,20 +145,7 @@ impl Culprit {
         let s = stop.clone();
         let name = std::ffi::CString::new(name).unwrap();
         let handle = std::thread::spawn(move || {
-            // SAFETY: plain syscalls on the calling thread with valid arguments.
-            unsafe {
-                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                assert_eq!(
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-                    0
-                );
-                if let Some(p) = fifo {
-                    let sp = libc::sched_param { sched_priority: p };
-                    assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp), 0);
-                }
-            }
+            pin_self(&name, cpu, fifo);
             let mut spans = Vec::new();
             while !s.load(Ordering::Relaxed) {
                 let t0 = now_ns();
