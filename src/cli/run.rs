@@ -191,10 +191,7 @@ impl RunArgs {
                     "--cost-prior judges xruns on real drivers; the sim's compute is modelled or injected",
                 ));
             }
-            c.cost_prior = Some(crate::engine::prior::read_bench_prior(
-                f,
-                &c.chain_elements,
-            )?);
+            c.cost_prior = Some(read_bench_prior(f, &c.chain_elements)?);
         }
         c.compete = self.compete.clone();
         c.mlock = driver.mlock_applies() && !self.no_mlock;
@@ -291,5 +288,26 @@ fn partial_line(r: &crate::engine::run::RunResult, g: &Global) -> String {
                 r.results.cycles
             )
         }
+    }
+}
+
+/// Read `file` as a `plugins bench` result and build the chain's prior from it (exit 2 on a
+/// file that is not one, or lacks an element of the chain).
+fn read_bench_prior(
+    file: &std::path::Path,
+    chain: &[crate::dsp::ChainElement],
+) -> Result<crate::engine::prior::CostPrior> {
+    let doc = crate::results::read_result(file)?;
+    match &doc.body {
+        crate::results::Body::Bench { results, .. } => {
+            crate::engine::prior::CostPrior::from_bench(chain, results, &file.display().to_string())
+        }
+        other => Err(Error::input(
+            file,
+            format!(
+                "a '{}' result, not a 'bench' result (write one with `xrunlab plugins bench PLUGIN -o FILE`)",
+                other.kind()
+            ),
+        )),
     }
 }

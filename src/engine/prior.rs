@@ -130,24 +130,6 @@ fn bench_cost(e: &ChainElement, bench: &[BenchResult]) -> Option<ElementCost> {
         })
 }
 
-/// Read `file` as a `plugins bench` result and build the chain's prior from it (exit 2 on a
-/// file that is not one, or lacks an element of the chain).
-pub fn read_bench_prior(file: &std::path::Path, chain: &[ChainElement]) -> Result<CostPrior> {
-    let doc = crate::results::read_result(file)?;
-    match &doc.body {
-        crate::results::Body::Bench { results, .. } => {
-            CostPrior::from_bench(chain, results, &file.display().to_string())
-        }
-        other => Err(Error::input(
-            file,
-            format!(
-                "a '{}' result, not a 'bench' result (write one with `xrunlab plugins bench PLUGIN -o FILE`)",
-                other.kind()
-            ),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
