@@ -126,8 +126,10 @@ fn comparable(t: &xrunlab::trace::Trace, k: xrunlab::trace::parse::Kind) -> Stri
 
 /// Two instances record the same event one after the other (in the order they enabled it),
 /// so the second's time is later by the cost of the first write: a few µs, tens when the VM
-/// stalls in between.
-const INSTANCE_SKEW_NS: u64 = 50_000;
+/// stalls in between — up to 0.3 ms seen on this VM, whose stalls reach 10–20 ms: the
+/// bound is loose because this test is about which events each reader decodes; their exact
+/// times are raw.rs's unit test on committed pages.
+const INSTANCE_SKEW_NS: u64 = 1_000_000;
 
 /// Events of `a` in [from, to] that `b` lacks within [`INSTANCE_SKEW_NS`], and how many
 /// were compared.
