@@ -228,9 +228,6 @@ fn the_raw_reader_decodes_what_the_text_reader_prints() {
 }
 
 #[test]
-#[ignore = "issue 17 open: when the thread was runnable behind the burst, the timeline reads the \
-            CPU as idle in some windows (0 of 48 raw, 20 of 48 text on 2026-11-24; 48 of 48 the \
-            same morning): run with --ignored --nocapture to see the windows"]
 fn latency_spikes_from_a_fifo_burst_name_it() {
     let Some(_g) = setup() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -30,9 +30,6 @@ fn windows_of<'a>(sections: &[&'a Value]) -> Vec<&'a Value> {
 /// xrun (criterion all), and the failed trials' forensics name the burst; the merged section
 /// of the result agrees.
 #[test]
-#[ignore = "issue 17 open: as latency_spikes_from_a_fifo_burst_name_it, windows where the thread \
-            was runnable behind the burst read the CPU as idle (2 of 4 named on 2026-11-24, \
-            4 of 4 the same morning)"]
 fn a_failed_load_trial_names_the_fifo_burst_that_failed_it() {
     let Some(_g) = setup() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -155,29 +152,25 @@ fn latencytest_beside_a_burst(dir: &std::path::Path) -> (Value, Vec<(u64, u64)>,
 
 /// The overruns a burst caused name it.
 #[test]
-#[ignore = "issue 17 open: as tests/forensics.rs latency_spikes_from_a_fifo_burst_name_it, \
-            overruns where the thread was runnable behind the burst read the CPU as idle \
-            (6 of 10 named on 2026-11-24, 10 of 10 the same morning)"]
 fn latencytest_overruns_name_the_burst() {
     let Some(_g) = setup() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (doc, spans, _) = latencytest_beside_a_burst(dir.path());
     let windows = windows_of(&[&doc["results"]["phases"][0]["forensics"]]);
     let burst = Duration::from_millis(10);
-    let (hit, _) = burst_hits(&windows, &spans, "end_ns", "xrl-burst", burst);
-    let top_named = hit
-        .iter()
-        .filter(|w| w["top"][0]["culprit"]["name"] == "xrl-burst")
-        .count();
+    let (hit, named) = burst_hits(&windows, &spans, "end_ns", "xrl-burst", burst);
     eprintln!(
-        "latencytest: overruns {}, overlapping a burst {}, naming it {top_named}",
+        "latencytest: overruns {}, overlapping a burst {}, named with a time within 20 % {named}",
         windows.len(),
         hit.len()
     );
+    for w in hit.iter().take(3) {
+        eprintln!("  overrun {}: {}", w["id"], w);
+    }
     assert!(!hit.is_empty(), "no overrun overlapped a burst");
     assert!(
-        top_named * 3 >= hit.len() * 2,
-        "{top_named} of {} overruns name the burst",
+        named * 10 >= hit.len() * 9,
+        "{named} of {} overruns name the burst with its time",
         hit.len()
     );
 }

@@ -5,7 +5,7 @@
 //! `sched_switch`es, minus the hard IRQs, softirqs and hrtimer callbacks nested in it. A
 //! window `[t_ideal, wake]`, `[wake, end]` is split along that timeline. Time the trace cannot
 //! give to anyone is `unaccounted`: before a CPU's first event or after events were lost until
-//! its next `sched_switch`; tasks or idle while our timer was already due (the timer interrupt
+//! its next event; tasks or idle while our timer was already due (the timer interrupt
 //! preempts any task: the wake-up itself came late, a vCPU not run or interrupts held off); a
 //! lower-priority task that kept the CPU while we were runnable (a non-preemptible kernel
 //! section or a held vCPU, which the trace cannot tell apart); our thread "running" by the
@@ -227,45 +227,60 @@ impl Timeline {
     /// can leave them out of order across CPUs).
     pub fn build(events: &[Event], tids: &[i32]) -> Timeline {
         let mut per_cpu: HashMap<u16, Vec<&Event>> = HashMap::new();
-        let mut switch_in: HashMap<i32, Vec<(u64, u16)>> = HashMap::new();
         let mut waking: HashMap<i32, Vec<u64>> = HashMap::new();
+        // Every task's priority as last seen: a switch the kernel did not trace has to take
+        // it from elsewhere.
         let mut prio: HashMap<i32, i32> = HashMap::new();
+        // Per target CPU, every task's wake-ups: the earliest a switch not traced can be.
+        let mut wakes_to: HashMap<u16, Vec<(u64, i32)>> = HashMap::new();
         for e in events {
-            if let Kind::Switch {
-                next_pid,
-                next_prio,
-                ..
-            } = e.kind
-            {
-                if tids.contains(&next_pid) {
+            match e.kind {
+                Kind::Switch {
+                    prev_pid,
+                    prev_prio,
+                    next_pid,
+                    next_prio,
+                    ..
+                } => {
+                    prio.insert(prev_pid, prev_prio);
                     prio.insert(next_pid, next_prio);
                 }
-            }
-            per_cpu.entry(e.cpu).or_default().push(e);
-            match e.kind {
-                Kind::Switch { next_pid, .. } if tids.contains(&next_pid) => switch_in
-                    .entry(next_pid)
-                    .or_default()
-                    .push((e.ts_ns, e.cpu)),
-                Kind::Waking { pid, .. } if tids.contains(&pid) => {
-                    waking.entry(pid).or_default().push(e.ts_ns)
+                Kind::Waking {
+                    pid,
+                    prio: p,
+                    target_cpu,
+                } => {
+                    prio.insert(pid, p);
+                    wakes_to.entry(target_cpu).or_default().push((e.ts_ns, pid));
+                    if tids.contains(&pid) {
+                        waking.entry(pid).or_default().push(e.ts_ns);
+                    }
                 }
                 _ => {}
             }
+            per_cpu.entry(e.cpu).or_default().push(e);
         }
+        let mut switch_in: HashMap<i32, Vec<(u64, u16)>> = HashMap::new();
+        let cpus = per_cpu
+            .into_iter()
+            .map(|(cpu, mut evs)| {
+                evs.sort_by_key(|e| e.ts_ns);
+                let mut wakes = wakes_to.remove(&cpu).unwrap_or_default();
+                wakes.sort_unstable();
+                let segs = segments(&evs, &wakes, &prio, |pid, t| {
+                    if tids.contains(&pid) {
+                        switch_in.entry(pid).or_default().push((t, cpu));
+                    }
+                });
+                (cpu, segs)
+            })
+            .collect();
         for v in switch_in.values_mut() {
             v.sort_unstable();
         }
         for v in waking.values_mut() {
             v.sort_unstable();
         }
-        let cpus = per_cpu
-            .into_iter()
-            .map(|(cpu, mut evs)| {
-                evs.sort_by_key(|e| e.ts_ns);
-                (cpu, segments(&evs))
-            })
-            .collect();
         Timeline {
             cpus,
             switch_in,
@@ -328,7 +343,23 @@ impl Timeline {
     }
 }
 
-fn segments(evs: &[&Event]) -> Vec<Seg> {
+/// One CPU's events (in time order) as segments, calling `switched_in(pid, time)` at each
+/// task's start.
+///
+/// A task's start is its `sched_switch` or, where the kernel traced none, the first event
+/// recorded while it was current (each event's `pid`): this VM's kernel (6.18) never traces
+/// the switch out of idle, so a task woken on an idle CPU — a burst, our own thread — is
+/// seen first by its own events. It started after the CPU's previous event and after its
+/// own last wake-up towards this CPU (`wakes`: time and pid, in time order): an idle CPU
+/// switches as soon as the interrupt that woke the task returns, or as soon as the remote
+/// wake-up reaches it. After lost events nobody is known until the first event whose task
+/// is known.
+fn segments(
+    evs: &[&Event],
+    wakes: &[(u64, i32)],
+    prio: &HashMap<i32, i32>,
+    mut switched_in: impl FnMut(i32, u64),
+) -> Vec<Seg> {
     let mut out: Vec<Seg> = Vec::with_capacity(evs.len() / 2 + 1);
     let mut task: Option<Owner> = None;
     let mut stack: Vec<Owner> = Vec::new();
@@ -351,7 +382,35 @@ fn segments(evs: &[&Event]) -> Vec<Seg> {
             lost,
         });
     };
+    let task_of = |pid: i32| Owner::Task {
+        pid,
+        prio: prio.get(&pid).copied().unwrap_or(120),
+    };
+    let (mut next_wake, mut woken) = (0usize, HashMap::<i32, u64>::new());
     for e in evs {
+        let current = match task {
+            Some(Owner::Task { pid, .. }) => Some(pid),
+            _ => None,
+        };
+        let untraced_switch = e.pid >= 0 && !matches!(e.kind, Kind::Lost { .. });
+        if untraced_switch && current.is_some_and(|p| p != e.pid) {
+            while let Some(&(t, pid)) = wakes.get(next_wake).filter(|w| w.0 <= e.ts_ns) {
+                woken.insert(pid, t);
+                next_wake += 1;
+            }
+            let at = last
+                .unwrap_or(e.ts_ns)
+                .max(woken.get(&e.pid).copied().unwrap_or(0));
+            if let Some(t0) = last {
+                let o = stack.last().copied().or(task).unwrap_or(Owner::Unknown);
+                push(&mut out, t0, at, o, false);
+            }
+            last = Some(at);
+            // No interrupt nests across a switch: what was open ended unseen.
+            task = Some(task_of(e.pid));
+            stack.clear();
+            switched_in(e.pid, at);
+        }
         if let Some(t0) = last {
             // Lost events happened somewhere since the previous event: nobody is known there.
             let (owner, l) = if matches!(e.kind, Kind::Lost { .. }) {
@@ -361,6 +420,12 @@ fn segments(evs: &[&Event]) -> Vec<Seg> {
                 (o, lost && task.is_none())
             };
             push(&mut out, t0, e.ts_ns, owner, l);
+        }
+        if untraced_switch && current.is_none() {
+            // Known again from here (the CPU's first event, or the first after a loss).
+            task = Some(task_of(e.pid));
+            lost = false;
+            switched_in(e.pid, e.ts_ns);
         }
         last = Some(e.ts_ns);
         let pop = |stack: &mut Vec<Owner>, o: Owner| {
@@ -385,6 +450,7 @@ fn segments(evs: &[&Event]) -> Vec<Seg> {
                 });
                 stack.clear();
                 lost = false;
+                switched_in(next_pid, e.ts_ns);
             }
             Kind::IrqEntry { irq } => stack.push(Owner::Irq(irq)),
             Kind::IrqExit { irq } => pop(&mut stack, Owner::Irq(irq)),
@@ -1053,11 +1119,13 @@ mod tests {
         };
         let r = &attribute(&t, &[w], &[500])[0];
         assert!(r.lost_events);
+        // Unknown from the loss to the first event after it, whose task (idle) is known.
         assert_eq!(
             ns_of(&r.before_wake, CulpritKind::Unaccounted, "unaccounted"),
-            4950 * US
+            3000 * US
         );
         assert_eq!(ns_of(&r.before_wake, CulpritKind::Irq, "eth0"), 50 * US);
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Idle, "idle"), 1950 * US);
         assert_eq!(r.wakeup.verdict, WakeVerdict::NoWakeupTraced);
         assert_eq!(r.top[0].culprit.kind, CulpritKind::Unaccounted);
     }
@@ -1110,6 +1178,90 @@ mod tests {
             ns_of(&r.after_wake, CulpritKind::Unaccounted, "unaccounted"),
             490 * US
         );
+    }
+
+    /// A real trace of this VM, whose kernel does not trace switches out of idle: the burst
+    /// that started on an idle CPU is found from its own events, not read as idle.
+    #[test]
+    fn a_task_switched_in_from_idle_without_a_sched_switch_is_named() {
+        let t = trace(include_str!("../../tests/fixtures/trace/idle_exit.txt"));
+        assert_eq!(t.skipped_lines, 0);
+        let w = Window {
+            id: 8,
+            tid: 11675,
+            cpu: Some(1),
+            t_ideal_ns: 41_233_144_900_000,
+            wake_ns: 41_233_154_210_000,
+            end_ns: 41_233_154_224_000,
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[11675])[0];
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Idle, "idle"), 0);
+        // From the end of the timer interrupt that woke it (.144902) to its switch to us
+        // (.154208), less the two ticks and the SCHED softirq that interrupted it.
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Task, "xrl-burst"),
+            (154_208 - 144_902 - 5) * US
+        );
+        let top = &r.top[0].culprit;
+        assert_eq!(
+            (top.name.as_str(), top.pid, top.prio.as_deref()),
+            ("xrl-burst", Some(11630), Some("rt:95"))
+        );
+        assert_eq!(r.wakeup.verdict, WakeVerdict::NotScheduled);
+        assert_eq!(r.wakeup.wakeup_delay_ns, Some(US));
+        assert_eq!(
+            r.wakeup.behind.as_ref().map(|c| c.name.as_str()),
+            Some("xrl-burst")
+        );
+        // Before the burst the CPU was idle, and the burst began once the interrupt that
+        // woke it returned (.144141), not at the idle CPU's last event before.
+        let early = Window {
+            t_ideal_ns: 41_233_144_050_000,
+            wake_ns: 41_233_144_500_000,
+            end_ns: 41_233_144_500_000,
+            ..w
+        };
+        let r = &attribute(&t, &[early], &[11675])[0];
+        let mut tl_parts = Timeline::build(&t.events, &[11675])
+            .split(1, early.t_ideal_ns, early.wake_ns)
+            .0;
+        tl_parts.sort_by_key(|p| p.1);
+        assert!(
+            tl_parts.contains(&(
+                Owner::Task {
+                    pid: 11630,
+                    prio: 4
+                },
+                359 * US
+            )),
+            "{tl_parts:?}"
+        );
+        assert_eq!(r.cpu, Some(1));
+    }
+
+    /// A task that starts on an idle CPU woken from another CPU (no interrupt on this one):
+    /// it ran no earlier than its sched_waking, and idle has the time before.
+    #[test]
+    fn an_untraced_switch_starts_no_earlier_than_the_remote_wake_up() {
+        let t = trace(
+            "       worker-500   [001] d..2.   50.000000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n\
+             \x20      server-600   [000] d..2.   50.004000: sched_waking: comm=worker pid=500 prio=19 target_cpu=001\n\
+             \x20      worker-500   [001] d..2.   50.005000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n",
+        );
+        assert_eq!(t.skipped_lines, 0);
+        let tl = Timeline::build(&t.events, &[500]);
+        let (mut parts, lost) = tl.split(1, at(50, 0), at(50, 5000));
+        parts.sort_by_key(|p| p.1);
+        assert!(!lost);
+        assert_eq!(
+            parts,
+            vec![
+                (Owner::Task { pid: 500, prio: 19 }, 1000 * US),
+                (Owner::Task { pid: 0, prio: 120 }, 4000 * US)
+            ]
+        );
+        assert_eq!(tl.switch_in[&500].last(), Some(&(at(50, 4000), 1)));
     }
 
     #[test]

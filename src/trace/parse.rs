@@ -21,8 +21,10 @@ pub enum Kind {
         next_pid: i32,
         next_prio: i32,
     },
+    /// `prio`: the woken task's, as the kernel numbers it.
     Waking {
         pid: i32,
+        prio: i32,
         target_cpu: u16,
     },
     Wakeup {
@@ -60,6 +62,10 @@ pub enum Kind {
 pub struct Event {
     pub ts_ns: u64,
     pub cpu: u16,
+    /// The task current on `cpu` when the event was recorded (`common_pid`; 0 is the idle
+    /// task, -1 unknown): it shows a switch the kernel did not trace (see
+    /// `attribute::segments`).
+    pub pid: i32,
     pub kind: Kind,
 }
 
@@ -167,16 +173,19 @@ impl Trace {
         // The CPU field: " [NNN] " after "comm-pid", found from the left so a comm holding
         // brackets does not fool it (the pid before it is digits after a dash).
         let mut search = 0;
-        let (cpu, after) = loop {
+        let (cpu, pid, after) = loop {
             let i = search + line[search..].find(" [")?;
             let rest = &line[i + 2..];
             let close = rest.find(']')?;
             let head = line[..i].trim_end();
-            let pid_ok = head
+            let pid = head
                 .rsplit_once('-')
-                .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-            if pid_ok && close > 0 && rest[..close].bytes().all(|b| b.is_ascii_digit()) {
-                break (rest[..close].parse::<u16>().ok()?, &rest[close + 1..]);
+                .filter(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|(_, p)| p.parse::<i32>().ok());
+            if let Some(pid) = pid {
+                if close > 0 && rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+                    break (rest[..close].parse::<u16>().ok()?, pid, &rest[close + 1..]);
+                }
             }
             search = i + 1;
         };
@@ -214,7 +223,11 @@ impl Trace {
                 self.note_comm(pid, comm);
                 let target_cpu = num(fields, "target_cpu")?;
                 if name == "sched_waking" {
-                    Kind::Waking { pid, target_cpu }
+                    Kind::Waking {
+                        pid,
+                        prio: num(fields, "prio")?,
+                        target_cpu,
+                    }
                 } else {
                     Kind::Wakeup { pid, target_cpu }
                 }
@@ -259,10 +272,16 @@ impl Trace {
             self.events.push(Event {
                 ts_ns,
                 cpu,
+                pid: -1,
                 kind: Kind::Lost { count },
             });
         }
-        self.events.push(Event { ts_ns, cpu, kind });
+        self.events.push(Event {
+            ts_ns,
+            cpu,
+            pid,
+            kind,
+        });
         Some(())
     }
 
@@ -314,6 +333,7 @@ mod tests {
             Event {
                 ts_ns: 812_345_678_000,
                 cpu: 1,
+                pid: 77,
                 kind: Kind::Switch {
                     prev_pid: 77,
                     prev_prio: 120,
@@ -352,6 +372,7 @@ mod tests {
             kinds[5],
             Kind::Waking {
                 pid: 5,
+                prio: 19,
                 target_cpu: 0
             }
         );

@@ -192,6 +192,7 @@ pub fn decode_page(page: &[u8], cpu: u16, fm: &Formats, trace: &mut Trace) {
             trace.push_event(Event {
                 ts_ns: ts,
                 cpu,
+                pid: -1,
                 kind: Kind::Lost { count: n },
             });
             *trace.lost.entry(cpu).or_default() += n;
@@ -204,6 +205,7 @@ pub fn decode_page(page: &[u8], cpu: u16, fm: &Formats, trace: &mut Trace) {
             trace.push_event(Event {
                 ts_ns: ts,
                 cpu,
+                pid: f.int(data, "common_pid").map_or(-1, |p| p as i32),
                 kind,
             });
         } else {
@@ -239,6 +241,7 @@ fn decode(f: &Format, d: &[u8], t: &mut Trace) -> Option<Kind> {
             }
             Kind::Waking {
                 pid,
+                prio: i("prio")? as i32,
                 target_cpu: i("target_cpu")? as u16,
             }
         }
@@ -441,7 +444,9 @@ mod tests {
         assert!(text.events.len() > 500, "{} events", text.events.len());
         for (i, (r, t)) in raw.events.iter().zip(&text.events).enumerate() {
             assert!(
-                r.ts_ns.abs_diff(t.ts_ns) <= 500 && comparable(r.kind) == comparable(t.kind),
+                r.ts_ns.abs_diff(t.ts_ns) <= 500
+                    && r.pid == t.pid
+                    && comparable(r.kind) == comparable(t.kind),
                 "event {i}: pages {r:?}, text {t:?}"
             );
         }
