@@ -9,7 +9,8 @@
 //! preempts any task: the wake-up itself came late, a vCPU not run or interrupts held off); a
 //! lower-priority task that kept the CPU while we were runnable (a non-preemptible kernel
 //! section or a held vCPU, which the trace cannot tell apart); our thread "running" by the
-//! trace beyond the CPU time it measured itself (steal).
+//! trace beyond the CPU time it measured itself (steal), or before its own clock says it
+//! woke.
 
 use super::clients::AudioClient;
 use super::parse::{Event, Kind, Trace, SOFTIRQ_NAMES};
@@ -228,11 +229,19 @@ impl Timeline {
     pub fn build(events: &[Event], tids: &[i32]) -> Timeline {
         let mut per_cpu: HashMap<u16, Vec<&Event>> = HashMap::new();
         let mut waking: HashMap<i32, Vec<u64>> = HashMap::new();
-        // Every task's priority as last seen: a switch the kernel did not trace has to take
-        // it from elsewhere.
-        let mut prio: HashMap<i32, i32> = HashMap::new();
-        // Per target CPU, every task's wake-ups: the earliest a switch not traced can be.
-        let mut wakes_to: HashMap<u16, Vec<(u64, i32)>> = HashMap::new();
+        // Every task's latest priority in time (events come CPU after CPU, and a thread
+        // starts as SCHED_OTHER before it is made FIFO): a switch the kernel did not trace
+        // has to take it from elsewhere, and a window compares it with its culprits'.
+        let mut latest: HashMap<i32, (u64, i32)> = HashMap::new();
+        let mut seen = |pid: i32, t: u64, p: i32| {
+            let e = latest.entry(pid).or_insert((t, p));
+            if t >= e.0 {
+                *e = (t, p);
+            }
+        };
+        // Per target CPU, every task's wake-ups: the earliest a switch not traced can be,
+        // and the priority the task had then.
+        let mut wakes_to: HashMap<u16, Vec<(u64, i32, i32)>> = HashMap::new();
         for e in events {
             match e.kind {
                 Kind::Switch {
@@ -242,16 +251,19 @@ impl Timeline {
                     next_prio,
                     ..
                 } => {
-                    prio.insert(prev_pid, prev_prio);
-                    prio.insert(next_pid, next_prio);
+                    seen(prev_pid, e.ts_ns, prev_prio);
+                    seen(next_pid, e.ts_ns, next_prio);
                 }
                 Kind::Waking {
                     pid,
                     prio: p,
                     target_cpu,
                 } => {
-                    prio.insert(pid, p);
-                    wakes_to.entry(target_cpu).or_default().push((e.ts_ns, pid));
+                    seen(pid, e.ts_ns, p);
+                    wakes_to
+                        .entry(target_cpu)
+                        .or_default()
+                        .push((e.ts_ns, pid, p));
                     if tids.contains(&pid) {
                         waking.entry(pid).or_default().push(e.ts_ns);
                     }
@@ -260,6 +272,7 @@ impl Timeline {
             }
             per_cpu.entry(e.cpu).or_default().push(e);
         }
+        let prio: HashMap<i32, i32> = latest.into_iter().map(|(k, (_, p))| (k, p)).collect();
         let mut switch_in: HashMap<i32, Vec<(u64, u16)>> = HashMap::new();
         let cpus = per_cpu
             .into_iter()
@@ -350,13 +363,14 @@ impl Timeline {
 /// recorded while it was current (each event's `pid`): this VM's kernel (6.18) never traces
 /// the switch out of idle, so a task woken on an idle CPU — a burst, our own thread — is
 /// seen first by its own events. It started after the CPU's previous event and after its
-/// own last wake-up towards this CPU (`wakes`: time and pid, in time order): an idle CPU
+/// own last wake-up towards this CPU (`wakes`: time, pid and prio, in time order), with the
+/// priority it had then (else its latest, `prio`): an idle CPU
 /// switches as soon as the interrupt that woke the task returns, or as soon as the remote
 /// wake-up reaches it. After lost events nobody is known until the first event whose task
 /// is known.
 fn segments(
     evs: &[&Event],
-    wakes: &[(u64, i32)],
+    wakes: &[(u64, i32, i32)],
     prio: &HashMap<i32, i32>,
     mut switched_in: impl FnMut(i32, u64),
 ) -> Vec<Seg> {
@@ -382,11 +396,15 @@ fn segments(
             lost,
         });
     };
-    let task_of = |pid: i32| Owner::Task {
+    let (mut next_wake, mut woken) = (0usize, HashMap::<i32, (u64, i32)>::new());
+    let task_of = |pid: i32, woken: &HashMap<i32, (u64, i32)>| Owner::Task {
         pid,
-        prio: prio.get(&pid).copied().unwrap_or(120),
+        prio: woken
+            .get(&pid)
+            .map(|w| w.1)
+            .or_else(|| prio.get(&pid).copied())
+            .unwrap_or(120),
     };
-    let (mut next_wake, mut woken) = (0usize, HashMap::<i32, u64>::new());
     for e in evs {
         let current = match task {
             Some(Owner::Task { pid, .. }) => Some(pid),
@@ -394,20 +412,20 @@ fn segments(
         };
         let untraced_switch = e.pid >= 0 && !matches!(e.kind, Kind::Lost { .. });
         if untraced_switch && current.is_some_and(|p| p != e.pid) {
-            while let Some(&(t, pid)) = wakes.get(next_wake).filter(|w| w.0 <= e.ts_ns) {
-                woken.insert(pid, t);
+            while let Some(&(t, pid, p)) = wakes.get(next_wake).filter(|w| w.0 <= e.ts_ns) {
+                woken.insert(pid, (t, p));
                 next_wake += 1;
             }
             let at = last
                 .unwrap_or(e.ts_ns)
-                .max(woken.get(&e.pid).copied().unwrap_or(0));
+                .max(woken.get(&e.pid).map_or(0, |w| w.0));
             if let Some(t0) = last {
                 let o = stack.last().copied().or(task).unwrap_or(Owner::Unknown);
                 push(&mut out, t0, at, o, false);
             }
             last = Some(at);
             // No interrupt nests across a switch: what was open ended unseen.
-            task = Some(task_of(e.pid));
+            task = Some(task_of(e.pid, &woken));
             stack.clear();
             switched_in(e.pid, at);
         }
@@ -423,7 +441,7 @@ fn segments(
         }
         if untraced_switch && current.is_none() {
             // Known again from here (the CPU's first event, or the first after a loss).
-            task = Some(task_of(e.pid));
+            task = Some(task_of(e.pid, &woken));
             lost = false;
             switched_in(e.pid, e.ts_ns);
         }
@@ -583,6 +601,10 @@ fn move_to_unaccounted(v: &mut Vec<Share>, kind: CulpritKind, ns: u64) {
 /// to 1 µs before it.
 const RESOLUTION_NS: u64 = 1_000;
 
+/// From a thread's switch-in to its own clock read after the wake-up, at most (the burst
+/// fixture shows 10 µs).
+const SWITCH_TO_WAKE_NS: u64 = 20_000;
+
 /// The parts of a window the attribution's rules tell apart (module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -696,6 +718,21 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
             .find(|s| s.culprit.is_culprit())
             .map(|s| s.culprit.clone());
         before = merge(b1, b2);
+        // On the CPU by the trace but not yet awake by its own clock: the vCPU was not run,
+        // or a switch the trace did not show came later than it could place it (see
+        // `segments`). Only the few µs from switch-in to the thread's clock read are ours.
+        let early: u64 = before
+            .iter()
+            .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
+            .map(|s| s.ns)
+            .sum();
+        if early > SWITCH_TO_WAKE_NS {
+            move_to_unaccounted(
+                &mut before,
+                CulpritKind::SelfThread,
+                early - SWITCH_TO_WAKE_NS,
+            );
+        }
         let (mut a, l3) = split(wake, end);
         if let Some(own) = w.own_cpu_ns {
             let seen: u64 = a
@@ -1238,6 +1275,72 @@ mod tests {
             "{tl_parts:?}"
         );
         assert_eq!(r.cpu, Some(1));
+    }
+
+    /// A switch to our thread that the trace does not show, with no event for 1.9 ms: the
+    /// time before our thread's own clock says it woke is nobody's, not ours and not the
+    /// nice-0 task's that ran last.
+    #[test]
+    fn our_thread_on_the_cpu_before_its_own_wake_up_is_unaccounted() {
+        let t = trace(include_str!(
+            "../../tests/fixtures/trace/switch_untraced.txt"
+        ));
+        assert_eq!(t.skipped_lines, 0);
+        let w = Window {
+            id: 7736,
+            tid: 15982,
+            cpu: Some(0),
+            t_ideal_ns: 42_154_760_246_634,
+            wake_ns: 42_154_761_772_437,
+            end_ns: 42_154_762_172_001,
+            own_cpu_ns: Some(395_518),
+        };
+        let r = &attribute(&t, &[w], &[15982])[0];
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::SelfThread, "xr-driver"),
+            SWITCH_TO_WAKE_NS
+        );
+        assert_eq!(
+            ns_of(&r.before_wake, CulpritKind::Task, "tokio-rt-worker"),
+            0
+        );
+        let unaccounted = ns_of(&r.before_wake, CulpritKind::Unaccounted, "unaccounted");
+        assert!(unaccounted > 1_480_000, "{r:?}");
+        assert_eq!(r.top[0].culprit.kind, CulpritKind::Unaccounted);
+        assert_eq!(r.wakeup.verdict, WakeVerdict::NotScheduled);
+        let sum: u64 = r
+            .before_wake
+            .iter()
+            .chain(&r.after_wake)
+            .map(|s| s.ns)
+            .sum();
+        assert_eq!(sum, w.end_ns - w.t_ideal_ns);
+    }
+
+    /// Events come CPU after CPU: a thread's priority is its latest in time, not the last
+    /// one read (here its SCHED_OTHER start on CPU 1, read after its FIFO life on CPU 0), so
+    /// a nice-0 task it waited behind is not blamed.
+    #[test]
+    fn a_thread_has_its_latest_priority_in_time() {
+        let t = trace(
+            "worker-500 [000] d..2. 60.002000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state=S ==> next_comm=hog next_pid=800 next_prio=120\n\
+             hog-800 [000] d.h2. 60.003000: sched_waking: comm=worker pid=500 prio=19 target_cpu=000\n\
+             hog-800 [000] d..2. 60.004000: sched_switch: prev_comm=hog prev_pid=800 prev_prio=120 prev_state=R ==> next_comm=worker next_pid=500 next_prio=19\n\
+             worker-500 [001] d..2. 60.000000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120\n",
+        );
+        assert_eq!(t.skipped_lines, 0);
+        let w = Window {
+            id: 1,
+            tid: 500,
+            cpu: Some(0),
+            t_ideal_ns: at(60, 3000),
+            wake_ns: at(60, 4005),
+            end_ns: at(60, 4100),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[500])[0];
+        assert_eq!(ns_of(&r.before_wake, CulpritKind::Task, "hog"), 0, "{r:?}");
+        assert_eq!(r.wakeup.verdict, WakeVerdict::NotScheduled);
     }
 
     /// A task that starts on an idle CPU woken from another CPU (no interrupt on this one):

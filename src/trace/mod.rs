@@ -315,6 +315,11 @@ impl Recording {
         let mut ours = ours.to_vec();
         ours.push(self.reader_tid);
         let (mut reports, mut worst) = attribute::attribute_all(&self.trace, windows, &ours);
+        if let Some(dir) = std::env::var_os(DUMP_ENV) {
+            if let Err(e) = dump_windows(&self.trace, windows, std::path::Path::new(&dir)) {
+                eprintln!("xrunlab: warning: {DUMP_ENV}: {e}");
+            }
+        }
         // Other audio clients are looked up while they still run: now, not at report time.
         let clients = clients::identify(
             &crate::system::Root::default(),
@@ -361,6 +366,50 @@ impl Recording {
         }
         w
     }
+}
+
+/// A directory to write each window's events into as kernel text (`window-ID.txt`, at most
+/// [`DUMP_MAX`] windows): what a puzzling attribution was made from, and the start of a test
+/// fixture. A debugging aid, not a user option.
+pub const DUMP_ENV: &str = "XRUNLAB_FORENSICS_DUMP";
+const DUMP_MAX: usize = 100;
+/// Events kept before a window's t_ideal and after its end.
+const DUMP_BEFORE_NS: u64 = 5_000_000;
+const DUMP_AFTER_NS: u64 = 1_000_000;
+
+fn dump_windows(trace: &Trace, windows: &[Window], dir: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut by_time: Vec<&parse::Event> = trace.events.iter().collect();
+    by_time.sort_by_key(|e| (e.ts_ns, e.cpu));
+    for w in windows.iter().take(DUMP_MAX) {
+        let (a, b) = (
+            w.t_ideal_ns.saturating_sub(DUMP_BEFORE_NS),
+            w.end_ns.max(w.wake_ns).saturating_add(DUMP_AFTER_NS),
+        );
+        let from = by_time.partition_point(|e| e.ts_ns < a);
+        let to = by_time.partition_point(|e| e.ts_ns <= b);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(
+            dir.join(format!("window-{}.txt", w.id)),
+        )?);
+        writeln!(f, "# tracer: nop")?;
+        writeln!(
+            f,
+            "# window {} tid {} cpu {} t_ideal_ns {} wake_ns {} end_ns {} own_cpu_ns {}",
+            w.id,
+            w.tid,
+            w.cpu.map_or("-".into(), |c| c.to_string()),
+            w.t_ideal_ns,
+            w.wake_ns,
+            w.end_ns,
+            w.own_cpu_ns.map_or("-".into(), |c| c.to_string())
+        )?;
+        for e in &by_time[from..to] {
+            writeln!(f, "{}", trace.text_line(e))?;
+        }
+        f.flush()?;
+    }
+    Ok(())
 }
 
 enum Source {

@@ -308,6 +308,86 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// `e` as a line of the kernel's text format (ns times), which [`Trace::push_line`]
+    /// reads back as the same event: windows' events are dumped this way to become fixtures.
+    pub fn text_line(&self, e: &Event) -> String {
+        let comm = |pid: i32| match pid {
+            0 => "<idle>".to_string(),
+            p => self
+                .comms
+                .get(&p)
+                .cloned()
+                .unwrap_or_else(|| "<...>".into()),
+        };
+        let head = format!(
+            "{:>16}-{:<7} [{:03}] d..2. {}.{:09}: ",
+            comm(e.pid),
+            e.pid,
+            e.cpu,
+            e.ts_ns / 1_000_000_000,
+            e.ts_ns % 1_000_000_000
+        );
+        let name_of = |pid: i32| match pid {
+            0 => format!("swapper/{}", e.cpu),
+            p => comm(p),
+        };
+        let body = match e.kind {
+            Kind::Lost { count } => return format!("CPU:{} [LOST {count} EVENTS]", e.cpu),
+            Kind::Switch {
+                prev_pid,
+                prev_prio,
+                prev_runnable,
+                next_pid,
+                next_prio,
+            } => format!(
+                "sched_switch: prev_comm={} prev_pid={prev_pid} prev_prio={prev_prio} prev_state={} ==> next_comm={} next_pid={next_pid} next_prio={next_prio}",
+                name_of(prev_pid),
+                if prev_runnable { "R" } else { "S" },
+                name_of(next_pid)
+            ),
+            Kind::Waking {
+                pid,
+                prio,
+                target_cpu,
+            } => format!(
+                "sched_waking: comm={} pid={pid} prio={prio} target_cpu={target_cpu:03}",
+                comm(pid)
+            ),
+            Kind::Wakeup { pid, target_cpu } => format!(
+                "sched_wakeup: comm={} pid={pid} prio=0 target_cpu={target_cpu:03}",
+                comm(pid)
+            ),
+            Kind::Migrate { pid, dest_cpu } => format!(
+                "sched_migrate_task: comm={} pid={pid} prio=0 orig_cpu={} dest_cpu={dest_cpu}",
+                comm(pid),
+                e.cpu
+            ),
+            Kind::IrqEntry { irq } => format!(
+                "irq_handler_entry: irq={irq} name={}",
+                self.irq_names.get(&irq).map_or("?", String::as_str)
+            ),
+            Kind::IrqExit { irq } => format!("irq_handler_exit: irq={irq} ret=handled"),
+            Kind::SoftirqEntry { vec } => format!(
+                "softirq_entry: vec={vec} [action={}]",
+                SOFTIRQ_NAMES.get(vec as usize).unwrap_or(&"?")
+            ),
+            Kind::SoftirqExit { vec } => format!(
+                "softirq_exit: vec={vec} [action={}]",
+                SOFTIRQ_NAMES.get(vec as usize).unwrap_or(&"?")
+            ),
+            Kind::TimerEntry { function } => format!(
+                "hrtimer_expire_entry: hrtimer=0 function={} now=0",
+                self.functions
+                    .get(function as usize)
+                    .map_or("?", String::as_str)
+            ),
+            Kind::TimerExit => "hrtimer_expire_exit: hrtimer=0".into(),
+        };
+        head + &body
+    }
+}
+
 /// "812.345678" (seconds, microseconds — or nanoseconds with 9 digits) → ns.
 pub fn parse_ts(s: &str) -> Option<u64> {
     let (sec, frac) = s.split_once('.')?;
@@ -376,6 +456,31 @@ mod tests {
                 target_cpu: 0
             }
         );
+    }
+
+    #[test]
+    fn an_event_written_as_text_reads_back_the_same() {
+        let mut t = Trace::default();
+        t.push_text(
+            "  Web Content-a-77   [001] d..2.   812.345678: sched_switch: prev_comm=Web Content-a prev_pid=77 prev_prio=120 prev_state=R+ ==> next_comm=swapper/1 next_pid=0 next_prio=120\n\
+             <idle>-0 [001] d.h1. 812.400001: irq_handler_entry: irq=24 name=virtio0-input.0\n\
+             <idle>-0 [001] d.h1. 812.400002: irq_handler_exit: irq=24 ret=handled\n\
+             CPU:1 [LOST 5 EVENTS]\n\
+             <idle>-0 [001] ..s1. 812.400003: softirq_entry: vec=3 [action=NET_RX]\n\
+             <idle>-0 [001] ..s1. 812.400004: softirq_exit: vec=3 [action=NET_RX]\n\
+             <idle>-0 [001] d.h2. 812.400005: hrtimer_expire_entry: hrtimer=0000000012 function=hrtimer_wakeup/0x0 now=10000004000\n\
+             <idle>-0 [001] d.h3. 812.400006: sched_waking: comm=xrunlab-rt pid=5 prio=19 target_cpu=001\n\
+             <idle>-0 [001] d.h1. 812.400007: hrtimer_expire_exit: hrtimer=0000000012\n\
+             xrunlab-rt-5 [001] d..2. 812.400009: sched_switch: prev_comm=xrunlab-rt prev_pid=5 prev_prio=19 prev_state=S ==> next_comm=Web Content-a next_pid=77 next_prio=120\n",
+        );
+        assert_eq!(t.skipped_lines, 0);
+        let text: String = t.events.iter().map(|e| t.text_line(e) + "\n").collect();
+        let mut back = Trace::default();
+        back.push_text(&text);
+        assert_eq!(back.skipped_lines, 0, "{text}");
+        assert_eq!(back.events, t.events, "{text}");
+        assert_eq!(back.comms, t.comms);
+        assert_eq!(back.functions, t.functions);
     }
 
     #[test]
