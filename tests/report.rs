@@ -866,3 +866,22 @@ fn compare_shows_the_forensics_of_each_result_side_by_side() {
     assert!(page.contains("Forensics: who took the time"));
     assert!(page.contains("softirq RCU"));
 }
+
+/// A real traced run (the binary reader, no event lost) carries the timeline of its worst
+/// xrun into the report.
+#[test]
+fn a_traced_run_reports_its_worst_xrun_as_a_timeline() {
+    let traced =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forensics/run-paper-raw.json");
+    let dir = tempfile::tempdir().unwrap();
+    let html = report_html(&[traced], dir.path());
+    assert_self_contained(&html);
+    assert!(html.contains("What ran on the CPU of the worst xrun"));
+    let title = html
+        .find("Worst xrun #35710 on CPU 0")
+        .expect("no timeline of the worst xrun");
+    let svg_start = html[..title].rfind("<svg").expect("the title is not in an SVG");
+    let svg = &html[svg_start..title + html[title..].find("</svg>").unwrap()];
+    // One lane per kind: our thread and unaccounted time at least.
+    assert!(svg.matches("<rect").count() > 10, "{svg}");
+}

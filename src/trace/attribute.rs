@@ -914,10 +914,32 @@ pub fn window_timeline(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -
             }),
         }
     };
+    // Our thread on the CPU before its own wake-up is unaccounted but for the last
+    // SWITCH_TO_WAKE_NS of it, as in `explain`.
+    let mut early_left = b.cpu.map_or(0, |cpu| {
+        let on_cpu: u64 = tl
+            .split(cpu, t0, b.wake)
+            .0
+            .iter()
+            .filter(|(o, _)| matches!(o, Owner::Task { pid, .. } if *pid == w.tid))
+            .map(|p| p.1)
+            .sum();
+        on_cpu.saturating_sub(SWITCH_TO_WAKE_NS)
+    });
     for (phase, a, z) in b.phases(t0) {
         match b.cpu {
-            Some(cpu) => tl.walk(cpu, a, z, |from, to, o, _| {
+            Some(cpu) => tl.walk(cpu, a, z, |mut from, to, o, _| {
                 let mut c = culprit(trace, o, w.tid, ours);
+                if c.kind == CulpritKind::SelfThread && phase != Phase::Running && early_left > 0 {
+                    let cut = (to - from).min(early_left);
+                    early_left -= cut;
+                    push(
+                        from,
+                        from + cut,
+                        Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
+                    );
+                    from += cut;
+                }
                 if not_to_blame(phase, &c, b.own_rank) {
                     c = Culprit::simple(CulpritKind::Unaccounted, "unaccounted");
                 }
@@ -1315,6 +1337,24 @@ mod tests {
             .map(|s| s.ns)
             .sum();
         assert_eq!(sum, w.end_ns - w.t_ideal_ns);
+        // Its timeline names the same: our thread only in the last 20 µs before its wake-up.
+        let w = Window {
+            own_cpu_ns: None,
+            ..w
+        };
+        let (reports, tl) = attribute_all(&t, &[w], &[15982]);
+        let (r, tl) = (&reports[0], tl.unwrap());
+        assert_eq!(
+            spans_by_culprit(&tl),
+            merge(r.before_wake.clone(), r.after_wake.clone())
+        );
+        let wake = w.wake_ns - w.t_ideal_ns;
+        let ours_before: Vec<&Span> = tl
+            .spans
+            .iter()
+            .filter(|s| s.culprit.kind == CulpritKind::SelfThread && s.from_ns < wake)
+            .collect();
+        assert_eq!(ours_before[0].from_ns, wake - SWITCH_TO_WAKE_NS);
     }
 
     /// Events come CPU after CPU: a thread's priority is its latest in time, not the last
@@ -1416,6 +1456,20 @@ mod tests {
         }
     }
 
+    fn spans_by_culprit(tl: &WindowTimeline) -> Vec<Share> {
+        let mut by_culprit: Vec<Share> = Vec::new();
+        for sp in &tl.spans {
+            by_culprit = merge(
+                by_culprit,
+                vec![Share {
+                    culprit: sp.culprit.clone(),
+                    ns: sp.to_ns - sp.from_ns,
+                }],
+            );
+        }
+        by_culprit
+    }
+
     #[test]
     fn the_worst_window_is_laid_out_as_the_attribution_names_it() {
         let t = trace(include_str!("../../tests/fixtures/trace/burst.txt"));
@@ -1436,19 +1490,9 @@ mod tests {
         assert_eq!(tl.spans.last().unwrap().to_ns, 10_500 * US);
         assert_eq!(tl.spans_dropped, 0);
         // The same names and times as the window's report, interval by interval.
-        let mut by_culprit: Vec<Share> = Vec::new();
-        for sp in &tl.spans {
-            by_culprit = merge(
-                by_culprit,
-                vec![Share {
-                    culprit: sp.culprit.clone(),
-                    ns: sp.to_ns - sp.from_ns,
-                }],
-            );
-        }
         let r = &reports[1];
         assert_eq!(
-            by_culprit,
+            spans_by_culprit(&tl),
             merge(r.before_wake.clone(), r.after_wake.clone())
         );
         // The burst is cut by the virtio IRQ: two intervals in the task lane.
