@@ -880,7 +880,9 @@ fn a_traced_run_reports_its_worst_xrun_as_a_timeline() {
     let title = html
         .find("Worst xrun #35710 on CPU 0")
         .expect("no timeline of the worst xrun");
-    let svg_start = html[..title].rfind("<svg").expect("the title is not in an SVG");
+    let svg_start = html[..title]
+        .rfind("<svg")
+        .expect("the title is not in an SVG");
     let svg = &html[svg_start..title + html[title..].find("</svg>").unwrap()];
     // One lane per kind: our thread and unaccounted time at least.
     assert!(svg.matches("<rect").count() > 10, "{svg}");
