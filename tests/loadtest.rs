@@ -463,3 +463,41 @@ fn the_real_limit_is_measured_at_the_count_it_implies() {
         assert!(used.instances > 1, "{l:?}");
     }
 }
+
+/// A plugin other than burn: the trials judge their xruns against the tail of the physical
+/// limit's bench (its p99.9 per block), and the cell says so.
+#[test]
+fn trials_take_the_physical_limits_bench_as_their_cost_prior() {
+    let mut c = LoadConfig::new(DriverKind::Virtual, vec![0]);
+    c.buffers = vec![256];
+    c.tracks = vec![1];
+    c.plugins = vec!["reverb".into()];
+    c.duration_ns = 1_000_000_000;
+    c.max_instances = 2;
+    c.bench_ns = 30_000_000;
+    if !is_root() {
+        c.policy = Policy::Other { nice: 0 };
+        c.mlock = false;
+    }
+    let (r, _) = go(&c, None);
+    let cell = &r.cells[0];
+    let step = cell.limit.used().unwrap();
+    let p999 = step.p999_ns_per_frame.expect("the bench's per-block tail");
+    assert!(p999 >= step.ns_per_frame, "{step:?}");
+    let expected = cell.limit.cost_prior(256).unwrap();
+    assert_eq!(
+        expected.elements,
+        vec![xrunlab::engine::prior::ElementCost::Bench {
+            ns_per_frame: p999,
+            instances: step.instances,
+            buffer_frames: 256
+        }]
+    );
+    if cell.max_per_track > 0 {
+        let p = cell.cost_prior.as_ref().expect("the reported run's prior");
+        assert_eq!(p.prior, expected);
+        // One track of max_per_track instances at the bench's tail.
+        let want = (p999 * 256.0 * cell.max_per_track as f64).round() as u64;
+        assert!(p.track_cycle_ns.abs_diff(want) <= cell.max_per_track as u64, "{p:?}");
+    }
+}

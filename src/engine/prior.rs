@@ -41,7 +41,8 @@ impl ElementCost {
 /// The expected cost of every element of a chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CostPrior {
-    /// The bench result the figures came from; None: burn's calibration alone.
+    /// The bench result file the figures came from; None: measured by the command itself
+    /// (burn's calibration, `load`'s physical-limit bench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bench_file: Option<String>,
     /// One per chain element, in chain order.

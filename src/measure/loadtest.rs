@@ -25,6 +25,7 @@ use crate::driver::sim::SimConfig;
 use crate::dsp::{parse_chain, ChainElement, PluginContext};
 use crate::engine::collector::StopCriterion;
 use crate::engine::forensics::StartTrace;
+use crate::engine::prior::{CostPrior, ElementCost};
 use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
@@ -322,6 +323,7 @@ impl LoadConfig {
             steps.push(LimitStep {
                 instances: k,
                 ns_per_frame: b.ns_per_frame,
+                p999_ns_per_frame: b.per_block.map(|p| p.p999_ns_per_frame),
                 per_track,
             });
             // The instances one engine thread runs in series at that limit.
@@ -367,6 +369,22 @@ impl PhysicalLimit {
     pub fn used(&self) -> Option<&LimitStep> {
         self.steps.last()
     }
+
+    /// What that bench measured, as the trials' cost prior (`run --cost-prior`'s, §3 "Xrun
+    /// and cause"): so a trial tells host stalls from overload from its first cycle, against
+    /// the tail of the cost measured with nothing else running rather than against its own
+    /// cycles, which stalls inflate. None on sim (no bench).
+    pub fn cost_prior(&self, buffer: u32) -> Option<CostPrior> {
+        let s = self.used()?;
+        Some(CostPrior {
+            bench_file: None,
+            elements: vec![ElementCost::Bench {
+                ns_per_frame: s.p999_ns_per_frame.unwrap_or(s.ns_per_frame),
+                instances: s.instances,
+                buffer_frames: buffer,
+            }],
+        })
+    }
 }
 
 /// One bench of the physical limit's estimate.
@@ -376,6 +394,9 @@ pub struct LimitStep {
     pub instances: u32,
     /// Their cost per instance per frame, the bench's median (`BenchResult::ns_per_frame`).
     pub ns_per_frame: f64,
+    /// The same at the 99.9th percentile of blocks: the trials' cost prior.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ns_per_frame: Option<f64>,
     /// The limit per track that cost gives.
     pub per_track: u32,
 }
@@ -439,6 +460,10 @@ pub struct Cell {
     /// `--driver jack`: the server's view of that trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jack: Option<CellJack>,
+    /// The cost the reported run's xruns were judged against (the physical limit's bench;
+    /// burn's calibration), and whether the run agreed with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_prior: Option<crate::engine::run::PriorReport>,
 }
 
 /// What the JACK server said about the passing trial at a cell's maximum.
@@ -784,12 +809,17 @@ fn run_cell(
 ) -> Result<Option<Cell>> {
     let t0 = crate::rt::clock::monotonic_ns();
     let limit = cfg.physical_limit(buffer, tracks, plugin)?;
+    // burn's calibration is its prior already.
+    let prior = limit
+        .cost_prior(buffer)
+        .filter(|_| cfg.element(plugin).is_ok_and(|e| e.plugin != "burn"));
     let mut trials = Vec::new();
     // The passing run reported for the cell: the largest count in the search, or the last
     // validation pass (which may be lower).
     let mut best: Option<(u32, RunResult)> = None;
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
-        let rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
+        let mut rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
+        rc.cost_prior = prior.clone();
         let w0 = crate::rt::clock::monotonic_ns();
         let rec = trace(&rc.cpus, dur);
         let mut r = crate::engine::run(&rc, &Silent)?;
@@ -870,6 +900,7 @@ fn run_cell(
             cpu_load_pct: j.jack_cpu_load_pct,
             server_xruns: j.server_xruns,
         });
+    let cost_prior = r.as_ref().and_then(|r| r.results.cost_prior.clone());
     let (dsp, xr, p99, wmax) = match &r {
         Some(r) => (
             r.results.dsp_load_pct,
@@ -896,5 +927,6 @@ fn run_cell(
         trials,
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
+        cost_prior,
     }))
 }

@@ -371,7 +371,17 @@ pub fn cost_prior_line(p: &crate::engine::run::PriorReport) -> String {
             .bench_file
             .as_deref()
             .map(|f| format!("the bench in {f}"))
-            .unwrap_or_else(|| "burn's calibration".into()),
+            .unwrap_or_else(|| {
+                if p.prior
+                    .elements
+                    .iter()
+                    .any(|e| matches!(e, crate::engine::prior::ElementCost::Bench { .. }))
+                {
+                    "the physical limit's bench".into()
+                } else {
+                    "burn's calibration".into()
+                }
+            }),
         p.run_median_ratio
             .map(|r| format!("; the median cycle took {r:.2}× that"))
             .unwrap_or_default(),
