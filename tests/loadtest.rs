@@ -498,6 +498,9 @@ fn trials_take_the_physical_limits_bench_as_their_cost_prior() {
         assert_eq!(p.prior, expected);
         // One track of max_per_track instances at the bench's tail.
         let want = (p999 * 256.0 * cell.max_per_track as f64).round() as u64;
-        assert!(p.track_cycle_ns.abs_diff(want) <= cell.max_per_track as u64, "{p:?}");
+        assert!(
+            p.track_cycle_ns.abs_diff(want) <= cell.max_per_track as u64,
+            "{p:?}"
+        );
     }
 }
