@@ -410,8 +410,8 @@ fn segments(
             Some(Owner::Task { pid, .. }) => Some(pid),
             _ => None,
         };
-        let untraced_switch = e.pid >= 0 && !matches!(e.kind, Kind::Lost { .. });
-        if untraced_switch && current.is_some_and(|p| p != e.pid) {
+        let names_task = e.pid >= 0 && !matches!(e.kind, Kind::Lost { .. });
+        if names_task && current.is_some_and(|p| p != e.pid) {
             while let Some(&(t, pid, p)) = wakes.get(next_wake).filter(|w| w.0 <= e.ts_ns) {
                 woken.insert(pid, (t, p));
                 next_wake += 1;
@@ -439,7 +439,7 @@ fn segments(
             };
             push(&mut out, t0, e.ts_ns, owner, l);
         }
-        if untraced_switch && current.is_none() {
+        if names_task && current.is_none() {
             // Known again from here (the CPU's first event, or the first after a loss).
             task = Some(task_of(e.pid, &woken));
             lost = false;
@@ -1386,7 +1386,7 @@ mod tests {
     /// A task that starts on an idle CPU woken from another CPU (no interrupt on this one):
     /// it ran no earlier than its sched_waking, and idle has the time before.
     #[test]
-    fn an_untraced_switch_starts_no_earlier_than_the_remote_wake_up() {
+    fn an_names_task_starts_no_earlier_than_the_remote_wake_up() {
         let t = trace(
             "       worker-500   [001] d..2.   50.000000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n\
              \x20      server-600   [000] d..2.   50.004000: sched_waking: comm=worker pid=500 prio=19 target_cpu=001\n\
