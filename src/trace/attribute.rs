@@ -361,8 +361,8 @@ impl Timeline {
 ///
 /// A task's start is its `sched_switch` or, where the kernel traced none, the first event
 /// recorded while it was current (each event's `pid`): this VM's kernel (6.18) never traces
-/// the switch out of idle, so a task woken on an idle CPU — a burst, our own thread — is
-/// seen first by its own events. It started after the CPU's previous event and after its
+/// a switch out of idle (nor out of its init's threads), so a task woken on an idle CPU — a
+/// burst, our own thread — is seen first by its own events. It started after the CPU's previous event and after its
 /// own last wake-up towards this CPU (`wakes`: time, pid and prio, in time order), with the
 /// priority it had then (else its latest, `prio`): an idle CPU
 /// switches as soon as the interrupt that woke the task returns, or as soon as the remote
