@@ -409,10 +409,10 @@ fn with_net_rx(windows: &[Value]) -> usize {
 ///
 /// Generous bounds: the VM's own stalls make many spikes above 50 µs, and other tests on a
 /// shared machine add network traffic of their own (a run without the flood once named
-/// NET_RX in 8 of 40 spikes). So the control, the same 10 s without the flood, must have it
-/// top culprit far less often: on 2026-11-24 0 of 46 and 0 of 65 without, 28 of 54 and 66 of
-/// 131 with three senders (two senders with a 100 µs threshold named it in only 2 of 51 to
-/// 19 of 62).
+/// NET_RX in 8 of 40 spikes). So the control, the same 10 s without the flood, must name it
+/// far less often: on 2026-11-24 in 0 of 46, 0 of 65 and 0 of 32 spikes without, in 50 of 54,
+/// 127 of 131 and 10 of 12 with three senders (top culprit of 28, 66 and 4 of them; two
+/// senders with a 100 µs threshold named it in only 2 of 51 to 19 of 62).
 #[test]
 fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
     let Some(_g) = setup() else { return };
@@ -435,7 +435,6 @@ fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
         }
         tops
     };
-    let net_top = |windows: &[Value]| tops(windows).get("softirq NET_RX").copied().unwrap_or(0);
     let net = with_net_rx(&flooded);
     eprintln!(
         "without the flood: spikes above 50 µs {}, NET_RX in {}, top culprits {:?}",
@@ -455,11 +454,10 @@ fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
         "NET_RX named in {net} of {} spikes",
         flooded.len()
     );
+    let net_quiet = with_net_rx(&quiet);
     assert!(
-        net_top(&flooded) >= 2 * net_top(&quiet) + 5,
-        "NET_RX top culprit of {} spikes with the flood, {} without",
-        net_top(&flooded),
-        net_top(&quiet)
+        net >= 2 * net_quiet + 5,
+        "NET_RX in {net} spikes with the flood, {net_quiet} without"
     );
     assert!(our_instances().is_empty(), "left: {:?}", our_instances());
 }
