@@ -63,12 +63,7 @@ pub fn name_elements(f: &mut Forensics, events: &[XrunEvent], chain: &[ChainElem
             continue;
         };
         let ns = h.element_ns.unwrap_or(h.track_ns);
-        let own: u64 = w
-            .after_wake
-            .iter()
-            .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
-            .map(|s| s.ns)
-            .sum();
+        let own = crate::trace::attribute::kind_ns(&w.after_wake, CulpritKind::SelfThread);
         let take = ns.min(own);
         if take == 0 {
             continue;
@@ -209,12 +204,7 @@ mod tests {
         assert_eq!(w.top[0].culprit.kind, CulpritKind::Element);
         assert_eq!(w.top[0].culprit.name, "track 0: burn(30%) 3/4");
         assert_eq!(w.top[0].ns, 800_000);
-        let own: u64 = w
-            .after_wake
-            .iter()
-            .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
-            .map(|s| s.ns)
-            .sum();
+        let own = crate::trace::attribute::kind_ns(&w.after_wake, CulpritKind::SelfThread);
         assert_eq!(own, 1_600_000, "the element's time came out of self");
         assert_eq!(
             f.windows[1].top[0].culprit.name, "kworker",

@@ -575,6 +575,14 @@ fn sort_shares(v: &mut [Share]) {
     v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.culprit.cmp(&b.culprit)));
 }
 
+/// The time of one kind of culprit among `v`.
+pub fn kind_ns(v: &[Share], kind: CulpritKind) -> u64 {
+    v.iter()
+        .filter(|s| s.culprit.kind == kind)
+        .map(|s| s.ns)
+        .sum()
+}
+
 fn move_to_unaccounted(v: &mut Vec<Share>, kind: CulpritKind, ns: u64) {
     let mut left = ns;
     for s in v.iter_mut().filter(|s| s.culprit.kind == kind) {
@@ -721,11 +729,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
         // On the CPU by the trace but not yet awake by its own clock: the vCPU was not run,
         // or a switch the trace did not show came later than it could place it (see
         // `segments`). Only the few µs from switch-in to the thread's clock read are ours.
-        let early: u64 = before
-            .iter()
-            .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
-            .map(|s| s.ns)
-            .sum();
+        let early = kind_ns(&before, CulpritKind::SelfThread);
         if early > SWITCH_TO_WAKE_NS {
             move_to_unaccounted(
                 &mut before,
@@ -735,11 +739,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
         }
         let (mut a, l3) = split(wake, end);
         if let Some(own) = w.own_cpu_ns {
-            let seen: u64 = a
-                .iter()
-                .filter(|s| s.culprit.kind == CulpritKind::SelfThread)
-                .map(|s| s.ns)
-                .sum();
+            let seen = kind_ns(&a, CulpritKind::SelfThread);
             // Beyond a few µs of clock reads at each end: time we were "running" without CPU.
             if seen > own + 4 * RESOLUTION_NS {
                 move_to_unaccounted(&mut a, CulpritKind::SelfThread, seen - own);
