@@ -452,11 +452,13 @@ fn a_failed_restore_keeps_what_failed_and_exits_1() {
     std::fs::create_dir(&swap).unwrap();
     let o = t.tune(&["--restore"]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    // What failed goes to stderr: a failed restore must not read as a success.
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        out.contains("FAILED") && out.contains("vm.swappiness"),
-        "{out}"
+        err.contains("FAILED") && err.contains("vm.swappiness"),
+        "{err}"
     );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("FAILED"));
     let j = common::read_json(&t.journal);
     let left: Vec<_> = j["entries"]
         .as_array()
@@ -977,6 +979,230 @@ fn live_suite_tuned_restores_everything() {
             "/sys/fs/cgroup",
         ] {
             assert!(!Path::new(mnt).join(g).exists(), "{mnt}/{g} left behind");
+        }
+    }
+}
+
+/// An edited journal must not choose what root writes: an entry whose target no profile
+/// produces makes the whole journal refused (exit 2), and nothing is written.
+#[test]
+fn a_journal_naming_another_file_is_refused_whole() {
+    let t = Tree::new();
+    t.ok(&["--apply"]);
+    std::fs::create_dir_all(t.root.join("etc")).unwrap();
+    t.write("/etc/passwd", "root:x:0:0\n");
+    let mut j = common::read_json(&t.journal);
+    let entries = j["entries"].as_array_mut().unwrap();
+    let swap = entries
+        .iter_mut()
+        .find(|e| e["id"] == "swappiness")
+        .unwrap();
+    swap["target"]["path"] = "/etc/passwd".into();
+    swap["original"] = "pwned".into();
+    let before = std::fs::read_to_string(&t.journal).unwrap();
+    std::fs::write(&t.journal, serde_json::to_string(&j).unwrap()).unwrap();
+    let o = t.tune(&["--restore"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/etc/passwd is not a setting any profile tunes")
+            && err.contains("--defaults"),
+        "{err}"
+    );
+    assert_eq!(t.read("/etc/passwd"), "root:x:0:0");
+    assert_ne!(t.read("/proc/sys/vm/swappiness"), "60", "nothing restored");
+    assert_ne!(std::fs::read_to_string(&t.journal).unwrap(), before);
+    // Traversal through an allowed prefix is no better.
+    let mut j = common::read_json(&t.journal);
+    let entries = j["entries"].as_array_mut().unwrap();
+    let swap = entries
+        .iter_mut()
+        .find(|e| e["id"] == "swappiness")
+        .unwrap();
+    swap["target"]["path"] = "/proc/irq/1/../../../etc/passwd".into();
+    std::fs::write(&t.journal, serde_json::to_string(&j).unwrap()).unwrap();
+    assert_eq!(t.tune(&["--restore"]).status.code(), Some(2));
+    assert_eq!(t.read("/etc/passwd"), "root:x:0:0");
+}
+
+/// Every journal that cannot be used is exit 2 with the reason, before memory grows.
+#[test]
+fn unusable_journals_are_exit_2_with_the_reason() {
+    let t = Tree::new();
+    std::fs::create_dir_all(t.journal.parent().unwrap()).unwrap();
+    type Make = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Make)> = vec![
+        (
+            "not text",
+            Box::new(|p: &Path| std::fs::write(p, [0xff, 0xfe, 0x00, 0x9c]).unwrap()),
+        ),
+        (
+            "not a regular file",
+            Box::new(|p: &Path| std::fs::create_dir(p).unwrap()),
+        ),
+        (
+            "not a regular file",
+            Box::new(|p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap()),
+        ),
+        (
+            "far larger than any tune journal",
+            Box::new(|p: &Path| std::fs::File::create(p).unwrap().set_len(64 << 20).unwrap()),
+        ),
+        (
+            "not a tune journal",
+            Box::new(|p: &Path| std::fs::write(p, "{ torn").unwrap()),
+        ),
+    ];
+    for (why, make) in cases {
+        let _ = std::fs::remove_dir(&t.journal);
+        let _ = std::fs::remove_file(&t.journal);
+        make(&t.journal);
+        for args in [&["--restore"][..], &["--status"], &["--apply"]] {
+            let o = t.tune(args);
+            assert_eq!(o.status.code(), Some(2), "{why} {args:?}: {}", show(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains(why), "{why} {args:?}: {err}");
+        }
+    }
+}
+
+/// `--restore --defaults`: with the journal damaged, the kernel's defaults come back and the
+/// journal is moved aside so the next `--apply` can start.
+#[test]
+fn restore_defaults_puts_the_kernels_values_back() {
+    let t = Tree::new();
+    t.ok(&["--apply"]);
+    assert!(t.root.join(&CPUSET[1..]).join("xrunlab-audio").is_dir());
+    std::fs::write(&t.journal, "{ torn").unwrap();
+    assert_eq!(t.tune(&["--restore"]).status.code(), Some(2));
+    let out = t.ok(&["--restore", "--defaults"]);
+    assert!(out.contains("the kernel's defaults"), "{out}");
+    assert!(out.contains("moved aside"), "{out}");
+    assert_eq!(t.read("/proc/sys/vm/swappiness"), "60");
+    assert_eq!(t.read("/proc/sys/kernel/timer_migration"), "1");
+    assert!(!t.root.join(&CPUSET[1..]).join("xrunlab-audio").exists());
+    assert!(!t.root.join(&CPUSET[1..]).join("xrunlab-system").exists());
+    assert!(!t.journal.exists());
+    assert!(t.journal.with_file_name("tune.json.refused").exists());
+    // Nothing is left to put back: a second run changes nothing, and --apply works again.
+    let again = t.json(&["--restore", "--defaults"]);
+    assert_eq!(again["items"].as_array().unwrap().len(), 0, "{again:#}");
+    t.ok(&["--apply"]);
+    t.ok(&["--restore"]);
+}
+
+/// As root, a journal that others could have edited is refused.
+#[test]
+fn as_root_a_journal_others_can_write_is_refused() {
+    if !require(is_root(), "root, to see a journal through root's eyes") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let doc = serde_json::json!({"version": 1, "root": "/", "profile": "audio",
+        "audio_cpus": [1], "since": "2026-01-01T00:00:00Z", "pid": 1, "entries": []});
+    std::fs::write(&journal, doc.to_string()).unwrap();
+    let status = || {
+        xrunlab()
+            .args(["tune", "--status", "--journal"])
+            .arg(&journal)
+            .output()
+            .unwrap()
+    };
+    let o = status();
+    assert_eq!(o.status.code(), Some(0), "root's own journal: {}", show(&o));
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = status();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("writable by everyone"));
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&journal, Some(65534), None).unwrap();
+    let o = status();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("owned by uid 65534"));
+}
+
+/// IRQs' delivery CPUs, as `(list, effective)` by IRQ.
+fn irq_delivery() -> BTreeMap<String, (String, String)> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
+        let d = e.path();
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).map(|s| s.trim().to_string());
+        if let (Ok(l), Ok(eff)) = (read("smp_affinity_list"), read("effective_affinity_list")) {
+            out.insert(e.file_name().to_string_lossy().into_owned(), (l, eff));
+        }
+    }
+    out
+}
+
+/// A fork loop beside `--apply`/`--restore`: children born while the cpusets are emptied
+/// keep them busy unless the restore moves them too. Every cycle restores with exit 0,
+/// leaves no group, and puts back every IRQ list, every kernel thread's CPUs, and every
+/// IRQ's delivery CPU (or leaves it inside the restored list, which the restore says).
+#[test]
+fn live_restore_under_a_fork_loop_restores_everything() {
+    let Some(_one) = live_turn("root, to write /proc and /sys") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = tmp.path().join("tune.json");
+    let guard = LiveGuard(journal.clone());
+    let kthreads_before = kthread_cpus();
+    let irqs_before = irq_delivery();
+    let mut forker = std::process::Command::new("sh")
+        .args(["-c", "while :; do /bin/true; done"])
+        .spawn()
+        .unwrap();
+    let mut failures = Vec::new();
+    for cycle in 0..3 {
+        let o = xrunlab()
+            .args(["tune", "--apply", "--journal"])
+            .arg(&journal)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+        let o = xrunlab()
+            .args(["tune", "--restore", "--json", "--journal"])
+            .arg(&journal)
+            .output()
+            .unwrap();
+        if o.status.code() != Some(0) {
+            failures.push(format!("cycle {cycle}: {}", show(&o)));
+        }
+    }
+    let _ = forker.kill();
+    let _ = forker.wait();
+    drop(guard);
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_same_kthreads(&kthreads_before);
+    for (irq, (list, eff)) in irq_delivery() {
+        let Some((list0, eff0)) = irqs_before.get(&irq) else {
+            continue;
+        };
+        assert_eq!(&list, list0, "IRQ {irq}: affinity list not restored");
+        if &eff != eff0 {
+            let within = |e: &str, l: &str| {
+                let (e, l) = (
+                    xrunlab::rt::affinity::parse_cpu_list(e).unwrap(),
+                    xrunlab::rt::affinity::parse_cpu_list(l).unwrap(),
+                );
+                e.iter().all(|c| l.contains(c))
+            };
+            assert!(
+                within(&eff, &list),
+                "IRQ {irq}: delivered on {eff}, outside its list {list}"
+            );
+            eprintln!("IRQ {irq}: delivered on {eff} (was {eff0}): quiet since the restore");
+        }
+    }
+    for g in ["xrunlab-audio", "xrunlab-system"] {
+        for m in [
+            "/sys/fs/cgroup/cpuset",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ] {
+            assert!(!Path::new(m).join(g).exists(), "{m}/{g} left behind");
         }
     }
 }

@@ -32,7 +32,7 @@ pub fn join_tuned_cpuset(g: &super::Global) {
     use crate::system::{tune, Root};
     let root = Root::default();
     let journal = tune::default_journal(&root);
-    let Some(cs) = tune::applied_cpuset(&journal) else {
+    let Some(cs) = tune::applied_cpuset(&root, &journal) else {
         return;
     };
     let line = match tune::enter_audio_cpuset(&root, &journal) {

@@ -39,6 +39,10 @@ pub struct TuneArgs {
     /// Put every journalled value back (newest first) and remove the journal.
     #[arg(long, conflicts_with = "status")]
     pub restore: bool,
+    /// With --restore: put the kernel's defaults back instead of the journal's values (for a
+    /// journal that is lost, damaged or refused); the journal is moved aside to .refused.
+    #[arg(long, requires = "restore")]
+    pub defaults: bool,
     /// What is applied, since when, by which process, and which values drifted since.
     #[arg(long)]
     pub status: bool,
@@ -90,9 +94,15 @@ pub fn run(a: TuneArgs, g: &Global) -> Result<u8> {
         )));
     }
     let (doc, human, code) = if a.restore {
-        let r = tune::restore(&root, &journal)?;
+        let r = if a.defaults {
+            tune::restore_defaults(&root, &journal)?
+        } else {
+            tune::restore(&root, &journal)?
+        };
         let code = u8::from(r.failed() > 0);
-        (json(&r), restore_text(&r), code)
+        let (text, failures) = restore_text(&r, a.defaults);
+        output::stderr(&failures);
+        (json(&r), text, code)
     } else if a.status {
         let s = tune::status(&root, &journal)?;
         (json(&s), status_text(&s), 0)
@@ -253,35 +263,61 @@ pub(super) fn apply_text(p: &Plan, r: &tune::ApplyReport, restored: bool) -> Str
     s
 }
 
-fn restore_text(r: &tune::RestoreReport) -> String {
-    if !r.found {
-        return format!(
-            "tune restore: no journal at {}: nothing is applied\n",
-            r.journal.display()
+/// The restore's report, and separately what could not be put back (for stderr: a failed
+/// restore must not read as a success to someone who only sees errors).
+fn restore_text(r: &tune::RestoreReport, defaults: bool) -> (String, String) {
+    if !defaults && !r.found {
+        return (
+            format!(
+                "tune restore: no journal at {}: nothing is applied\n",
+                r.journal.display()
+            ),
+            String::new(),
         );
     }
-    let mut s = format!("tune restore: journal {}\n", r.journal.display());
+    let mut s = if defaults {
+        "tune restore: the kernel's defaults, whatever the journal says\n".to_string()
+    } else {
+        format!("tune restore: journal {}\n", r.journal.display())
+    };
+    let mut bad = String::new();
     for i in &r.items {
         match &i.error {
             None => {
                 let _ = writeln!(s, "  restored {:<44} {}", i.title, i.value);
             }
             Some(e) => {
-                let _ = writeln!(s, "  FAILED   {:<44} {} ({e})", i.title, i.value);
+                let _ = writeln!(
+                    bad,
+                    "xrunlab tune: FAILED to restore {} to {} ({e})",
+                    i.title, i.value
+                );
             }
         }
     }
+    for n in &r.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
     let failed = r.failed();
     if failed == 0 {
-        let _ = writeln!(s, "{} restored; journal removed", r.items.len());
-    } else {
         let _ = writeln!(
             s,
-            "{failed} of {} not restored; the journal keeps them: retry xrunlab tune --restore",
+            "{} restored{}",
+            r.items.len(),
+            if defaults || r.journal.exists() {
+                ""
+            } else {
+                "; journal removed"
+            }
+        );
+    } else {
+        let _ = writeln!(
+            bad,
+            "xrunlab tune: {failed} of {} not restored; the journal keeps them: retry xrunlab tune --restore (or --restore --defaults for the kernel's defaults)",
             r.items.len()
         );
     }
-    s
+    (s, bad)
 }
 
 fn status_text(st: &tune::Status) -> String {
@@ -380,7 +416,9 @@ fn measure_round_trip(
         crate::report::tuning::latency("idle", side(&before), side(&after)),
     ]));
     human.push_str("(one short run each: `suite --tuned` runs the suite's latency and load stages before and after)\n");
-    human.push_str(&restore_text(&restored));
+    let (text, failures) = restore_text(&restored, false);
+    human.push_str(&text);
+    output::stderr(&failures);
     let doc = json(&serde_json::json!({
         "profile": plan.profile,
         "audio_cpus": plan.audio_cpus,

@@ -2,7 +2,7 @@
 //! (atomic rename, file and directory fsync'd), so `tune --restore` works from any process —
 //! after a crash, a `kill -9`, or in another shell.
 
-use super::{Change, Plan, Profile, Target};
+use super::{sides::Side, trust, Change, Plan, Profile, Target};
 use crate::error::{Error, Result};
 use crate::system::Root;
 use schemars::JsonSchema;
@@ -24,6 +24,10 @@ pub struct Entry {
     /// The process that made the change, and when.
     pub pid: u32,
     pub at: String,
+    /// What the change moves besides its value (an IRQ's delivery CPU, tasks' CPUs), put
+    /// back with it. Absent in journals written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Side>,
 }
 
 impl Entry {
@@ -36,7 +40,14 @@ impl Entry {
             applied: c.wanted.clone(),
             pid: std::process::id(),
             at: crate::rt::clock::wall_clock_rfc3339(),
+            also: Vec::new(),
         }
+    }
+
+    /// The same entry, recording what the change moves besides its value.
+    pub fn with(mut self, also: Vec<Side>) -> Self {
+        self.also = also;
+        self
     }
 }
 
@@ -58,23 +69,67 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// The journal at `path`; None when there is none (nothing applied).
-    pub fn load(path: &Path) -> Result<Option<Journal>> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        let mut j: Journal = serde_json::from_str(&text)
-            .map_err(|e| Error::input(path, format!("not a tune journal: {e}")))?;
-        if j.version != VERSION {
-            return Err(Error::input(
+    /// The journal at `path`; None when there is none (nothing applied). Every other
+    /// journal that cannot be used is an input error (exit 2) saying why: not a regular
+    /// file, too large, not root's (as root), not UTF-8 or JSON, or naming a target that no
+    /// profile produces (`root` is where those targets are looked up).
+    pub fn load(path: &Path, root: &Root) -> Result<Option<Journal>> {
+        let bad = |msg: String| {
+            Error::input(
                 path,
                 format!(
-                    "tune journal version {} (this build reads {VERSION})",
-                    j.version
+                    "{msg} (`xrunlab tune --restore --defaults` puts the kernel's defaults back without a journal)"
                 ),
-            ));
+            )
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(bad(format!("cannot read the tune journal: {e}"))),
+        };
+        if !meta.is_file() {
+            return Err(bad("not a regular file, so not a tune journal".into()));
+        }
+        if meta.len() > trust::MAX_JOURNAL_BYTES {
+            return Err(bad(format!(
+                "{} bytes: far larger than any tune journal",
+                meta.len()
+            )));
+        }
+        // SAFETY: geteuid has no failure mode.
+        let as_root = root.is_live() && unsafe { libc::geteuid() } == 0;
+        trust::check_owner(&meta, as_root).map_err(|e| bad(format!("tune journal {e}")))?;
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                use std::io::Read;
+                // The file may grow after the check: read one byte past the cap at most.
+                f.take(trust::MAX_JOURNAL_BYTES + 1).read_to_end(&mut bytes)
+            })
+            .map_err(|e| bad(format!("cannot read the tune journal: {e}")))?;
+        if bytes.len() as u64 > trust::MAX_JOURNAL_BYTES {
+            return Err(bad("grew past any tune journal's size while read".into()));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| bad("not text (invalid UTF-8), so not a tune journal".into()))?;
+        let mut j: Journal =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not a tune journal: {e}")))?;
+        if j.version != VERSION {
+            return Err(bad(format!(
+                "tune journal version {} (this build reads {VERSION})",
+                j.version
+            )));
+        }
+        for e in &j.entries {
+            let why = trust::check_target(root, &e.target)
+                .and_then(|()| trust::check_value(&e.original))
+                .and_then(|()| e.also.iter().try_for_each(trust::check_side));
+            if let Err(why) = why {
+                return Err(bad(format!(
+                    "entry '{}' is not one a tune profile makes: {why}; refusing the whole journal",
+                    e.id
+                )));
+            }
         }
         j.path = path.to_path_buf();
         Ok(Some(j))
@@ -83,7 +138,7 @@ impl Journal {
     /// The existing journal (its originals are kept: they predate any tuning), or a new one.
     /// Its directory is created; nothing is written until the first entry.
     pub fn load_or_new(path: &Path, root: &Root, plan: &Plan) -> Result<Journal> {
-        if let Some(mut j) = Self::load(path)? {
+        if let Some(mut j) = Self::load(path, root)? {
             j.pid = std::process::id();
             return Ok(j);
         }
@@ -177,7 +232,8 @@ mod tests {
             id: id.into(),
             title: id.into(),
             target: Target::File {
-                path: format!("/x/{id}"),
+                // A file a profile tunes: the journal refuses any other.
+                path: "/proc/sys/vm/swappiness".into(),
                 form: crate::system::tune::settings::Form::Text,
             },
             current: Some("old".into()),
@@ -205,12 +261,12 @@ mod tests {
         assert!(!path.exists(), "nothing written before the first entry");
         assert!(j.record(Entry::new(&change("a", "1"), "0")).unwrap());
         assert!(!j.record(Entry::new(&change("a", "1"), "1")).unwrap());
-        let back = Journal::load(&path).unwrap().unwrap();
+        let back = Journal::load(&path, &root).unwrap().unwrap();
         assert_eq!(back.entries.len(), 1);
         assert_eq!(back.entries[0].original, "0");
         j.forget("a").unwrap();
         j.remove().unwrap();
-        assert!(Journal::load(&path).unwrap().is_none());
+        assert!(Journal::load(&path, &root).unwrap().is_none());
     }
 
     #[test]
@@ -218,7 +274,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tune.json");
         std::fs::write(&path, "{ torn").unwrap();
-        let e = Journal::load(&path).unwrap_err();
+        let e = Journal::load(&path, &Root::new(dir.path())).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
     }
 }

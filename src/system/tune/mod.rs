@@ -7,10 +7,14 @@
 //! recorded originals back in reverse order, from any process, after a crash or `kill -9`.
 //! A setting the machine lacks or refuses is reported and skipped, never fatal.
 
+pub mod defaults;
 pub mod journal;
 pub mod profile;
 pub mod settings;
+pub mod sides;
+pub mod trust;
 
+pub use defaults::restore_defaults;
 pub use journal::{Entry, Journal};
 pub use profile::{build_plan, Profile};
 pub use settings::Target;
@@ -142,7 +146,8 @@ pub fn apply(
         }
         // The original goes to disk before the change; a second apply keeps the first
         // original, so a restore returns to the state before any tuning.
-        let added = journal.record(Entry::new(c, &now))?;
+        let also = sides::record(root, &c.target);
+        let added = journal.record(Entry::new(c, &now).with(also))?;
         match settings::write(root, &c.target, &c.wanted) {
             Ok(()) => items.push(report(Outcome::Applied)),
             Err(e) => {
@@ -185,6 +190,10 @@ pub struct RestoreReport {
     /// False when there was no journal: nothing was applied.
     pub found: bool,
     pub items: Vec<Restored>,
+    /// What the kernel kept otherwise, though every value was written back (an IRQ that
+    /// stays on the CPU it was moved to until it fires).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl RestoreReport {
@@ -197,16 +206,25 @@ impl RestoreReport {
 /// journal at once, so a restore that is itself interrupted can be resumed; the journal is
 /// removed only when it is empty.
 pub fn restore(root: &Root, journal_path: &std::path::Path) -> crate::Result<RestoreReport> {
-    let Some(mut journal) = Journal::load(journal_path)? else {
+    let Some(mut journal) = Journal::load(journal_path, root)? else {
         return Ok(RestoreReport {
             journal: journal_path.to_path_buf(),
             found: false,
             items: Vec::new(),
+            notes: Vec::new(),
         });
     };
     let mut items = Vec::new();
+    let mut notes = Vec::new();
     for e in journal.entries.clone().iter().rev() {
-        let error = settings::write(root, &e.target, &e.original).err();
+        let mut errors = Vec::new();
+        sides::before(root, &e.target, &e.also, &mut errors, &mut notes);
+        match settings::write(root, &e.target, &e.original) {
+            // What the value's write moved is put back only once the value is.
+            Ok(()) => errors.extend(sides::after(root, &e.also)),
+            Err(err) => errors.insert(0, err),
+        }
+        let error = (!errors.is_empty()).then(|| errors.join("; "));
         if error.is_none() {
             journal.forget(&e.id)?;
         }
@@ -224,6 +242,7 @@ pub fn restore(root: &Root, journal_path: &std::path::Path) -> crate::Result<Res
         journal: journal_path.to_path_buf(),
         found: true,
         items,
+        notes,
     })
 }
 
@@ -259,7 +278,7 @@ pub struct StatusApplied {
 
 /// What the journal says is applied, and which values changed since.
 pub fn status(root: &Root, journal_path: &std::path::Path) -> crate::Result<Status> {
-    let applied = Journal::load(journal_path)?.map(|j| StatusApplied {
+    let applied = Journal::load(journal_path, root)?.map(|j| StatusApplied {
         profile: j.profile,
         audio_cpus: j.audio_cpus.clone(),
         since: j.since.clone(),
@@ -306,7 +325,7 @@ pub fn default_journal(root: &Root) -> PathBuf {
 /// not audio (stressors) leave it again through [`housekeeping_cgroup`]. Returns what went
 /// wrong, if anything; None also when no cpuset is applied.
 pub fn enter_audio_cpuset(root: &Root, journal_path: &std::path::Path) -> Option<String> {
-    let cs = applied_cpuset(journal_path)?;
+    let cs = applied_cpuset(root, journal_path)?;
     let r = settings::write_file(root, &cs.join_file(), &std::process::id().to_string());
     match r {
         Ok(()) => {
@@ -324,8 +343,8 @@ pub fn enter_audio_cpuset(root: &Root, journal_path: &std::path::Path) -> Option
 }
 
 /// The audio cpuset a journal at `journal_path` records as applied, if any.
-pub fn applied_cpuset(journal_path: &std::path::Path) -> Option<settings::Cpuset> {
-    let j = Journal::load(journal_path).ok()??;
+pub fn applied_cpuset(root: &Root, journal_path: &std::path::Path) -> Option<settings::Cpuset> {
+    let j = Journal::load(journal_path, root).ok()??;
     j.entries.iter().find_map(|e| match &e.target {
         Target::Cpuset(c) => Some(c.clone()),
         _ => None,

@@ -193,6 +193,12 @@ pub fn write_file(root: &Root, path: &str, value: &str) -> Result<(), String> {
         .map_err(|e| format!("{path}: writing '{value}': {}", explain(&e)))
 }
 
+/// True when a write's error (as [`write`] words it) is the kernel declining the setting
+/// itself (a driver-managed IRQ, a value the hardware cannot take), not a failure to reach it.
+pub fn refused(err: &str) -> bool {
+    err.contains("(EIO)") || err.contains("(EPERM;")
+}
+
 fn explain(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EINVAL) => "the kernel refused the value (EINVAL)".into(),
@@ -281,7 +287,7 @@ fn write_thread(root: &Root, pid: u32, comm: &str, value: &str) -> Result<(), St
     write_file(root, &path, &format!("{} {}", &stat[..cut], f.join(" ")))
 }
 
-const CPUS_ALLOWED: &str = "Cpus_allowed_list";
+pub(super) const CPUS_ALLOWED: &str = "Cpus_allowed_list";
 
 /// The value of `Name:\tvalue` in a `/proc/PID/status` text.
 pub fn status_field(status: &str, name: &str) -> Option<String> {
@@ -291,7 +297,7 @@ pub fn status_field(status: &str, name: &str) -> Option<String> {
     })
 }
 
-fn write_affinity(root: &Root, pid: u32, comm: &str, value: &str) -> Result<(), String> {
+pub(super) fn write_affinity(root: &Root, pid: u32, comm: &str, value: &str) -> Result<(), String> {
     let cpus = cpu_list(value).filter(|c| !c.is_empty());
     let cpus = cpus.ok_or_else(|| format!("bad CPU list '{value}'"))?;
     if root.read(&format!("/proc/{pid}/comm")).as_deref() != Some(comm) {
@@ -458,16 +464,20 @@ fn cpuset_create_v2(root: &Root, c: &Cpuset) -> Result<(), String> {
 }
 
 /// Move every task listed in `from` into `to`, as a cgroup does one pid per write. Tasks
-/// the kernel refuses (per-CPU kernel threads) stay where they are.
+/// the kernel refuses (per-CPU kernel threads) stay where they are. On a live system the
+/// list is read again until a pass moves nothing: a task forked while a pass ran was born
+/// in `from` (its parent was still there) and would stay behind.
 fn move_tasks(root: &Root, from: &str, to: &str) -> usize {
-    let pids: Vec<String> = root
-        .read(from)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let listed = || -> Vec<String> {
+        root.read(from)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
     if !root.is_live() {
         // A fixture's task files are plain lists: append to one, empty the other.
+        let pids = listed();
         let mut dest = root.read(to).unwrap_or_default();
         for p in &pids {
             dest.push('\n');
@@ -477,9 +487,50 @@ fn move_tasks(root: &Root, from: &str, to: &str) -> usize {
         let _ = std::fs::write(root.path(from), "");
         return pids.len();
     }
-    pids.iter()
-        .filter(|p| write_file(root, to, p).is_ok())
-        .count()
+    let mut moved = 0;
+    for _ in 0..MOVE_PASSES {
+        let n = listed()
+            .iter()
+            .filter(|p| write_file(root, to, p).is_ok())
+            .count();
+        moved += n;
+        if n == 0 {
+            break;
+        }
+    }
+    moved
+}
+
+/// Passes over a cgroup's task list (each re-reads it): a fork loop adds a few tasks per
+/// pass, and the first pass moves their parents, so this settles in a handful.
+const MOVE_PASSES: usize = 50;
+/// How long a restore keeps emptying a group the kernel still calls busy.
+const DRAIN_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Empty a group into `to` and remove it. A child forked between reading the task list and
+/// the `rmdir` keeps the group busy (EBUSY), so this moves what is listed again and retries
+/// until the group is gone or [`DRAIN_FOR`] has passed.
+fn drain_and_remove(root: &Root, dir: &str, tasks: &str, to: &str) -> Result<(), String> {
+    let until = std::time::Instant::now() + DRAIN_FOR;
+    loop {
+        move_tasks(root, tasks, to);
+        // cgroupfs removes a group with rmdir even though it lists files; a fixture's
+        // directory holds real files.
+        let r = if root.is_live() {
+            std::fs::remove_dir(root.path(dir))
+        } else {
+            std::fs::remove_dir_all(root.path(dir))
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) => return Err(format!("rmdir {dir}: {}", explain(&e))),
+        }
+    }
 }
 
 fn cpuset_remove(root: &Root, c: &Cpuset, disable_controller: bool) -> Result<(), String> {
@@ -489,16 +540,8 @@ fn cpuset_remove(root: &Root, c: &Cpuset, disable_controller: bool) -> Result<()
         if !root.path(&dir).is_dir() {
             continue;
         }
-        move_tasks(root, &c.tasks(&dir), &c.tasks(&c.mount));
-        // cgroupfs removes a group with rmdir even though it lists files; a fixture's
-        // directory holds real files.
-        let r = if root.is_live() {
-            std::fs::remove_dir(root.path(&dir))
-        } else {
-            std::fs::remove_dir_all(root.path(&dir))
-        };
-        if let Err(e) = r {
-            errors.push(format!("rmdir {dir}: {}", explain(&e)));
+        if let Err(e) = drain_and_remove(root, &dir, &c.tasks(&dir), &c.tasks(&c.mount)) {
+            errors.push(e);
         }
     }
     if disable_controller && errors.is_empty() {
