@@ -19,15 +19,21 @@ changed, so --restore works after a crash, a kill -9 or from another shell; appl
 the original values. A setting the machine lacks or refuses is reported and skipped. Boot-time \
 settings are printed as the kernel command line to add, never written.
 
-Exit codes: 0 ok (skipped settings included), 1 --restore could not put every value back, \
-2 bad usage, 3 not permitted (--apply/--restore need root) or the journal cannot be written.
+The journal is input: a restore refuses (exit 2) a journal that is not a regular file, is not \
+root's or is writable by others (as root), or names anything a profile does not tune; \
+--restore --defaults then puts the kernel's own values back without it.
+
+Exit codes: 0 ok (skipped settings included), 1 --restore could not put every value back \
+(said on stderr), 2 bad usage or an unusable journal, 3 not permitted (--apply/--restore need \
+root) or the journal cannot be written.
 
 Examples:
   xrunlab tune                         # the plan: what would change and why
   sudo xrunlab tune --apply --cpus 3   # audio threads get CPU 3, everything else the rest
   sudo xrunlab tune --apply --profile measure --measure   # latency before/after, then restore
   xrunlab tune --status                # what is applied, by which process, what drifted
-  sudo xrunlab tune --restore"
+  sudo xrunlab tune --restore
+  sudo xrunlab tune --restore --defaults   # the kernel's values, without the journal"
 )]
 pub struct TuneArgs {
     /// Print what would change, from the current state, and why (the default).
