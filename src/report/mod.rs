@@ -13,7 +13,7 @@ pub mod tuning;
 pub mod verdict;
 
 use crate::error::{Error, Result};
-use crate::results::{read_result, ResultDoc};
+use crate::results::{parse_result, read_result_text, ResultDoc};
 use crate::system::Environment;
 use std::path::{Path, PathBuf};
 
@@ -139,17 +139,16 @@ pub fn results_in(path: &Path) -> Result<Vec<PathBuf>> {
 
 /// Read one result file; errors name the file (exit 2).
 pub fn load(path: &Path) -> Result<Input> {
-    match read_result(path) {
+    let text = read_result_text(path)?;
+    match parse_result(path, &text) {
         Ok(doc) => Ok(Input {
             path: path.into(),
             item: Loaded::Doc(Box::new(doc)),
         }),
         Err(e) => {
-            // read_result has checked the JSON and the schema version before typing the
+            // parse_result has checked the JSON and the schema version before typing the
             // body; only a kind it does not know falls through to the generic path.
-            let value: Option<serde_json::Value> = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok());
+            let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
             let Some(mut value) = value else {
                 return Err(e);
             };

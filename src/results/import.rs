@@ -57,8 +57,11 @@ struct Recorded {
 
 /// Read a cyclictest text or JSON file into a latency config and result.
 pub fn import_file(path: &Path) -> Result<(LatencyConfig, LatencyResult)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
+    let text = crate::common::input::read_capped(
+        path,
+        crate::common::input::CYCLICTEST_MAX_BYTES,
+        "cyclictest output",
+    )?;
     import_str(&text, &path.display().to_string())
 }
 

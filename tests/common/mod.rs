@@ -95,3 +95,20 @@ pub fn u(v: &serde_json::Value) -> u64 {
 pub fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// A manifest listing `files` (relative to its directory) as ok stages.
+pub fn manifest_listing(files: &[&str]) -> String {
+    let stages: Vec<serde_json::Value> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            serde_json::json!({"stage": format!("s{i}"), "argv": [], "status": "ok",
+                "reason": null, "note": null, "exit_code": 0, "duration_s": 1.0,
+                "file": f, "log": null})
+        })
+        .collect();
+    serde_json::json!({"tool": {"name": "xrunlab", "version": "0.1.0"}, "mode": "quick",
+        "driver": "sim", "status": "complete", "started_at": "2025-01-01T00:00:00Z",
+        "ended_at": null, "stages": stages, "report": null})
+    .to_string()
+}
