@@ -1025,6 +1025,23 @@ fn report_interrupted_writes_nothing_and_exits_3() {
     assert!(err.contains("no report written"), "{err}");
 }
 
+/// `import` of a large cyclictest file ignored SIGINT and SIGTERM for minutes; it stops
+/// now, writing nothing.
+#[test]
+fn import_interrupted_writes_nothing_and_exits_3() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("ct.json");
+    std::fs::write(&input, common::cyclictest_json(1_000_000)).unwrap();
+    let out = tmp.path().join("lat.json");
+    let err = interrupted_leaves_nothing(
+        &["import", s(&input), "-q", "-o", s(&out)],
+        tmp.path(),
+        "import",
+    );
+    assert!(err.contains("nothing imported"), "{err}");
+}
+
 // --- the sim cost model -------------------------------------------------------------------
 
 /// A misspelt `--cost` name left the real plugin at cost 0: 0 % DSP and no xrun instead of
