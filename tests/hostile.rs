@@ -332,6 +332,36 @@ fn check_of_a_fixture_tree_with_a_fifo_and_a_device_ends() {
     assert!(rc == 0 || rc == 1, "exit {rc}: {err}");
 }
 
+/// `load --driver sim --plugins burn(10%) --rate 0` panicked (burn divides its share of a
+/// period by the rate when it is created, before the rate was checked).
+#[test]
+fn a_rate_of_0_is_refused_before_any_plugin_is_made() {
+    for args in [
+        &[
+            "load",
+            "--driver",
+            "sim",
+            "--plugins",
+            "burn(10%)",
+            "--rate",
+            "0",
+        ][..],
+        &["load", "--driver", "sim", "--rate", "0"],
+        &["sched", "--rate", "0", "--duration", "1s"],
+    ] {
+        refused_fast(
+            args,
+            "--rate 0 is outside 1000..768000 Hz",
+            Duration::from_secs(30),
+        );
+    }
+    refused_fast(
+        &["sched", "--buffer", "4294967295", "--duration", "1s"],
+        "--buffer 4294967295 is outside 1..65536",
+        Duration::from_secs(30),
+    );
+}
+
 // --- an output never overwrites an input ------------------------------------------------
 
 /// A scratch directory holding a copy of a result fixture as `name`.

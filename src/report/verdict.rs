@@ -64,11 +64,7 @@ pub fn settle(inputs: &[Input], cost: &CostInput, o: Options) -> Result<VerdictC
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => rate_of(inputs).unwrap_or(48_000),
     };
-    if !(1000..=768_000).contains(&rate) {
-        return Err(crate::error::Error::usage(format!(
-            "--rate {rate}: expected 1000..768000 Hz"
-        )));
-    }
+    crate::common::device::check_rate(rate)?;
     let mut buffers = o.buffers;
     for b in docs(inputs) {
         match b {
