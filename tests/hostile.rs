@@ -362,6 +362,41 @@ fn a_rate_of_0_is_refused_before_any_plugin_is_made() {
     );
 }
 
+/// A relative `--stress-dir` named another directory in the stressors (they run in their
+/// own): the disk classes failed at start (exit 3) where the absolute path worked.
+#[test]
+fn a_relative_stress_dir_works_as_the_absolute_one_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("rel")).unwrap();
+    let out = xrunlab()
+        .current_dir(tmp.path())
+        .args([
+            "stress",
+            "--stress",
+            "disk-write",
+            "--stress-backend",
+            "builtin",
+        ])
+        .args([
+            "--stress-dir",
+            "rel",
+            "--stress-size",
+            "4M",
+            "--duration",
+            "1s",
+            "-q",
+        ])
+        .timeout(Duration::from_secs(45))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::show(&out));
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join("rel"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "stressor files left: {left:?}");
+}
+
 // --- an output never overwrites an input ------------------------------------------------
 
 /// A scratch directory holding a copy of a result fixture as `name`.
