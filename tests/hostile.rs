@@ -362,6 +362,20 @@ fn a_rate_of_0_is_refused_before_any_plugin_is_made() {
     );
 }
 
+/// `--policy deadline:1s/1h` reached the kernel and failed there (exit 3, after the set-up).
+/// A period beyond the kernel's bound is refused up front naming the sysctl; two hours are
+/// beyond any (the bound is an unsigned int of µs).
+#[test]
+fn a_deadline_period_beyond_the_kernels_bound_is_refused_up_front() {
+    for cmd in ["latency", "run"] {
+        refused_fast(
+            &[cmd, "--policy", "deadline:1s/2h", "--duration", "1s"],
+            "sched_deadline_period_max_us",
+            Duration::from_secs(30),
+        );
+    }
+}
+
 /// A relative `--stress-dir` named another directory in the stressors (they run in their
 /// own): the disk classes failed at start (exit 3) where the absolute path worked.
 #[test]
