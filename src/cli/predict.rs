@@ -300,11 +300,7 @@ pub fn run(a: PredictArgs, g: &Global) -> Result<u8> {
     );
     output::emit(&doc, g, &human)?;
     if !g.quiet {
-        let lines: String = censored
-            .iter()
-            .map(|w| format!("xrunlab: warning: {w}\n"))
-            .collect();
-        output::stderr(&lines);
+        output::warn(&censored);
     }
     Ok(0)
 }
