@@ -1104,6 +1104,18 @@ fn report_interrupted_writes_nothing_and_exits_3() {
     assert!(err.contains("no report written"), "{err}");
 }
 
+/// `verdict` ignored SIGINT over a large directory; it stops between files and writes
+/// nothing.
+#[test]
+fn verdict_interrupted_writes_nothing_and_exits_3() {
+    let _t = signals_turn();
+    let (tmp, input, _) = scratch("lat.json", "verdict/latency-stress.json");
+    let out = tmp.path().join("v.json");
+    let args = many(&["verdict", "-q", "-o", s(&out)], s(&input), 5000);
+    let err = interrupted_leaves_nothing(&args, tmp.path(), "verdict");
+    assert!(err.contains("no verdict written"), "{err}");
+}
+
 /// `import` of a large cyclictest file ignored SIGINT and SIGTERM for minutes; it stops
 /// now, writing nothing.
 #[test]

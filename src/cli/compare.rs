@@ -40,6 +40,7 @@ fn suite(dir: &std::path::Path, quiet: bool) -> Result<compare::Suite> {
         output::warn(&found.note);
     }
     for f in found.files {
+        crate::rt::interrupt::check("nothing compared")?;
         let i = report::load(&f)?;
         if ["verdict", "predict"].contains(&i.kind()) {
             continue;
@@ -85,7 +86,10 @@ pub fn run(a: CompareArgs, g: &Global) -> Result<u8> {
         let inputs = a
             .files
             .iter()
-            .map(|p| report::load(p))
+            .map(|p| {
+                crate::rt::interrupt::check("nothing compared")?;
+                report::load(p)
+            })
             .collect::<Result<Vec<_>>>()?;
         compare::check_kinds(&inputs)?;
         let labels = compare::labels(&inputs, &a.labels)?;

@@ -81,6 +81,7 @@ pub fn load_all(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<String>)> {
         let found = report::results_in(p)?;
         notes.extend(found.note);
         for f in found.files {
+            crate::rt::interrupt::check(verdict::NOTHING_JUDGED)?;
             let i = report::load(&f)?;
             if !DERIVED.contains(&i.kind()) {
                 inputs.push(i);
@@ -180,6 +181,7 @@ pub fn run(a: VerdictArgs, g: &Global) -> Result<u8> {
     settings(&a)?;
     let (inputs, notes) = load_all(&a.paths)?;
     let (cfg, parts) = judge(&a, &inputs)?;
+    crate::rt::interrupt::check(verdict::NOTHING_JUDGED)?;
     let human = crate::report::table::verdict(&cfg, &parts.results);
     let failed = parts.results.failed_threshold;
     let mut doc = ResultDoc::new(
