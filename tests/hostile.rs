@@ -233,6 +233,184 @@ fn late_write_failure_still_prints_the_result_and_exits_3() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("cycles"));
 }
 
+// --- bounded inputs -----------------------------------------------------------------------
+
+fn mkfifo(p: &std::path::Path) {
+    let c = std::ffi::CString::new(s(p)).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// `report /dev/zero` and a suite directory holding a result linked to /dev/zero read until
+/// the OOM killer fired, and a FIFO no one writes blocked for ever. Every reader of a file
+/// the user names refuses what is not a regular file, or is larger than its kind can be,
+/// with exit 2 naming why, before reading it.
+#[test]
+fn inputs_that_are_not_files_or_too_large_are_refused_before_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fifo = t.join("fifo.json");
+    mkfifo(&fifo);
+    let zero = t.join("zero.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    // Beyond every kind's cap (a cyclictest file's is the largest); sparse, it takes no disk.
+    let huge = t.join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(xrunlab::common::input::CYCLICTEST_MAX_BYTES + 1)
+        .unwrap();
+    let good = format!(
+        "{}/tests/fixtures/verdict/latency-stress.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for (bad, why) in [
+        (s(&fifo), "is a FIFO"),
+        (s(&zero), "is a character device (the symlink's target)"),
+        ("/dev/zero", "is a character device"),
+        (s(&huge), "more than a"),
+    ] {
+        let cases: [&[&str]; 8] = [
+            &["report", bad],
+            &["compare", bad, &good],
+            &["verdict", bad],
+            &["verdict", &good, "--cost", bad],
+            &["predict", "--latency", bad, "--load-pct", "50"],
+            &["report", &good, "--manifest", bad],
+            &[
+                "load",
+                "--driver",
+                "sim",
+                "--duration",
+                "1s",
+                "--resume",
+                bad,
+            ],
+            &["import", bad],
+        ];
+        for args in cases {
+            refused_fast(args, why, Duration::from_secs(30));
+        }
+    }
+    refused_fast(&["import", s(t)], "is a directory", Duration::from_secs(30));
+
+    // A suite directory whose manifest lists a result that is a link to /dev/zero.
+    let suite = t.join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", suite.join("01-latency.json")).unwrap();
+    std::fs::write(
+        suite.join("manifest.json"),
+        common::manifest_listing(&["01-latency.json"]),
+    )
+    .unwrap();
+    refused_fast(
+        &["verdict", s(&suite)],
+        "character device",
+        Duration::from_secs(30),
+    );
+    refused_fast(
+        &["report", s(&suite)],
+        "is a directory",
+        Duration::from_secs(30),
+    );
+    refused_fast(
+        &["compare", s(&suite), s(&suite)],
+        "character device",
+        Duration::from_secs(30),
+    );
+}
+
+/// `check --root` reads a fixture tree: a FIFO or a device in it is a file it cannot read,
+/// not a hang or an allocation without end.
+#[test]
+fn check_of_a_fixture_tree_with_a_fifo_and_a_device_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proc_ = tmp.path().join("proc");
+    std::fs::create_dir(&proc_).unwrap();
+    mkfifo(&proc_.join("interrupts"));
+    std::os::unix::fs::symlink("/dev/zero", proc_.join("cpuinfo")).unwrap();
+    let (rc, err, _) = run(&["check", "--root", s(tmp.path()), "-q"]);
+    assert!(rc == 0 || rc == 1, "exit {rc}: {err}");
+}
+
+/// `load --driver sim --plugins burn(10%) --rate 0` panicked (burn divides its share of a
+/// period by the rate when it is created, before the rate was checked).
+#[test]
+fn a_rate_of_0_is_refused_before_any_plugin_is_made() {
+    for args in [
+        &[
+            "load",
+            "--driver",
+            "sim",
+            "--plugins",
+            "burn(10%)",
+            "--rate",
+            "0",
+        ][..],
+        &["load", "--driver", "sim", "--rate", "0"],
+        &["sched", "--rate", "0", "--duration", "1s"],
+    ] {
+        refused_fast(
+            args,
+            "--rate 0 is outside 1000..768000 Hz",
+            Duration::from_secs(30),
+        );
+    }
+    refused_fast(
+        &["sched", "--buffer", "4294967295", "--duration", "1s"],
+        "--buffer 4294967295 is outside 1..65536",
+        Duration::from_secs(30),
+    );
+}
+
+/// `--policy deadline:1s/1h` reached the kernel and failed there (exit 3, after the set-up).
+/// A period beyond the kernel's bound is refused up front naming the sysctl; two hours are
+/// beyond any (the bound is an unsigned int of µs).
+#[test]
+fn a_deadline_period_beyond_the_kernels_bound_is_refused_up_front() {
+    for cmd in ["latency", "run"] {
+        refused_fast(
+            &[cmd, "--policy", "deadline:1s/2h", "--duration", "1s"],
+            "sched_deadline_period_max_us",
+            Duration::from_secs(30),
+        );
+    }
+}
+
+/// A relative `--stress-dir` named another directory in the stressors (they run in their
+/// own): the disk classes failed at start (exit 3) where the absolute path worked.
+#[test]
+fn a_relative_stress_dir_works_as_the_absolute_one_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("rel")).unwrap();
+    let out = xrunlab()
+        .current_dir(tmp.path())
+        .args([
+            "stress",
+            "--stress",
+            "disk-write",
+            "--stress-backend",
+            "builtin",
+        ])
+        .args([
+            "--stress-dir",
+            "rel",
+            "--stress-size",
+            "4M",
+            "--duration",
+            "1s",
+            "-q",
+        ])
+        .timeout(Duration::from_secs(45))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::show(&out));
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join("rel"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "stressor files left: {left:?}");
+}
+
 // --- an output never overwrites an input ------------------------------------------------
 
 /// A scratch directory holding a copy of a result fixture as `name`.
@@ -884,39 +1062,75 @@ fn plugins_bench_interrupted_keeps_the_runs_it_finished() {
     assert_eq!(done, (1..=done.len() as u64).collect::<Vec<_>>());
 }
 
-/// `report` finished after Ctrl-C (exit 0). Now it exits 3 and writes no page: a report cut
-/// short would pass for the whole. Its input is a FIFO, so the signal arrives, for certain,
-/// while it reads.
-#[test]
-fn report_interrupted_writes_nothing_and_exits_3() {
-    use std::io::Write;
-    let _t = signals_turn();
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, html) = (tmp.path().join("r.json"), tmp.path().join("r.html"));
-    let c = std::ffi::CString::new(s(&input)).unwrap();
-    // SAFETY: a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let bytes = std::fs::read(format!(
-        "{}/tests/fixtures/results/latency.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let mut child = spawn_marked(&["report", s(&input), "-o", s(&html)], &mark("report"));
-    let mut w = fifo_writer(&input, &mut child);
+/// `args` followed by `path` `copies` times: work that takes seconds for the signal to
+/// arrive in, for commands that read every file they are given.
+fn many<'a>(args: &[&'a str], path: &'a str, copies: usize) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    v.extend(std::iter::repeat_n(path, copies));
+    v
+}
+
+/// xrunlab `args`, SIGINT once its handler is installed: exit 3 saying `interrupted` within
+/// 20 s, and no file added to `dir`. Returns stderr.
+fn interrupted_leaves_nothing(args: &[&str], dir: &std::path::Path, test: &str) -> String {
+    let entries = || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let before = entries();
+    let child = spawn_marked(args, &mark(test));
+    await_handler(child.id(), libc::SIGINT);
     kill(child.id() as i32, libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(200));
-    w.write_all(&bytes).unwrap();
-    drop(w);
     let (status, err) = finish_within(child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3), "{status:?}: {err}");
     assert!(err.contains("interrupted"), "{err}");
-    assert!(!html.exists(), "a report was written after Ctrl-C");
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(left.len(), 1, "a partial file: {left:?}");
+    assert_eq!(entries(), before, "a partial file was left");
+    err
+}
+
+/// `report` finished after Ctrl-C (exit 0). Now it exits 3 and writes no page: a report cut
+/// short would pass for the whole. (Its input was a FIFO, for the signal to arrive while it
+/// read; a FIFO is refused now: the same result many times over takes the time instead.)
+#[test]
+fn report_interrupted_writes_nothing_and_exits_3() {
+    let _t = signals_turn();
+    let (tmp, input, _) = scratch("r.json", "results/latency.json");
+    let html = tmp.path().join("r.html");
+    let args = many(&["report", "-o", s(&html)], s(&input), 5000);
+    let err = interrupted_leaves_nothing(&args, tmp.path(), "report");
+    assert!(err.contains("no report written"), "{err}");
+}
+
+/// `verdict` ignored SIGINT over a large directory; it stops between files and writes
+/// nothing.
+#[test]
+fn verdict_interrupted_writes_nothing_and_exits_3() {
+    let _t = signals_turn();
+    let (tmp, input, _) = scratch("lat.json", "verdict/latency-stress.json");
+    let out = tmp.path().join("v.json");
+    let args = many(&["verdict", "-q", "-o", s(&out)], s(&input), 5000);
+    let err = interrupted_leaves_nothing(&args, tmp.path(), "verdict");
+    assert!(err.contains("no verdict written"), "{err}");
+}
+
+/// `import` of a large cyclictest file ignored SIGINT and SIGTERM for minutes; it stops
+/// now, writing nothing.
+#[test]
+fn import_interrupted_writes_nothing_and_exits_3() {
+    let _t = signals_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("ct.json");
+    std::fs::write(&input, common::cyclictest_json(1_000_000)).unwrap();
+    let out = tmp.path().join("lat.json");
+    let err = interrupted_leaves_nothing(
+        &["import", s(&input), "-q", "-o", s(&out)],
+        tmp.path(),
+        "import",
+    );
+    assert!(err.contains("nothing imported"), "{err}");
 }
 
 // --- the sim cost model -------------------------------------------------------------------

@@ -196,6 +196,72 @@ fn a_measured_run_overrides_an_optimistic_prediction() {
     assert_eq!(r["causes"][0]["cause"], "late-wakeup");
 }
 
+/// "DIR holds no result (*.json) to judge" was said of a directory holding the results,
+/// because its manifest listed none of them. The verdict says what the manifest lists and
+/// judges the results that are there; a manifest listing some files that are gone is
+/// refused naming them (a verdict over part of a suite would pass for the whole).
+#[test]
+fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("suite");
+    std::fs::create_dir(&dir).unwrap();
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(fixtures()).unwrap().flatten() {
+        let n = e.file_name().into_string().unwrap();
+        if n.ends_with(".json") {
+            std::fs::copy(e.path(), dir.join(&n)).unwrap();
+            names.push(n);
+        }
+    }
+    let manifest = dir.join("manifest.json");
+    let verdict = |listed: &[&str]| {
+        std::fs::write(&manifest, common::manifest_listing(listed)).unwrap();
+        xrunlab()
+            .args(["verdict", s(&dir), "--json"])
+            .output()
+            .unwrap()
+    };
+    let golden = xrunlab()
+        .args(["verdict", s(&fixtures()), "--json", "-q"])
+        .output()
+        .unwrap();
+    let golden: serde_json::Value = serde_json::from_slice(&golden.stdout).unwrap();
+    for (listed, says) in [
+        (
+            &["../elsewhere/01-latency.json", "02-run.json"][..],
+            "lists only result files that are not there",
+        ),
+        (&[], "lists no result file"),
+    ] {
+        let out = verdict(listed);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{listed:?}: {err}");
+        let note = format!("read the {} *.json file(s) in", names.len());
+        assert!(err.contains(says) && err.contains(&note), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["results"], golden["results"], "{listed:?}");
+        assert!(v["warnings"][0].as_str().unwrap().contains(says));
+    }
+    let out = verdict(&["latency-idle.json", "gone.json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("lists 1 result file(s) that are not there") && err.contains("gone.json"),
+        "{err}"
+    );
+    // Nothing there either: both are said.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("manifest.json"), common::manifest_listing(&[])).unwrap();
+    xrunlab()
+        .args(["verdict", s(&empty)])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "holds no result (*.json) to judge, and its manifest.json lists no result file",
+        ));
+}
+
 #[test]
 fn bad_input_exits_2_with_the_reason() {
     let d = tempfile::tempdir().unwrap();

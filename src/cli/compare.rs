@@ -29,12 +29,18 @@ pub struct CompareArgs {
     pub labels: Vec<String>,
 }
 
-/// A directory's results and the verdict over them.
-fn suite(dir: &std::path::Path) -> Result<compare::Suite> {
+/// A directory's results and the verdict over them; a note on how they were found is said
+/// on stderr unless `quiet`.
+fn suite(dir: &std::path::Path, quiet: bool) -> Result<compare::Suite> {
     let mut inputs = Vec::new();
     let mut stages = Vec::new();
     let names = crate::results::suite::Manifest::read_file(&dir.join(crate::suite::MANIFEST)).ok();
-    for f in report::results_in(dir)? {
+    let found = report::results_in(dir)?;
+    if !quiet {
+        output::warn(&found.note);
+    }
+    for f in found.files {
+        crate::rt::interrupt::check("nothing compared")?;
         let i = report::load(&f)?;
         if ["verdict", "predict"].contains(&i.kind()) {
             continue;
@@ -80,7 +86,10 @@ pub fn run(a: CompareArgs, g: &Global) -> Result<u8> {
         let inputs = a
             .files
             .iter()
-            .map(|p| report::load(p))
+            .map(|p| {
+                crate::rt::interrupt::check("nothing compared")?;
+                report::load(p)
+            })
             .collect::<Result<Vec<_>>>()?;
         compare::check_kinds(&inputs)?;
         let labels = compare::labels(&inputs, &a.labels)?;
@@ -89,7 +98,7 @@ pub fn run(a: CompareArgs, g: &Global) -> Result<u8> {
         let suites = a
             .files
             .iter()
-            .map(|d| suite(d))
+            .map(|d| suite(d, g.quiet))
             .collect::<Result<Vec<_>>>()?;
         let labels = compare::suite_labels(&suites, &a.labels)?;
         let tables = compare::suites(&suites, &labels)?;

@@ -25,6 +25,15 @@ pub fn stderr(text: &str) {
     let _ = err.write_all(text.as_bytes());
 }
 
+/// Say each warning on stderr, one `xrunlab: warning:` line each.
+pub fn warn<'a>(warnings: impl IntoIterator<Item = &'a String>) {
+    let lines: String = warnings
+        .into_iter()
+        .map(|w| format!("xrunlab: warning: {w}\n"))
+        .collect();
+    stderr(&lines);
+}
+
 /// On a machine a `tune` journal says is tuned with an audio cpuset, every CPU but the
 /// audio ones is all that is left outside it: join it (before any CPU list is resolved), so
 /// the real-time threads run where the profile put them. Said once on stderr.
@@ -150,13 +159,11 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     let written = emit(&doc, g, &m.human);
     if m.show_warnings && !g.quiet {
         // A warning the summary already shows (a stress record's) is not repeated.
-        let lines: String = doc
-            .warnings
-            .iter()
-            .filter(|w| !m.human.contains(w.as_str()))
-            .map(|w| format!("xrunlab: warning: {w}\n"))
-            .collect();
-        stderr(&lines);
+        warn(
+            doc.warnings
+                .iter()
+                .filter(|w| !m.human.contains(w.as_str())),
+        );
     }
     written?;
     if m.status != Status::Complete {

@@ -113,9 +113,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
             b.duration
         ));
     }
-    if !(1000..=768_000).contains(&b.rate) {
-        return super::usage(format!("--rate {}: must be within 1000..768000 Hz", b.rate));
-    }
+    crate::common::device::check_rate(b.rate)?;
     if !(1..=8192).contains(&b.buffer) {
         return super::usage(format!(
             "--buffer {}: must be within 1..8192 frames",

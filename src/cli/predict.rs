@@ -218,9 +218,7 @@ pub fn config(a: &PredictArgs, cost_rate: Option<u32>) -> Result<PredictConfig> 
         (None, Some(c)) => c,
         (None, None) => 48_000,
     };
-    if !(1000..=768_000).contains(&rate) {
-        return super::usage(format!("--rate {rate}: expected 1000..768000 Hz"));
-    }
+    crate::common::device::check_rate(rate)?;
     let periods = parse_uint_list("--periods", &a.periods, false, 16)?;
     if periods.contains(&0) || periods.contains(&1) {
         return super::usage(
@@ -302,11 +300,7 @@ pub fn run(a: PredictArgs, g: &Global) -> Result<u8> {
     );
     output::emit(&doc, g, &human)?;
     if !g.quiet {
-        let lines: String = censored
-            .iter()
-            .map(|w| format!("xrunlab: warning: {w}\n"))
-            .collect();
-        output::stderr(&lines);
+        output::warn(&censored);
     }
     Ok(0)
 }

@@ -24,12 +24,7 @@ pub struct ReportArgs {
 /// A report has nothing partial worth keeping: Ctrl-C ends it with exit 3 and no file (a
 /// half-built page would pass for the whole), checked between the steps that take time.
 fn stop_if_interrupted() -> Result<()> {
-    if crate::rt::interrupt::requested() {
-        return Err(crate::error::Error::cannot_measure(
-            "interrupted; no report written",
-        ));
-    }
-    Ok(())
+    crate::rt::interrupt::check("no report written")
 }
 
 pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {

@@ -150,8 +150,12 @@ impl SchedArgs {
                 ))
             }
         };
-        if rate == 0 || buffer == 0 {
-            return super::usage("--rate and --buffer must be positive");
+        crate::common::device::check_rate(rate)?;
+        if !(1..=crate::units::MAX_BUFFER_FRAMES).contains(&buffer) {
+            return super::usage(format!(
+                "--buffer {buffer} is outside 1..{}",
+                crate::units::MAX_BUFFER_FRAMES
+            ));
         }
         let period_ns = buffer as u64 * 1_000_000_000 / rate as u64;
         let (clients, client_pct) = match &self.chain {

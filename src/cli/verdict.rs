@@ -72,11 +72,16 @@ pub struct VerdictArgs {
 /// that are read themselves).
 const DERIVED: &[&str] = &["verdict", "predict"];
 
-/// Every input the paths stand for, derived kinds left out.
-pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Input>> {
+/// Every input the paths stand for, derived kinds left out, and the notes on how a
+/// directory's were found.
+pub fn load_all(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<String>)> {
     let mut inputs = Vec::new();
+    let mut notes = Vec::new();
     for p in paths {
-        for f in report::results_in(p)? {
+        let found = report::results_in(p)?;
+        notes.extend(found.note);
+        for f in found.files {
+            crate::rt::interrupt::check(verdict::NOTHING_JUDGED)?;
             let i = report::load(&f)?;
             if !DERIVED.contains(&i.kind()) {
                 inputs.push(i);
@@ -88,7 +93,7 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Input>> {
             "no result to judge: the inputs hold only predictions or verdicts",
         ));
     }
-    Ok(inputs)
+    Ok((inputs, notes))
 }
 
 fn cost(a: &VerdictArgs) -> Result<CostInput> {
@@ -174,8 +179,9 @@ pub struct ResultDocParts {
 pub fn run(a: VerdictArgs, g: &Global) -> Result<u8> {
     let started = crate::rt::clock::wall_clock_rfc3339();
     settings(&a)?;
-    let inputs = load_all(&a.paths)?;
+    let (inputs, notes) = load_all(&a.paths)?;
     let (cfg, parts) = judge(&a, &inputs)?;
+    crate::rt::interrupt::check(verdict::NOTHING_JUDGED)?;
     let human = crate::report::table::verdict(&cfg, &parts.results);
     let failed = parts.results.failed_threshold;
     let mut doc = ResultDoc::new(
@@ -188,7 +194,11 @@ pub fn run(a: VerdictArgs, g: &Global) -> Result<u8> {
         parts.env,
     );
     // The environment is the inputs' machine; its warnings are theirs, said in their files.
-    doc.warnings.clear();
+    // What is said here is how the inputs were found.
+    doc.warnings = notes;
     output::emit(&doc, g, &human)?;
+    if !g.quiet {
+        output::warn(&doc.warnings);
+    }
     Ok(if failed { 1 } else { 0 })
 }

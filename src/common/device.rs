@@ -8,6 +8,19 @@ const NS_PER_S: u128 = 1_000_000_000;
 /// Sample rates (Hz) any command accepts; a result with another rate was not measured.
 pub const RATES: std::ops::RangeInclusive<u32> = 1000..=768_000;
 
+/// `--rate` refused unless within [`RATES`]: every command checks it before anything divides
+/// by it (a plugin sizing its work per period once panicked on a rate of 0).
+pub fn check_rate(rate: u32) -> crate::error::Result<()> {
+    if !RATES.contains(&rate) {
+        return Err(crate::error::Error::usage(format!(
+            "--rate {rate} is outside {}..{} Hz",
+            RATES.start(),
+            RATES.end()
+        )));
+    }
+    Ok(())
+}
+
 /// The duration of `frames` at `rate` Hz, rounded down to a nanosecond.
 pub fn ns_of_frames(frames: u64, rate: u32) -> u64 {
     (frames as u128 * NS_PER_S / rate as u128) as u64

@@ -8,6 +8,7 @@
 
 pub mod cycle;
 pub mod device;
+pub mod input;
 pub mod stats;
 pub mod status;
 

@@ -90,8 +90,11 @@ impl LatencyModel {
 /// or CSV file of `value_ns` or `value_ns,count` lines; or cyclictest's `-h` histogram
 /// (whitespace-separated `usec count...` lines, `#` comments), whose µs are converted.
 pub fn load_latencies(path: &Path) -> Result<LatencyModel> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
+    let text = crate::common::input::read_capped(
+        path,
+        crate::common::input::CYCLICTEST_MAX_BYTES,
+        "latency distribution",
+    )?;
     let mut buckets: Vec<(u64, u64)> = Vec::new();
     let t = text.trim_start();
     if t.starts_with('[') || t.starts_with('{') {

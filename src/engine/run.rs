@@ -150,12 +150,7 @@ impl RunConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if !(1000..=768_000).contains(&self.rate) {
-            return Err(Error::usage(format!(
-                "--rate {} is outside 1000..768000",
-                self.rate
-            )));
-        }
+        crate::common::device::check_rate(self.rate)?;
         self.input.check(self.rate)?;
         if !(1..=65536).contains(&self.buffer_frames) {
             return Err(Error::usage(format!(

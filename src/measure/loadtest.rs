@@ -183,6 +183,8 @@ impl LoadConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
+        // Before the plugins below are created at it.
+        crate::common::device::check_rate(self.rate)?;
         if self.buffers.is_empty() || self.tracks.is_empty() || self.plugins.is_empty() {
             return Err(Error::usage(
                 "--buffers, --tracks and --plugins each need at least one value",

@@ -1030,6 +1030,11 @@ pub fn row(
     let i = d.interval_ns as f64;
     let w_max = weight_max(i, p, cfg.holds);
     let alpha = 1.0 - cfg.confidence;
+    // Both rates scale the same interval on the count (the costly part of a row): once.
+    let (k_low, k_high) = (
+        poisson_low(t.count_low, alpha),
+        poisson_high(t.count, alpha),
+    );
     let rate = |sum: f64| {
         let per_hour = sum / hours;
         // Per sample beyond the budget: the observed mean, or the largest a weight can be.
@@ -1040,8 +1045,8 @@ pub fn row(
         };
         Rate {
             per_hour,
-            low: scale * poisson_low(t.count_low, alpha),
-            high: scale * poisson_high(t.count, alpha),
+            low: scale * k_low,
+            high: scale * k_high,
             upper_bound: t.count < MIN_EVENTS,
         }
     };
@@ -1185,8 +1190,35 @@ fn gamma_p(a: f64, x: f64) -> f64 {
     }
 }
 
+/// Answers of [`gamma_quantile`] kept at most, per thread.
+const QUANTILES_KEPT: usize = 1 << 16;
+
+thread_local! {
+    /// [`gamma_quantile`]'s answers by the bits of (a, q). A verdict over a suite asks for
+    /// the same few (no event beyond the budget, whole counts) in most of its rows, each
+    /// bisection taking thousands of incomplete gamma functions.
+    static QUANTILES: std::cell::RefCell<std::collections::HashMap<(u64, u64), f64>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
 /// x with P(a, x) = q.
 fn gamma_quantile(a: f64, q: f64) -> f64 {
+    let key = (a.to_bits(), q.to_bits());
+    if let Some(x) = QUANTILES.with(|m| m.borrow().get(&key).copied()) {
+        return x;
+    }
+    let x = gamma_quantile_bisected(a, q);
+    QUANTILES.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= QUANTILES_KEPT {
+            m.clear();
+        }
+        m.insert(key, x);
+    });
+    x
+}
+
+fn gamma_quantile_bisected(a: f64, q: f64) -> f64 {
     let mut hi = a.max(1.0);
     while gamma_p(a, hi) < q && hi < f64::MAX / 4.0 {
         hi *= 2.0;

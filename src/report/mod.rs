@@ -13,7 +13,7 @@ pub mod tuning;
 pub mod verdict;
 
 use crate::error::{Error, Result};
-use crate::results::{read_result, ResultDoc};
+use crate::results::{parse_result, read_result_text, ResultDoc};
 use crate::system::Environment;
 use std::path::{Path, PathBuf};
 
@@ -97,59 +97,128 @@ impl Input {
     }
 }
 
+/// The result files a path stands for ([`results_in`]).
+#[derive(Debug)]
+pub struct Found {
+    pub files: Vec<PathBuf>,
+    /// Set when a suite directory's manifest lists no result that is there, and the `*.json`
+    /// files the directory holds were taken instead: why, for the user to read.
+    pub note: Option<String>,
+}
+
 /// The result files `path` stands for: itself, or a directory's (the manifest's list when it
 /// has one, else every `*.json` in it). A suite's tuned stages (`suite --tuned`) are left
 /// out: they describe the machine while the profile was applied, not as the suite left it
 /// (restored); the report shows them beside their untuned stages instead.
-pub fn results_in(path: &Path) -> Result<Vec<PathBuf>> {
+///
+/// A manifest that lists files of which only some are there is an error naming them (a
+/// verdict over part of a suite would pass for the whole); one that lists none that is there
+/// (another suite's, or one written before any stage ran) gives way to the `*.json` files
+/// present, with a note saying so.
+pub fn results_in(path: &Path) -> Result<Found> {
+    use crate::results::suite::MANIFEST;
     if !path.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
+        return Ok(Found {
+            files: vec![path.to_path_buf()],
+            note: None,
+        });
     }
-    let manifest = path.join(crate::results::suite::MANIFEST);
-    let mut files: Vec<PathBuf> = if manifest.exists() {
-        crate::results::suite::Manifest::read_file(&manifest)?
-            .stages
-            .iter()
-            .filter(|s| !s.is_tuned())
-            .filter_map(|s| s.file.as_ref())
-            .filter(|f| f.ends_with(".json"))
-            .map(|f| path.join(f))
-            .collect()
-    } else {
-        let rd = std::fs::read_dir(path).map_err(|e| Error::input(path, e.to_string()))?;
-        let mut v: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
-            .collect();
-        v.sort();
-        v
+    // Every `*.json` but a directory: a FIFO or a link to a device is named by the reader
+    // when it refuses it, not skipped in silence.
+    let rd = std::fs::read_dir(path).map_err(|e| Error::input(path, e.to_string()))?;
+    let mut present: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.is_dir())
+        .filter(|p| p.file_name().is_some_and(|n| n != MANIFEST))
+        .collect();
+    present.sort();
+    let manifest = path.join(MANIFEST);
+    if !manifest.exists() {
+        if present.is_empty() {
+            return Err(Error::input(
+                path,
+                "holds no result (*.json) to judge: give a suite directory or result files",
+            ));
+        }
+        return Ok(Found {
+            files: present,
+            note: None,
+        });
+    }
+    let listed: Vec<PathBuf> = crate::results::suite::Manifest::read_file(&manifest)?
+        .stages
+        .iter()
+        .filter(|s| !s.is_tuned())
+        .filter_map(|s| s.file.as_ref())
+        .filter(|f| {
+            f.ends_with(".json") && Path::new(f).file_name() != Some(std::ffi::OsStr::new(MANIFEST))
+        })
+        .map(|f| path.join(f))
+        .collect();
+    // A link is there even when what it points to is not a file: the reader says what it is.
+    let (here, missing): (Vec<PathBuf>, Vec<PathBuf>) = listed
+        .into_iter()
+        .partition(|f| std::fs::symlink_metadata(f).is_ok());
+    let names = |v: &[PathBuf]| {
+        let shown: Vec<String> = v.iter().take(3).map(|f| f.display().to_string()).collect();
+        match v.len() {
+            n if n > 3 => format!("{} and {} more", shown.join(", "), n - 3),
+            _ => shown.join(", "),
+        }
     };
-    files.retain(|f| {
-        f.file_name()
-            .is_some_and(|n| n != crate::results::suite::MANIFEST)
-    });
-    if files.is_empty() {
+    if !here.is_empty() {
+        if !missing.is_empty() {
+            return Err(Error::input(
+                &manifest,
+                format!(
+                    "lists {} result file(s) that are not there ({}): moved or deleted since the suite wrote it",
+                    missing.len(),
+                    names(&missing)
+                ),
+            ));
+        }
+        return Ok(Found {
+            files: here,
+            note: None,
+        });
+    }
+    let lists = if missing.is_empty() {
+        "lists no result file (no stage wrote one)".to_string()
+    } else {
+        format!(
+            "lists only result files that are not there ({}): it is another suite's, or they were moved",
+            names(&missing)
+        )
+    };
+    if present.is_empty() {
         return Err(Error::input(
             path,
-            "holds no result (*.json) to judge: give a suite directory or result files",
+            format!("holds no result (*.json) to judge, and its {MANIFEST} {lists}"),
         ));
     }
-    Ok(files)
+    Ok(Found {
+        note: Some(format!(
+            "{} {lists}; read the {} *.json file(s) in {} instead",
+            manifest.display(),
+            present.len(),
+            path.display()
+        )),
+        files: present,
+    })
 }
 
 /// Read one result file; errors name the file (exit 2).
 pub fn load(path: &Path) -> Result<Input> {
-    match read_result(path) {
+    let text = read_result_text(path)?;
+    match parse_result(path, &text) {
         Ok(doc) => Ok(Input {
             path: path.into(),
             item: Loaded::Doc(Box::new(doc)),
         }),
         Err(e) => {
-            // read_result has checked the JSON and the schema version before typing the
+            // parse_result has checked the JSON and the schema version before typing the
             // body; only a kind it does not know falls through to the generic path.
-            let value: Option<serde_json::Value> = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok());
+            let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
             let Some(mut value) = value else {
                 return Err(e);
             };

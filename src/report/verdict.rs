@@ -19,6 +19,9 @@ use crate::results::verdict::{
 use crate::results::Body;
 use crate::system::check::Verdict as CheckVerdict;
 
+/// What an interrupted verdict leaves: one over part of the inputs would pass for the whole.
+pub const NOTHING_JUDGED: &str = "no verdict written";
+
 /// The compute time the predictions assume when no `--cost` or `--load-pct` is given: a
 /// period half full of DSP, a common ceiling for a JACK session.
 pub const DEFAULT_LOAD_PCT: f64 = 50.0;
@@ -64,11 +67,7 @@ pub fn settle(inputs: &[Input], cost: &CostInput, o: Options) -> Result<VerdictC
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => rate_of(inputs).unwrap_or(48_000),
     };
-    if !(1000..=768_000).contains(&rate) {
-        return Err(crate::error::Error::usage(format!(
-            "--rate {rate}: expected 1000..768000 Hz"
-        )));
-    }
+    crate::common::device::check_rate(rate)?;
     let mut buffers = o.buffers;
     for b in docs(inputs) {
         match b {
@@ -167,6 +166,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
     // Predictions, one table per latency input at the one period count.
     let mut lat: Vec<(LatencyInput, Condition)> = Vec::new();
     for i in inputs {
+        crate::rt::interrupt::check(NOTHING_JUDGED)?;
         if let Loaded::Doc(d) = &i.item {
             if let Body::Latency { config, results } = &d.body {
                 let stem = i
@@ -200,8 +200,6 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         confidence: predict::CONFIDENCE,
         holds: cfg.holds,
     };
-    let only: Vec<LatencyInput> = lat.iter().map(|(l, _)| l.clone()).collect();
-    let tables = predict::predict(&pcfg, &only, cost).tables;
     let judged_on = if lat.iter().any(|(_, c)| *c == Condition::Stressed) {
         Some(Condition::Stressed)
     } else if lat.is_empty() {
@@ -210,28 +208,32 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         Some(Condition::Idle)
     };
 
+    // Each size keeps only the worst prediction per condition: a table per latency input
+    // (every size for every input) held hundreds of megabytes for a verdict over a suite of
+    // a thousand results.
     let mut rows = Vec::new();
-    for (bi, &frames) in cfg.buffers.iter().enumerate() {
+    for &frames in &cfg.buffers {
+        crate::rt::interrupt::check(NOTHING_JUDGED)?;
         let period_ns = frames as f64 * 1e9 / cfg.rate as f64;
-        let mut idle: Option<(&str, &PredictRow)> = None;
-        let mut stressed: Option<(&str, &PredictRow)> = None;
-        for ((l, c), t) in lat.iter().zip(&tables) {
-            let Some(r) = t.rows.get(bi) else { continue };
+        let points = cost.compute.at(frames, period_ns);
+        let mut idle: Option<(&str, PredictRow)> = None;
+        let mut stressed: Option<(&str, PredictRow)> = None;
+        for (l, c) in &lat {
+            let r = predict::row(&l.data, &points, frames, cfg.periods, &pcfg);
             let slot = match c {
                 Condition::Idle => &mut idle,
                 Condition::Stressed => &mut stressed,
             };
-            if slot.is_none_or(|(_, s)| worse(r, s)) {
+            if slot.as_ref().is_none_or(|(_, s)| worse(&r, s)) {
                 *slot = Some((l.info.label.as_str(), r));
             }
         }
         let measured = measured_runs(inputs, frames, cfg.rate);
-        let points = cost.compute.at(frames, period_ns);
         let mean: f64 = points.iter().map(|p| p.probability * p.ns).sum();
         let (rtl_model_ms, rtl_measured_ms) = rtl_at(inputs, frames, cfg.periods, cfg.rate);
         let judged = match judged_on {
-            Some(Condition::Stressed) => stressed,
-            Some(Condition::Idle) => idle,
+            Some(Condition::Stressed) => stressed.as_ref(),
+            Some(Condition::Idle) => idle.as_ref(),
             None => None,
         };
         let mut meets = judged.and_then(|(_, r)| match r.outlook {
@@ -252,8 +254,8 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         rows.push(VerdictRow {
             buffer_frames: frames,
             period_ms: period_ns / 1e6,
-            idle: idle.map(|(l, r)| predicted(l, r)),
-            stressed: stressed.map(|(l, r)| predicted(l, r)),
+            idle: idle.map(|(l, r)| predicted(l, &r)),
+            stressed: stressed.map(|(l, r)| predicted(l, &r)),
             measured,
             free_pct: (100.0 * (1.0 - mean / period_ns)).max(0.0),
             plugins: headroom(inputs, frames),

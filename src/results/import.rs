@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::measure::latency::{
     CpuLatency, LatencyConfig, LatencyResult, LatencySource, LatencyStats,
 };
+use crate::rt::affinity::MAX_CPUS;
 use crate::rt::Policy;
 use serde_json::Value;
 use std::path::Path;
@@ -57,19 +58,22 @@ struct Recorded {
 
 /// Read a cyclictest text or JSON file into a latency config and result.
 pub fn import_file(path: &Path) -> Result<(LatencyConfig, LatencyResult)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
+    let text = crate::common::input::read_capped(
+        path,
+        crate::common::input::CYCLICTEST_MAX_BYTES,
+        "cyclictest output",
+    )?;
     import_str(&text, &path.display().to_string())
 }
 
 /// As `import_file`, from text; `name` is used in errors and recorded as the source.
 pub fn import_str(text: &str, name: &str) -> Result<(LatencyConfig, LatencyResult)> {
     let (threads, rec) = if text.trim_start().starts_with('{') {
-        parse_json(text).map_err(|m| Error::input(name, m))?
+        parse_json(text).map_err(|m| bad_or_stopped(name, m))?
     } else {
-        parse_text(text).map_err(|m| Error::input(name, m))?
+        parse_text(text).map_err(|m| bad_or_stopped(name, m))?
     };
-    let (config, results) = build(threads, rec, name).map_err(|m| Error::input(name, m))?;
+    let (config, results) = build(threads, rec, name).map_err(|m| bad_or_stopped(name, m))?;
     // The check every reader of a result runs: an import is held to what it will meet.
     let body = super::Body::Latency {
         config,
@@ -79,6 +83,27 @@ pub fn import_str(text: &str, name: &str) -> Result<(LatencyConfig, LatencyResul
     match body {
         super::Body::Latency { config, results } => Ok((config, *results)),
         _ => unreachable!("built as a latency body above"),
+    }
+}
+
+/// Lines or buckets read between two looks at the interrupt flag.
+const POLL_EVERY: usize = 4096;
+
+/// Stops the parse (every `POLL_EVERY`th call with `i`) once a signal asked to stop; the
+/// message is replaced by [`bad_or_stopped`].
+fn poll_interrupt(i: usize) -> Result<(), String> {
+    if i.is_multiple_of(POLL_EVERY) && crate::rt::interrupt::requested() {
+        return Err("interrupted".into());
+    }
+    Ok(())
+}
+
+/// The error of a parse that stopped with `msg`: the interruption, if a signal asked for
+/// one (exit 3, nothing imported), else what is wrong with the file (exit 2).
+fn bad_or_stopped(name: &str, msg: String) -> Error {
+    match crate::rt::interrupt::check("nothing imported") {
+        Err(stopped) => stopped,
+        Ok(()) => Error::input(name, msg),
     }
 }
 
@@ -128,6 +153,7 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
     let mut in_footer = false;
     let mut last_line = 0;
     for (i, raw) in text.lines().enumerate() {
+        poll_interrupt(i)?;
         let n = i + 1;
         last_line = n;
         let line = raw.trim();
@@ -239,10 +265,14 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
     let (max_line, max) = need(&f.max, "# Max Latencies:")?;
     let (of_line, overflows) = need(&f.overflows, "# Histogram Overflows:")?;
     let threads = min.len();
+    let min_at = f.min.as_ref().map_or(eof, |m| m.0);
     if threads == 0 {
+        return Err(format!("line {min_at}: '# Min Latencies:' lists no thread"));
+    }
+    // A thread's column number stands for its CPU.
+    if threads > MAX_CPUS {
         return Err(format!(
-            "line {}: '# Min Latencies:' lists no thread",
-            f.min.as_ref().map_or(eof, |m| m.0)
+            "line {min_at}: '# Min Latencies:' lists {threads} threads, more than any machine has CPUs ({MAX_CPUS})"
         ));
     }
     // With -H (histofall) and several threads, a summary column follows the threads.
@@ -305,6 +335,8 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
     let per_thread = min.iter().zip(&avg).zip(&max).zip(&overflows);
     let mut out = Vec::with_capacity(threads);
     for (t, (((&t_min, &t_avg), &t_max), &t_overflows)) in per_thread.enumerate() {
+        // Each thread reads every row: a look per thread.
+        poll_interrupt(0)?;
         let column = |c: &Vec<u64>| c.get(t).copied().unwrap_or(0);
         let buckets: Vec<(u64, u64)> = rows
             .iter()
@@ -413,12 +445,17 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
         .map(str::to_string);
     let mut keys: Vec<(usize, &String)> = Vec::new();
     for k in threads.keys() {
-        let i = k.parse::<usize>().map_err(|_| {
-            format!(
-                "{}expected thread numbers as keys of \"thread\", found \"{k}\"",
-                line_of(&["thread", k])
-            )
-        })?;
+        // An unpinned thread's number stands for its CPU: bounded as one.
+        let i = k
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| i < MAX_CPUS)
+            .ok_or_else(|| {
+                format!(
+                    "{}expected thread numbers below {MAX_CPUS} as keys of \"thread\", found \"{k}\"",
+                    line_of(&["thread", k])
+                )
+            })?;
         keys.push((i, k));
     }
     keys.sort();
@@ -470,22 +507,35 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             })?;
         let mut buckets = Vec::with_capacity(hist.len());
         let mut binned = 0u64;
-        for (key, c) in hist {
-            let at = line_of(&["thread", k, "histogram", key]);
+        for (j, (key, c)) in hist.iter().enumerate() {
+            poll_interrupt(j)?;
+            // Looked up only for an error: a lookup scans the file, once per bucket it made
+            // a 300,000-bucket import quadratic (minutes instead of a second).
+            let at = || line_of(&["thread", k, "histogram", key]);
             let b: u64 = key.parse().map_err(|_| {
-                format!("{at}expected a bucket number in thread.{k}.histogram, found \"{key}\"")
+                format!(
+                    "{}expected a bucket number in thread.{k}.histogram, found \"{key}\"",
+                    at()
+                )
             })?;
             if latency_ns(b, scale_ns).is_none() {
                 return Err(format!(
-                    "{at}thread.{k}.histogram: {}",
+                    "{}thread.{k}.histogram: {}",
+                    at(),
                     beyond("bucket", b, unit)
                 ));
             }
             let c = c.as_u64().ok_or_else(|| {
-                format!("{at}expected a whole number of samples for bucket {b} of thread {k}, found {c}")
+                format!(
+                    "{}expected a whole number of samples for bucket {b} of thread {k}, found {c}",
+                    at()
+                )
             })?;
             binned = binned.checked_add(c).ok_or_else(|| {
-                format!("{at}thread.{k}.histogram: the counts add up beyond 2^64")
+                format!(
+                    "{}thread.{k}.histogram: the counts add up beyond 2^64",
+                    at()
+                )
             })?;
             if c > 0 {
                 buckets.push((b, c));
@@ -498,9 +548,19 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             ));
         }
         buckets.sort_unstable();
-        let cpu = t.get("cpu").and_then(|c| c.as_i64()).unwrap_or(-1);
+        // cyclictest writes -1 for a thread it did not pin; it then stands for its number.
+        let cpu = match t.get("cpu") {
+            None => i,
+            Some(c) if c.as_i64() == Some(-1) => i,
+            Some(c) => c.as_u64().filter(|&c| c < MAX_CPUS as u64).ok_or_else(|| {
+                format!(
+                    "{}: expected a CPU number below {MAX_CPUS} (or -1: not pinned), found {c}",
+                    field("cpu")
+                )
+            })? as usize,
+        };
         out.push(Thread {
-            cpu: if cpu >= 0 { cpu as usize } else { i },
+            cpu,
             buckets,
             count,
             min,
@@ -685,6 +745,7 @@ fn build(
     let mut min_all = u64::MAX;
     let mut max_bucket = 0;
     for t in &threads {
+        poll_interrupt(0)?;
         for &(k, n) in &t.buckets {
             *merged.entry(k).or_insert(0u64) += n;
             max_bucket = max_bucket.max(k + 1);

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::common::Status;
-pub use write::{read_result, write_atomic, write_json_atomic};
+pub use write::{parse_result, read_result, read_result_text, write_atomic, write_json_atomic};
 
 /// Check a typed result (docs/ARCHITECTURE.md §6): every reader and `import` call this, so
 /// nothing downstream meets an empty list, a zero rate or counts that disagree. The error

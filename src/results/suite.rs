@@ -125,8 +125,11 @@ impl Manifest {
     }
 
     pub fn read_file(p: &Path) -> Result<Manifest> {
-        let t =
-            std::fs::read_to_string(p).map_err(|e| Error::input(p, format!("cannot read: {e}")))?;
+        let t = crate::common::input::read_capped(
+            p,
+            crate::common::input::MANIFEST_MAX_BYTES,
+            "suite manifest",
+        )?;
         serde_json::from_str(&t).map_err(|e| Error::input(p, format!("not a suite manifest: {e}")))
     }
 

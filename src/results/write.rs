@@ -60,9 +60,17 @@ pub fn write_json_atomic(path: &Path, doc: &ResultDoc) -> Result<()> {
 
 /// Read a result file, with errors that name the file and say what is wrong (exit 2).
 pub fn read_result(path: &Path) -> Result<ResultDoc> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(path, format!("cannot read: {e}")))?;
-    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    parse_result(path, &read_result_text(path)?)
+}
+
+/// The text of a result file, bounded (docs/ARCHITECTURE.md §2 "Bounded inputs").
+pub fn read_result_text(path: &Path) -> Result<String> {
+    crate::common::input::read_capped(path, crate::common::input::RESULT_MAX_BYTES, "result")
+}
+
+/// The result `text` read from `path` holds (`path` names it in errors).
+pub fn parse_result(path: &Path, text: &str) -> Result<ResultDoc> {
+    let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         Error::input(
             path,
             format!("not JSON (line {}, column {}): {e}", e.line(), e.column()),

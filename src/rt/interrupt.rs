@@ -164,6 +164,18 @@ pub fn requested() -> bool {
     REQUESTED.load(Ordering::Relaxed)
 }
 
+/// `Err` (exit 3) once a signal asked to stop, for work with nothing partial worth keeping
+/// (reading, judging, reporting): its loops call it between steps. `outcome` says what the
+/// user is left with, e.g. "no report written".
+pub fn check(outcome: &str) -> crate::error::Result<()> {
+    if requested() {
+        return Err(crate::error::Error::cannot_measure(format!(
+            "interrupted; {outcome}"
+        )));
+    }
+    Ok(())
+}
+
 /// True once a signal after the grace gave up.
 pub fn gave_up() -> bool {
     GAVE_UP.load(Ordering::Relaxed) != 0

@@ -102,7 +102,7 @@ impl Policy {
                         period_ns / 1000
                     )));
                 }
-                Ok(())
+                check_deadline_period(period_ns, deadline_period_limits_us())
             }
             _ => Ok(()),
         }
@@ -169,6 +169,47 @@ impl fmt::Display for Policy {
             }
         }
     }
+}
+
+/// The kernel's bounds on a SCHED_DEADLINE period.
+const PERIOD_MIN_SYSCTL: &str = "/proc/sys/kernel/sched_deadline_period_min_us";
+const PERIOD_MAX_SYSCTL: &str = "/proc/sys/kernel/sched_deadline_period_max_us";
+/// Their defaults (kernel/sched/deadline.c), for a kernel that does not show them.
+const PERIOD_MIN_DEFAULT_US: u64 = 100;
+const PERIOD_MAX_DEFAULT_US: u64 = 1 << 22;
+
+/// (min, max) µs a SCHED_DEADLINE period may have on this kernel.
+fn deadline_period_limits_us() -> (u64, u64) {
+    let read = |path: &str, default: u64| {
+        crate::common::input::read_capped(
+            std::path::Path::new(path),
+            crate::common::input::SYSTEM_FILE_MAX_BYTES,
+            "sysctl",
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
+    };
+    (
+        read(PERIOD_MIN_SYSCTL, PERIOD_MIN_DEFAULT_US),
+        read(PERIOD_MAX_SYSCTL, PERIOD_MAX_DEFAULT_US),
+    )
+}
+
+/// The kernel refuses (EINVAL, exit 3 after the measurement began) a period outside its
+/// sysctl bounds; said up front, naming the bound.
+fn check_deadline_period(period_ns: u64, (min_us, max_us): (u64, u64)) -> Result<()> {
+    let (name, limit_us, sysctl) = if period_ns > max_us.saturating_mul(1000) {
+        ("above the kernel's maximum", max_us, PERIOD_MAX_SYSCTL)
+    } else if period_ns < min_us.saturating_mul(1000) {
+        ("below the kernel's minimum", min_us, PERIOD_MIN_SYSCTL)
+    } else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "SCHED_DEADLINE period {} is {name} of {limit_us} µs ({sysctl})",
+        crate::units::format_ns(period_ns)
+    )))
 }
 
 /// Parses `other[:NICE]`, `fifo:PRIO`, `rr:PRIO`,
@@ -429,6 +470,31 @@ mod tests {
             let e = bad.parse::<Policy>().unwrap_err();
             assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn deadline_periods_beyond_the_kernels_bounds_are_refused_naming_the_sysctl() {
+        let bounds = (100, 4_194_304);
+        let e = check_deadline_period(3_600_000_000_000, bounds).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(
+            e.to_string().contains("sched_deadline_period_max_us")
+                && e.to_string().contains("4194304 µs"),
+            "{e}"
+        );
+        let e = check_deadline_period(50_000, bounds).unwrap_err();
+        assert!(
+            e.to_string().contains("sched_deadline_period_min_us"),
+            "{e}"
+        );
+        check_deadline_period(100_000, bounds).unwrap();
+        check_deadline_period(4_194_304_000, bounds).unwrap();
+        // The sysctl is an unsigned int of µs: no kernel takes two hours.
+        let e = "deadline:1s/2h".parse::<Policy>().unwrap_err();
+        assert!(
+            e.to_string().contains("sched_deadline_period_max_us"),
+            "{e}"
+        );
     }
 
     #[test]

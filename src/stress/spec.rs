@@ -302,14 +302,21 @@ impl StressArgs {
                 .map_err(|e| Error::usage(format!("--stress-cpus: {e}")))?,
             None => Vec::new(),
         };
-        if let Some(d) = &self.stress_dir {
-            if !d.is_dir() {
+        // Absolute before any stressor starts: the stressors run in their own working
+        // directory, where a relative path names another place (or none).
+        let dir = match &self.stress_dir {
+            Some(d) if !d.is_dir() => {
                 return Err(Error::usage(format!(
                     "--stress-dir {}: not a directory",
                     d.display()
-                )));
+                )))
             }
-        }
+            Some(d) => Some(
+                std::fs::canonicalize(d)
+                    .map_err(|e| Error::usage(format!("--stress-dir {}: {e}", d.display())))?,
+            ),
+            None => None,
+        };
         let file_size = match &self.stress_size {
             Some(s) => parse_size(s)?,
             None => DEFAULT_FILE_SIZE,
@@ -323,7 +330,7 @@ impl StressArgs {
             presets,
             workers: self.stress_workers,
             cpus,
-            dir: self.stress_dir.clone(),
+            dir,
             file_size,
             commands,
             backend: self.stress_backend,

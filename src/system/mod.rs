@@ -42,11 +42,16 @@ impl Root {
         self.0.join(abs.trim_start_matches('/'))
     }
 
-    /// File contents, trimmed; None when absent or unreadable.
+    /// File contents, trimmed; None when absent, unreadable, not a regular file or larger
+    /// than any such file is (a fixture tree is user input).
     pub fn read(&self, abs: &str) -> Option<String> {
-        std::fs::read_to_string(self.path(abs))
-            .ok()
-            .map(|s| s.trim().to_string())
+        crate::common::input::read_capped(
+            &self.path(abs),
+            crate::common::input::SYSTEM_FILE_MAX_BYTES,
+            "system file",
+        )
+        .ok()
+        .map(|s| s.trim().to_string())
     }
 
     pub fn exists(&self, abs: &str) -> bool {

@@ -95,3 +95,39 @@ pub fn u(v: &serde_json::Value) -> u64 {
 pub fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// cyclictest --json with one thread of `buckets` 1 µs buckets, one sample each, written
+/// as cyclictest writes it (a line per bucket).
+pub fn cyclictest_json(buckets: u64) -> String {
+    let mut t = String::from(
+        "{\n  \"file_version\": 1,\n  \"cmdline:\": \"cyclictest -q -m -p 90 -i 1000 -h BUCKETS\",\n  \"num_threads\": 1,\n  \"resolution_in_ns\": 0,\n  \"thread\": {\n    \"0\": {\n      \"histogram\": {\n",
+    )
+    .replace("BUCKETS", &buckets.to_string());
+    for b in 0..buckets {
+        let sep = if b + 1 < buckets { "," } else { "" };
+        t.push_str(&format!("        \"{b}\": 1{sep}\n"));
+    }
+    t.push_str(&format!(
+        "      }},\n      \"cycles\": {buckets},\n      \"min\": 0,\n      \"max\": {},\n      \"avg\": {},\n      \"cpu\": 0\n    }}\n  }}\n}}\n",
+        buckets - 1,
+        (buckets - 1) / 2
+    ));
+    t
+}
+
+/// A manifest listing `files` (relative to its directory) as ok stages.
+pub fn manifest_listing(files: &[&str]) -> String {
+    let stages: Vec<serde_json::Value> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            serde_json::json!({"stage": format!("s{i}"), "argv": [], "status": "ok",
+                "reason": null, "note": null, "exit_code": 0, "duration_s": 1.0,
+                "file": f, "log": null})
+        })
+        .collect();
+    serde_json::json!({"tool": {"name": "xrunlab", "version": "0.1.0"}, "mode": "quick",
+        "driver": "sim", "status": "complete", "started_at": "2025-01-01T00:00:00Z",
+        "ended_at": null, "stages": stages, "report": null})
+    .to_string()
+}
