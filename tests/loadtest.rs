@@ -426,9 +426,10 @@ fn a_tiny_real_grid_completes_on_the_virtual_driver() {
     }
     let (r, _) = go(&c, None);
     let cell = &r.cells[0];
-    // burn(10%) fits ~10 per period: the cap of 3 is the estimate, and a noisy VM may still
-    // push it lower; the cell must finish either way.
-    assert_eq!(cell.limit.per_track, 3);
+    // burn(10%) fits ~10 per period: the cap of 3 is the estimate on a quiet machine. The
+    // estimate is the bench's wall time, so a machine busy with other work reads the burn as
+    // costlier (2 seen while two builds ran beside it); the cell must finish either way.
+    assert!((1..=3).contains(&cell.limit.per_track), "{:?}", cell.limit);
     assert!(cell.max_per_track <= 3);
     assert!(!cell.trials.is_empty());
     if cell.max_per_track == 3 {

@@ -1033,19 +1033,19 @@ fn unusable_journals_are_exit_2_with_the_reason() {
     type Make = Box<dyn Fn(&Path)>;
     let cases: Vec<(&str, Make)> = vec![
         (
-            "not text",
+            "is not UTF-8 text",
             Box::new(|p: &Path| std::fs::write(p, [0xff, 0xfe, 0x00, 0x9c]).unwrap()),
         ),
         (
-            "not a regular file",
+            "is a directory",
             Box::new(|p: &Path| std::fs::create_dir(p).unwrap()),
         ),
         (
-            "not a regular file",
+            "is a FIFO",
             Box::new(|p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap()),
         ),
         (
-            "far larger than any tune journal",
+            "more than a tune journal can be",
             Box::new(|p: &Path| std::fs::File::create(p).unwrap().set_len(64 << 20).unwrap()),
         ),
         (

@@ -87,31 +87,17 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(bad(format!("cannot read the tune journal: {e}"))),
         };
-        if !meta.is_file() {
-            return Err(bad("not a regular file, so not a tune journal".into()));
-        }
-        if meta.len() > trust::MAX_JOURNAL_BYTES {
-            return Err(bad(format!(
-                "{} bytes: far larger than any tune journal",
-                meta.len()
-            )));
-        }
         // SAFETY: geteuid has no failure mode.
         let as_root = root.is_live() && unsafe { libc::geteuid() } == 0;
-        trust::check_owner(&meta, as_root).map_err(|e| bad(format!("tune journal {e}")))?;
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| {
-                use std::io::Read;
-                // The file may grow after the check: read one byte past the cap at most.
-                f.take(trust::MAX_JOURNAL_BYTES + 1).read_to_end(&mut bytes)
-            })
-            .map_err(|e| bad(format!("cannot read the tune journal: {e}")))?;
-        if bytes.len() as u64 > trust::MAX_JOURNAL_BYTES {
-            return Err(bad("grew past any tune journal's size while read".into()));
+        if meta.is_file() {
+            trust::check_owner(&meta, as_root).map_err(|e| bad(format!("tune journal {e}")))?;
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|_| bad("not text (invalid UTF-8), so not a tune journal".into()))?;
+        let text =
+            crate::common::input::read_capped(path, trust::MAX_JOURNAL_BYTES, "tune journal")
+                .map_err(|e| match e {
+                    Error::Input { msg, .. } => bad(msg),
+                    e => e,
+                })?;
         let mut j: Journal =
             serde_json::from_str(&text).map_err(|e| bad(format!("not a tune journal: {e}")))?;
         if j.version != VERSION {
