@@ -439,3 +439,106 @@ fn sched_runs_a_chain_of_lv2_plugins_as_its_pipeline() {
         &["cannot be used with"],
     );
 }
+
+/// `cmd()` with the hostile bundle first on LV2_PATH.
+fn hostile_cmd(dir: &tempfile::TempDir) -> assert_cmd::Command {
+    let mut c = xrunlab();
+    c.env(
+        "LV2_PATH",
+        format!("{}:{}", dir.path().display(), lv2_path()),
+    );
+    c
+}
+
+/// Data that lilv's verification refuses (no doap:name) or whose port indices lilv would
+/// connect wrongly (index 999 of 3; index 0 twice) is listed as not hostable with the
+/// reason, and every command that would instantiate it exits 2 saying why; the rest of
+/// LV2_PATH still lists. Before, the nameless plugin made every listing (and any command
+/// resolving a name) panic inside the lilv crate, and the other two were instantiated with
+/// their ports unconnected and died of SIGSEGV.
+#[test]
+fn hostile_plugin_data_is_listed_as_unhostable_and_never_instantiated() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    use common::hostile_lv2::{DUP, GAP, HANG, NONAME};
+    let reasons = [
+        (NONAME, "no doap:name"),
+        (GAP, "lv2:index 999, but the plugin has 3 ports"),
+        (DUP, "ports 'in' and 'out' both have lv2:index 0"),
+    ];
+    let o = hostile_cmd(&dir)
+        .args(["--json", "plugins", "list", "--lv2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let all = json(&o);
+    let all = all.as_array().unwrap();
+    let find = |uri: &str| {
+        all.iter()
+            .find(|p| p["uri"] == uri)
+            .unwrap_or_else(|| panic!("{uri} is not listed"))
+    };
+    for (uri, why) in reasons {
+        let why_listed = find(uri)["unhostable"].as_str().unwrap_or_default();
+        assert!(why_listed.contains(why), "{uri}: '{why_listed}'");
+    }
+    assert!(find(HANG)["unhostable"].is_null(), "{}", find(HANG));
+    // The rest of the path: the fixtures beside them.
+    assert!(find("urn:xrunlab:test:broken")["unhostable"].is_null());
+    let o = hostile_cmd(&dir)
+        .args(["plugins", "list", "--lv2", "hostile"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("7 plugins, 4 hostable"),
+        "{}",
+        show(&o)
+    );
+    for (uri, why) in reasons {
+        let element = format!("lv2:{uri}");
+        let commands: [&[&str]; 4] = [
+            &[
+                "run",
+                "--driver",
+                "virtual",
+                "--duration",
+                "1s",
+                "--chain",
+                &element,
+            ],
+            &["plugins", "bench", "--duration", "50ms", &element],
+            &[
+                "load",
+                "--buffers",
+                "64",
+                "--stress",
+                "none",
+                "--plugins",
+                &element,
+            ],
+            &["plugins", "show", uri],
+        ];
+        for args in commands {
+            let o = hostile_cmd(&dir).args(args).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!err.contains("panicked"), "{args:?}: {}", show(&o));
+            if args[1] == "show" {
+                assert!(o.status.success(), "{args:?}: {}", show(&o));
+                assert!(
+                    String::from_utf8_lossy(&o.stdout).contains(why),
+                    "{}",
+                    show(&o)
+                );
+            } else {
+                assert_eq!(o.status.code(), Some(2), "{args:?}: {}", show(&o));
+                assert!(
+                    err.contains("cannot be hosted") && err.contains(why),
+                    "{}",
+                    show(&o)
+                );
+            }
+        }
+    }
+}

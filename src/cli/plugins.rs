@@ -342,6 +342,9 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
         ]);
     }
     output::stdout(&format!("{t}\n"));
+    if d.unhostable.is_some() {
+        return Ok(0);
+    }
     let controls: Vec<String> = d
         .ports
         .iter()

@@ -42,6 +42,7 @@ pub fn xrunlab() -> assert_cmd::Command {
 }
 pub mod alsa;
 pub mod counting;
+pub mod hostile_lv2;
 pub mod servers;
 pub mod trace;
 
