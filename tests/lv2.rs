@@ -542,3 +542,74 @@ fn hostile_plugin_data_is_listed_as_unhostable_and_never_instantiated() {
         }
     }
 }
+
+/// A chain count typed as 100000 (or a chain summing past the cap) is refused before
+/// anything is instantiated, naming the cap; on a cost model, which instantiates one of each
+/// element, it is not. Before, `run --chain lv2:…ZamComp:100000` spent minutes and gigabytes
+/// creating instances and ignored Ctrl-C meanwhile.
+#[test]
+fn a_chain_past_the_instance_cap_is_refused_naming_it() {
+    let mut chains = vec!["gain:100000".to_string(), "gain:3000,thru:3000".to_string()];
+    if installed(ZAMCOMP, "zam-plugins") {
+        chains.push(format!("lv2:{ZAMCOMP}:100000"));
+    }
+    for chain in &chains {
+        let t = std::time::Instant::now();
+        refused(
+            &[
+                "run",
+                "--driver",
+                "virtual",
+                "--duration",
+                "10s",
+                "--chain",
+                chain,
+            ],
+            2,
+            &["plugin instances per track", "at most 4096"],
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{chain}: refused late"
+        );
+    }
+    refused(
+        &["plugins", "bench", "--duration", "50ms", "gain:5000"],
+        2,
+        &["4096"],
+    );
+    let o = cmd()
+        .args(["-q", "run", "--driver", "sim", "--duration", "1s"])
+        .args(["--chain", "gain:100000", "--cost", "gain=1ns/frame"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+/// Ctrl-C while a long chain is being instantiated ends the set-up (exit 3, saying so) instead
+/// of creating every instance first: 4000 instances of a plugin that takes 10 ms to
+/// instantiate are 40 s of set-up, which the old code sat through.
+#[test]
+fn ctrl_c_during_a_long_set_up_ends_it() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let element = format!("lv2:{}:4000", common::hostile_lv2::SLOW_INIT);
+    let child = Command::new(common::bin())
+        .args(["run", "--driver", "virtual", "--duration", "10s"])
+        .args(["--policy", "other", "--no-mlock", "--chain", &element])
+        .env("LV2_PATH", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::signals::await_handler(child.id(), libc::SIGINT);
+    // Into the set-up, past the patience a short one is given.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted while instantiating"), "{err}");
+}

@@ -2,10 +2,8 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{
-    bench_element_on, BenchConfig, BenchResult, Signal, MAX_INSTANCES, NEVER_RETURNS,
-};
-use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext};
+use crate::dsp::bench::{bench_element_on, BenchConfig, BenchResult, Signal, NEVER_RETURNS};
+use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
 use crate::results::{Body, Status};

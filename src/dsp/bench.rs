@@ -18,7 +18,7 @@
 //! read and recording the value (`per_block.harness_ns`, measured with no plugin; it is not
 //! subtracted, so trivial plugins show it as their floor).
 
-use super::{registry, ChainElement, Plugin, PluginContext};
+use super::{registry, ChainElement, Plugin, PluginContext, MAX_INSTANCES};
 use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::error::{Error, Result};
 use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
@@ -27,10 +27,6 @@ use serde::{Deserialize, Serialize};
 
 /// Plugins `bench` refuses: they never return from `process`.
 pub const NEVER_RETURNS: &[&str] = &["hang"];
-
-/// The most instances in series one benchmark runs (`--instances`, a chain element's count).
-/// 4096 reverb-heavy instances already hold about 2 GB of state.
-pub const MAX_INSTANCES: u32 = 4096;
 
 /// Peak level of the noise and sine inputs: −20 dBFS.
 pub const SIGNAL_PEAK: f32 = 0.1;

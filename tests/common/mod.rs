@@ -44,6 +44,7 @@ pub mod alsa;
 pub mod counting;
 pub mod hostile_lv2;
 pub mod servers;
+pub mod signals;
 pub mod trace;
 
 /// Processes whose environment holds `needle`: every descendant inherits the environment,
