@@ -5,7 +5,9 @@
 //! - each runs in a short load grid on the sim driver with its cost measured by `plugins
 //!   bench`, where the maximum is then exact;
 //! - every bad input the issue lists exits with its code and a message that says what to do;
-//! - a plugin that crashes takes xrunlab with it, and the stressors xrunlab started die too.
+//! - a plugin that crashes takes xrunlab with it, naming the plugin on stderr, and the
+//!   stressors xrunlab started die too;
+//! - hostile plugin data and code (tests/fixtures/lv2-hostile) are refused, capped, watched.
 
 mod common;
 use common::{pids_with_env, require, show, xrunlab};
@@ -303,64 +305,26 @@ fn an_lv2_instrument_sounds_at_each_trigger() {
     );
 }
 
-/// The source of a plugin that crashes on its 51st `run` (the first is xrunlab's priming
-/// block at instantiation, so it crashes while the engine runs).
-const CRASH_C: &str = r#"
-#include <lv2/core/lv2.h>
-#include <stdlib.h>
-static int calls;
-static LV2_Handle inst(const LV2_Descriptor* d, double r, const char* p,
-                       const LV2_Feature* const* f) { return (LV2_Handle)malloc(8); }
-static void conn(LV2_Handle h, uint32_t port, void* data) {}
-static void run(LV2_Handle h, uint32_t n) {
-    if (++calls > 50) { volatile int* p = 0; *p = 1; }
-}
-static void cleanup(LV2_Handle h) { free(h); }
-static const LV2_Descriptor desc = {
-    "urn:xrunlab:test:crash", inst, conn, NULL, run, NULL, cleanup, NULL };
-LV2_SYMBOL_EXPORT const LV2_Descriptor* lv2_descriptor(uint32_t i) {
-    return i == 0 ? &desc : NULL;
-}
-"#;
-
-const CRASH_TTL: &str = r#"
-@prefix lv2: <http://lv2plug.in/ns/lv2core#> .
-@prefix doap: <http://usefulinc.com/ns/doap#> .
-<urn:xrunlab:test:crash> a lv2:Plugin ;
-    lv2:binary <crash.so> ;
-    doap:name "xrunlab test: crashes" ;
-    lv2:port [ a lv2:AudioPort , lv2:InputPort ; lv2:index 0 ; lv2:symbol "in" ; lv2:name "In" ] ,
-             [ a lv2:AudioPort , lv2:OutputPort ; lv2:index 1 ; lv2:symbol "out" ; lv2:name "Out" ] .
-"#;
-
+/// A plugin that crashes in `run` (hostile.c's `segv`, from its 51st call: the first is
+/// xrunlab's priming block at instantiation, so it crashes while the engine runs) takes
+/// xrunlab with it, by the same signal, and the stressors xrunlab started die too; the one
+/// line on stderr names the plugin and what it was doing. Before, the user saw nothing but
+/// the shell's "Segmentation fault".
 #[test]
-fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
-    let header = std::path::Path::new("/usr/include/lv2/core/lv2.h").exists();
-    if !require(
-        header,
-        "lv2-dev (lv2/core/lv2.h) to build the crashing fixture",
-    ) {
+fn a_crashing_plugin_is_named_and_takes_xrunlab_and_its_stressors_with_it() {
+    let Some(dir) = common::hostile_lv2::build() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("crash.lv2");
-    std::fs::create_dir(&bundle).unwrap();
-    std::fs::write(bundle.join("crash.c"), CRASH_C).unwrap();
-    std::fs::write(bundle.join("manifest.ttl"), CRASH_TTL).unwrap();
-    let cc = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(bundle.join("crash.so"))
-        .arg(bundle.join("crash.c"))
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc: {}", show(&cc));
-
+    };
+    let element = format!("lv2:{}", common::hostile_lv2::SEGV);
+    let line = format!(
+        "xrunlab: the plugin {element} (xrunlab hostile: run crashes) crashed with SIGSEGV"
+    );
     let mark = format!("XRUNLAB_LV2_CRASH_MARK={}", std::process::id());
     let (k, v) = mark.split_once('=').unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
         .args(["run", "--driver", "virtual", "--duration", "30s"])
         .args(["--policy", "other", "--no-mlock"])
-        .args(["--stress", "cpu", "--chain", "lv2:urn:xrunlab:test:crash"])
+        .args(["--stress", "cpu", "--chain", &element])
         .env("LV2_PATH", dir.path())
         .env(k, v)
         .stdin(Stdio::null())
@@ -368,6 +332,12 @@ fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
         .unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&line) && err.contains("while processing audio"),
+        "{}",
+        show(&o)
+    );
     // PR_SET_PDEATHSIG kills the stressors with their parent; give the kernel a moment.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut left = pids_with_env(&mark);
@@ -376,6 +346,17 @@ fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
         left = pids_with_env(&mark);
     }
     assert!(left.is_empty(), "stressors outlived the crash: {left:?}");
+    // The bench runs the plugin on a thread of its own: the line names it there too.
+    let o = hostile_cmd(&dir)
+        .args(["plugins", "bench", "--duration", "100ms", &element])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&line),
+        "{}",
+        show(&o)
+    );
 }
 
 const DPL: &str = "http://gareus.org/oss/lv2/dpl#stereo";

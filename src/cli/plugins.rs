@@ -25,7 +25,7 @@ pub struct PluginsArgs {
 pub enum PluginsCommand {
     /// List the built-in plugins with their parameters, or (--lv2) the installed LV2 plugins.
     #[command(
-        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it (stressors\nstarted by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
     )]
     List(ListArgs),
     /// The ports of one installed LV2 plugin: kinds, ranges and defaults, required features.
