@@ -594,3 +594,80 @@ fn ctrl_c_during_a_long_set_up_ends_it() {
     assert_eq!(status.code(), Some(3), "{status:?}: {err}");
     assert!(err.contains("interrupted while instantiating"), "{err}");
 }
+
+/// `plugins bench` of `gain` then `lv2:…` with the hostile bundle on LV2_PATH, writing `out`,
+/// spawned with its stderr piped.
+fn spawn_bench(dir: &tempfile::TempDir, uri: &str, out: &std::path::Path) -> std::process::Child {
+    Command::new(common::bin())
+        .args(["plugins", "bench", "--duration", "300ms", "-o"])
+        .arg(out)
+        .args(["gain", &format!("lv2:{uri}")])
+        .env("LV2_PATH", dir.path())
+        .env_remove("CI")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The plugins a partial bench result kept.
+fn benched(out: &std::path::Path) -> (serde_json::Value, Vec<String>) {
+    let doc = common::read_json(out);
+    let plugins = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["plugin"].as_str().unwrap().to_string())
+        .collect();
+    (doc["status"].clone(), plugins)
+}
+
+/// A plugin whose `run` never returns (hostile.c's `hang`, from its 2001st call, inside the
+/// bench's warm-up) is stopped by the watchdog: exit 3, the run before it kept in a result of
+/// status `watchdog`, stderr naming the plugin. Before, the bench hung for ever and a Ctrl-C
+/// went unheard (the plugin held the only thread).
+#[test]
+fn a_bench_of_a_plugin_that_never_returns_stops_under_the_watchdog() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let out = dir.path().join("bench.json");
+    let child = spawn_bench(&dir, common::hostile_lv2::HANG, &out);
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(60));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(
+        err.contains("watchdog") && err.contains(common::hostile_lv2::HANG),
+        "{err}"
+    );
+    let (status, plugins) = benched(&out);
+    assert_eq!(status, "watchdog");
+    assert_eq!(plugins, ["gain"]);
+}
+
+/// A Ctrl-C while a plugin holds the bench thread in its instantiation (hostile.c's
+/// `stuck-init`, which the watchdog does not bound: a plugin may load samples for seconds)
+/// ends the bench: exit 3, the runs before it kept in an `interrupted` result, stderr saying
+/// which plugin held it. Before, the Ctrl-C went unheard.
+#[test]
+fn ctrl_c_stops_a_bench_held_by_a_plugin() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let out = dir.path().join("bench.json");
+    let child = spawn_bench(&dir, common::hostile_lv2::STUCK_INIT, &out);
+    common::signals::await_handler(child.id(), libc::SIGINT);
+    // gain's 300 ms (after its warm-up) are over well before this; then the plugin holds on.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(
+        err.contains("interrupted while") && err.contains(common::hostile_lv2::STUCK_INIT),
+        "{err}"
+    );
+    let (status, plugins) = benched(&out);
+    assert_eq!(status, "interrupted");
+    assert_eq!(plugins, ["gain"]);
+}

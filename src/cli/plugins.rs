@@ -2,7 +2,7 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{bench_element_on, BenchConfig, BenchResult, Signal, NEVER_RETURNS};
+use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
 use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
@@ -177,27 +177,17 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     };
     let explicit = !b.plugins.is_empty();
     let started = Started::now(Vec::new());
-    let mut results: Vec<BenchResult> = Vec::new();
+    // Asked for by name, a bad name or parameter is the user's error; listing everything, a
+    // plugin that cannot run without parameters is noted and skipped.
+    let out = crate::measure::bench::bench_runs(&runs, &ctx, duration_ns, b.signal, explicit)?;
     let mut skipped: Vec<String> = Vec::new();
-    for e in &runs {
-        let r = bench_element_on(e, &ctx, duration_ns, b.signal);
-        if crate::rt::interrupt::requested() {
-            // The run under way was cut short: the result is the runs that ended before.
-            break;
-        }
-        match r {
-            Ok(r) => results.push(r),
-            // Asked for by name: a bad name or parameter is the user's error.
-            Err(err) if explicit => return Err(err),
-            // Listing everything: a plugin that cannot run without parameters is noted.
-            Err(err) => {
-                let s = format!("{}: {err}", e.plugin);
-                if !skipped.contains(&s) {
-                    skipped.push(s);
-                }
-            }
+    for (e, err) in &out.failed {
+        let s = format!("{}: {err}", e.plugin);
+        if !skipped.contains(&s) {
+            skipped.push(s);
         }
     }
+    let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
     let mut human = table::bench(&results, b.rate, b.buffer);
     for s in &skipped {
@@ -214,19 +204,21 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         },
         results,
     };
-    let status = if crate::rt::interrupt::requested() {
-        Status::Interrupted
-    } else {
-        Status::Complete
+    let how = match out.status {
+        Status::Watchdog => "stopped by the watchdog",
+        _ => "interrupted",
     };
-    output::finish(
-        Measured::new(body, status, started, human).partial(format!(
-            "xrunlab: bench interrupted after {} of {} runs; partial result reported\n",
-            results_len,
-            runs.len()
-        )),
-        g,
-    )
+    // Why it stopped is the result's warning, printed above this line.
+    let partial = format!(
+        "xrunlab: bench {how} after {results_len} of {} runs; partial result reported\n",
+        runs.len()
+    );
+    let measured = Measured::new(body, out.status, started, human)
+        .warnings(out.stopped.clone())
+        .partial(partial);
+    // A thread abandoned inside a plugin (out.abandoned) is never joined: the process ends
+    // with it when this returns (a watchdog stop exits in `finish`).
+    output::finish(measured, g)
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
