@@ -227,6 +227,7 @@ fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
     }
     .or_else(|| port_layout_problem(p));
     let name = name.unwrap_or_else(|| uri.clone());
+    // Never null: lilv falls back to lv2:Plugin, and makes no class without a label.
     let class = p.class().label().as_str().unwrap_or("Plugin").to_string();
     if let Some(why) = refused {
         return PluginDesc {
