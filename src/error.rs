@@ -33,7 +33,8 @@ pub enum Error {
     /// The device is held by another process (ALSA's EBUSY).
     #[error("{0}")]
     DeviceBusy(String),
-    /// A run stopped by the watchdog or by the server; the partial result was written.
+    /// A run stopped by the watchdog or by the server (the partial result was written), or a
+    /// set-up given up after a Ctrl-C (nothing was measured).
     #[error("{0}")]
     Aborted(String),
     #[error("{context}: {source}")]

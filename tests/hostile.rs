@@ -3,6 +3,7 @@
 //! does not lose the result that was printed (docs/ARCHITECTURE.md §1).
 
 mod common;
+use common::signals::{await_handler, finish_within, wait_until};
 use common::{require, xrunlab};
 use std::time::{Duration, Instant};
 
@@ -627,18 +628,6 @@ fn mark(test: &str) -> String {
     format!("XRUNLAB_HOSTILE_MARK={}-{test}", std::process::id())
 }
 
-/// Poll `ok` every 20 ms; false after `limit`.
-fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    ok()
-}
-
 /// Processes carrying `mark` other than `me`: the stressors.
 fn stressors(mark: &str, me: i32) -> Vec<i32> {
     common::pids_with_env(mark)
@@ -669,29 +658,6 @@ fn signal_like_timeout(child: &std::process::Child, sig: i32) {
     kill(pid, sig);
     std::thread::sleep(Duration::from_millis(50));
     kill(-pid, sig);
-}
-
-/// The child's exit status and stderr, failing the test (after killing it) past `limit`.
-fn finish_within(
-    mut child: std::process::Child,
-    limit: Duration,
-) -> (std::process::ExitStatus, String) {
-    use std::io::Read;
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    (status, err)
 }
 
 /// Open `fifo` for writing once `child` has it open for reading (a blocking open would wait
@@ -725,28 +691,6 @@ fn fifo_writer(fifo: &std::path::Path, child: &mut std::process::Child) -> std::
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Wait until `pid` catches `sig` (its handlers are installed, /proc/PID/status SigCgt): a
-/// signal sent before that would find the default action.
-fn await_handler(pid: u32, sig: i32) {
-    let caught = || {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|t| {
-                let hex = t
-                    .lines()
-                    .find_map(|l| l.strip_prefix("SigCgt:"))?
-                    .trim()
-                    .to_string();
-                u64::from_str_radix(&hex, 16).ok()
-            })
-            .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
-    };
-    assert!(
-        wait_until(Duration::from_secs(20), caught),
-        "no handler for signal {sig}"
-    );
 }
 
 /// Nothing carrying `mark` is left and `dir` (the stressors' --stress-dir) is empty.

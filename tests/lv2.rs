@@ -5,7 +5,9 @@
 //! - each runs in a short load grid on the sim driver with its cost measured by `plugins
 //!   bench`, where the maximum is then exact;
 //! - every bad input the issue lists exits with its code and a message that says what to do;
-//! - a plugin that crashes takes xrunlab with it, and the stressors xrunlab started die too.
+//! - a plugin that crashes takes xrunlab with it, naming the plugin on stderr, and the
+//!   stressors xrunlab started die too;
+//! - hostile plugin data and code (tests/fixtures/lv2-hostile) are refused, capped, watched.
 
 mod common;
 use common::{pids_with_env, require, show, xrunlab};
@@ -303,64 +305,26 @@ fn an_lv2_instrument_sounds_at_each_trigger() {
     );
 }
 
-/// The source of a plugin that crashes on its 51st `run` (the first is xrunlab's priming
-/// block at instantiation, so it crashes while the engine runs).
-const CRASH_C: &str = r#"
-#include <lv2/core/lv2.h>
-#include <stdlib.h>
-static int calls;
-static LV2_Handle inst(const LV2_Descriptor* d, double r, const char* p,
-                       const LV2_Feature* const* f) { return (LV2_Handle)malloc(8); }
-static void conn(LV2_Handle h, uint32_t port, void* data) {}
-static void run(LV2_Handle h, uint32_t n) {
-    if (++calls > 50) { volatile int* p = 0; *p = 1; }
-}
-static void cleanup(LV2_Handle h) { free(h); }
-static const LV2_Descriptor desc = {
-    "urn:xrunlab:test:crash", inst, conn, NULL, run, NULL, cleanup, NULL };
-LV2_SYMBOL_EXPORT const LV2_Descriptor* lv2_descriptor(uint32_t i) {
-    return i == 0 ? &desc : NULL;
-}
-"#;
-
-const CRASH_TTL: &str = r#"
-@prefix lv2: <http://lv2plug.in/ns/lv2core#> .
-@prefix doap: <http://usefulinc.com/ns/doap#> .
-<urn:xrunlab:test:crash> a lv2:Plugin ;
-    lv2:binary <crash.so> ;
-    doap:name "xrunlab test: crashes" ;
-    lv2:port [ a lv2:AudioPort , lv2:InputPort ; lv2:index 0 ; lv2:symbol "in" ; lv2:name "In" ] ,
-             [ a lv2:AudioPort , lv2:OutputPort ; lv2:index 1 ; lv2:symbol "out" ; lv2:name "Out" ] .
-"#;
-
+/// A plugin that crashes in `run` (hostile.c's `segv`, from its 51st call: the first is
+/// xrunlab's priming block at instantiation, so it crashes while the engine runs) takes
+/// xrunlab with it, by the same signal, and the stressors xrunlab started die too; the one
+/// line on stderr names the plugin and what it was doing. Before, the user saw nothing but
+/// the shell's "Segmentation fault".
 #[test]
-fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
-    let header = std::path::Path::new("/usr/include/lv2/core/lv2.h").exists();
-    if !require(
-        header,
-        "lv2-dev (lv2/core/lv2.h) to build the crashing fixture",
-    ) {
+fn a_crashing_plugin_is_named_and_takes_xrunlab_and_its_stressors_with_it() {
+    let Some(dir) = common::hostile_lv2::build() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("crash.lv2");
-    std::fs::create_dir(&bundle).unwrap();
-    std::fs::write(bundle.join("crash.c"), CRASH_C).unwrap();
-    std::fs::write(bundle.join("manifest.ttl"), CRASH_TTL).unwrap();
-    let cc = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(bundle.join("crash.so"))
-        .arg(bundle.join("crash.c"))
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc: {}", show(&cc));
-
+    };
+    let element = format!("lv2:{}", common::hostile_lv2::SEGV);
+    let line = format!(
+        "xrunlab: the plugin {element} (xrunlab hostile: run crashes) crashed with SIGSEGV"
+    );
     let mark = format!("XRUNLAB_LV2_CRASH_MARK={}", std::process::id());
     let (k, v) = mark.split_once('=').unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
         .args(["run", "--driver", "virtual", "--duration", "30s"])
         .args(["--policy", "other", "--no-mlock"])
-        .args(["--stress", "cpu", "--chain", "lv2:urn:xrunlab:test:crash"])
+        .args(["--stress", "cpu", "--chain", &element])
         .env("LV2_PATH", dir.path())
         .env(k, v)
         .stdin(Stdio::null())
@@ -368,6 +332,12 @@ fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
         .unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&line) && err.contains("while processing audio"),
+        "{}",
+        show(&o)
+    );
     // PR_SET_PDEATHSIG kills the stressors with their parent; give the kernel a moment.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut left = pids_with_env(&mark);
@@ -376,6 +346,17 @@ fn a_crashing_plugin_takes_xrunlab_and_its_stressors_with_it() {
         left = pids_with_env(&mark);
     }
     assert!(left.is_empty(), "stressors outlived the crash: {left:?}");
+    // The bench runs the plugin on a thread of its own: the line names it there too.
+    let o = hostile_cmd(&dir)
+        .args(["plugins", "bench", "--duration", "100ms", &element])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&line),
+        "{}",
+        show(&o)
+    );
 }
 
 const DPL: &str = "http://gareus.org/oss/lv2/dpl#stereo";
@@ -438,4 +419,255 @@ fn sched_runs_a_chain_of_lv2_plugins_as_its_pipeline() {
         2,
         &["cannot be used with"],
     );
+}
+
+/// `cmd()` with the hostile bundle first on LV2_PATH.
+fn hostile_cmd(dir: &tempfile::TempDir) -> assert_cmd::Command {
+    let mut c = xrunlab();
+    c.env(
+        "LV2_PATH",
+        format!("{}:{}", dir.path().display(), lv2_path()),
+    );
+    c
+}
+
+/// Data that lilv's verification refuses (no doap:name) or whose port indices lilv would
+/// connect wrongly (index 999 of 3; index 0 twice) is listed as not hostable with the
+/// reason, and every command that would instantiate it exits 2 saying why; the rest of
+/// LV2_PATH still lists. Before, the nameless plugin made every listing (and any command
+/// resolving a name) panic inside the lilv crate, and the other two were instantiated with
+/// their ports unconnected and died of SIGSEGV.
+#[test]
+fn hostile_plugin_data_is_listed_as_unhostable_and_never_instantiated() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    use common::hostile_lv2::{DUP, GAP, HANG, NONAME};
+    let reasons = [
+        (NONAME, "no doap:name"),
+        (GAP, "lv2:index 999, but the plugin has 3 ports"),
+        (DUP, "ports 'in' and 'out' both have lv2:index 0"),
+    ];
+    let o = hostile_cmd(&dir)
+        .args(["--json", "plugins", "list", "--lv2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let all = json(&o);
+    let all = all.as_array().unwrap();
+    let find = |uri: &str| {
+        all.iter()
+            .find(|p| p["uri"] == uri)
+            .unwrap_or_else(|| panic!("{uri} is not listed"))
+    };
+    for (uri, why) in reasons {
+        let why_listed = find(uri)["unhostable"].as_str().unwrap_or_default();
+        assert!(why_listed.contains(why), "{uri}: '{why_listed}'");
+    }
+    assert!(find(HANG)["unhostable"].is_null(), "{}", find(HANG));
+    // The rest of the path: the fixtures beside them.
+    assert!(find("urn:xrunlab:test:broken")["unhostable"].is_null());
+    let o = hostile_cmd(&dir)
+        .args(["plugins", "list", "--lv2", "hostile"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("7 plugins, 4 hostable"),
+        "{}",
+        show(&o)
+    );
+    for (uri, why) in reasons {
+        let element = format!("lv2:{uri}");
+        let commands: [&[&str]; 4] = [
+            &[
+                "run",
+                "--driver",
+                "virtual",
+                "--duration",
+                "1s",
+                "--chain",
+                &element,
+            ],
+            &["plugins", "bench", "--duration", "50ms", &element],
+            &[
+                "load",
+                "--buffers",
+                "64",
+                "--stress",
+                "none",
+                "--plugins",
+                &element,
+            ],
+            &["plugins", "show", uri],
+        ];
+        for args in commands {
+            let o = hostile_cmd(&dir).args(args).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!err.contains("panicked"), "{args:?}: {}", show(&o));
+            if args[1] == "show" {
+                assert!(o.status.success(), "{args:?}: {}", show(&o));
+                assert!(
+                    String::from_utf8_lossy(&o.stdout).contains(why),
+                    "{}",
+                    show(&o)
+                );
+            } else {
+                assert_eq!(o.status.code(), Some(2), "{args:?}: {}", show(&o));
+                assert!(
+                    err.contains("cannot be hosted") && err.contains(why),
+                    "{}",
+                    show(&o)
+                );
+            }
+        }
+    }
+}
+
+/// A chain count typed as 100000 (or a chain summing past the cap) is refused before
+/// anything is instantiated, naming the cap; on a cost model, which instantiates one of each
+/// element, it is not. Before, `run --chain lv2:…ZamComp:100000` spent minutes and gigabytes
+/// creating instances and ignored Ctrl-C meanwhile.
+#[test]
+fn a_chain_past_the_instance_cap_is_refused_naming_it() {
+    let mut chains = vec!["gain:100000".to_string(), "gain:3000,thru:3000".to_string()];
+    if installed(ZAMCOMP, "zam-plugins") {
+        chains.push(format!("lv2:{ZAMCOMP}:100000"));
+    }
+    for chain in &chains {
+        let t = std::time::Instant::now();
+        refused(
+            &[
+                "run",
+                "--driver",
+                "virtual",
+                "--duration",
+                "10s",
+                "--chain",
+                chain,
+            ],
+            2,
+            &["plugin instances per track", "at most 4096"],
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{chain}: refused late"
+        );
+    }
+    refused(
+        &["plugins", "bench", "--duration", "50ms", "gain:5000"],
+        2,
+        &["4096"],
+    );
+    let o = cmd()
+        .args(["-q", "run", "--driver", "sim", "--duration", "1s"])
+        .args(["--chain", "gain:100000", "--cost", "gain=1ns/frame"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+/// Ctrl-C while a long chain is being instantiated ends the set-up (exit 3, saying so) instead
+/// of creating every instance first: 4000 instances of a plugin that takes 10 ms to
+/// instantiate are 40 s of set-up, which the old code sat through.
+#[test]
+fn ctrl_c_during_a_long_set_up_ends_it() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let element = format!("lv2:{}:4000", common::hostile_lv2::SLOW_INIT);
+    let child = Command::new(common::bin())
+        .args(["run", "--driver", "virtual", "--duration", "10s"])
+        .args(["--policy", "other", "--no-mlock", "--chain", &element])
+        .env("LV2_PATH", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::signals::await_handler(child.id(), libc::SIGINT);
+    // Into the set-up, past the patience a short one is given.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("interrupted while instantiating"), "{err}");
+}
+
+/// `plugins bench` of `gain` then `lv2:…` with the hostile bundle on LV2_PATH, writing `out`,
+/// spawned with its stderr piped.
+fn spawn_bench(dir: &tempfile::TempDir, uri: &str, out: &std::path::Path) -> std::process::Child {
+    Command::new(common::bin())
+        .args(["plugins", "bench", "--duration", "300ms", "-o"])
+        .arg(out)
+        .args(["gain", &format!("lv2:{uri}")])
+        .env("LV2_PATH", dir.path())
+        .env_remove("CI")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The plugins a partial bench result kept.
+fn benched(out: &std::path::Path) -> (serde_json::Value, Vec<String>) {
+    let doc = common::read_json(out);
+    let plugins = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["plugin"].as_str().unwrap().to_string())
+        .collect();
+    (doc["status"].clone(), plugins)
+}
+
+/// A plugin whose `run` never returns (hostile.c's `hang`, from its 2001st call, inside the
+/// bench's warm-up) is stopped by the watchdog: exit 3, the run before it kept in a result of
+/// status `watchdog`, stderr naming the plugin. Before, the bench hung for ever and a Ctrl-C
+/// went unheard (the plugin held the only thread).
+#[test]
+fn a_bench_of_a_plugin_that_never_returns_stops_under_the_watchdog() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let out = dir.path().join("bench.json");
+    let child = spawn_bench(&dir, common::hostile_lv2::HANG, &out);
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(60));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(
+        err.contains("watchdog") && err.contains(common::hostile_lv2::HANG),
+        "{err}"
+    );
+    let (status, plugins) = benched(&out);
+    assert_eq!(status, "watchdog");
+    assert_eq!(plugins, ["gain"]);
+}
+
+/// A Ctrl-C while a plugin holds the bench thread in its instantiation (hostile.c's
+/// `stuck-init`, which the watchdog does not bound: a plugin may load samples for seconds)
+/// ends the bench: exit 3, the runs before it kept in an `interrupted` result, stderr saying
+/// which plugin held it. Before, the Ctrl-C went unheard.
+#[test]
+fn ctrl_c_stops_a_bench_held_by_a_plugin() {
+    let Some(dir) = common::hostile_lv2::build() else {
+        return;
+    };
+    let out = dir.path().join("bench.json");
+    let child = spawn_bench(&dir, common::hostile_lv2::STUCK_INIT, &out);
+    common::signals::await_handler(child.id(), libc::SIGINT);
+    // gain's 300 ms (after its warm-up) are over well before this; then the plugin holds on.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (status, err) = common::signals::finish_within(child, std::time::Duration::from_secs(15));
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(
+        err.contains("interrupted while") && err.contains(common::hostile_lv2::STUCK_INIT),
+        "{err}"
+    );
+    let (status, plugins) = benched(&out);
+    assert_eq!(status, "interrupted");
+    assert_eq!(plugins, ["gain"]);
 }

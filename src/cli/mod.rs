@@ -163,6 +163,7 @@ impl Command {
 /// Parse the process arguments, run the command and map the outcome to an exit code.
 pub fn main() -> ExitCode {
     crate::rt::interrupt::install();
+    crate::rt::crash::install();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

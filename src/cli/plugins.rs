@@ -2,10 +2,8 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{
-    bench_element_on, BenchConfig, BenchResult, Signal, MAX_INSTANCES, NEVER_RETURNS,
-};
-use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext};
+use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
+use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
 use crate::results::{Body, Status};
@@ -27,7 +25,7 @@ pub struct PluginsArgs {
 pub enum PluginsCommand {
     /// List the built-in plugins with their parameters, or (--lv2) the installed LV2 plugins.
     #[command(
-        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it (stressors\nstarted by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
     )]
     List(ListArgs),
     /// The ports of one installed LV2 plugin: kinds, ranges and defaults, required features.
@@ -179,27 +177,17 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     };
     let explicit = !b.plugins.is_empty();
     let started = Started::now(Vec::new());
-    let mut results: Vec<BenchResult> = Vec::new();
+    // Asked for by name, a bad name or parameter is the user's error; listing everything, a
+    // plugin that cannot run without parameters is noted and skipped.
+    let out = crate::measure::bench::bench_runs(&runs, &ctx, duration_ns, b.signal, explicit)?;
     let mut skipped: Vec<String> = Vec::new();
-    for e in &runs {
-        let r = bench_element_on(e, &ctx, duration_ns, b.signal);
-        if crate::rt::interrupt::requested() {
-            // The run under way was cut short: the result is the runs that ended before.
-            break;
-        }
-        match r {
-            Ok(r) => results.push(r),
-            // Asked for by name: a bad name or parameter is the user's error.
-            Err(err) if explicit => return Err(err),
-            // Listing everything: a plugin that cannot run without parameters is noted.
-            Err(err) => {
-                let s = format!("{}: {err}", e.plugin);
-                if !skipped.contains(&s) {
-                    skipped.push(s);
-                }
-            }
+    for (e, err) in &out.failed {
+        let s = format!("{}: {err}", e.plugin);
+        if !skipped.contains(&s) {
+            skipped.push(s);
         }
     }
+    let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
     let mut human = table::bench(&results, b.rate, b.buffer);
     for s in &skipped {
@@ -216,19 +204,21 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         },
         results,
     };
-    let status = if crate::rt::interrupt::requested() {
-        Status::Interrupted
-    } else {
-        Status::Complete
+    let how = match out.status {
+        Status::Watchdog => "stopped by the watchdog",
+        _ => "interrupted",
     };
-    output::finish(
-        Measured::new(body, status, started, human).partial(format!(
-            "xrunlab: bench interrupted after {} of {} runs; partial result reported\n",
-            results_len,
-            runs.len()
-        )),
-        g,
-    )
+    // Why it stopped is the result's warning, printed above this line.
+    let partial = format!(
+        "xrunlab: bench {how} after {results_len} of {} runs; partial result reported\n",
+        runs.len()
+    );
+    let measured = Measured::new(body, out.status, started, human)
+        .warnings(out.stopped.clone())
+        .partial(partial);
+    // A thread abandoned inside a plugin (out.abandoned) is never joined: the process ends
+    // with it when this returns (a watchdog stop exits in `finish`).
+    output::finish(measured, g)
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
@@ -342,6 +332,9 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
         ]);
     }
     output::stdout(&format!("{t}\n"));
+    if d.unhostable.is_some() {
+        return Ok(0);
+    }
     let controls: Vec<String> = d
         .ports
         .iter()

@@ -18,19 +18,17 @@
 //! read and recording the value (`per_block.harness_ns`, measured with no plugin; it is not
 //! subtracted, so trivial plugins show it as their floor).
 
-use super::{registry, ChainElement, Plugin, PluginContext};
+use super::{registry, ChainElement, Plugin, PluginContext, MAX_INSTANCES};
 use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
 use crate::error::{Error, Result};
 use crate::rt::clock::{monotonic_ns, thread_cpu_ns};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Plugins `bench` refuses: they never return from `process`.
 pub const NEVER_RETURNS: &[&str] = &["hang"];
-
-/// The most instances in series one benchmark runs (`--instances`, a chain element's count).
-/// 4096 reverb-heavy instances already hold about 2 GB of state.
-pub const MAX_INSTANCES: u32 = 4096;
 
 /// Peak level of the noise and sine inputs: −20 dBFS.
 pub const SIGNAL_PEAK: f32 = 0.1;
@@ -100,6 +98,85 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 fn describe_noise() -> String {
     Signal::Noise.describe().into()
+}
+
+/// What the watchdog reads of a bench running on a thread of its own (`measure::bench`): a
+/// count of plugin calls that have returned, and whether the bench is processing. A block
+/// runs up to 4096 instances in series, and one instance's `process` of 8192 frames may take
+/// long, so the watchdog does not bound a block: it bounds the time between two returning
+/// plugin calls while the bench processes (`stalled_since_ns`). Counting costs the bench one
+/// relaxed load and store per call, no clock read. Instantiation is not watched (a plugin may
+/// load samples for seconds); a Ctrl-C ends it (`registry::create_chain`).
+#[derive(Clone, Default)]
+pub struct BenchGauge(Arc<GaugeState>);
+
+#[derive(Default)]
+struct GaugeState {
+    /// Plugin calls that returned; written by the bench thread only.
+    calls: AtomicU64,
+    processing: AtomicBool,
+    /// Set when the watchdog fires: the bench stops at its next check.
+    stop: Arc<AtomicBool>,
+    // The watchdog's side: the count it saw last and when it first saw it, ns; 0 = none.
+    seen_calls: AtomicU64,
+    seen_at_ns: AtomicU64,
+}
+
+impl BenchGauge {
+    #[inline(always)]
+    fn tick(&self) {
+        let c = &self.0.calls;
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// The flag the watchdog sets when it fires.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.0.stop.clone()
+    }
+
+    fn stopped(&self) -> bool {
+        self.0.stop.load(Ordering::Relaxed) || crate::rt::interrupt::requested()
+    }
+
+    /// Plugin calls that have returned so far.
+    pub fn calls(&self) -> u64 {
+        self.0.calls.load(Ordering::Relaxed)
+    }
+
+    /// For the watchdog, its only caller: the CLOCK_MONOTONIC time since which the bench has
+    /// been processing without a plugin call returning (to within one of its polls), None
+    /// while it is not processing.
+    pub fn stalled_since_ns(&self) -> Option<u64> {
+        let s = &self.0;
+        if !s.processing.load(Ordering::Acquire) {
+            s.seen_at_ns.store(0, Ordering::Relaxed);
+            return None;
+        }
+        let calls = s.calls.load(Ordering::Relaxed);
+        if s.seen_at_ns.load(Ordering::Relaxed) == 0
+            || s.seen_calls.load(Ordering::Relaxed) != calls
+        {
+            s.seen_calls.store(calls, Ordering::Relaxed);
+            s.seen_at_ns.store(monotonic_ns().max(1), Ordering::Relaxed);
+        }
+        Some(s.seen_at_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// Marks the bench as processing while it lives.
+struct Processing<'a>(&'a BenchGauge);
+
+impl<'a> Processing<'a> {
+    fn new(g: &'a BenchGauge) -> Self {
+        g.0.processing.store(true, Ordering::Release);
+        Processing(g)
+    }
+}
+
+impl Drop for Processing<'_> {
+    fn drop(&mut self) {
+        self.0 .0.processing.store(false, Ordering::Release);
+    }
 }
 
 /// What `plugins bench` was asked to measure.
@@ -231,10 +308,11 @@ struct Input {
     l: Vec<f32>,
     r: Vec<f32>,
     pos: usize,
+    gauge: BenchGauge,
 }
 
 impl Input {
-    fn new(signal: Signal, ctx: &PluginContext) -> Self {
+    fn new(signal: Signal, ctx: &PluginContext, gauge: BenchGauge) -> Self {
         let (src_l, src_r) = signal.tables(ctx.rate, ctx.max_frames);
         Input {
             src_l,
@@ -242,6 +320,7 @@ impl Input {
             l: vec![0.0; ctx.max_frames],
             r: vec![0.0; ctx.max_frames],
             pos: 0,
+            gauge,
         }
     }
 
@@ -257,6 +336,7 @@ impl Input {
         }
         for p in chain.iter_mut() {
             p.process(&mut self.l, &mut self.r);
+            self.gauge.tick();
         }
         std::hint::black_box((&self.l, &self.r));
         self.pos = (self.pos + self.l.len()) % n;
@@ -283,8 +363,8 @@ impl Timed {
     }
 }
 
-/// Run blocks in groups of `per_group` until `duration_ns` has passed (or a signal asked to
-/// stop) and at least 5 groups ran, timing each block from the clock read that ended the one
+/// Run blocks in groups of `per_group` until `duration_ns` has passed (or a signal or the
+/// watchdog asked to stop) and at least 5 groups ran, timing each block from the clock read that ended the one
 /// before. The bookkeeping between groups falls outside every block.
 fn time_blocks(
     input: &mut Input,
@@ -316,7 +396,7 @@ fn time_blocks(
         }
         tm.sum += (t - a) as u128;
         tm.groups.push(t - a);
-        let done = t - start >= duration_ns || crate::rt::interrupt::requested();
+        let done = t - start >= duration_ns || input.gauge.stopped();
         if done && tm.groups.len() >= 5 {
             break;
         }
@@ -332,6 +412,18 @@ pub fn bench_element_on(
     ctx: &PluginContext,
     duration_ns: u64,
     signal: Signal,
+) -> Result<BenchResult> {
+    bench_element_watched(e, ctx, duration_ns, signal, &BenchGauge::default())
+}
+
+/// As [`bench_element_on`], counting the plugin calls on `gauge` for a watchdog and
+/// stopping when it fires (or a signal arrives): then the result is an [`Error::Aborted`].
+pub fn bench_element_watched(
+    e: &ChainElement,
+    ctx: &PluginContext,
+    duration_ns: u64,
+    signal: Signal,
+    gauge: &BenchGauge,
 ) -> Result<BenchResult> {
     if NEVER_RETURNS.contains(&e.plugin.as_str()) {
         return Err(Error::usage(format!(
@@ -349,19 +441,24 @@ pub fn bench_element_on(
         )));
     }
     let mut chain = registry::create_chain(std::slice::from_ref(e), ctx)?;
-    let mut input = Input::new(signal, ctx);
+    let mut input = Input::new(signal, ctx, gauge.clone());
     let buf = ctx.max_frames;
+    let stopped = || Error::Aborted(format!("the bench of '{e}' was stopped"));
 
     // The harness alone, on the same input and clock: the floor of every block.
     let harness_ns = time_blocks(&mut input, &mut [], 256, 2_000_000)
         .blocks()
         .p50;
 
+    let processing = Processing::new(gauge);
     // Warm-up: fill caches and delay lines, and learn the block cost to size the groups.
     let warm_until = monotonic_ns() + (duration_ns / 10).clamp(20_000_000, 300_000_000);
     let mut warm_blocks = 0u64;
     let t0 = monotonic_ns();
     while monotonic_ns() < warm_until || warm_blocks < 8 {
+        if gauge.stopped() {
+            return Err(stopped());
+        }
         input.block(&mut chain);
         warm_blocks += 1;
     }
@@ -369,6 +466,10 @@ pub fn bench_element_on(
     let per_group = (50_000 / block_ns).max(1);
 
     let tm = time_blocks(&mut input, &mut chain, per_group, duration_ns);
+    drop(processing);
+    if gauge.stopped() {
+        return Err(stopped());
+    }
     let k = e.count as f64;
     // Every per-frame figure is one block figure / frames / instances, in this order.
     let per_frame = |ns: f64| ns / buf as f64 / k;
@@ -540,6 +641,27 @@ mod tests {
         }
     }
 
+    /// The watchdog sees a stall only while the bench processes, dated from the first look
+    /// at an unchanged call count: a returning call moves it on.
+    #[test]
+    fn the_gauge_dates_a_stall_from_the_last_returning_call() {
+        let g = BenchGauge::default();
+        assert_eq!(g.stalled_since_ns(), None, "not processing");
+        let processing = Processing::new(&g);
+        let first = g.stalled_since_ns().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(g.stalled_since_ns(), Some(first), "no call returned");
+        g.tick();
+        let moved = g.stalled_since_ns().unwrap();
+        assert!(moved > first, "{moved} vs {first}");
+        assert_eq!(g.calls(), 1);
+        drop(processing);
+        assert_eq!(g.stalled_since_ns(), None);
+        // (Not `!stopped()` first: another test in this process may have asked to stop.)
+        g.stop_flag().store(true, Ordering::Relaxed);
+        assert!(g.stopped());
+    }
+
     #[test]
     fn silence_is_zeros() {
         let (l, r) = Signal::Silence.tables(48000, 64);
@@ -550,7 +672,7 @@ mod tests {
     fn the_input_loop_wraps_round_the_table() {
         // 3-frame blocks on a table of 65536 + whatever: every block copies the next frames.
         let ctx = ctx(3);
-        let mut inp = Input::new(Signal::Noise, &ctx);
+        let mut inp = Input::new(Signal::Noise, &ctx, BenchGauge::default());
         let n = inp.src_l.len();
         inp.pos = n - 2;
         inp.block(&mut []);

@@ -157,11 +157,30 @@ pub fn create(name: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn P
     ctor(params, ctx)
 }
 
-/// Instantiate a whole chain (each element `count` times, in series).
+/// How long instantiating a chain goes on after a Ctrl-C. A set-up shorter than this
+/// finishes, and the measurement after it stops at its first check and writes its
+/// (interrupted) result; a longer one (thousands of LV2 instances, plugins that load samples)
+/// is given up, since nothing has been measured yet.
+pub const SETUP_PATIENCE_NS: u64 = 500_000_000;
+
+/// Instantiate a whole chain (each element `count` times, in series). A chain longer than
+/// [`super::MAX_INSTANCES`] is refused before anything is made (exit 2); a Ctrl-C during a
+/// long set-up ends it with [`Error::Aborted`] (exit 3).
 pub fn create_chain(chain: &[ChainElement], ctx: &PluginContext) -> Result<Vec<Box<dyn Plugin>>> {
-    let mut out = Vec::new();
+    super::check_chain_size(chain)?;
+    let total: usize = chain.iter().map(|e| e.count as usize).sum();
+    let t0 = crate::rt::clock::monotonic_ns();
+    let mut out = Vec::with_capacity(total);
     for e in chain {
         for _ in 0..e.count {
+            if crate::rt::interrupt::requested()
+                && crate::rt::clock::monotonic_ns().saturating_sub(t0) > SETUP_PATIENCE_NS
+            {
+                return Err(Error::Aborted(format!(
+                    "interrupted while instantiating the chain ({} of {total} instances made); nothing was measured",
+                    out.len()
+                )));
+            }
             out.push(create(&e.plugin, &e.params, ctx)?);
         }
     }

@@ -179,6 +179,10 @@ impl RunConfig {
                 "a cost model needs simulated time: use --driver sim",
             ));
         }
+        // A modelled run makes one instance of each element, whatever its count.
+        if self.compute != ComputeKind::Model {
+            crate::dsp::check_chain_size(&self.chain_elements)?;
+        }
         Ok(())
     }
 

@@ -45,6 +45,16 @@ impl CycleMonitor for EngineMonitor {
     }
 }
 
+/// A bench (`measure::bench`) is watched per plugin call, not per block: see `BenchGauge`.
+impl CycleMonitor for crate::dsp::bench::BenchGauge {
+    fn cycle_entered_ns(&self) -> Option<u64> {
+        self.stalled_since_ns()
+    }
+    fn cycles_done(&self) -> u64 {
+        self.calls()
+    }
+}
+
 impl<T: CycleMonitor + ?Sized> CycleMonitor for Arc<T> {
     fn cycle_entered_ns(&self) -> Option<u64> {
         (**self).cycle_entered_ns()

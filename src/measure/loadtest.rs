@@ -331,7 +331,7 @@ impl LoadConfig {
             // The instances one engine thread runs in series at that limit.
             let next = per_track
                 .saturating_mul(per_thread)
-                .clamp(1, crate::dsp::bench::MAX_INSTANCES);
+                .clamp(1, crate::dsp::MAX_INSTANCES);
             if next == k || steps.len() >= LIMIT_STEPS {
                 break;
             }
@@ -801,6 +801,21 @@ pub fn run_load_traced(
 }
 
 /// Search one cell; `None` when interrupted.
+/// `r`, or None when it is the set-up that a Ctrl-C gave up (`registry::create_chain`): the
+/// grid then ends as interrupted with the cells it finished, as after any other trial.
+fn unless_interrupted<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e)
+            if e.kind() == crate::error::ErrorKind::Aborted
+                && crate::rt::interrupt::requested() =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn run_cell(
     cfg: &LoadConfig,
     buffer: u32,
@@ -810,7 +825,9 @@ fn run_cell(
     trace: StartTrace,
 ) -> Result<Option<Cell>> {
     let t0 = crate::rt::clock::monotonic_ns();
-    let limit = cfg.physical_limit(buffer, tracks, plugin)?;
+    let Some(limit) = unless_interrupted(cfg.physical_limit(buffer, tracks, plugin))? else {
+        return Ok(None);
+    };
     // burn's calibration is its prior already.
     let prior = limit
         .cost_prior(buffer)
@@ -824,7 +841,9 @@ fn run_cell(
         rc.cost_prior = prior.clone();
         let w0 = crate::rt::clock::monotonic_ns();
         let rec = trace(&rc.cpus, dur);
-        let mut r = crate::engine::run(&rc, &Silent)?;
+        let Some(mut r) = unless_interrupted(crate::engine::run(&rc, &Silent))? else {
+            return Ok(None);
+        };
         match r.status {
             Status::Complete => {}
             Status::Interrupted => return Ok(None),

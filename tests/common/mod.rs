@@ -42,7 +42,9 @@ pub fn xrunlab() -> assert_cmd::Command {
 }
 pub mod alsa;
 pub mod counting;
+pub mod hostile_lv2;
 pub mod servers;
+pub mod signals;
 pub mod trace;
 
 /// Processes whose environment holds `needle`: every descendant inherits the environment,

@@ -107,11 +107,140 @@ impl PluginDesc {
     }
 }
 
-fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
+const RDF_TYPE: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type";
+const DOAP_NAME: &str = "http://usefulinc.com/ns/doap#name";
+
+/// Why lilv's verification (`lilv_plugin_verify`) refused `p`, in words: the three
+/// statements it requires, or its data files failing to parse. Called only when it did.
+fn verify_failure(p: &lilv::plugin::Plugin) -> String {
     let w = world();
+    let has = |predicate: &str| p.value(&w.new_uri(predicate)).count() > 0;
+    if !has(RDF_TYPE) {
+        "lilv refuses it: it has no rdf:type".into()
+    } else if !has(DOAP_NAME) {
+        "lilv refuses it: it has no doap:name (a plugin must have a name)".into()
+    } else if !has(&format!("{LV2}port")) {
+        "lilv refuses it: it has no lv2:port".into()
+    } else {
+        "lilv refuses it: its data files do not parse (lilv's message says where)".into()
+    }
+}
+
+/// lilv's rule for a port symbol: a C identifier.
+fn is_symbol(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Check the plugin's ports as its data declares them, before lilv builds its port table:
+/// every port has exactly one integer `lv2:index` and a valid `lv2:symbol`, and the indices
+/// are 0..n with no gap and no repeat. lilv does not refuse such a plugin: a gap or an
+/// invalid symbol empties its port table (so nothing gets connected and `run` writes through
+/// a null pointer), a repeated index merges two ports into one, and a negative index makes
+/// lilv itself write out of bounds. Only the RDF model is read here (the plugin's data must
+/// be loaded: `verify` did).
+fn port_layout_problem(p: &lilv::plugin::Plugin) -> Option<String> {
+    let w = world();
+    let subject = p.uri();
+    let (port, index, symbol) = (
+        w.new_uri(&format!("{LV2}port")),
+        w.new_uri(&format!("{LV2}index")),
+        w.new_uri(&format!("{LV2}symbol")),
+    );
+    let mut seen: Vec<(i64, String)> = Vec::new();
+    for node in w.find_nodes(Some(&subject), &port, None).iter() {
+        if !(node.is_uri() || node.is_blank()) {
+            return Some("an lv2:port is a literal, not a port".into());
+        }
+        let symbols: Vec<String> = w
+            .find_nodes(Some(&node), &symbol, None)
+            .iter()
+            .filter(|n| n.is_string())
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect();
+        let name = match symbols.as_slice() {
+            [s] if is_symbol(s) => s.clone(),
+            [s] => return Some(format!("port symbol '{s}' is not a valid lv2:symbol")),
+            [] => return Some("a port has no lv2:symbol".into()),
+            _ => return Some("a port has more than one lv2:symbol".into()),
+        };
+        let indices: Vec<lilv::node::Node> =
+            w.find_nodes(Some(&node), &index, None).iter().collect();
+        let i = match indices.as_slice() {
+            [n] => match n.as_int() {
+                Some(i) if i >= 0 => i64::from(i),
+                _ => {
+                    return Some(format!(
+                        "port '{name}' has an lv2:index that is not a whole number ≥ 0"
+                    ))
+                }
+            },
+            [] => return Some(format!("port '{name}' has no lv2:index")),
+            _ => return Some(format!("port '{name}' has more than one lv2:index")),
+        };
+        seen.push((i, name));
+    }
+    // Sorted by index, then symbol, so that the message is the same on every run.
+    seen.sort_unstable();
+    if let Some(w) = seen.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Some(format!(
+            "ports '{}' and '{}' both have lv2:index {}",
+            w[0].1, w[1].1, w[0].0
+        ));
+    }
+    // Distinct indices below n are exactly 0..n: the first one at or past n leaves a gap.
+    let n = seen.len() as i64;
+    seen.iter().find(|(i, _)| *i >= n).map(|(i, name)| {
+        format!(
+            "port '{name}' has lv2:index {i}, but the plugin has {n} ports: indices must run 0..{} without a gap",
+            n - 1
+        )
+    })
+}
+
+/// The plugin's name: the first string `doap:name` (lilv's `lilv_plugin_get_name` returns
+/// null without one, and the `lilv` crate's `Plugin::name` unwraps that).
+fn plugin_name(p: &lilv::plugin::Plugin) -> Option<String> {
+    p.value(&world().new_uri(DOAP_NAME))
+        .iter()
+        .find(|n| n.is_string())
+        .and_then(|n| n.as_str().map(str::to_string))
+}
+
+/// Everything `plugins list` and the host need of `p`. Data that lilv's verification
+/// refuses, or whose ports are laid out so that lilv would connect them wrongly, makes the
+/// plugin unhostable with the reason; its ports are then not read (`ports` is empty), and
+/// it is never instantiated. Only calls that cannot panic on hostile data are made: the
+/// `lilv` crate unwraps null returns in `Plugin::name` (a plugin without `doap:name`).
+fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
     let uri = p.uri().as_uri().unwrap_or_default().to_string();
-    let name = p.name().as_str().unwrap_or(&uri).to_string();
+    let verified = p.verify();
+    let name = plugin_name(p);
+    let refused = if verified {
+        name.is_none()
+            .then(|| "it has no doap:name that is a string".to_string())
+    } else {
+        Some(verify_failure(p))
+    }
+    .or_else(|| port_layout_problem(p));
+    let name = name.unwrap_or_else(|| uri.clone());
+    // Never null: lilv falls back to lv2:Plugin, and makes no class without a label.
     let class = p.class().label().as_str().unwrap_or("Plugin").to_string();
+    if let Some(why) = refused {
+        return PluginDesc {
+            uri,
+            name,
+            class,
+            ports: Vec::new(),
+            required_features: Vec::new(),
+            latency_port: None,
+            unhostable: Some(why),
+        };
+    }
+    let w = world();
     let node = |s: &str| w.new_uri(s);
     let (audio, control, cv, atom) = (
         node(&format!("{LV2}AudioPort")),

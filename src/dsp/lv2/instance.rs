@@ -22,6 +22,7 @@ use super::features::{self, FeatureBlock, SEQUENCE_BYTES};
 use super::worker::{WorkerShared, WorkerThread};
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};
+use crate::rt::crash::{self, Label, Phase};
 use std::ffi::c_void;
 
 /// A sequence buffer: u64 words so the atom header is 8-byte aligned, as LV2 requires.
@@ -48,6 +49,8 @@ pub struct Lv2Plugin {
     urids: Urids,
     adds: bool,
     uri: String,
+    /// What the crash line calls it (`lv2:URI (Name)`).
+    label: Label,
 }
 
 // The instance, its buffers and feature block move together to the engine's thread and are
@@ -182,6 +185,9 @@ impl Lv2Plugin {
             )));
         }
         let frames = ctx.max_frames.max(1);
+        let label = Label::new(&format!("lv2:{} ({})", desc.uri, desc.name));
+        // The plugin's code runs from here to the end of the priming block.
+        let _in_plugin = crash::enter(label, Phase::Instantiating);
         let urids = Urids::get();
         let worker = WorkerShared::new();
         let mut feats = FeatureBlock::new(ctx.rate, frames, worker.schedule_feature());
@@ -274,7 +280,7 @@ impl Lv2Plugin {
         }
 
         let worker_thread = if worker.has_interface() {
-            Some(WorkerThread::start(&worker).map_err(|e| {
+            Some(WorkerThread::start(&worker, label).map_err(|e| {
                 Error::io(format!("lv2:{}: starting its worker thread", desc.uri), e)
             })?)
         } else {
@@ -297,6 +303,7 @@ impl Lv2Plugin {
             urids,
             adds: desc.count(PortKind::Audio, true) == 0,
             uri: desc.uri.clone(),
+            label,
         };
         // One silent block before the clock starts: plugins allocate lazily on their first
         // run and report their latency only after it.
@@ -384,10 +391,12 @@ impl Plugin for Lv2Plugin {
         for buf in self.atom_out.iter_mut() {
             output_capacity(buf, self.urids.chunk);
         }
+        let in_plugin = crash::enter(self.label, Phase::Processing);
         self.worker.set_in_run(true);
         unsafe { self.instance.run(n) };
         self.worker.set_in_run(false);
         unsafe { self.worker.deliver() };
+        drop(in_plugin);
         match self.audio_out.as_slice() {
             [] => {}
             [mono] if self.adds => {

@@ -7,9 +7,10 @@
 //! sequence size option, polls its worker every 100 ms under a mutex, and hides the plugins
 //! it cannot host — while `plugins list --lv2` must say why.
 //!
-//! A plugin runs in xrunlab's own process: one that crashes takes the process with it. The
-//! stressors die with it (PR_SET_PDEATHSIG); a tracefs instance left behind is removed at
-//! the next start.
+//! A plugin runs in xrunlab's own process: one that crashes takes the process with it, after
+//! one line naming it (`rt::crash`; instance.rs and worker.rs enter its slot). The stressors
+//! die with it (PR_SET_PDEATHSIG); a tracefs instance left behind is removed at the next
+//! start.
 
 pub mod catalog;
 pub mod features;

@@ -185,14 +185,19 @@ unsafe impl Send for WorkerThread {}
 
 impl WorkerThread {
     /// Start serving `shared`, which must outlive the returned value (the instance owns both
-    /// and drops this first).
-    pub fn start(shared: &WorkerShared) -> std::io::Result<WorkerThread> {
+    /// and drops this first). `label` names the plugin if its `work` crashes the process.
+    pub fn start(
+        shared: &WorkerShared,
+        label: crate::rt::crash::Label,
+    ) -> std::io::Result<WorkerThread> {
         let addr = shared as *const WorkerShared as usize;
         let thread = std::thread::Builder::new()
             .name("xrunlab-lv2-worker".into())
             .spawn(move || {
                 // SAFETY: the owner joins this thread before freeing `shared`.
                 let s = unsafe { &*(addr as *const WorkerShared) };
+                // This thread runs nothing but the plugin's `work`.
+                let _in_plugin = crate::rt::crash::enter(label, crate::rt::crash::Phase::Working);
                 s.serve();
             })?;
         Ok(WorkerThread {
@@ -370,7 +375,7 @@ mod tests {
         let st = unsafe { sched.schedule_work.unwrap()(sched.handle, 2, [1u8, 2].as_ptr().cast()) };
         assert_eq!(st, lv2_sys::LV2_Worker_Status_LV2_WORKER_SUCCESS);
         assert_eq!(fake.worked.load(Ordering::SeqCst), 1);
-        let thread = WorkerThread::start(&w).unwrap();
+        let thread = WorkerThread::start(&w, crate::rt::crash::Label::new("test")).unwrap();
         // In run: queued for the worker thread.
         w.set_in_run(true);
         for k in 0..10u8 {
