@@ -603,48 +603,45 @@ fn cells_of(cfg: &LoadConfig) -> Vec<(u32, u32, String)> {
     v
 }
 
-/// Check that a partial result belongs to this grid so its cells may be kept.
-pub fn check_resumable(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Result<()> {
-    // Every setting that changes what a cell measures; the grid axes (buffers, tracks,
-    // plugins) are not here because cells are matched by them. The sim driver's model and
-    // seed decide its figures too.
-    let mut keys = vec![
-        "driver",
-        "rate",
-        "periods",
-        "duration_ns",
-        "validate_ns",
-        "criterion",
-        "max_instances",
-        "warmup_cycles",
-        "policy",
-        "cpus",
-        "reserve_cpu",
-        "mlock",
-    ];
-    if cfg.driver.simulated() {
-        keys.extend(["seed", "sim", "cost"]);
-    }
+/// The grid axes. Cells are matched by them, so a resumed grid may name others: the cells it
+/// shares with the partial result are kept, the rest run, and cells outside it are dropped.
+pub const GRID_AXES: [&str; 3] = ["buffers", "tracks", "plugins"];
+
+/// A setting (a key of the serialised [`LoadConfig`]) in which a grid differs from the partial
+/// result it would continue, with both values as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Differs {
+    pub key: String,
+    pub was: String,
+    pub now: String,
+}
+
+/// Every setting but the grid axes in which `cfg` differs from `prior_cfg`, the configuration
+/// a partial result was measured with. A cell measured one way must not be mixed into a grid
+/// measured another, so a resume is only sound when this is empty.
+pub fn resume_conflicts(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Vec<Differs> {
     let (now, then) = (
         serde_json::to_value(cfg).unwrap_or_default(),
         serde_json::to_value(prior_cfg).unwrap_or_default(),
     );
-    let differ: Vec<String> = keys
-        .iter()
-        .filter(|k| now.get(**k) != then.get(**k))
-        .map(|k| {
-            let show = |v: &serde_json::Value| v.get(*k).map_or("none".into(), |x| x.to_string());
-            format!("{k} (was {}, now {})", show(&then), show(&now))
-        })
+    let mut keys: Vec<&String> = now
+        .as_object()
+        .into_iter()
+        .chain(then.as_object())
+        .flat_map(|o| o.keys())
+        .filter(|k| !GRID_AXES.contains(&k.as_str()))
         .collect();
-    if differ.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::usage(format!(
-            "--resume: that result was measured with other settings: {}; rerun with the same options",
-            differ.join(", ")
-        )))
-    }
+    keys.sort();
+    keys.dedup();
+    let show = |v: &serde_json::Value, k: &str| v.get(k).map_or("none".into(), |x| x.to_string());
+    keys.into_iter()
+        .filter(|k| now.get(k.as_str()) != then.get(k.as_str()))
+        .map(|k| Differs {
+            key: k.clone(),
+            was: show(&then, k),
+            now: show(&now, k),
+        })
+        .collect()
 }
 
 /// Run the grid. Cells already in `prior` (a resumed partial result of the same grid) are
