@@ -37,6 +37,8 @@ sim): a JACK client's first cycles run while its process is still starting aroun
 their xruns are recorded (trials[].warmup_disqualifying) but do not decide the trial.
 The stress load runs once for the whole grid. With -o the file is rewritten atomically after
 every cell, so an interrupted grid leaves a valid partial result that --resume continues.
+A grid the JACK server's death or the watchdog stops ends the same way: the cells measured so
+far, a status saying why, exit 3; --resume FILE continues it once a server runs again.
 With --driver jack every trial is a client of the running server (jackd2, or PipeWire under
 pw-jack): the rate and, without --buffers, the buffer size are the server's; --set-buffer
 applies each size of --buffers to the server and restores its own size afterwards.
@@ -487,11 +489,24 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         &mut out.warnings,
     );
     let human = crate::report::table::load_summary(&cfg, &out.results);
-    let partial = format!(
-        "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",
+    let done = format!(
+        "{}/{} cells",
         out.results.cells.len(),
         out.results.cells_total
     );
+    let resume = match &out_path {
+        Some(p) => format!("continue with --resume {}", p.display()),
+        None => "give -o FILE to keep the cells for --resume".into(),
+    };
+    let partial = match out.status {
+        Status::ServerShutdown => format!(
+            "xrunlab: error: the JACK server went away: load stopped after {done}; partial result reported; {resume} once a server runs\n"
+        ),
+        Status::Watchdog => format!(
+            "xrunlab: error: watchdog: a trial's cycle did not end: load stopped after {done}; partial result reported; {resume}\n"
+        ),
+        _ => format!("xrunlab: load interrupted after {done}; {resume}\n"),
+    };
     let stress_warnings = out.results.stress.iter().flat_map(|s| s.warnings.clone());
     let m = Measured::new(body(&out.results), out.status, started, human)
         .warnings(out.warnings.iter().cloned().chain(stress_warnings))

@@ -28,7 +28,7 @@ use crate::engine::forensics::StartTrace;
 use crate::engine::prior::{CostPrior, ElementCost};
 use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::progress::{Progress, Silent};
 use crate::rt::Policy;
 use crate::stress::session::{StressRecord, StressSession};
@@ -720,6 +720,9 @@ pub fn run_load_traced(
     progress.set_position(results.cells.len() as u64);
     let mut status = Status::Complete;
     let mut err = None;
+    // Why the grid stopped early with a partial result (the server went away, the
+    // watchdog): the status it ends with and what happened.
+    let mut halted: Option<(Status, String)> = None;
     for (b, t, p) in todo {
         progress.set_message(&format!("{b} frames/{t} tr/{p}"));
         if let Some((c, set)) = control.as_mut() {
@@ -734,13 +737,20 @@ pub fn run_load_traced(
                 Ok(())
             };
             if let Err(e) = applied {
-                err = Some(e);
+                if server_gone(cfg, &e) {
+                    let why =
+                        format!("JACK: the server went away before the cell at {b} frames ({e})");
+                    halted = Some((Status::ServerShutdown, why));
+                } else {
+                    err = Some(e);
+                }
                 break;
             }
         }
-        match run_cell(cfg, b, t, &p, &mut warnings, trace) {
-            Ok(Some(cell)) => {
-                results.cells.push(cell);
+        let cell = run_cell(cfg, b, t, &p, &mut warnings, trace);
+        match cell {
+            Ok(CellEnd::Done(cell)) => {
+                results.cells.push(*cell);
                 // Grid order, whatever order resumed and new cells finished in.
                 let pos = |c: &Cell| {
                     grid.iter()
@@ -756,8 +766,17 @@ pub fn run_load_traced(
                     break;
                 }
             }
-            Ok(None) => {
+            Ok(CellEnd::Interrupted) => {
                 status = Status::Interrupted;
+                break;
+            }
+            Ok(CellEnd::Stopped(s, why)) => {
+                halted = Some((s, why));
+                break;
+            }
+            Err(e) if server_gone(cfg, &e) => {
+                let why = format!("JACK: the server went away during the cell of {p} at {b} frames, {t} tracks ({e})");
+                halted = Some((Status::ServerShutdown, why));
                 break;
             }
             Err(e) => {
@@ -767,7 +786,20 @@ pub fn run_load_traced(
         }
     }
     progress.finish();
+    if let Some((s, why)) = halted {
+        status = s;
+        warnings.push(format!(
+            "{why}; the grid stopped after {} of {} cells (--resume continues it)",
+            results.cells.len(),
+            grid.len()
+        ));
+    }
     results.stress = session.map(StressSession::stop);
+    if status == Status::ServerShutdown {
+        if let Some((c, _)) = control.take() {
+            c.abandon();
+        }
+    }
     if let Some((mut c, _)) = control.take() {
         match c.restore() {
             Ok(changed) => {
@@ -795,7 +827,27 @@ pub fn run_load_traced(
     })
 }
 
-/// Search one cell; `None` when interrupted.
+/// Whether `e`, met by a `--driver jack` grid, means its server went away: the error says
+/// so, or a new client finds no server. The grid then ends with what it measured.
+fn server_gone(cfg: &LoadConfig, e: &Error) -> bool {
+    let Some(j) = cfg.jack.as_ref().filter(|_| cfg.driver == DriverKind::Jack) else {
+        return false;
+    };
+    e.kind() == ErrorKind::NoServer
+        || JackControl::open(j).is_err_and(|e| e.kind() == ErrorKind::NoServer)
+}
+
+/// How the search of one cell ended.
+enum CellEnd {
+    Done(Box<Cell>),
+    /// SIGINT/SIGTERM.
+    Interrupted,
+    /// A trial ended abnormally (the server shut down, the watchdog): the status the grid
+    /// ends with and what happened.
+    Stopped(Status, String),
+}
+
+/// Search one cell.
 fn run_cell(
     cfg: &LoadConfig,
     buffer: u32,
@@ -803,7 +855,7 @@ fn run_cell(
     plugin: &str,
     warnings: &mut Vec<String>,
     trace: StartTrace,
-) -> Result<Option<Cell>> {
+) -> Result<CellEnd> {
     let t0 = crate::rt::clock::monotonic_ns();
     let limit = cfg.physical_limit(buffer, tracks, plugin)?;
     // burn's calibration is its prior already.
@@ -814,6 +866,8 @@ fn run_cell(
     // The passing run reported for the cell: the largest count in the search, or the last
     // validation pass (which may be lower).
     let mut best: Option<(u32, RunResult)> = None;
+    // A trial that ended abnormally: its status and what to say.
+    let mut ended: Option<(Status, String)> = None;
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
         let mut rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
         rc.cost_prior = prior.clone();
@@ -824,10 +878,17 @@ fn run_cell(
             Status::Complete => {}
             Status::Interrupted => return Ok(None),
             s => {
-                return Err(Error::cannot_measure(format!(
-                    "trial of {n} × {plugin} at {buffer} frames, {tracks} tracks ended as {s:?}; \
-                     the grid stops here"
-                )))
+                let what = match s {
+                    Status::ServerShutdown => "the JACK server shut down".to_string(),
+                    Status::Watchdog => "the watchdog stopped it".to_string(),
+                    s => format!("it ended as {s:?}"),
+                };
+                warnings.extend(r.warnings.iter().cloned());
+                ended = Some((
+                    s,
+                    format!("trial of {n} × {plugin} at {buffer} frames, {tracks} tracks: {what}"),
+                ));
+                return Ok(None);
             }
         }
         for w in &r.warnings {
@@ -873,21 +934,27 @@ fn run_cell(
         }
         Ok(Some(passed))
     };
-    let found = search(limit.per_track, cfg.max_instances, |n| {
+    let mut found = search(limit.per_track, cfg.max_instances, |n| {
         trial(n, cfg.duration_ns, TrialPhase::Search)
     })?;
-    let Some((mut max, capped)) = found else {
-        return Ok(None);
-    };
-    if let Some(v) = cfg.validate_ns {
-        while max > 0 {
-            match trial(max, v, TrialPhase::Validate)? {
-                None => return Ok(None),
+    if let (Some((max, _)), Some(v)) = (found.as_mut(), cfg.validate_ns) {
+        while *max > 0 {
+            match trial(*max, v, TrialPhase::Validate)? {
+                None => {
+                    found = None;
+                    break;
+                }
                 Some(true) => break,
-                Some(false) => max -= 1,
+                Some(false) => *max -= 1,
             }
         }
     }
+    let Some((max, capped)) = found else {
+        return Ok(match ended {
+            Some((s, why)) => CellEnd::Stopped(s, why),
+            None => CellEnd::Interrupted,
+        });
+    };
     let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
     let period_ns = crate::common::ns_of_frames(buffer as u64, cfg.rate);
     let jack = r
@@ -907,7 +974,7 @@ fn run_cell(
         ),
         None => (LoadPct::default(), XrunCounts::default(), 0, 0),
     };
-    Ok(Some(Cell {
+    Ok(CellEnd::Done(Box::new(Cell {
         buffer_frames: buffer,
         tracks,
         plugin: plugin.to_string(),
@@ -925,5 +992,5 @@ fn run_cell(
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
         cost_prior,
-    }))
+    })))
 }
