@@ -43,6 +43,7 @@ pub fn xrunlab() -> assert_cmd::Command {
 pub mod alsa;
 pub mod counting;
 pub mod servers;
+pub mod tmpfs;
 pub mod trace;
 
 /// Processes whose environment holds `needle`: every descendant inherits the environment,
