@@ -328,3 +328,126 @@ fn load_without_a_server_is_exit_3_with_the_message() {
         show(&o)
     );
 }
+
+/// The JACK server killed in the middle of a grid, during a trial: the cells measured so far
+/// are the result (status server-shutdown, exit 3, a line saying why), and `--resume` on a
+/// server that runs again finishes the grid around them. Before, the trial's abnormal end
+/// was an error that dropped the grid, and closing the grid's control client of the dead
+/// server crashed the process (SIGSEGV in jack_client_close).
+#[test]
+fn server_killed_mid_grid_keeps_the_cells_measured_and_resumes() {
+    let _g = serial();
+    let Some(mut s) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let lsp = which("jack_lsp");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("load.json");
+    let mut child = s
+        .command(&bin())
+        .args(["load", "--driver", "jack", "--tracks", "1"])
+        .args(["--plugins", "burn(10%),burn(20%),burn(30%)"])
+        .args(["--duration", "3s", "--stress", "none", "--quiet", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // After the first cell, once a trial's client is in the graph (when jack_lsp can say).
+    let trial_running = || {
+        lsp.as_ref().is_none_or(|l| {
+            s.command(l)
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("xrunlab:out_1"))
+        })
+    };
+    let t = Instant::now();
+    loop {
+        let cells = std::fs::read_to_string(&out)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|d| d["results"]["cells"].as_array().map(Vec::len))
+            .unwrap_or(0);
+        if cells >= 1 && trial_running() {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the grid ended early");
+        if t.elapsed() > Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("no cell finished within 90 s\nserver:\n{}", s.log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s.kill_now();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the grid did not stop within 30 s of the server's death");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}: {err}");
+    assert!(err.contains("the JACK server went away"), "{err}");
+    let d = read_json(&out);
+    assert_eq!(d["status"], "server-shutdown", "{err}");
+    let cells = d["results"]["cells"].as_array().unwrap().clone();
+    assert!((1..3).contains(&cells.len()), "{}", d["results"]);
+    assert_eq!(u(&d["results"]["cells_total"]), 3);
+    assert!(
+        d["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("the grid stopped after")),
+        "{}",
+        d["warnings"]
+    );
+    eprintln!("stopped after {} cells: {}", cells.len(), d["warnings"]);
+    for c in &cells {
+        let max = u(&c["max_per_track"]);
+        assert!(
+            c["trials"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| { t["passed"] == true && u(&t["instances_per_track"]) == max })
+                || max == 0,
+            "a kept cell is a finished one: {c}"
+        );
+    }
+    drop(s);
+
+    // Another server: the grid goes on from the file alone.
+    let Some(s2) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let o = s2
+        .command(&bin())
+        .args(["load", "--resume"])
+        .arg(&out)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\nserver:\n{}", show(&o), s2.log());
+    let r = read_json(&out);
+    assert_eq!(r["status"], "complete");
+    let all = r["results"]["cells"].as_array().unwrap();
+    assert_eq!(all.len(), 3, "{}", r["results"]);
+    assert_eq!(
+        all[..cells.len()],
+        cells[..],
+        "the cells measured before are kept"
+    );
+}

@@ -284,6 +284,27 @@ fn validation_lowers_a_maximum_that_fails_a_longer_run() {
     assert_eq!(v, [(41, false), (40, true)]);
 }
 
+/// Per cell: buffer, plugin, maximum and the (count, passed) sequence of its trials.
+type Key = Vec<(u32, String, u32, Vec<(u32, bool)>)>;
+
+/// What a grid found, without its timings: equal for two runs of the same sim grid.
+fn key(r: &LoadResults) -> Key {
+    r.cells
+        .iter()
+        .map(|c| {
+            (
+                c.buffer_frames,
+                c.plugin.clone(),
+                c.max_per_track,
+                c.trials
+                    .iter()
+                    .map(|t| (t.instances_per_track, t.passed))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn resume_completes_the_same_grid() {
     let plugins = [("reverb-light", 250.0), ("reverb-heavy", 700.0)];
@@ -298,24 +319,6 @@ fn resume_completes_the_same_grid() {
         partial.cells[..],
         "finished cells kept as they were"
     );
-    // Per cell: buffer, plugin, maximum and the (count, passed) sequence of its trials.
-    type Key = Vec<(u32, String, u32, Vec<(u32, bool)>)>;
-    let key = |r: &LoadResults| -> Key {
-        r.cells
-            .iter()
-            .map(|c| {
-                (
-                    c.buffer_frames,
-                    c.plugin.clone(),
-                    c.max_per_track,
-                    c.trials
-                        .iter()
-                        .map(|t| (t.instances_per_track, t.passed))
-                        .collect(),
-                )
-            })
-            .collect()
-    };
     assert_eq!(key(&resumed), key(&full));
 
     // The same through the CLI: an interrupted file written as `load -o` writes it.
@@ -389,6 +392,125 @@ fn resume_completes_the_same_grid() {
             "duration_ns (was 2000000000, now 5000000000)",
         ))
         .stderr(predicates::str::contains("cost (was"));
+}
+
+/// `load --resume FILE` alone continues the grid with the settings in FILE: before, every
+/// option left out took its default and the resume was refused as "measured with other
+/// settings". An option given beside it that says otherwise than the file is refused by name.
+#[test]
+fn resume_alone_continues_with_the_files_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let full_path = dir.path().join("full.json");
+    let grid = [
+        "load",
+        "--driver",
+        "sim",
+        "--buffers",
+        "48,96",
+        "--tracks",
+        "1",
+        "--plugins",
+        "reverb-light",
+        "--cost",
+        "reverb-light=250ns/frame",
+        "--cost-overhead",
+        "30us",
+        "--duration",
+        "1s",
+        "--criterion",
+        "all",
+        "--max-instances",
+        "500",
+        "--stress",
+        "none",
+        "-q",
+    ];
+    xrunlab()
+        .args(grid)
+        .arg("-o")
+        .arg(&full_path)
+        .assert()
+        .success();
+    let full = xrunlab::results::read_result(&full_path).unwrap();
+    let Body::Load { config, results } = full.body.clone() else {
+        panic!("not a load result")
+    };
+    // The grid as an interrupted run leaves it: its first cell only.
+    let path = dir.path().join("load.json");
+    let mut partial = results.clone();
+    partial.cells.truncate(1);
+    let doc = ResultDoc::new(
+        Body::Load {
+            config: config.clone(),
+            results: partial,
+        },
+        Status::Interrupted,
+        full.started_at.clone(),
+        full.environment.clone(),
+    );
+    xrunlab::results::write_json_atomic(&path, &doc).unwrap();
+
+    let o = xrunlab()
+        .args(["load", "--resume"])
+        .arg(&path)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
+    let doc = xrunlab::results::read_result(&path).unwrap();
+    assert_eq!(doc.status, Status::Complete);
+    let Body::Load {
+        config: resumed_cfg,
+        results: resumed,
+    } = doc.body
+    else {
+        panic!("not a load result")
+    };
+    assert_eq!(resumed_cfg, config, "the file's settings, not the defaults");
+    assert_eq!(key(&resumed), key(&results));
+    assert_eq!(
+        resumed.cells[0], results.cells[0],
+        "the kept cell as it was"
+    );
+
+    // Options beside --resume: the file's values pass, others are refused by name, and the
+    // file is left as it was.
+    xrunlab()
+        .args(["load", "--resume"])
+        .arg(&path)
+        .args([
+            "--duration",
+            "1s",
+            "--driver",
+            "sim",
+            "--stress",
+            "none",
+            "-q",
+        ])
+        .assert()
+        .success();
+    let before = std::fs::read(&path).unwrap();
+    for (args, option) in [
+        (&["--duration", "3s"][..], "--duration"),
+        (&["--criterion", "overload"], "--criterion"),
+        (&["--stress", "cpu"], "--stress"),
+        (&["--driver", "virtual"], "--driver"),
+    ] {
+        let o = xrunlab()
+            .args(["load", "--resume"])
+            .arg(&path)
+            .args(args)
+            .arg("-q")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(": {option} differs from the settings")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{args:?}");
+    }
 }
 
 #[test]

@@ -375,3 +375,54 @@ fn a_late_xrun_report_undoes_convergence_it_hit() {
     let truth = model_frames(64, 2, &spec.latency) as f64;
     assert!((after.delay_frames.unwrap() - truth).abs() <= 0.01);
 }
+
+/// A run shorter than the loop gives no estimate, and at analysis that looked like a cable
+/// that is not connected ("signal too weak … is the loop connected?"). The sim loop's delay
+/// is the model, so such a run is refused before it starts (exit 2) with the shortest
+/// duration that does hold one analysis window of the return; that duration measures, one
+/// millisecond less is refused. A loop beyond the measurable range is refused whatever the
+/// duration.
+#[test]
+fn a_duration_shorter_than_the_loop_is_refused_with_the_minimum() {
+    let rtl = |buffer: &str, duration: &str| {
+        common::xrunlab()
+            .args(["rtl", "--driver", "sim", "--buffer", buffer, "-q", "--json"])
+            .args(["--duration", duration])
+            .output()
+            .unwrap()
+    };
+    let o = rtl("60000", "2s");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        !err.contains("too weak") && !err.contains("connected"),
+        "{err}"
+    );
+    assert!(
+        err.contains("120000 frames") && err.contains("beyond"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "nothing was measured");
+
+    // 2 × 16384 frames before the return: 1 s cannot hold a window of it.
+    let o = rtl("16384", "1s");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("too weak"), "{err}");
+    let min_ms: u64 = err
+        .split("at least --duration ")
+        .nth(1)
+        .and_then(|t| t.split("ms").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no minimum duration in: {err}"));
+    assert!(min_ms > 1000, "{err}");
+    let o = rtl("16384", &format!("{min_ms}ms"));
+    assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["results"]["measured"];
+    assert_eq!(m["outcome"], "measured", "{m}");
+    let d = m["delay_frames"].as_f64().unwrap();
+    assert!((d - 32768.0).abs() < 0.01, "{m}");
+    let o = rtl("16384", &format!("{}ms", min_ms - 1));
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+}

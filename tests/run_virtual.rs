@@ -269,3 +269,115 @@ fn the_stress_warning_is_said_once_in_the_result_and_once_on_stderr() {
         }
     }
 }
+
+/// `run --trace` into a target that fails every write (/dev/full, no root needed): the run
+/// goes on without the trace, its result is whole and written, and it exits 3 with one line
+/// saying what was lost. Before, the run ended in an error and wrote no result.
+#[test]
+fn a_trace_that_cannot_be_written_loses_only_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let o = xrunlab()
+        .args([
+            "run",
+            "--driver",
+            "sim",
+            "--chain",
+            "burn(10%)",
+            "--buffer",
+            "64",
+        ])
+        .args(["--duration", "3s", "--trace", "/dev/full", "-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(err.matches("xrunlab: error:").count(), 1, "{err}");
+    assert!(
+        err.contains("/dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+    let d = common::read_json(&out);
+    assert_eq!(d["status"], "complete");
+    // 3 s of 64-frame periods at 48 kHz: every cycle is in the result.
+    assert_eq!(d["results"]["cycles"], 2250);
+    let lost = d["results"]["trace_error"].as_str().unwrap();
+    assert!(lost.contains("No space left"), "{lost}");
+}
+
+/// `run --trace` on a full disk (a small tmpfs): the trace is cut at its last complete line
+/// and the result says at which cycle; the run goes on, and its result, written elsewhere,
+/// holds every cycle. With the result on the same full disk, nothing half-written is left and
+/// stderr says what was lost: the trace's end and the result file (the summary is printed).
+/// Before, the trace ended mid-line, the run ended in an error and no result was written.
+#[test]
+fn a_trace_on_a_full_disk_is_cut_at_its_last_line_and_the_result_kept() {
+    let Some(fs) = common::tmpfs::require_small_fs("256k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let trace = fs.path().join("cycles.csv");
+    let run = |out: &std::path::Path, quiet: bool| {
+        let mut c = xrunlab();
+        c.args([
+            "run",
+            "--driver",
+            "sim",
+            "--chain",
+            "burn(10%)",
+            "--buffer",
+            "64",
+        ])
+        .args(["--duration", "20s", "--trace"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(out);
+        if quiet {
+            c.arg("-q");
+        }
+        c.output().unwrap()
+    };
+    let o = run(&out, true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let d = common::read_json(&out);
+    assert_eq!(d["status"], "complete");
+    assert_eq!(d["results"]["cycles"], 15000, "the run went on to its end");
+    let lost = d["results"]["trace_error"].as_str().unwrap().to_string();
+    assert!(err.contains(&lost), "{err}");
+    let cycle: u64 = lost
+        .split("last complete line, cycle ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cycle in: {lost}"));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.ends_with('\n'), "the trace ends with a whole line");
+    let lines: Vec<&str> = text.lines().collect();
+    let fields = lines[0].split(',').count();
+    assert!(lines.iter().all(|l| l.split(',').count() == fields));
+    assert_eq!(lines.len() as u64, cycle + 2, "header + cycles 0..={cycle}");
+    assert!(lines[lines.len() - 1].starts_with(&format!("{cycle},")));
+    assert!(cycle > 100 && cycle < 15000, "{cycle}");
+
+    // The result on the same full disk: not saved, and said so beside the trace's loss.
+    let inside = fs.path().join("run.json");
+    std::fs::remove_file(&trace).unwrap();
+    let o = run(&inside, false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("the trace was cut"), "{err}");
+    assert!(
+        err.contains("the result was printed but not saved"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("cycles 15000"));
+    let left: Vec<_> = std::fs::read_dir(fs.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["cycles.csv"], "no partial result or temp file");
+    assert!(std::fs::read_to_string(&trace).unwrap().ends_with('\n'));
+}

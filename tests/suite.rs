@@ -462,3 +462,96 @@ fn junit_matches(xml: &str, m: &xrunlab::suite::Manifest) {
         assert_eq!(s.attribute("skipped").unwrap(), count("skipped"));
     }
 }
+
+/// Fill the file system under `dir` (a small tmpfs): write zeros until it refuses.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join("filler")).unwrap();
+    let chunk = [0u8; 4096];
+    while f.write_all(&chunk).is_ok() {}
+    // The last pages a partial write took are the filesystem's too.
+    let _ = f.flush();
+}
+
+/// Start `suite --smoke` into `fs/out`, fill the disk once `ready` (file names) are there,
+/// and return its exit status, its stderr and the manifest's text.
+fn suite_on_a_disk_that_fills(
+    fs: &Path,
+    ready: &[&str],
+) -> (std::process::ExitStatus, String, String) {
+    let dir = fs.join("out");
+    let mut child = std::process::Command::new(bin())
+        .args(["suite", "--smoke", "--no-forensics", "-q", "-o"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !ready.iter().all(|f| dir.join(f).exists()) {
+        assert!(t.elapsed() < Duration::from_secs(30), "no {ready:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fill(fs);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the suite did not stop on a full disk");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    (status, err, text)
+}
+
+/// A suite whose disk fills stops with its manifest saying so: status failed with the write
+/// error as the reason, an end time, exit 3; the space it kept for that last rewrite is given
+/// back. Before, the manifest said "running" forever.
+#[test]
+fn a_suite_on_a_full_disk_ends_its_manifest_failed_with_the_reason() {
+    let _g = serial();
+    let Some(fs) = common::tmpfs::require_small_fs("1m") else {
+        return;
+    };
+    // Once the space kept for the manifest's last rewrite is there too.
+    let (status, err, text) =
+        suite_on_a_disk_that_fills(fs.path(), &["manifest.json", ".manifest.reserve"]);
+    let m: Manifest = serde_json::from_str(&text).expect("a whole manifest");
+    eprintln!("{}", m.reason.as_deref().unwrap_or_default());
+    assert_eq!(m.status, SuiteStatus::Failed, "{err}\n{text}");
+    let reason = m.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("No space left"), "{reason}");
+    assert!(m.ended_at.is_some());
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains(reason), "{err}");
+    assert!(!fs.path().join("out/.manifest.reserve").exists());
+}
+
+/// With no room even for the space kept for it, the manifest cannot be rewritten: stderr
+/// says so (and that it still says running), exit 3.
+#[test]
+fn a_manifest_that_cannot_be_rewritten_is_reported_on_stderr() {
+    let _g = serial();
+    // Room for the first manifest, not for the reserve beside it.
+    let Some(fs) = common::tmpfs::require_small_fs("48k") else {
+        return;
+    };
+    let (status, err, text) = suite_on_a_disk_that_fills(fs.path(), &["manifest.json"]);
+    assert_eq!(status.code(), Some(3), "{err}");
+    let m: Manifest = serde_json::from_str(&text).expect("a whole manifest");
+    assert_eq!(m.status, SuiteStatus::Running, "{text}");
+    assert!(err.contains("could not be rewritten"), "{err}");
+    assert!(err.contains("still says running"), "{err}");
+}

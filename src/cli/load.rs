@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
-use crate::stress::StressArgs;
+use crate::stress::{StressArgs, StressSpec};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -37,6 +37,8 @@ sim): a JACK client's first cycles run while its process is still starting aroun
 their xruns are recorded (trials[].warmup_disqualifying) but do not decide the trial.
 The stress load runs once for the whole grid. With -o the file is rewritten atomically after
 every cell, so an interrupted grid leaves a valid partial result that --resume continues.
+A grid the JACK server's death or the watchdog stops ends the same way: the cells measured so
+far, a status saying why, exit 3; --resume FILE continues it once a server runs again.
 With --driver jack every trial is a client of the running server (jackd2, or PipeWire under
 pw-jack): the rate and, without --buffers, the buffer size are the server's; --set-buffer
 applies each size of --buffers to the server and restores its own size afterwards.
@@ -106,7 +108,10 @@ pub struct LoadArgs {
     /// Do not lock memory (mlockall) during the trials.
     #[arg(long)]
     pub no_mlock: bool,
-    /// Continue the interrupted grid in this result (written back to it unless -o says otherwise).
+    /// Continue the interrupted grid in this result (written back to it unless -o says
+    /// otherwise) with the settings it was started with. Options given beside it must say
+    /// what the file says (exit 2 names any that do not), except --buffers, --tracks and
+    /// --plugins, which choose the grid: the cells it shares with the file are kept.
     #[arg(long, value_name = "RESULT.json")]
     pub resume: Option<PathBuf>,
     /// Seed for the input noise and the sim driver.
@@ -128,11 +133,81 @@ pub struct LoadArgs {
     pub stress: StressArgs,
     #[command(flatten)]
     pub forensics: super::forensics::ForensicsArgs,
+    /// The options the command line gave (their clap ids), as opposed to clap's defaults:
+    /// `--resume` takes every other setting from its file.
+    #[arg(skip)]
+    pub given: Vec<String>,
+}
+
+/// The options behind each setting of a [`LoadConfig`] (its serialised keys), to name them
+/// when a resumed grid's settings differ from its file's.
+const OPTIONS_OF_SETTING: &[(&str, &[&str])] = &[
+    ("driver", &["driver"]),
+    ("rate", &["rate"]),
+    ("periods", &["periods"]),
+    ("duration_ns", &["duration"]),
+    ("validate_ns", &["validate"]),
+    ("criterion", &["criterion"]),
+    ("cpus", &["cpus", "reserve_cpu"]),
+    ("reserve_cpu", &["reserve_cpu"]),
+    ("policy", &["policy", "driver"]),
+    ("mlock", &["no_mlock", "driver"]),
+    ("max_instances", &["max_instances"]),
+    ("seed", &["seed"]),
+    ("sim", &["sim_latency", "inject", "driver"]),
+    ("cost", &["cost", "cost_overhead", "driver"]),
+    (
+        "stress",
+        &[
+            "stress",
+            "stress_cmd",
+            "stress_workers",
+            "stress_cpus",
+            "stress_dir",
+            "stress_size",
+            "stress_backend",
+        ],
+    ),
+    (
+        "jack",
+        &["server", "client_name", "connect", "set_buffer", "driver"],
+    ),
+    ("warmup_cycles", &["driver"]),
+    ("pin", &["pin"]),
+];
+
+/// A clap id as the option it is on the command line.
+fn option_name(id: &str) -> String {
+    format!("--{}", id.replace('_', "-"))
 }
 
 impl LoadArgs {
+    fn given(&self, id: &str) -> bool {
+        self.given.iter().any(|g| g == id)
+    }
+
+    /// The grid these options ask for.
     pub fn to_config(&self) -> Result<LoadConfig> {
-        let driver = self.driver.accept("load", LOAD_DRIVERS)?;
+        self.build(None)
+    }
+
+    /// The grid a `--resume` continues: `base` (the file's configuration), with the options
+    /// the command line gave applied over it. Whether they changed anything is for the
+    /// caller to judge ([`loadtest::resume_conflicts`]).
+    pub fn to_config_over(&self, base: &LoadConfig) -> Result<LoadConfig> {
+        self.build(Some(base))
+    }
+
+    /// One construction for both: without a base every option counts (given or clap's
+    /// default); with one, an option counts only when given, and a setting made of several
+    /// options (the cost model, the sim's model, the JACK client, the CPUs) is made anew from
+    /// them when any of them is given.
+    fn build(&self, base: Option<&LoadConfig>) -> Result<LoadConfig> {
+        let from_args = |ids: &[&str]| base.is_none() || ids.iter().any(|id| self.given(id));
+        let driver = match base {
+            Some(b) if !from_args(&["driver"]) => b.driver,
+            _ => self.driver.accept("load", LOAD_DRIVERS)?,
+        };
         let sim_flags = self.sim_latency != "const:0us"
             || !self.cost.is_empty()
             || self.cost_overhead != 0
@@ -142,23 +217,39 @@ impl LoadArgs {
                 "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
             ));
         }
-        let mut cpus = crate::rt::affinity::select_cpus(self.cpus.as_deref())?;
-        if let Some(r) = self.reserve_cpu {
-            if !cpus.contains(&r) {
-                return Err(Error::usage(format!(
-                    "--reserve-cpu {r}: not a CPU this process may use ({})",
-                    crate::rt::affinity::format_cpu_list(&cpus)
-                )));
+        let mut c = match base {
+            Some(b) if !from_args(&["cpus", "reserve_cpu"]) => LoadConfig {
+                driver,
+                ..b.clone()
+            },
+            _ => {
+                let mut cpus = crate::rt::affinity::select_cpus(self.cpus.as_deref())?;
+                if let Some(r) = self.reserve_cpu {
+                    if !cpus.contains(&r) {
+                        return Err(Error::usage(format!(
+                            "--reserve-cpu {r}: not a CPU this process may use ({})",
+                            crate::rt::affinity::format_cpu_list(&cpus)
+                        )));
+                    }
+                    cpus.retain(|&c| c != r);
+                    if cpus.is_empty() {
+                        return Err(Error::usage(
+                            "--reserve-cpu leaves no CPU for the real-time threads",
+                        ));
+                    }
+                }
+                let mut c = match base {
+                    Some(b) => LoadConfig {
+                        driver,
+                        cpus,
+                        ..b.clone()
+                    },
+                    None => LoadConfig::new(driver, cpus),
+                };
+                c.reserve_cpu = self.reserve_cpu;
+                c
             }
-            cpus.retain(|&c| c != r);
-            if cpus.is_empty() {
-                return Err(Error::usage(
-                    "--reserve-cpu leaves no CPU for the real-time threads",
-                ));
-            }
-        }
-        let mut c = LoadConfig::new(driver, cpus);
-        c.reserve_cpu = self.reserve_cpu;
+        };
         if let Some(b) = &self.buffers {
             c.buffers = crate::units::parse_uint_list(
                 "--buffers",
@@ -167,15 +258,17 @@ impl LoadArgs {
                 crate::units::MAX_BUFFER_FRAMES,
             )?;
         }
-        // The first size stands for "a size was given" (JackArgs refuses --set-buffer without).
-        c.jack = self.jack.to_config(
-            driver == DriverKind::Jack,
-            c.buffers
-                .first()
-                .copied()
-                .filter(|_| self.buffers.is_some()),
-            self.rate,
-        )?;
+        // With a base the grid's sizes stand as given: the server is checked against them.
+        let buffers_given = self.buffers.is_some() || base.is_some();
+        if from_args(&["server", "client_name", "connect", "set_buffer"]) {
+            // The first size stands for "a size was given" (JackArgs refuses --set-buffer
+            // without).
+            c.jack = self.jack.to_config(
+                driver == DriverKind::Jack,
+                c.buffers.first().copied().filter(|_| buffers_given),
+                self.rate,
+            )?;
+        }
         if let Some(t) = &self.tracks {
             c.tracks = crate::units::parse_uint_list(
                 "--tracks",
@@ -184,35 +277,57 @@ impl LoadArgs {
                 crate::common::cycle::MAX_TRACKS as u32,
             )?;
         }
-        c.plugins = split_plugins(&self.plugins);
-        c.rate = self.rate.unwrap_or(48000);
-        c.periods = self.periods;
-        c.duration_ns = self.duration;
-        c.validate_ns = self.validate;
-        c.criterion = match self.criterion {
-            CriterionArg::Overload => Criterion::Overload,
-            CriterionArg::All => Criterion::All,
-        };
-        c.max_instances = self.max_instances;
-        c.pin = self.pin;
+        if from_args(&["plugins"]) {
+            c.plugins = split_plugins(&self.plugins);
+        }
+        if let Some(r) = self.rate {
+            c.rate = r;
+        }
+        if from_args(&["periods"]) {
+            c.periods = self.periods;
+        }
+        if from_args(&["duration"]) {
+            c.duration_ns = self.duration;
+        }
+        if let Some(v) = self.validate {
+            c.validate_ns = Some(v);
+        }
+        if from_args(&["criterion"]) {
+            c.criterion = match self.criterion {
+                CriterionArg::Overload => Criterion::Overload,
+                CriterionArg::All => Criterion::All,
+            };
+        }
+        if from_args(&["max_instances"]) {
+            c.max_instances = self.max_instances;
+        }
+        if from_args(&["pin"]) {
+            c.pin = self.pin;
+        }
         if let Some(p) = self.policy {
             c.policy = p;
         }
-        c.seed = self.seed;
+        if from_args(&["seed"]) {
+            c.seed = self.seed;
+        }
         c.mlock &= !self.no_mlock;
         if driver.simulated() {
-            c.sim = SimConfig {
-                latency: LatencyModel::parse(&self.sim_latency)?,
-                events: self.inject.clone(),
-            };
-            let mut chain = Vec::new();
-            for p in &c.plugins {
-                chain.extend(crate::dsp::parse_chain(p)?);
+            if from_args(&["sim_latency", "inject"]) {
+                c.sim = SimConfig {
+                    latency: LatencyModel::parse(&self.sim_latency)?,
+                    events: self.inject.clone(),
+                };
             }
-            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &chain)?;
+            if from_args(&["cost", "cost_overhead"]) {
+                let mut chain = Vec::new();
+                for p in &c.plugins {
+                    chain.extend(crate::dsp::parse_chain(p)?);
+                }
+                c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &chain)?;
+            }
         }
         if driver == DriverKind::Jack {
-            c.adopt_jack_server(self.buffers.is_some(), self.rate)?;
+            c.adopt_jack_server(buffers_given, self.rate.or(base.map(|b| b.rate)))?;
         }
         c.validate()?;
         Ok(c)
@@ -240,34 +355,97 @@ fn split_plugins(s: &str) -> Vec<String> {
     out
 }
 
-pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
-    let mut cfg = a.to_config()?;
-    let mut stress_args = a.stress.clone();
-    // Vignati et al. ran every cell under stress-ng; `--stress-backend auto` falls back to the
-    // built-in equivalent where stress-ng is missing.
-    if stress_args.stress.is_none() && stress_args.stress_cmd.is_empty() {
-        stress_args.stress = Some("paper".into());
-    }
-    let spec = stress_args.to_spec()?;
-    cfg.stress = spec.labels();
-    let prior: Option<LoadResults> = match &a.resume {
-        Some(p) => {
-            let doc = read_result(p)?;
-            match doc.body {
-                Body::Load { config, results } => {
-                    loadtest::check_resumable(&cfg, &config)?;
-                    Some(results)
-                }
-                other => {
-                    return Err(Error::usage(format!(
-                        "--resume {}: a '{}' result, not a load result",
-                        p.display(),
-                        other.kind()
-                    )))
-                }
+/// The stress options a grid runs under: as given, `paper` when none is (Vignati et al. ran
+/// every cell under stress-ng; `--stress-backend auto` falls back to the built-in equivalent
+/// where stress-ng is missing), or on `--resume` without any, the presets the file names.
+fn stress_args(a: &LoadArgs, base: Option<&LoadConfig>) -> Result<StressArgs> {
+    let mut s = a.stress.clone();
+    let given = OPTIONS_OF_SETTING
+        .iter()
+        .find(|(k, _)| *k == "stress")
+        .is_some_and(|(_, ids)| ids.iter().any(|id| a.given(id)));
+    match base {
+        Some(b) if !given => {
+            // The file keeps a command's name only, not its arguments.
+            if let Some(cmd) = b.stress.iter().find(|l| l.starts_with("cmd:")) {
+                return Err(Error::usage(format!(
+                    "--resume: the grid ran beside a --stress-cmd ({cmd}) whose arguments the file does not keep; give the same --stress-cmd beside --resume"
+                )));
             }
+            s.stress = Some(if b.stress.is_empty() {
+                "none".into()
+            } else {
+                b.stress.join(",")
+            });
         }
-        None => None,
+        _ if s.stress.is_none() && s.stress_cmd.is_empty() => s.stress = Some("paper".into()),
+        _ => {}
+    }
+    Ok(s)
+}
+
+/// The configuration and the cells a `--resume FILE` continues; exit 2 when the file is not
+/// a load result, or names the options given beside it that say otherwise than the file.
+fn resume(a: &LoadArgs, path: &std::path::Path) -> Result<(LoadConfig, LoadResults, StressSpec)> {
+    let doc = read_result(path)?;
+    let (base, results) = match doc.body {
+        Body::Load { config, results } => (config, results),
+        other => {
+            return Err(Error::usage(format!(
+                "--resume {}: a '{}' result, not a load result",
+                path.display(),
+                other.kind()
+            )))
+        }
+    };
+    let mut cfg = a.to_config_over(&base)?;
+    let spec = stress_args(a, Some(&base))?.to_spec()?;
+    cfg.stress = spec.labels();
+    let conflicts = loadtest::resume_conflicts(&cfg, &base);
+    if conflicts.is_empty() {
+        return Ok((cfg, results, spec));
+    }
+    let mut options: Vec<String> = Vec::new();
+    for d in &conflicts {
+        let ids = OPTIONS_OF_SETTING
+            .iter()
+            .find(|(k, _)| *k == d.key)
+            .map_or(&[][..], |(_, ids)| *ids);
+        options.extend(
+            ids.iter()
+                .filter(|id| a.given(id))
+                .map(|id| option_name(id)),
+        );
+    }
+    options.dedup();
+    options.sort();
+    options.dedup();
+    let detail: Vec<String> = conflicts
+        .iter()
+        .map(|d| format!("{} (was {}, now {})", d.key, d.was, d.now))
+        .collect();
+    Err(Error::usage(format!(
+        "--resume {}: {} differ{} from the settings the grid was started with: {}; drop {} to continue with the file's settings",
+        path.display(),
+        if options.is_empty() { "the options given".to_string() } else { options.join(", ") },
+        if options.len() == 1 { "s" } else { "" },
+        detail.join(", "),
+        if options.len() == 1 { "it" } else { "them" },
+    )))
+}
+
+pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
+    let (cfg, prior, spec) = match &a.resume {
+        Some(p) => {
+            let (cfg, results, spec) = resume(&a, p)?;
+            (cfg, Some(results), spec)
+        }
+        None => {
+            let mut cfg = a.to_config()?;
+            let spec = stress_args(&a, None)?.to_spec()?;
+            cfg.stress = spec.labels();
+            (cfg, None, spec)
+        }
     };
     let out_path = g.output.clone().or_else(|| a.resume.clone());
     let started = Started::now(spec.labels());
@@ -311,11 +489,24 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         &mut out.warnings,
     );
     let human = crate::report::table::load_summary(&cfg, &out.results);
-    let partial = format!(
-        "xrunlab: load interrupted after {}/{} cells; continue with --resume\n",
+    let done = format!(
+        "{}/{} cells",
         out.results.cells.len(),
         out.results.cells_total
     );
+    let resume = match &out_path {
+        Some(p) => format!("continue with --resume {}", p.display()),
+        None => "give -o FILE to keep the cells for --resume".into(),
+    };
+    let partial = match out.status {
+        Status::ServerShutdown => format!(
+            "xrunlab: error: the JACK server went away: load stopped after {done}; partial result reported; {resume} once a server runs\n"
+        ),
+        Status::Watchdog => format!(
+            "xrunlab: error: watchdog: a trial's cycle did not end: load stopped after {done}; partial result reported; {resume}\n"
+        ),
+        _ => format!("xrunlab: load interrupted after {done}; {resume}\n"),
+    };
     let stress_warnings = out.results.stress.iter().flat_map(|s| s.warnings.clone());
     let m = Measured::new(body(&out.results), out.status, started, human)
         .warnings(out.warnings.iter().cloned().chain(stress_warnings))

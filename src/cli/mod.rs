@@ -164,8 +164,18 @@ impl Command {
 pub fn main() -> ExitCode {
     crate::rt::interrupt::install();
     crate::rt::crash::install();
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((mut cli, m)) => {
+            if let (Command::Load(a), Some(sub)) = (&mut cli.command, m.subcommand_matches("load"))
+            {
+                a.given = given_ids(sub);
+            }
+            cli
+        }
         Err(e) => {
             // clap exits 2 for usage errors and 0 for --help/--version.
             let _ = e.print();
@@ -210,6 +220,14 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// The ids of the options the command line gave itself, not through clap's defaults.
+fn given_ids(m: &clap::ArgMatches) -> Vec<String> {
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect()
 }
 
 /// Helper for commands: turn clap-level combinations we cannot express in attributes

@@ -85,6 +85,9 @@ pub enum Verdict {
     /// The run completed but measured nothing usable: exit 3, with this line on stderr
     /// (none when empty: the summary already says why).
     NothingMeasured(String),
+    /// The measurement is whole but an output it was asked for is not (a trace a full disk
+    /// cut short): exit 3, an I/O error's code (§1), with this line on stderr.
+    OutputLost(String),
 }
 
 /// What a measuring command hands to [`finish`].
@@ -157,15 +160,24 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     }
     // A failed write is reported after the warnings: what was printed is the whole result.
     let written = emit(&doc, g, &m.human);
+    // An output lost is said once, as the error it is, whatever else fails.
+    let lost = match &m.verdict {
+        Verdict::OutputLost(line) => Some(line.as_str()),
+        _ => None,
+    };
     if m.show_warnings && !g.quiet {
         // A warning the summary already shows (a stress record's) is not repeated.
         warn(
             doc.warnings
                 .iter()
-                .filter(|w| !m.human.contains(w.as_str())),
+                .filter(|w| !m.human.contains(w.as_str()))
+                .filter(|w| !lost.is_some_and(|l| l.contains(w.as_str()))),
         );
     }
-    written?;
+    if let Err(e) = written {
+        stderr(lost.unwrap_or(""));
+        return Err(e);
+    }
     if m.status != Status::Complete {
         stderr(&m.partial);
         if m.status == Status::Watchdog {
@@ -179,7 +191,7 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     Ok(match m.verdict {
         Verdict::Pass => 0,
         Verdict::ThresholdCrossed => EXIT_THRESHOLD,
-        Verdict::NothingMeasured(line) => {
+        Verdict::NothingMeasured(line) | Verdict::OutputLost(line) => {
             stderr(&line);
             EXIT_CANNOT_MEASURE
         }

@@ -42,8 +42,13 @@ playback reaches its capture); --buffer is ALSA's period size and --periods its 
 device may round them: the model uses what it accepted). It prints the round trip ALSA
 declares (playback + capture delay read together each cycle) and measured − declared, the
 latency the driver does not report (FIFO, converters). Windows an xrun touched are left out.
-Exit codes: 0 measured or modelled, 2 bad usage, 3 signal too weak, delay out of range, no
-estimate, interrupted or stopped by the watchdog (partial result written).")]
+A --duration too short to hold one analysis window of the loop's return (on sim and virtual
+the loop is the model, so its delay counts; on JACK and ALSA only the window) is refused before
+the loop runs, with the shortest one that holds it; so is a sim or virtual loop longer than the
+window.
+Exit codes: 0 measured or modelled, 2 bad usage (a --duration too short for the loop, a loop
+beyond the window), 3 signal too weak, delay out of range, no estimate, interrupted or stopped
+by the watchdog (partial result written).")]
 pub struct RtlArgs {
     /// Print the model only (no loop is run).
     #[arg(long)]

@@ -79,7 +79,8 @@ pub struct RunArgs {
     /// How long to run (device time), e.g. 30s, 10m.
     #[arg(long, default_value = "10s", value_parser = crate::units::parse_duration_ns)]
     pub duration: u64,
-    /// Write every cycle to this CSV file.
+    /// Write every cycle to this CSV file. If a write fails (a full disk) it is cut at its
+    /// last complete line, the run goes on without it, and the command exits 3.
     #[arg(long, value_name = "FILE.csv")]
     pub trace: Option<PathBuf>,
     /// CPUs for the engine threads (one thread per CPU, up to one per track), e.g. 0-1.
@@ -253,15 +254,25 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     let human = crate::report::table::run_summary(&r);
     let partial = partial_line(&r, g);
     let glitches = r.results.xruns.total + r.results.skipped_periods;
+    // A trace cut short is an output lost: exit 3 even when the run itself is whole.
+    let lost = r
+        .results
+        .trace_error
+        .as_ref()
+        .map(|e| output::Verdict::OutputLost(format!("xrunlab: error: {e}\n")));
     let body = Body::Run {
         config: r.config,
         results: r.results,
     };
+    let m = Measured::new(body, r.status, started, human)
+        .warnings(r.warnings)
+        .threshold(a.fail_on_xrun && glitches > 0)
+        .partial(partial);
     output::finish(
-        Measured::new(body, r.status, started, human)
-            .warnings(r.warnings)
-            .threshold(a.fail_on_xrun && glitches > 0)
-            .partial(partial),
+        match lost {
+            Some(v) => m.verdict(v),
+            None => m,
+        },
         g,
     )
 }

@@ -18,7 +18,9 @@ const SUITE_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Jack];
 DIR/manifest.json, its output in DIR/NN-stage.log), so every result is what the command gives by hand. \
 Stages whose prerequisites are missing (no JACK server, not root, a command this build lacks) are listed \
 as skipped with the reason. A failed stage does not stop the suite; the exit code is then 1. Ctrl-C stops \
-the running stage as it would by hand, writes the manifest and exits 3.\n\n\
+the running stage as it would by hand, writes the manifest and exits 3. An error of the suite's own (a file \
+it cannot write: a full disk) stops it with the manifest's status failed and the reason, exit 3; a manifest \
+that cannot be rewritten either is said on stderr.\n\n\
 Examples:\n  xrunlab suite --quick                      # about 3 minutes → ./xrunlab-suite/report.html\n  \
 sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n  \
 xrunlab suite --full -o full                # the studies' durations: days (the load grid alone)\n  \

@@ -8,7 +8,6 @@ use crate::common::{Cause, CycleRecord};
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -376,6 +375,8 @@ impl PlacementFold {
 /// Everything folded from the records.
 #[derive(Default)]
 pub struct Folded {
+    /// `--trace`: a write failed and the trace was given up; what became of it.
+    pub trace_error: Option<String>,
     pub records: u64,
     pub xruns: u64,
     pub late_wakeup: u64,
@@ -537,9 +538,15 @@ impl Folded {
     }
 }
 
-/// Per-cycle CSV trace.
+/// Per-cycle CSV trace. A write that fails (a full disk) does not end the run: the trace is
+/// only a copy of records the run folds anyway, so its summaries, xruns and causes stay whole
+/// and comparable with other runs of the same duration, where stopping would turn a disk
+/// problem into a shorter, "interrupted" measurement. The trace is cut at its last complete
+/// line instead ([`TraceWriter::abandon`]) and the result says where.
 pub struct TraceWriter {
     w: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    /// The same open file, to tell a regular file (which is cut) from a device.
+    file: std::fs::File,
     path: PathBuf,
     header_done: bool,
 }
@@ -549,8 +556,12 @@ impl TraceWriter {
         let f = std::fs::File::create(path).map_err(|e| {
             Error::usage(format!("cannot create trace file {}: {e}", path.display()))
         })?;
+        let file = f
+            .try_clone()
+            .map_err(|e| Error::io(format!("trace file {}", path.display()), e))?;
         Ok(TraceWriter {
             w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, f)),
+            file,
             path: path.to_path_buf(),
             header_done: false,
         })
@@ -561,6 +572,44 @@ impl TraceWriter {
             format!("writing trace {}", self.path.display()),
             std::io::Error::other(e.to_string()),
         )
+    }
+
+    /// Give the trace up after `e`, a failed write: drop the writer (what it still holds may
+    /// or may not reach the disk), then cut a regular file at its last complete line, or
+    /// remove it when not even the header is whole. Returns what became of it, for the
+    /// result's `trace_error` and warnings.
+    pub fn abandon(self, e: &Error) -> String {
+        let TraceWriter { w, file, path, .. } = self;
+        drop(w);
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return format!("{e}; the cycles after that are not in the trace (the run went on)");
+        }
+        let cut = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .and_then(|f| cut_at_last_line(&f));
+        match cut {
+            Ok(Some(last)) => match last.split(',').next().and_then(|c| c.parse::<u64>().ok()) {
+                Some(cycle) => format!(
+                    "{e}; the trace was cut at its last complete line, cycle {cycle} (the run went on without it)"
+                ),
+                None => format!(
+                    "{e}; the trace was cut after its header: it holds no cycle (the run went on without it)"
+                ),
+            },
+            Ok(None) => match std::fs::remove_file(&path) {
+                Ok(()) => format!(
+                    "{e} before the trace's first line was whole; it was removed (the run went on without it)"
+                ),
+                Err(r) => format!(
+                    "{e} before the trace's first line was whole, and removing it failed: {r}"
+                ),
+            },
+            Err(c) => format!(
+                "{e}; cutting the trace at its last complete line failed ({c}): its last line may be incomplete"
+            ),
+        }
     }
 
     pub fn write(&mut self, r: &CycleRecord) -> Result<()> {
@@ -626,18 +675,52 @@ impl TraceWriter {
         self.w.write_record(&row).map_err(|e| self.io(e))
     }
 
-    pub fn finish(mut self) -> Result<()> {
-        self.w.flush().map_err(|e| self.io(e))?;
-        let inner = self
-            .w
-            .into_inner()
-            .map_err(|e| Error::io("trace", e.into_error()))?;
-        inner
-            .into_inner()
-            .map_err(|e| Error::io("trace", e.into_error()))?
-            .flush()
-            .map_err(|e| Error::io("trace", e))
+    /// Write out what is buffered; `Err` says what became of a trace whose last write
+    /// failed ([`TraceWriter::abandon`]).
+    pub fn finish(mut self) -> Result<(), String> {
+        match self.w.flush() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let e = self.io(e);
+                Err(self.abandon(&e))
+            }
+        }
     }
+}
+
+/// Cut `file` after its last newline and return that last complete line (without its
+/// newline); `None` when the file holds no newline at all (it is left as it is). Only the
+/// tail is read: a line is far shorter than the chunk.
+pub fn cut_at_last_line(file: &std::fs::File) -> std::io::Result<Option<String>> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: u64 = 1 << 16;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    // The newline that ends the last complete line, searched from the end backwards.
+    let mut buf = vec![0u8; CHUNK as usize];
+    let cut = loop {
+        if end == 0 {
+            return Ok(None);
+        }
+        let start = end.saturating_sub(CHUNK);
+        let n = (end - start) as usize;
+        file.read_exact_at(&mut buf[..n], start)?;
+        if let Some(i) = buf[..n].iter().rposition(|&b| b == b'\n') {
+            break start + i as u64 + 1;
+        }
+        end = start;
+    };
+    file.set_len(cut)?;
+    // The line before the cut: from the newline before it (or the start).
+    let from = cut.saturating_sub(CHUNK).min(cut - 1);
+    let n = (cut - 1 - from) as usize;
+    file.read_exact_at(&mut buf[..n], from)?;
+    let line = &buf[..n];
+    let line = match line.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &line[i + 1..],
+        None => line,
+    };
+    Ok(Some(String::from_utf8_lossy(line).into_owned()))
 }
 
 /// Which xruns end a run early (`RunConfig::stop_on`), e.g. for the DSP load search where
@@ -705,7 +788,6 @@ pub fn spawn_tapped(
                 work_cost: judge.unwrap_or_default(),
                 ..Folded::default()
             };
-            let mut trace_err = None;
             loop {
                 let mut n = 0;
                 while let Ok(mut r) = consumer.pop() {
@@ -719,11 +801,8 @@ pub fn spawn_tapped(
                     if tap.as_ref().is_some_and(|t| t.send(r).is_err()) {
                         tap = None;
                     }
-                    if let Some(t) = trace.as_mut() {
-                        if let Err(e) = t.write(&r) {
-                            trace_err = Some(e);
-                            trace = None;
-                        }
+                    if let Some(Err(e)) = trace.as_mut().map(|t| t.write(&r)) {
+                        f.trace_error = trace.take().map(|t| t.abandon(&e));
                     }
                     n += 1;
                 }
@@ -737,13 +816,10 @@ pub fn spawn_tapped(
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
             }
-            if let Some(t) = trace {
-                t.finish()?;
+            if let Some(Err(lost)) = trace.map(TraceWriter::finish) {
+                f.trace_error = Some(lost);
             }
-            match trace_err {
-                Some(e) => Err(e),
-                None => Ok(f),
-            }
+            Ok(f)
         })
         .map_err(|e| Error::io("spawning the collector", e))
 }

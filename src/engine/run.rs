@@ -373,6 +373,10 @@ pub struct RunResults {
     pub sink: SinkStats,
     pub sync: SyncCounts,
     pub trace_file: Option<String>,
+    /// `--trace`: a write to it failed (a full disk) and the run went on without it; what
+    /// became of the file (cut at its last complete line, at which cycle, or removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_error: Option<String>,
     pub watchdog: Option<WatchdogReport>,
     /// `--driver jack`: the server's view beside ours (xruns it reported, its DSP meter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -781,6 +785,7 @@ fn fold_results(
 ) -> RunResult {
     let period_ns = cfg.device().period_ns();
     warnings.extend(out.warnings.iter().cloned());
+    warnings.extend(folded.trace_error.clone());
     // A stop the collector asked for (`stop_on`) ends the run as complete.
     let status = match (out.status, out.reason()) {
         (Status::Interrupted, Some(StopReason::Stopped))
@@ -886,6 +891,7 @@ fn fold_results(
             join_wakes: f[3],
         },
         trace_file: cfg.trace.clone(),
+        trace_error: folded.trace_error.clone(),
         watchdog: wd_report,
         alsa: match &report {
             DriverReport::Alsa(a) => Some(a.clone()),

@@ -28,7 +28,7 @@ use crate::engine::forensics::StartTrace;
 use crate::engine::prior::{CostPrior, ElementCost};
 use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::progress::{Progress, Silent};
 use crate::rt::Policy;
 use crate::stress::session::{StressRecord, StressSession};
@@ -605,48 +605,45 @@ fn cells_of(cfg: &LoadConfig) -> Vec<(u32, u32, String)> {
     v
 }
 
-/// Check that a partial result belongs to this grid so its cells may be kept.
-pub fn check_resumable(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Result<()> {
-    // Every setting that changes what a cell measures; the grid axes (buffers, tracks,
-    // plugins) are not here because cells are matched by them. The sim driver's model and
-    // seed decide its figures too.
-    let mut keys = vec![
-        "driver",
-        "rate",
-        "periods",
-        "duration_ns",
-        "validate_ns",
-        "criterion",
-        "max_instances",
-        "warmup_cycles",
-        "policy",
-        "cpus",
-        "reserve_cpu",
-        "mlock",
-    ];
-    if cfg.driver.simulated() {
-        keys.extend(["seed", "sim", "cost"]);
-    }
+/// The grid axes. Cells are matched by them, so a resumed grid may name others: the cells it
+/// shares with the partial result are kept, the rest run, and cells outside it are dropped.
+pub const GRID_AXES: [&str; 3] = ["buffers", "tracks", "plugins"];
+
+/// A setting (a key of the serialised [`LoadConfig`]) in which a grid differs from the partial
+/// result it would continue, with both values as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Differs {
+    pub key: String,
+    pub was: String,
+    pub now: String,
+}
+
+/// Every setting but the grid axes in which `cfg` differs from `prior_cfg`, the configuration
+/// a partial result was measured with. A cell measured one way must not be mixed into a grid
+/// measured another, so a resume is only sound when this is empty.
+pub fn resume_conflicts(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Vec<Differs> {
     let (now, then) = (
         serde_json::to_value(cfg).unwrap_or_default(),
         serde_json::to_value(prior_cfg).unwrap_or_default(),
     );
-    let differ: Vec<String> = keys
-        .iter()
-        .filter(|k| now.get(**k) != then.get(**k))
-        .map(|k| {
-            let show = |v: &serde_json::Value| v.get(*k).map_or("none".into(), |x| x.to_string());
-            format!("{k} (was {}, now {})", show(&then), show(&now))
-        })
+    let mut keys: Vec<&String> = now
+        .as_object()
+        .into_iter()
+        .chain(then.as_object())
+        .flat_map(|o| o.keys())
+        .filter(|k| !GRID_AXES.contains(&k.as_str()))
         .collect();
-    if differ.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::usage(format!(
-            "--resume: that result was measured with other settings: {}; rerun with the same options",
-            differ.join(", ")
-        )))
-    }
+    keys.sort();
+    keys.dedup();
+    let show = |v: &serde_json::Value, k: &str| v.get(k).map_or("none".into(), |x| x.to_string());
+    keys.into_iter()
+        .filter(|k| now.get(k.as_str()) != then.get(k.as_str()))
+        .map(|k| Differs {
+            key: k.clone(),
+            was: show(&then, k),
+            now: show(&now, k),
+        })
+        .collect()
 }
 
 /// Run the grid. Cells already in `prior` (a resumed partial result of the same grid) are
@@ -725,6 +722,9 @@ pub fn run_load_traced(
     progress.set_position(results.cells.len() as u64);
     let mut status = Status::Complete;
     let mut err = None;
+    // Why the grid stopped early with a partial result (the server went away, the
+    // watchdog): the status it ends with and what happened.
+    let mut halted: Option<(Status, String)> = None;
     for (b, t, p) in todo {
         progress.set_message(&format!("{b} frames/{t} tr/{p}"));
         if let Some((c, set)) = control.as_mut() {
@@ -739,13 +739,20 @@ pub fn run_load_traced(
                 Ok(())
             };
             if let Err(e) = applied {
-                err = Some(e);
+                if server_gone(cfg, &e) {
+                    let why =
+                        format!("JACK: the server went away before the cell at {b} frames ({e})");
+                    halted = Some((Status::ServerShutdown, why));
+                } else {
+                    err = Some(e);
+                }
                 break;
             }
         }
-        match run_cell(cfg, b, t, &p, &mut warnings, trace) {
-            Ok(Some(cell)) => {
-                results.cells.push(cell);
+        let cell = run_cell(cfg, b, t, &p, &mut warnings, trace);
+        match cell {
+            Ok(CellEnd::Done(cell)) => {
+                results.cells.push(*cell);
                 // Grid order, whatever order resumed and new cells finished in.
                 let pos = |c: &Cell| {
                     grid.iter()
@@ -761,8 +768,17 @@ pub fn run_load_traced(
                     break;
                 }
             }
-            Ok(None) => {
+            Ok(CellEnd::Interrupted) => {
                 status = Status::Interrupted;
+                break;
+            }
+            Ok(CellEnd::Stopped(s, why)) => {
+                halted = Some((s, why));
+                break;
+            }
+            Err(e) if server_gone(cfg, &e) => {
+                let why = format!("JACK: the server went away during the cell of {p} at {b} frames, {t} tracks ({e})");
+                halted = Some((Status::ServerShutdown, why));
                 break;
             }
             Err(e) => {
@@ -772,7 +788,20 @@ pub fn run_load_traced(
         }
     }
     progress.finish();
+    if let Some((s, why)) = halted {
+        status = s;
+        warnings.push(format!(
+            "{why}; the grid stopped after {} of {} cells (--resume continues it)",
+            results.cells.len(),
+            grid.len()
+        ));
+    }
     results.stress = session.map(StressSession::stop);
+    if status == Status::ServerShutdown {
+        if let Some((c, _)) = control.take() {
+            c.abandon();
+        }
+    }
     if let Some((mut c, _)) = control.take() {
         match c.restore() {
             Ok(changed) => {
@@ -800,7 +829,6 @@ pub fn run_load_traced(
     })
 }
 
-/// Search one cell; `None` when interrupted.
 /// `r`, or None when it is the set-up that a Ctrl-C gave up (`registry::create_chain`): the
 /// grid then ends as interrupted with the cells it finished, as after any other trial.
 fn unless_interrupted<T>(r: Result<T>) -> Result<Option<T>> {
@@ -816,6 +844,27 @@ fn unless_interrupted<T>(r: Result<T>) -> Result<Option<T>> {
     }
 }
 
+/// Whether `e`, met by a `--driver jack` grid, means its server went away: the error says
+/// so, or a new client finds no server. The grid then ends with what it measured.
+fn server_gone(cfg: &LoadConfig, e: &Error) -> bool {
+    let Some(j) = cfg.jack.as_ref().filter(|_| cfg.driver == DriverKind::Jack) else {
+        return false;
+    };
+    e.kind() == ErrorKind::NoServer
+        || JackControl::open(j).is_err_and(|e| e.kind() == ErrorKind::NoServer)
+}
+
+/// How the search of one cell ended.
+enum CellEnd {
+    Done(Box<Cell>),
+    /// SIGINT/SIGTERM.
+    Interrupted,
+    /// A trial ended abnormally (the server shut down, the watchdog): the status the grid
+    /// ends with and what happened.
+    Stopped(Status, String),
+}
+
+/// Search one cell.
 fn run_cell(
     cfg: &LoadConfig,
     buffer: u32,
@@ -823,10 +872,10 @@ fn run_cell(
     plugin: &str,
     warnings: &mut Vec<String>,
     trace: StartTrace,
-) -> Result<Option<Cell>> {
+) -> Result<CellEnd> {
     let t0 = crate::rt::clock::monotonic_ns();
     let Some(limit) = unless_interrupted(cfg.physical_limit(buffer, tracks, plugin))? else {
-        return Ok(None);
+        return Ok(CellEnd::Interrupted);
     };
     // burn's calibration is its prior already.
     let prior = limit
@@ -836,6 +885,8 @@ fn run_cell(
     // The passing run reported for the cell: the largest count in the search, or the last
     // validation pass (which may be lower).
     let mut best: Option<(u32, RunResult)> = None;
+    // A trial that ended abnormally: its status and what to say.
+    let mut ended: Option<(Status, String)> = None;
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
         let mut rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
         rc.cost_prior = prior.clone();
@@ -848,10 +899,17 @@ fn run_cell(
             Status::Complete => {}
             Status::Interrupted => return Ok(None),
             s => {
-                return Err(Error::cannot_measure(format!(
-                    "trial of {n} × {plugin} at {buffer} frames, {tracks} tracks ended as {s:?}; \
-                     the grid stops here"
-                )))
+                let what = match s {
+                    Status::ServerShutdown => "the JACK server shut down".to_string(),
+                    Status::Watchdog => "the watchdog stopped it".to_string(),
+                    s => format!("it ended as {s:?}"),
+                };
+                warnings.extend(r.warnings.iter().cloned());
+                ended = Some((
+                    s,
+                    format!("trial of {n} × {plugin} at {buffer} frames, {tracks} tracks: {what}"),
+                ));
+                return Ok(None);
             }
         }
         for w in &r.warnings {
@@ -897,21 +955,27 @@ fn run_cell(
         }
         Ok(Some(passed))
     };
-    let found = search(limit.per_track, cfg.max_instances, |n| {
+    let mut found = search(limit.per_track, cfg.max_instances, |n| {
         trial(n, cfg.duration_ns, TrialPhase::Search)
     })?;
-    let Some((mut max, capped)) = found else {
-        return Ok(None);
-    };
-    if let Some(v) = cfg.validate_ns {
-        while max > 0 {
-            match trial(max, v, TrialPhase::Validate)? {
-                None => return Ok(None),
+    if let (Some((max, _)), Some(v)) = (found.as_mut(), cfg.validate_ns) {
+        while *max > 0 {
+            match trial(*max, v, TrialPhase::Validate)? {
+                None => {
+                    found = None;
+                    break;
+                }
                 Some(true) => break,
-                Some(false) => max -= 1,
+                Some(false) => *max -= 1,
             }
         }
     }
+    let Some((max, capped)) = found else {
+        return Ok(match ended {
+            Some((s, why)) => CellEnd::Stopped(s, why),
+            None => CellEnd::Interrupted,
+        });
+    };
     let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
     let period_ns = crate::common::ns_of_frames(buffer as u64, cfg.rate);
     let jack = r
@@ -931,7 +995,7 @@ fn run_cell(
         ),
         None => (LoadPct::default(), XrunCounts::default(), 0, 0),
     };
-    Ok(Some(Cell {
+    Ok(CellEnd::Done(Box::new(Cell {
         buffer_frames: buffer,
         tracks,
         plugin: plugin.to_string(),
@@ -949,5 +1013,5 @@ fn run_cell(
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
         cost_prior,
-    }))
+    })))
 }

@@ -72,6 +72,9 @@ pub enum SuiteStatus {
     Running,
     Complete,
     Interrupted,
+    /// The suite itself stopped on an error (a file it could not write: a full disk);
+    /// `reason` says which.
+    Failed,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -80,6 +83,10 @@ pub struct Manifest {
     pub mode: Mode,
     pub driver: String,
     pub status: SuiteStatus,
+    /// Why the suite stopped before its end (status `failed`, or `interrupted` by an error
+    /// met while stopping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub started_at: String,
     pub ended_at: Option<String>,
     pub stages: Vec<StageRecord>,
@@ -139,9 +146,9 @@ impl Manifest {
         super::write_atomic(&dir.join(MANIFEST), s.as_bytes())
     }
 
-    /// Exit code of the whole suite: 3 interrupted, 1 a stage failed, 0 otherwise.
+    /// Exit code of the whole suite: 3 interrupted or failed, 1 a stage failed, 0 otherwise.
     pub fn exit_code(&self) -> u8 {
-        if self.status == SuiteStatus::Interrupted {
+        if matches!(self.status, SuiteStatus::Interrupted | SuiteStatus::Failed) {
             crate::error::EXIT_CANNOT_MEASURE
         } else if self.stages.iter().any(|s| s.status == StageStatus::Failed) {
             crate::error::EXIT_THRESHOLD

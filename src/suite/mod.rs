@@ -416,6 +416,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         mode: cfg.mode,
         driver: cfg.driver.clone(),
         status: SuiteStatus::Running,
+        reason: None,
         started_at: crate::rt::clock::wall_clock_rfc3339(),
         ended_at: None,
         stages: Vec::new(),
@@ -423,6 +424,89 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         tuning: None,
     };
     manifest.write(&cfg.dir)?;
+    let reserve = Reserve::make(&cfg.dir);
+    match run_steps(cfg, plan, &root, &journal, &mut manifest) {
+        Ok(()) => Ok(manifest),
+        Err(e) => Err(end_failed(cfg, &mut manifest, reserve, e)),
+    }
+}
+
+/// Space set aside in the suite's directory for the manifest's last rewrite: a disk the
+/// stages filled would otherwise leave it saying `running`. 64 KiB holds a manifest of every
+/// stage with a tuning record several times over; a disk without that much to spare at the
+/// start gets no reserve (the suite runs as before).
+struct Reserve(Option<std::path::PathBuf>);
+
+const RESERVE: &str = ".manifest.reserve";
+const RESERVE_BYTES: libc::off_t = 64 << 10;
+
+impl Reserve {
+    fn make(dir: &Path) -> Reserve {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(RESERVE);
+        let Ok(f) = std::fs::File::create(&path) else {
+            return Reserve(None);
+        };
+        // Allocated blocks, not a sparse length: they are what a full disk lacks.
+        // SAFETY: `f` is an open file for the duration of the call.
+        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, RESERVE_BYTES) };
+        if rc != 0 {
+            let _ = std::fs::remove_file(&path);
+            return Reserve(None);
+        }
+        Reserve(Some(path))
+    }
+
+    /// Give the space back (before the last rewrite, and when the suite ends).
+    fn release(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The suite stopped on `e`: the manifest gets its final status (interrupted when a signal
+/// asked to stop, failed otherwise) and the reason, written into the reserved space. The
+/// error returned says whether the manifest could be rewritten.
+fn end_failed(cfg: &SuiteConfig, manifest: &mut Manifest, mut reserve: Reserve, e: Error) -> Error {
+    manifest.status = if crate::rt::interrupt::requested() {
+        SuiteStatus::Interrupted
+    } else {
+        SuiteStatus::Failed
+    };
+    manifest.reason = Some(e.to_string());
+    manifest.ended_at = Some(crate::rt::clock::wall_clock_rfc3339());
+    reserve.release();
+    let path = cfg.dir.join(MANIFEST);
+    let said = |m: String| format!("{m}; the suite stopped, as {} says", path.display());
+    match manifest.write(&cfg.dir) {
+        // An I/O error keeps its text under map_message; it is exit 3 either way.
+        Ok(()) if e.kind() == crate::error::ErrorKind::Io => Error::cannot_measure(said(e.to_string())),
+        Ok(()) => e.map_message(said),
+        Err(w) => Error::cannot_measure(format!(
+            "{e}; the suite stopped, and {} could not be rewritten either ({w}): it still says running",
+            path.display()
+        )),
+    }
+}
+
+/// Everything after the first manifest: the stages (and with a plan, the tuned ones), then
+/// the verdict and the report. The manifest is rewritten after each step; its final status
+/// is written here when the suite reaches its end, by [`end_failed`] when it does not.
+fn run_steps(
+    cfg: &SuiteConfig,
+    plan: Option<crate::system::tune::Plan>,
+    root: &crate::system::Root,
+    journal: &Path,
+    manifest: &mut Manifest,
+) -> Result<()> {
+    use crate::system::tune;
     let mut probe = Probe {
         exe: cfg.exe.clone(),
         help: HashMap::new(),
@@ -482,7 +566,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
             stage,
             argv: argv_of(stage),
         };
-        run_stage(cfg, step, total, &mut probe, &mut manifest, &say)?;
+        run_stage(cfg, step, total, &mut probe, manifest, &say)?;
     }
     if let Some(plan) = &plan {
         let first = STAGES.len() + 1;
@@ -513,11 +597,11 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
                 journal.display()
             ));
             let mut guard = RestoreGuard {
-                root: &root,
-                journal: &journal,
+                root,
+                journal,
                 armed: true,
             };
-            match tune::apply(&root, plan, &journal) {
+            match tune::apply(root, plan, journal) {
                 Ok(r) => {
                     say(format!(
                         "tuning: {} applied, {} already set, {} skipped",
@@ -533,7 +617,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
                             stage,
                             argv: argv_of(stage),
                         };
-                        phase = run_stage(cfg, step, total, &mut probe, &mut manifest, &say);
+                        phase = run_stage(cfg, step, total, &mut probe, manifest, &say);
                         if phase.is_err() {
                             break;
                         }
@@ -542,7 +626,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
                 Err(e) => record.error = Some(format!("applying: {e}")),
             }
             // Whatever happened above (a failed stage, Ctrl-C, an error): back as it was.
-            match tune::restore(&root, &journal) {
+            match tune::restore(root, journal) {
                 Ok(r) => {
                     let failed = r.failed();
                     say(format!(
@@ -575,7 +659,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     let files =
         |m: &Manifest| -> Vec<String> { m.stages.iter().filter_map(|s| s.file.clone()).collect() };
     let verdict_file = cfg.dir.join(format!("{:02}-verdict.json", total - 1));
-    let have = files(&manifest);
+    let have = files(manifest);
     let rec = post_step(
         cfg,
         total - 1,
@@ -595,7 +679,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     manifest.stages.push(rec.0);
     manifest.write(&cfg.dir)?;
     let html = cfg.dir.join(REPORT);
-    let mut have = files(&manifest);
+    let mut have = files(manifest);
     // The verdict opens the report.
     have.sort_by_key(|f| !f.ends_with("-verdict.json"));
     let rec = post_step(
@@ -630,8 +714,7 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         SuiteStatus::Complete
     };
     manifest.ended_at = Some(crate::rt::clock::wall_clock_rfc3339());
-    manifest.write(&cfg.dir)?;
-    Ok(manifest)
+    manifest.write(&cfg.dir)
 }
 
 /// A step after the stages (`verdict`, `report`): run `argv` (None: nothing to read) into
@@ -774,6 +857,7 @@ mod tests {
             mode: Mode::Smoke,
             driver: "virtual".into(),
             status: SuiteStatus::Complete,
+            reason: None,
             started_at: String::new(),
             ended_at: None,
             stages: vec![rec(StageStatus::Ok), rec(StageStatus::Skipped)],

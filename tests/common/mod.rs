@@ -45,6 +45,7 @@ pub mod counting;
 pub mod hostile_lv2;
 pub mod servers;
 pub mod signals;
+pub mod tmpfs;
 pub mod trace;
 
 /// Processes whose environment holds `needle`: every descendant inherits the environment,

@@ -88,6 +88,13 @@ impl JackControl {
         set_buffer_size(&self.client, frames)
     }
 
+    /// Leave the client without closing it, once its server is gone: jackd2's libjack
+    /// crashes in jack_client_close on a client whose server was killed (its shared memory
+    /// went with it) and can block on others; there is nothing left to restore anyway.
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+
     /// Put the original buffer size back if we changed it; true when we had. Drop does this
     /// too, but only this call reports a failure. One attempt either way.
     pub fn restore(&mut self) -> Result<bool> {

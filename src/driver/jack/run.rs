@@ -406,8 +406,9 @@ impl<H: RtHandler, I: RtSource, O: RtSink> Active<H, I, O> {
         }
         let process = close(active, shutdown, latency_ports)?;
         report.buffer_restored = if shutdown {
-            // Closing a client of a dead server can block in libjack; nothing to restore.
-            std::mem::forget(control);
+            if let Some(c) = control {
+                c.abandon();
+            }
             false
         } else {
             restore_buffer(control, frames)

@@ -169,12 +169,30 @@ pub struct Estimator {
     taint_until: u64,
 }
 
+/// The analysis window W at `rate`: ≈ 1.25 s, a multiple of HOPS and 4 (sine from the cosine
+/// table). It is also the longest measurable delay.
+pub fn window_frames_at(rate: u32) -> u64 {
+    (rate as u64 * 5 / 4).div_ceil(HOPS as u64 * 4) * (HOPS as u64 * 4)
+}
+
+/// One analysis hop at `rate`: the window's 32nd part, and the time between estimates.
+pub fn hop_frames_at(rate: u32) -> u64 {
+    window_frames_at(rate) / HOPS as u64
+}
+
+/// Frames a run must pass for one estimate whose window lies wholly after the return began,
+/// on a loop of `delay` frames: the hops that start at or after the return, a whole window of
+/// them, and one frame more, since a hop is finished by the first frame of the next. An
+/// estimate whose window still holds the silence before the return is not one to report.
+pub fn frames_for_an_estimate(rate: u32, delay: u64) -> u64 {
+    let hop = hop_frames_at(rate);
+    (delay.div_ceil(hop) + HOPS as u64) * hop + 1
+}
+
 impl Estimator {
     pub fn new(cfg: EstimatorConfig) -> Self {
         let rate = cfg.rate as u64;
-        // W ≈ 1.25 s, a multiple of HOPS and 4 (sine from the cosine table).
-        let w = (rate * 5 / 4).div_ceil(HOPS as u64 * 4) * (HOPS as u64 * 4);
-        let hop = w / HOPS as u64;
+        let (w, hop) = (window_frames_at(cfg.rate), hop_frames_at(cfg.rate));
         let top = (5000.0f64).min(0.2 * rate as f64);
         let m0 = (top * w as f64 / rate as f64).round() as u64;
         let m0 = m0.max(DIFFS[3] + 64);

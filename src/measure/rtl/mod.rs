@@ -13,7 +13,8 @@ mod model;
 
 pub use alsa::RtlAlsa;
 pub use estimator::{
-    EstimatePoint, Estimator, EstimatorConfig, RtlMeasurement, RtlOutcome, CONVERGED_FRAMES,
+    frames_for_an_estimate, hop_frames_at, window_frames_at, EstimatePoint, Estimator,
+    EstimatorConfig, RtlMeasurement, RtlOutcome, CONVERGED_FRAMES,
 };
 pub use jack::RtlJack;
 pub use loopback::{
@@ -123,8 +124,71 @@ impl RtlConfig {
                     b as usize + FD_CENTER
                 )));
             }
+            self.check_loop_fits(total)?;
         }
         Ok(())
+    }
+
+    /// A run that ends before the loop's return has filled one analysis window gives no
+    /// estimate, and what it reports then ("too weak: is the loop connected?") blames the
+    /// cable: refuse it before running, with the duration that would do. The virtual and sim
+    /// loops are the model, so their delay is known; a JACK or ALSA loop may be shorter than
+    /// the model (a loop inside the JACK graph is one period), so only the window is counted.
+    fn check_loop_fits(&self, model: u64) -> crate::Result<()> {
+        let b = self.buffers[0] as u64;
+        let w = window_frames_at(self.rate);
+        let known = matches!(
+            self.driver,
+            Some(DriverKind::Sim) | Some(DriverKind::Virtual)
+        );
+        let delay = if known {
+            model + (self.loopback.fraction > 0.0) as u64
+        } else {
+            0
+        };
+        let terms = format!(
+            "{} × {b} + FIFO {} + codec {}+{}",
+            self.periods,
+            self.loopback.latency.fifo_frames,
+            self.loopback.latency.adc_frames,
+            self.loopback.latency.dac_frames
+        );
+        if delay >= w {
+            return Err(crate::Error::usage(format!(
+                "this loop's delay is {delay} frames ({terms}), beyond the longest the estimator measures, {w} frames ({:.2} s) at {} Hz: no --duration helps; use a smaller --buffer, fewer --periods or less FIFO and codec",
+                w as f64 / self.rate as f64,
+                self.rate
+            )));
+        }
+        // The loop runs whole cycles: what the duration holds, rounded up to a cycle.
+        let cycles = |frames: u64| frames.div_ceil(b).max(1);
+        let need = frames_for_an_estimate(self.rate, delay);
+        if cycles(crate::common::frames_of_ns(self.duration_ns, self.rate)) >= cycles(need) {
+            return Ok(());
+        }
+        // The shortest whole-ms duration whose cycles reach `frames`: one frame into its
+        // last cycle.
+        let ms_for = |frames: u64| {
+            let f = (cycles(frames) - 1) * b + 1;
+            (f as u128 * 1_000).div_ceil(self.rate as u128) as u64
+        };
+        // Convergence asks for a second more of estimates, one per hop.
+        let hop = hop_frames_at(self.rate);
+        let (min_ms, converge_ms) = (
+            ms_for(need),
+            ms_for(need + (self.rate as u64).div_ceil(hop) * hop),
+        );
+        let why = if known {
+            format!("its return starts after {delay} frames ({terms}) and ")
+        } else {
+            String::new()
+        };
+        Err(crate::Error::usage(format!(
+            "--duration {}: too short for this loop: {why}an estimate needs one whole analysis window of the return ({w} frames, {:.2} s at {} Hz); give at least --duration {min_ms}ms (about {converge_ms}ms to converge)",
+            crate::units::format_ns(self.duration_ns),
+            w as f64 / self.rate as f64,
+            self.rate
+        )))
     }
 }
 
