@@ -527,20 +527,16 @@ pub fn run_tapped(
             return Err(e);
         }
     };
-    let (steal_samples, cpu_steal) = match sup
+    let steal = sup
         .steal
         .take()
-        .map(crate::system::steal::StealSampler::stop_per_cpu)
-    {
-        Some((s, c)) => (Some(s), c),
-        None => (None, Vec::new()),
-    };
+        .map(crate::system::steal::StealSampler::stop);
     let folded = collector.finish()?;
-    let host_steal = steal_samples.map(|s| {
+    let host_steal = steal.as_ref().map(|s| {
         let t0 = folded.first_t_ideal.unwrap_or(0);
-        crate::system::steal::attribute(&s, folded.xrun_events.iter().map(|x| t0 + x.at_ns))
+        s.host_steal(folded.xrun_events.iter().map(|x| t0 + x.at_ns))
     });
-    let host_stalls = core_stalls(cfg, &built.layout, &folded, &cpu_steal);
+    let host_stalls = core_stalls(cfg, &built.layout, &folded, steal.as_ref());
     let cost_prior = prior.map(|p| PriorReport {
         track_cycle_ns: prefix.as_ref().and_then(|v| v.last()).copied().unwrap_or(0),
         run_median_ratio: folded.work_cost.prior_median_ratio(),
@@ -568,7 +564,7 @@ fn core_stalls(
     cfg: &RunConfig,
     layout: &Layout,
     folded: &Folded,
-    cpu_steal: &[Vec<u64>],
+    steal: Option<&crate::system::steal::StealRecord>,
 ) -> Vec<CoreStalls> {
     if !folded.judge_host_cpu || layout.model {
         return Vec::new();
@@ -579,7 +575,7 @@ fn core_stalls(
             let cpu = (!cfg.threads_unpinned())
                 .then(|| layout.cpus.get(t).copied())
                 .flatten();
-            let steal = cpu.and_then(|c| crate::system::steal::cpu_steal(cpu_steal, c));
+            let steal = cpu.and_then(|c| steal?.cpu(c));
             CoreStalls {
                 thread: t as u32,
                 cpu,

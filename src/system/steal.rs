@@ -12,13 +12,10 @@ use std::sync::Arc;
 /// Sampling interval: several steal units (10 ms), short against a run.
 pub const INTERVAL_NS: u64 = 50_000_000;
 
-/// Per sample: (CLOCK_MONOTONIC ns, steal ticks summed over CPUs); beside it, each CPU's.
-type Samples = (Vec<(u64, u64)>, Vec<Vec<u64>>);
-
 /// Samples the host's steal, summed and per CPU, until stopped.
 pub struct StealSampler {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Samples>,
+    handle: std::thread::JoinHandle<StealRecord>,
 }
 
 impl StealSampler {
@@ -30,13 +27,11 @@ impl StealSampler {
         let handle = std::thread::Builder::new()
             .name("xrunlab-steal".into())
             .spawn(move || {
-                let mut v = Vec::with_capacity(4096);
-                let mut c = Vec::with_capacity(4096);
+                let mut rec = StealRecord::default();
                 let mut sample = || {
                     if let Ok(stat) = std::fs::read_to_string("/proc/stat") {
                         if let Some((s, _)) = super::env::steal_ticks(&stat) {
-                            v.push((monotonic_ns(), s));
-                            c.push(per_cpu_ticks(&stat));
+                            rec.sample(monotonic_ns(), s, &per_cpu_ticks(&stat));
                         }
                     }
                 };
@@ -45,20 +40,144 @@ impl StealSampler {
                     std::thread::sleep(std::time::Duration::from_nanos(INTERVAL_NS));
                 }
                 sample();
-                (v, c)
+                rec
             })
             .ok()?;
         Some(StealSampler { stop, handle })
     }
 
-    pub fn stop(self) -> Vec<(u64, u64)> {
-        self.stop_per_cpu().0
-    }
-
-    /// `stop`, with each sample's steal ticks per CPU (`per_cpu_ticks`) beside it.
-    pub fn stop_per_cpu(self) -> Samples {
+    pub fn stop(self) -> StealRecord {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap_or_default()
+    }
+}
+
+/// One counter's windows with steal, counted as samples arrive. Window i is marked when it
+/// or window i+1 saw steal (the guest accounts steal when its vCPU runs again, so a stall
+/// shows up at most one window late): a window is final once the next one is known.
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    first: u64,
+    last: u64,
+    windows: u64,
+    prev_stole: bool,
+    /// Marked windows among those that are final.
+    marked: u64,
+}
+
+impl Marks {
+    fn new(ticks: u64) -> Self {
+        Marks {
+            first: ticks,
+            last: ticks,
+            ..Default::default()
+        }
+    }
+
+    /// One more window, ending at `ticks`; whether it stole.
+    fn step(&mut self, ticks: u64) -> bool {
+        let stole = ticks > self.last;
+        self.windows += 1;
+        if self.windows >= 2 && (self.prev_stole || stole) {
+            self.marked += 1;
+        }
+        self.prev_stole = stole;
+        self.last = ticks;
+        stole
+    }
+
+    fn marked(&self) -> u64 {
+        self.marked + u64::from(self.windows >= 1 && self.prev_stole)
+    }
+
+    fn stolen_ms(&self) -> f64 {
+        self.last.saturating_sub(self.first) as f64 * 10.0
+    }
+}
+
+/// The host's steal over a run, kept as it is sampled: counts per counter, and the time
+/// spans of the windows marked as having steal, merged where they touch. Memory grows with
+/// the number of steal episodes, not with the run's length: a run of hours on a host that
+/// steals nothing keeps nothing (every sample used to be kept, 5 MB an hour).
+#[derive(Debug, Clone, Default)]
+pub struct StealRecord {
+    /// CLOCK_MONOTONIC ns of the first and the latest sample.
+    span: Option<(u64, u64)>,
+    summed: Marks,
+    /// `[start, end)` of marked windows (summed over CPUs), in order.
+    marked: Vec<(u64, u64)>,
+    /// Where the latest window started.
+    prev_start: u64,
+    per_cpu: Vec<Marks>,
+    /// CPUs listed by every sample so far (a CPU some sample lacks has no figure).
+    cpus: usize,
+}
+
+impl StealRecord {
+    /// A sample at `t_ns`: steal ticks summed over CPUs, and each CPU's (`per_cpu_ticks`).
+    pub fn sample(&mut self, t_ns: u64, summed: u64, per_cpu: &[u64]) {
+        let Some((_, prev_t)) = self.span else {
+            self.span = Some((t_ns, t_ns));
+            self.summed = Marks::new(summed);
+            self.per_cpu = per_cpu.iter().map(|&t| Marks::new(t)).collect();
+            self.cpus = per_cpu.len();
+            return;
+        };
+        // This window is [prev_t, t_ns); the one before it [prev_start, prev_t).
+        let prev_start = self.prev_start;
+        self.prev_start = prev_t;
+        self.span = self.span.map(|(first, _)| (first, t_ns));
+        if self.summed.step(summed) {
+            // This window is marked, and so is the one before it.
+            let from = if self.summed.windows >= 2 {
+                prev_start
+            } else {
+                prev_t
+            };
+            match self.marked.last_mut() {
+                Some(m) if m.1 >= from => m.1 = m.1.max(t_ns),
+                _ => self.marked.push((from, t_ns)),
+            }
+        }
+        self.cpus = self.cpus.min(per_cpu.len());
+        for (m, &t) in self.per_cpu.iter_mut().zip(per_cpu) {
+            m.step(t);
+        }
+    }
+
+    /// The run's xruns (CLOCK_MONOTONIC ns of their cycles' ideal starts) placed in the
+    /// sampled windows.
+    pub fn host_steal(&self, xruns: impl IntoIterator<Item = u64>) -> HostSteal {
+        let mut out = HostSteal {
+            interval_ms: INTERVAL_NS as f64 / 1e6,
+            windows: self.summed.windows,
+            windows_with_steal: self.summed.marked(),
+            stolen_ms: self.summed.stolen_ms(),
+            ..Default::default()
+        };
+        let Some((first, last)) = self.span else {
+            return out;
+        };
+        for t in xruns {
+            if t < first || t >= last {
+                continue;
+            }
+            out.xruns += 1;
+            let i = self.marked.partition_point(|m| m.0 <= t);
+            out.xruns_in_steal_windows += u64::from(i > 0 && t < self.marked[i - 1].1);
+        }
+        out
+    }
+
+    /// `cpu`'s steal; None when some sample did not list it.
+    pub fn cpu(&self, cpu: usize) -> Option<CpuSteal> {
+        (cpu < self.cpus).then(|| {
+            let m = &self.per_cpu[cpu];
+            CpuSteal {
+                stolen_ms: m.stolen_ms(),
+                windows_with_steal: m.marked(),
+            }
+        })
     }
 }
 
@@ -97,33 +216,6 @@ pub struct CpuSteal {
     pub windows_with_steal: u64,
 }
 
-/// `cpu`'s steal over `per_cpu` samples; None when the samples do not list it.
-pub fn cpu_steal(per_cpu: &[Vec<u64>], cpu: usize) -> Option<CpuSteal> {
-    if per_cpu.is_empty() {
-        return None;
-    }
-    let ticks: Vec<u64> = per_cpu
-        .iter()
-        .map(|s| s.get(cpu).copied())
-        .collect::<Option<_>>()?;
-    let stole: Vec<bool> = ticks.windows(2).map(|w| w[1] > w[0]).collect();
-    Some(CpuSteal {
-        stolen_ms: match (ticks.first(), ticks.last()) {
-            (Some(a), Some(b)) => b.saturating_sub(*a) as f64 * 10.0,
-            _ => 0.0,
-        },
-        windows_with_steal: marked(&stole).iter().filter(|&&m| m).count() as u64,
-    })
-}
-
-/// Window i is marked when it or window i+1 saw steal (the guest accounts steal when its
-/// vCPU runs again, so a stall shows up at most one window late).
-fn marked(stole: &[bool]) -> Vec<bool> {
-    (0..stole.len())
-        .map(|i| stole[i] || stole.get(i + 1).copied().unwrap_or(false))
-        .collect()
-}
-
 fn read() -> Option<u64> {
     super::env::steal_ticks(&std::fs::read_to_string("/proc/stat").ok()?).map(|(s, _)| s)
 }
@@ -146,59 +238,60 @@ pub struct HostSteal {
     pub xruns_in_steal_windows: u64,
 }
 
-/// Place the xruns (CLOCK_MONOTONIC ns of their cycles' ideal starts) in the sampled windows.
-pub fn attribute(samples: &[(u64, u64)], xruns: impl IntoIterator<Item = u64>) -> HostSteal {
-    let n = samples.len().saturating_sub(1);
-    // Window i spans samples i..i+1.
-    let stole: Vec<bool> = samples.windows(2).map(|w| w[1].1 > w[0].1).collect();
-    let marked = marked(&stole);
-    let mut out = HostSteal {
-        interval_ms: INTERVAL_NS as f64 / 1e6,
-        windows: n as u64,
-        windows_with_steal: marked.iter().filter(|&&m| m).count() as u64,
-        stolen_ms: match (samples.first(), samples.last()) {
-            (Some(a), Some(b)) => b.1.saturating_sub(a.1) as f64 * 10.0,
-            _ => 0.0,
-        },
-        ..Default::default()
-    };
-    for t in xruns {
-        // The window whose start is the last sample at or before t.
-        let i = samples.partition_point(|s| s.0 <= t);
-        if i == 0 || i > n {
-            continue;
-        }
-        out.xruns += 1;
-        out.xruns_in_steal_windows += marked[i - 1] as u64;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record of `(ms, summed ticks, per-CPU ticks)` samples.
+    fn record(samples: &[(u64, u64, &[u64])]) -> StealRecord {
+        let mut r = StealRecord::default();
+        for &(ms, s, c) in samples {
+            r.sample(ms * 1_000_000, s, c);
+        }
+        r
+    }
 
     #[test]
     fn xruns_are_placed_in_their_window_and_steal_counts_one_window_late() {
         // Windows [0,50) [50,100) [100,150) [150,200) ms; steal shows in the third.
         let ms = 1_000_000;
-        let s = [
-            (0, 7),
-            (50 * ms, 7),
-            (100 * ms, 7),
-            (150 * ms, 9),
-            (200 * ms, 9),
-        ];
-        let h = attribute(
-            &s,
-            [10 * ms, 60 * ms, 120 * ms, 160 * ms, 250 * ms, 0, 50 * ms],
-        );
+        let r = record(&[
+            (0, 7, &[]),
+            (50, 7, &[]),
+            (100, 7, &[]),
+            (150, 9, &[]),
+            (200, 9, &[]),
+        ]);
+        let h = r.host_steal([10 * ms, 60 * ms, 120 * ms, 160 * ms, 250 * ms, 0, 50 * ms]);
         // The second window is marked because steal appeared in the one after it.
         assert_eq!((h.windows, h.windows_with_steal), (4, 2));
         assert_eq!(h.stolen_ms, 20.0);
         // 250 ms is after the last sample; 0 and 50 ms open their windows.
         assert_eq!((h.xruns, h.xruns_in_steal_windows), (6, 3));
-        assert_eq!(attribute(&[], [1]).xruns, 0);
+        assert_eq!(
+            r.marked,
+            [(50 * ms, 150 * ms)],
+            "one span, not one entry per window"
+        );
+        assert_eq!(StealRecord::default().host_steal([1]).xruns, 0);
+    }
+
+    #[test]
+    fn steal_in_the_last_window_and_in_separate_episodes() {
+        let ms = 1_000_000;
+        let r = record(&[
+            (0, 1, &[]),
+            (50, 2, &[]),
+            (100, 2, &[]),
+            (150, 2, &[]),
+            (200, 2, &[]),
+            (250, 3, &[]),
+        ]);
+        let h = r.host_steal([10 * ms, 120 * ms, 160 * ms, 240 * ms]);
+        // Windows 0, 3 (before the steal) and 4 (the last, with steal) are marked.
+        assert_eq!((h.windows, h.windows_with_steal), (5, 3));
+        assert_eq!((h.xruns, h.xruns_in_steal_windows), (4, 3));
+        assert_eq!(r.marked, [(0, 50 * ms), (150 * ms, 250 * ms)]);
     }
 
     #[test]
@@ -206,11 +299,21 @@ mod tests {
         let stat = "cpu  10 0 0 0 0 0 0 9 0 0\ncpu0 5 0 0 0 0 0 0 4 0 0\ncpu2 5 0 0 0 0 0 0 5 0 0\nintr 1 2\n";
         assert_eq!(per_cpu_ticks(stat), [4, 0, 5]);
         // CPU 1 stole in the third window only; CPU 0 never.
-        let s = vec![vec![4, 7], vec![4, 7], vec![4, 7], vec![4, 9], vec![4, 9]];
-        let one = cpu_steal(&s, 1).unwrap();
+        let r = record(&[
+            (0, 0, &[4, 7]),
+            (50, 0, &[4, 7]),
+            (100, 0, &[4, 7]),
+            (150, 0, &[4, 9]),
+            (200, 0, &[4, 9]),
+        ]);
+        let one = r.cpu(1).unwrap();
         assert_eq!((one.stolen_ms, one.windows_with_steal), (20.0, 2));
-        assert_eq!(cpu_steal(&s, 0).unwrap(), CpuSteal::default());
-        assert_eq!(cpu_steal(&s, 5), None);
+        assert_eq!(r.cpu(0).unwrap(), CpuSteal::default());
+        assert_eq!(r.cpu(5), None);
+        // A CPU one sample does not list has no figure.
+        let r = record(&[(0, 0, &[4, 7]), (50, 0, &[4])]);
+        assert_eq!(r.cpu(1), None);
+        assert!(r.cpu(0).is_some());
     }
 
     #[test]
@@ -219,8 +322,9 @@ mod tests {
             return; // a kernel without the steal column: nothing to sample
         };
         std::thread::sleep(std::time::Duration::from_millis(120));
-        let v = s.stop();
-        assert!(v.len() >= 3, "{v:?}");
-        assert!(v.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        let r = s.stop();
+        assert!(r.summed.windows >= 2, "{r:?}");
+        let (first, last) = r.span.unwrap();
+        assert!(first < last, "{r:?}");
     }
 }
