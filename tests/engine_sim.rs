@@ -4,8 +4,8 @@
 use xrunlab::common::cycle::Cause;
 use xrunlab::driver::sim::{LatencyModel, SimEvent};
 use xrunlab::engine::cost::CostModel;
-use xrunlab::engine::run::{ComputeKind, DriverKind};
-use xrunlab::engine::{run, RunConfig, RunResult};
+use xrunlab::measure::run::{run, RunConfig, RunResult};
+use xrunlab::measure::run::{ComputeKind, DriverKind};
 use xrunlab::progress::Silent;
 use xrunlab::results::Status;
 
@@ -249,7 +249,7 @@ fn stalled_worker(
         .map(|k| format!("stall:{k}:50ms").parse().unwrap())
         .collect();
     let (tx, rx) = std::sync::mpsc::channel();
-    let r = xrunlab::engine::run::run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
+    let r = xrunlab::measure::run::run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
     assert_eq!(r.status, Status::Complete);
     let stalled: Vec<_> = rx.iter().filter(|x| STALLS.contains(&x.cycle)).collect();
     assert!(

@@ -1,4 +1,4 @@
-//! `--forensics` against injected culprits and on every exit path (docs/ARCHITECTURE.md §3
+//! `--forensics` against injected culprits and on every exit path (docs/methods.md
 //! "Forensics"). Needs root and tracefs: fails under CI without them, skips elsewhere.
 //!
 //! The tests run one at a time (they share CPU 1 and tracefs): each holds `SERIAL`, and

@@ -1,5 +1,5 @@
 //! `--forensics` on the commands beyond `run` and `latency` — `load` (failed trials),
-//! `sched`, `latencytest`, `event` — and on by default in `suite` (docs/ARCHITECTURE.md §3
+//! `sched`, `latencytest`, `event` — and on by default in `suite` (docs/methods.md
 //! "Forensics"). Needs root and tracefs: fails under CI without them, skips elsewhere.
 
 mod common;

@@ -12,11 +12,11 @@ use common::{is_root, xrunlab};
 use xrunlab::common::cycle::Cause;
 use xrunlab::engine::collector::StopCriterion;
 use xrunlab::engine::cost::CostModel;
-use xrunlab::engine::run::DriverKind;
-use xrunlab::engine::RunConfig;
 use xrunlab::measure::loadtest::{
     run_load, search, Criterion, LoadConfig, LoadResults, LIMIT_STEPS,
 };
+use xrunlab::measure::run::DriverKind;
+use xrunlab::measure::run::RunConfig;
 use xrunlab::progress::Silent;
 use xrunlab::results::{Body, ResultDoc, Status};
 use xrunlab::rt::Policy;
@@ -196,14 +196,14 @@ fn a_trial_stops_at_its_first_disqualifying_xrun() {
         .map(|s| s.parse().unwrap())
         .collect();
     rc.stop_on = Some(StopCriterion::Overload);
-    let r = xrunlab::engine::run(&rc, &Silent).unwrap();
+    let r = xrunlab::measure::run::run(&rc, &Silent).unwrap();
     assert_eq!(r.status, Status::Complete);
     assert_eq!(r.early_stop_cycle, Some(500));
     assert_eq!(r.results.xrun_events[0].cause, Cause::LateWakeup);
     assert!(r.results.xrun_events.iter().any(|e| e.cycle == 500));
     assert!(r.results.cycles < 15_000, "{}", r.results.cycles);
     rc.stop_on = Some(StopCriterion::AnyXrun);
-    let r = xrunlab::engine::run(&rc, &Silent).unwrap();
+    let r = xrunlab::measure::run::run(&rc, &Silent).unwrap();
     assert_eq!(r.early_stop_cycle, Some(100));
 }
 

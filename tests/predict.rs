@@ -7,12 +7,12 @@ use common::{read_json, show, xrunlab};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 use xrunlab::driver::sim::LatencyModel;
-use xrunlab::engine::run::DriverKind;
-use xrunlab::engine::{run, RunConfig};
 use xrunlab::measure::latency::{self, LatencyConfig, LatencySource};
 use xrunlab::measure::predict::{
     self, poisson_high, poisson_low, CostInput, LatencyInput, PredictConfig, PredictRow,
 };
+use xrunlab::measure::run::DriverKind;
+use xrunlab::measure::run::{run, RunConfig};
 use xrunlab::progress::Silent;
 
 fn fixture(name: &str) -> PathBuf {

@@ -4,8 +4,8 @@
 mod common;
 use common::{is_root, xrunlab};
 use std::time::{Duration, Instant};
-use xrunlab::engine::run::DriverKind;
-use xrunlab::engine::{run, RunConfig};
+use xrunlab::measure::run::DriverKind;
+use xrunlab::measure::run::{run, RunConfig};
 use xrunlab::progress::Silent;
 use xrunlab::results::Status;
 use xrunlab::rt::Policy;

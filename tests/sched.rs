@@ -22,7 +22,7 @@ fn config(policies: Vec<SchedPolicy>, duration_ns: u64) -> SchedConfig {
     let period_ns = 128 * 1_000_000_000 / 48000;
     SchedConfig {
         policies,
-        driver: xrunlab::engine::run::DriverKind::Virtual,
+        driver: xrunlab::measure::run::DriverKind::Virtual,
         rate: 48000,
         buffer_frames: 128,
         clients: 4,
@@ -422,7 +422,7 @@ fn bad_input_is_a_usage_error() {
 /// time in pipeline order. No privilege and no real time needed.
 #[test]
 fn ramp_switches_prebuilt_elements_on_at_exact_periods() {
-    use xrunlab::engine::run::{run_tapped, ComputeKind, DriverKind, RunConfig};
+    use xrunlab::measure::run::{run_tapped, ComputeKind, DriverKind, RunConfig};
     let mut c = RunConfig::new(DriverKind::Sim, "burn(1%):5").unwrap();
     c.buffer_frames = 48; // P = 1 ms
     c.duration_ns = 100_000_000;

@@ -1,6 +1,6 @@
 //! `--forensics` for the measuring commands: start a kernel trace before the measurement,
 //! explain its xruns (or spikes) after it, and write the CSV of attributed windows
-//! (docs/ARCHITECTURE.md §3 "Forensics"). Without root or tracefs the measurement goes on
+//! (docs/methods.md "Forensics"). Without root or tracefs the measurement goes on
 //! and stderr says why in one line.
 
 use super::output;

@@ -3,10 +3,10 @@
 use super::output::{self, Measured, Started};
 use super::Global;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
-use crate::engine::run::DriverKind;
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
 use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
+use crate::measure::run::DriverKind;
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
 use crate::stress::{StressArgs, StressSpec};

@@ -24,7 +24,7 @@ settle it. Outlook: ok when the interval lies within --target, fails when it lie
 marginal when it contains it. Each of the audio thread's wake-ups draws one latency, as the
 measurement's did (--holds wakeup, the default: on a KVM guest the delays came with wake-ups);
 --holds timed reads a long sample as a stall in time that the audio thread meets however often
-it wakes (conservative, for SMIs). docs/ARCHITECTURE.md §3 defines the model.
+it wakes (conservative, for SMIs). docs/methods.md defines the model.
 
 Examples:
   xrunlab latency --baseline idle --stress paper --duration 10m -o lat.json

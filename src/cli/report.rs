@@ -81,7 +81,7 @@ fn summary(i: &Input) -> String {
             Body::Check { results, .. } => s.push_str(&table::checks(results)),
             Body::Latency { config, results } => s.push_str(&table::latency(config, results)),
             Body::Run { config, results } => {
-                s.push_str(&table::run_summary(&crate::engine::RunResult {
+                s.push_str(&table::run_summary(&crate::measure::run::RunResult {
                     status: doc.status,
                     config: config.clone(),
                     results: results.clone(),

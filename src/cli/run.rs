@@ -1,12 +1,12 @@
-//! `xrunlab run`: parse, call `engine::run`, print and write the result.
+//! `xrunlab run`: parse, call `measure::run`, print and write the result.
 
 use super::output::{self, Measured};
 use super::Global;
 use crate::driver::signal::SignalKind;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
-use crate::engine::run::{ComputeKind, DriverKind, RunConfig};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
+use crate::measure::run::{ComputeKind, DriverKind, RunConfig};
 use crate::results::{Body, Status};
 use crate::rt::Policy;
 use clap::{Args, ValueEnum};
@@ -242,10 +242,13 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
         cfg.duration_ns,
         cfg.driver.simulated(),
     );
-    let mut r = crate::engine::run::run_under(&cfg, &spec, progress.as_ref())?;
+    let mut r = crate::measure::run::run_under(&cfg, &spec, progress.as_ref())?;
     if let Some(rec) = rec {
-        let mut w =
-            crate::engine::forensics::explain_run(rec, &mut r.results, &r.config.chain_elements);
+        let mut w = crate::measure::run::forensics::explain_run(
+            rec,
+            &mut r.results,
+            &r.config.chain_elements,
+        );
         if let Some(f) = r.results.forensics.as_mut() {
             super::forensics::write_csv(f, a.forensics.csv_path(g).as_deref(), &mut w);
         }
@@ -278,7 +281,7 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
 }
 
 /// What stderr says when the run ended early, by why it did.
-fn partial_line(r: &crate::engine::run::RunResult, g: &Global) -> String {
+fn partial_line(r: &crate::measure::run::RunResult, g: &Global) -> String {
     match r.status {
         Status::Watchdog => format!(
             "xrunlab: error: watchdog: a cycle did not end within {}; engine threads demoted to SCHED_OTHER and the run stopped (partial result{})\n",

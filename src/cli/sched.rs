@@ -2,9 +2,9 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::engine::run::DriverKind;
 use crate::error::Result;
 use crate::measure::reservation::ControllerConfig;
+use crate::measure::run::DriverKind;
 use crate::measure::sched::{self, SchedConfig, SchedPolicy};
 use crate::results::Body;
 use crate::stress::periodic::PeriodicSpec;

@@ -1,5 +1,5 @@
 //! `xrunlab tune`: plan, apply, restore and report a real-time tuning profile
-//! (docs/ARCHITECTURE.md §3 "Tuning"). The logic is `system::tune`; this file parses and
+//! (docs/methods.md "Tuning"). The logic is `system::tune`; this file parses and
 //! prints.
 
 use super::{output, Global};

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Reads a suite directory (the files its manifest lists) or result files: latency results
-(idle and under stress) give the predictions (docs/ARCHITECTURE.md §3 'Predicted xrun rate');
+(idle and under stress) give the predictions (docs/methods.md 'Predicted xrun rate');
 run results give measured xruns at their buffer size; load grids the most plugin instances
 per track; rtl results the modelled and measured round trip; check results the advice,
 ranked by the symptoms the measurements show. The recommendation is judged under stress when

@@ -1,5 +1,5 @@
 //! The per-cycle record and the accounting that turns raw timestamps into the quantities of
-//! docs/ARCHITECTURE.md §3. One pure function (`account`) decides deadline, xrun and cause for
+//! docs/methods.md. One pure function (`account`) decides deadline, xrun and cause for
 //! every driver, so `virtual`, `sim` and `jack` results mean the same. It lives in `common`
 //! because drivers produce records, the engine fills them and measurements read them
 //! (docs/ARCHITECTURE.md §2).
@@ -96,7 +96,7 @@ pub struct CycleRecord {
     pub track_start_ns: [u32; MAX_TRACKS],
     pub track_end_ns: [u32; MAX_TRACKS],
     /// Per track: the engine thread that ran it (its home is track mod threads; another
-    /// thread means it was stolen, docs/ARCHITECTURE.md §3 "Track placement").
+    /// thread means it was stolen, docs/methods.md "Track placement").
     pub track_thread: [u8; MAX_TRACKS],
     /// Chain elements that ran in each track (fewer than the chain while a ramp adds them).
     pub active_clients: u8,
@@ -196,13 +196,13 @@ pub fn tracks_on(r: &CycleRecord, thread: u8) -> u64 {
 
 /// CPU time beyond an expectation that is the host's rather than the work's variance: at
 /// least a quarter of the expectation and 50 µs. The one threshold of the host-time rule and
-/// of the per-core stall count (docs/ARCHITECTURE.md §3 "Xrun and cause").
+/// of the per-core stall count (docs/methods.md "Xrun and cause").
 pub fn host_excess(cpu_ns: u64, expected_cpu_ns: u64) -> Option<u64> {
     let excess = cpu_ns.saturating_sub(expected_cpu_ns);
     (excess >= (expected_cpu_ns / 4).max(50_000)).then_some(excess)
 }
 
-/// Host time on the CPU clock (docs/ARCHITECTURE.md §3 "Xrun and cause"): for an `overload`
+/// Host time on the CPU clock (docs/methods.md "Xrun and cause"): for an `overload`
 /// xrun whose critical thread ran `crit_work(r)` units of work expected to cost
 /// `expected_cpu_ns`, the CPU time beyond that expectation when it is the host's, not the
 /// plugin's. The excess must be at least a quarter of the expectation (and 50 µs), and with

@@ -1,4 +1,4 @@
-//! Device semantics shared by the `virtual` and `sim` drivers (docs/ARCHITECTURE.md §3).
+//! Device semantics shared by the `virtual` and `sim` drivers (docs/methods.md).
 //!
 //! The device clock never stops and never shifts: period k's interrupt is at
 //! `t0 + k·frames/rate`, computed from the exact rational so there is no drift. The engine

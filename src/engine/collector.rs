@@ -85,7 +85,7 @@ pub struct XrunEvent {
     #[serde(default)]
     pub inherited: bool,
     /// CLOCK_MONOTONIC t_ideal and the critical thread's index, for the forensics of this
-    /// xrun (docs/ARCHITECTURE.md §3 "Forensics"); in-process only, `at_ns` is what a file keeps.
+    /// xrun (docs/methods.md "Forensics"); in-process only, `at_ns` is what a file keeps.
     #[serde(skip)]
     pub t_ideal_ns: u64,
     #[serde(skip)]
@@ -93,7 +93,7 @@ pub struct XrunEvent {
     /// Set when the CPU clock ran without work: what the critical thread's work was expected
     /// to cost (the cost prior's, or the run's own p99 per element run × its element runs). `crit_cpu_ns` stays
     /// the raw clock reading; the excess over this is host time and the cause is
-    /// `interference` (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    /// `interference` (docs/methods.md "Xrun and cause").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cpu_ns: Option<u64>,
     /// Overload xruns: the track and chain element that took the most time in the cycle.
@@ -191,7 +191,7 @@ pub const HOST_CPU_MIN_CYCLES: u64 = 32;
 pub const PRIOR_STALE_PER_MILLE: u64 = 1250;
 
 /// What a thread's work in a cycle is expected to cost, to tell an overload from host time
-/// charged to its CPU clock (docs/ARCHITECTURE.md §3 "Xrun and cause"): a prior known before
+/// charged to its CPU clock (docs/methods.md "Xrun and cause"): a prior known before
 /// the run (`prior::CostPrior`: burn's calibration or a bench's tail) while the run's typical
 /// cycle agrees with it, else the run's own p99 cost of a unit of work
 /// (`common::cycle::crit_work`) from its in-time cycles.
@@ -306,7 +306,7 @@ impl WorkCost {
     }
 }
 
-/// One engine thread's host stalls over a run (docs/ARCHITECTURE.md §3 "Host stalls per
+/// One engine thread's host stalls over a run (docs/methods.md "Host stalls per
 /// core"): cycles in which its CPU clock ran beyond the expected cost of the work it did
 /// (`common::cycle::host_excess`). Its CPU clock advances only while it is the task running
 /// on its CPU, so no other task of this system took that time.
@@ -325,7 +325,7 @@ pub struct ThreadStalls {
     pub tracks: Vec<u64>,
 }
 
-/// Which engine thread ran which track, over a run (docs/ARCHITECTURE.md §3 "Track
+/// Which engine thread ran which track, over a run (docs/methods.md "Track
 /// placement").
 #[derive(Default)]
 pub struct PlacementFold {

@@ -54,7 +54,7 @@ pub struct Progressing;
 
 impl Supervisor for Progressing {}
 
-/// A supervisor that hands the threads to a callback (`engine::run_observed`'s observers).
+/// A supervisor that hands the threads to a callback (`measure::run::run_observed`'s observers).
 pub struct OnThreads<'f>(pub &'f dyn Fn(&[libc::pid_t]));
 
 impl Supervisor for OnThreads<'_> {

@@ -8,7 +8,7 @@
 //!    cycle's number to this one's: first its home tracks (track i's home is thread
 //!    i mod threads), then — with `Placement::Steal` or `Unpinned` — any other thread's
 //!    track not yet started, from the back, so a thread whose core stalled loses its
-//!    unstarted tracks to the others (docs/ARCHITECTURE.md §3 "Track placement");
+//!    unstarted tracks to the others (docs/methods.md "Track placement");
 //! 3. a worker adds the count of tracks it ran to `checkout` after writing its slot, and
 //!    thread 0 waits until the checkouts plus its own tracks make every track.
 //!
@@ -17,16 +17,13 @@
 
 pub mod collector;
 pub mod cost;
-pub mod forensics;
 pub mod harness;
 mod pool;
 pub mod prior;
-pub mod run;
 pub mod watchdog;
 
 pub use cost::CostModel;
 pub use pool::{futex_wait, futex_wake};
-pub use run::{run, RunConfig, RunResult};
 
 use crate::common::cycle::{
     account_after, Cause, CycleRecord, MAX_CLIENTS, MAX_THREADS, MAX_TRACKS,
@@ -66,7 +63,7 @@ impl Ramp {
 }
 
 /// Where the engine's threads run and which tracks each may take (`--pin`,
-/// docs/ARCHITECTURE.md §3 "Track placement"). Track i's home thread is i mod threads.
+/// docs/methods.md "Track placement"). Track i's home thread is i mod threads.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
 )]

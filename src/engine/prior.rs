@@ -1,4 +1,4 @@
-//! The cost of a chain's work per cycle known before the run (docs/ARCHITECTURE.md §3 "Xrun and
+//! The cost of a chain's work per cycle known before the run (docs/methods.md "Xrun and
 //! cause"): burn's calibration, or each plugin's per-block distribution measured by `plugins
 //! bench` (`run --cost-prior FILE`). The collector judges a cycle's CPU time against it to tell
 //! host time from overload from the first cycle on, instead of against the run's own typical

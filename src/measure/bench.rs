@@ -1,4 +1,4 @@
-//! `plugins bench` under the watchdog (docs/ARCHITECTURE.md §3 "Plugin cost", §5): the runs
+//! `plugins bench` under the watchdog (docs/methods.md "Plugin cost", §5): the runs
 //! go on a thread of their own, watched as an engine is, so that a plugin that never returns
 //! ends the bench with the runs finished before it instead of hanging, and a Ctrl-C is
 //! answered even while a plugin holds the thread.

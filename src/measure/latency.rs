@@ -1,4 +1,4 @@
-//! Scheduling latency per CPU, by cyclictest's method (docs/ARCHITECTURE.md §3): one pinned thread per
+//! Scheduling latency per CPU, by cyclictest's method (docs/methods.md): one pinned thread per
 //! CPU sleeps with absolute `clock_nanosleep` to its next target and records `now − target`.
 //!
 //! What cyclictest does not do, and this does: periods skipped because a wake-up came after

@@ -445,7 +445,7 @@ pub fn run_traced(
     cfg: &LatencytestConfig,
     stress: &StressSpec,
     progress: &dyn Progress,
-    trace: crate::engine::forensics::StartTrace,
+    trace: crate::measure::run::forensics::StartTrace,
     warnings: &mut Vec<String>,
 ) -> Result<LatencytestResult> {
     cfg.validate()?;

@@ -12,7 +12,7 @@
 //! Each trial stops at its first disqualifying xrun (`RunConfig::stop_on`) after its first
 //! `warmup_cycles` ([`WARMUP_CYCLES`] on real drivers): those are recorded but not judged.
 //!
-//! Disqualifying (`--criterion`): `overload` (default, as docs/ARCHITECTURE.md §3 says the load test
+//! Disqualifying (`--criterion`): `overload` (default, as docs/methods.md says the load test
 //! judges) only xruns whose cause is the critical path's CPU time; `all` every xrun.
 //!
 //! DSP load per instance is the mean DSP load divided by the instances per track: tracks run
@@ -24,11 +24,11 @@ use crate::driver::jack::{JackConfig, JackControl, JackLoad};
 use crate::driver::sim::SimConfig;
 use crate::dsp::{parse_chain, ChainElement, PluginContext};
 use crate::engine::collector::StopCriterion;
-use crate::engine::forensics::StartTrace;
 use crate::engine::prior::{CostPrior, ElementCost};
-use crate::engine::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::engine::CostModel;
 use crate::error::{Error, ErrorKind, Result};
+use crate::measure::run::forensics::StartTrace;
+use crate::measure::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
 use crate::progress::{Progress, Silent};
 use crate::rt::Policy;
 use crate::stress::session::{StressRecord, StressSession};
@@ -372,7 +372,7 @@ impl PhysicalLimit {
         self.steps.last()
     }
 
-    /// What that bench measured, as the trials' cost prior (`run --cost-prior`'s, §3 "Xrun
+    /// What that bench measured, as the trials' cost prior (`run --cost-prior`'s, docs/methods.md "Xrun
     /// and cause"): so a trial tells host stalls from overload from its first cycle, against
     /// the tail of the cost measured with nothing else running rather than against its own
     /// cycles, which stalls inflate. None on sim (no bench).
@@ -465,7 +465,7 @@ pub struct Cell {
     /// The cost the reported run's xruns were judged against (the physical limit's bench;
     /// burn's calibration), and whether the run agreed with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_prior: Option<crate::engine::run::PriorReport>,
+    pub cost_prior: Option<crate::measure::run::PriorReport>,
 }
 
 /// What the JACK server said about the passing trial at a cell's maximum.
@@ -892,7 +892,7 @@ fn run_cell(
         rc.cost_prior = prior.clone();
         let w0 = crate::rt::clock::monotonic_ns();
         let rec = trace(&rc.cpus, dur);
-        let Some(mut r) = unless_interrupted(crate::engine::run(&rc, &Silent))? else {
+        let Some(mut r) = unless_interrupted(crate::measure::run::run(&rc, &Silent))? else {
             return Ok(None);
         };
         match r.status {
@@ -928,7 +928,7 @@ fn run_cell(
         // Only a failed trial is explained: a passing one's recording goes unread.
         let forensics = match rec {
             Some(rec) if !passed => {
-                warnings.extend(crate::engine::forensics::explain_run(
+                warnings.extend(crate::measure::run::forensics::explain_run(
                     rec,
                     &mut r.results,
                     &rc.chain_elements,

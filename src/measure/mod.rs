@@ -9,6 +9,7 @@ pub mod loadtest;
 pub mod predict;
 pub mod reservation;
 pub mod rtl;
+pub mod run;
 pub mod sched;
 pub mod sched_observe;
 pub mod stats;

@@ -1,5 +1,5 @@
 //! `xrunlab predict`: the expected xruns per hour of each buffer size and period count, from a
-//! wake-up latency distribution and a compute time (docs/ARCHITECTURE.md §3, "Predicted xrun
+//! wake-up latency distribution and a compute time (docs/methods.md, "Predicted xrun
 //! rate", which defines every figure here).
 //!
 //! A cycle misses when wake-up latency L plus compute time C exceeds the budget B = (n−1)·P.
@@ -11,11 +11,11 @@
 
 use crate::common::stats::{self, Summary};
 use crate::dsp::bench::{BenchConfig, BenchResult};
-use crate::engine::run::RunResults;
-use crate::engine::RunConfig;
 use crate::error::{Error, Result};
 use crate::measure::latency::{LatencyConfig, LatencyResult, LatencySource};
 use crate::measure::loadtest::{LoadConfig, LoadResults};
+use crate::measure::run::RunConfig;
+use crate::measure::run::RunResults;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -617,7 +617,7 @@ fn list<T: ToString>(it: impl Iterator<Item = T>) -> String {
 // ---------------------------------------------------------------------------------------
 // The model
 
-/// How a latency sample beyond the budget is read (docs/ARCHITECTURE.md §3, "Predicted xrun
+/// How a latency sample beyond the budget is read (docs/methods.md, "Predicted xrun
 /// rate", where the measurements that chose the default are).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
@@ -1023,7 +1023,7 @@ pub fn row(
     }
     // Only a cycle that slept draws a wake-up latency: one that starts at once behind a
     // late predecessor drains the backlog by P − C per cycle and cannot miss while C < P
-    // (docs/ARCHITECTURE.md §3). Each fresh wake-up owns itself and the periods after it
+    // (docs/methods.md). Each fresh wake-up owns itself and the periods after it
     // until the next; the rates are per device period, so they scale by that share.
     let fresh = 1.0 / (1.0 + t.periods_after / d.samples.max(1) as f64);
     let hours = d.observed_ns / NS_PER_HOUR / fresh;

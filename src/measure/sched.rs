@@ -16,9 +16,9 @@ use super::sched_observe::{cdf, decimate_max, CdfPoint, ClientEnd, EndTimeStats,
 use super::sched_observe::{RowObserver, RowTiming};
 use crate::common::cycle::{CycleRecord, MAX_CLIENTS};
 use crate::common::Status;
-use crate::engine::run::{run_tapped, DriverKind, RunConfig, RunResults};
 use crate::engine::Ramp;
 use crate::error::{Error, Result};
+use crate::measure::run::{run_tapped, DriverKind, RunConfig, RunResults};
 use crate::progress::Progress;
 use crate::rt::Policy;
 use crate::stress::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
@@ -292,7 +292,7 @@ pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
 pub fn run_traced(
     cfg: &SchedConfig,
     progress: &dyn Progress,
-    start_trace: crate::engine::forensics::StartTrace,
+    start_trace: crate::measure::run::forensics::StartTrace,
 ) -> Result<SchedResult> {
     cfg.validate()?;
     let mut trace = match &cfg.trace {
@@ -324,7 +324,7 @@ pub fn run_traced(
             };
         trace = t;
         if let Some(rec) = rec {
-            warnings.extend(crate::engine::forensics::explain_run(
+            warnings.extend(crate::measure::run::forensics::explain_run(
                 rec,
                 &mut row.engine,
                 &rc.chain_elements,

@@ -130,8 +130,8 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
             let mut m: Vec<(String, Vec<String>)> = Vec::new();
             let mut add = |name: &str,
                            f: &dyn Fn(
-                &crate::engine::RunConfig,
-                &crate::engine::run::RunResults,
+                &crate::measure::run::RunConfig,
+                &crate::measure::run::RunResults,
             ) -> String| {
                 m.push((
                     name.into(),

@@ -262,7 +262,7 @@ pub fn load(path: &Path) -> Result<Input> {
 /// Xruns and skipped periods together: the periods a run or sched row did not deliver on
 /// time. Saturating, as every sum over a file's counts here: a file is not trusted to keep
 /// them small.
-pub fn xruns_and_skipped(e: &crate::engine::run::RunResults) -> u64 {
+pub fn xruns_and_skipped(e: &crate::measure::run::RunResults) -> u64 {
     e.xruns.total.saturating_add(e.skipped_periods)
 }
 

@@ -190,7 +190,7 @@ pub fn heaviest_line(
 }
 
 /// The human summary of `xrunlab run`.
-pub fn run_summary(r: &crate::engine::RunResult) -> String {
+pub fn run_summary(r: &crate::measure::run::RunResult) -> String {
     use crate::units::format_ns;
     let c = &r.config;
     let x = &r.results;
@@ -209,7 +209,7 @@ pub fn run_summary(r: &crate::engine::RunResult) -> String {
     row(&mut t, "compute CPU", &x.cpu_ns);
     row(&mut t, "interference", &x.interference_ns);
     row(&mut t, "driver end time", &x.end_time_ns);
-    let pct = |l: &crate::engine::run::LoadPct| {
+    let pct = |l: &crate::measure::run::LoadPct| {
         vec![
             num(format!("{:.1} %", l.p50)),
             num(format!("{:.1} %", l.p99)),
@@ -310,16 +310,16 @@ pub fn host_steal_line(h: &crate::system::steal::HostSteal) -> String {
 }
 
 /// Per engine thread, the host stalls its CPU clock showed and its CPU's steal
-/// (docs/ARCHITECTURE.md §3 "Host stalls per core"), after the prior the work was judged
+/// (docs/methods.md "Host stalls per core"), after the prior the work was judged
 /// against; empty when there is nothing to say.
-pub fn host_stall_lines(x: &crate::engine::run::RunResults) -> String {
+pub fn host_stall_lines(x: &crate::measure::run::RunResults) -> String {
     use crate::units::format_ns;
     let mut s = x
         .cost_prior
         .as_ref()
         .map(cost_prior_line)
         .unwrap_or_default();
-    let any = |c: &crate::engine::run::CoreStalls| c.stalls > 0 || c.steal_ms.unwrap_or(0.0) > 0.0;
+    let any = |c: &crate::measure::run::CoreStalls| c.stalls > 0 || c.steal_ms.unwrap_or(0.0) > 0.0;
     if !x.host_stalls.iter().any(any) {
         return s;
     }
@@ -363,7 +363,7 @@ pub fn host_stall_lines(x: &crate::engine::run::RunResults) -> String {
 }
 
 /// The cost the run's work was judged against, and whether the run agreed with it.
-pub fn cost_prior_line(p: &crate::engine::run::PriorReport) -> String {
+pub fn cost_prior_line(p: &crate::measure::run::PriorReport) -> String {
     format!(
         "expected work: {} per track and cycle from {}{}{}\n",
         crate::units::format_ns(p.track_cycle_ns),

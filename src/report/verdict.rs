@@ -1,4 +1,4 @@
-//! Build the verdict from the results there are (docs/ARCHITECTURE.md §3 "Verdict"): a
+//! Build the verdict from the results there are (docs/methods.md "Verdict"): a
 //! prediction per buffer size from every latency result (idle and stressed), measured xruns
 //! from `run` results, headroom from `load` grids, round-trip latency from `rtl`, the causes
 //! of the xruns every result saw, and `check`'s findings ranked by what the measurements say
@@ -6,12 +6,12 @@
 
 use super::{xruns_and_skipped, Input, Loaded};
 use crate::driver::DriverKind;
-use crate::engine::run::XrunCounts;
 use crate::error::Result;
 use crate::measure::predict::{
     self, poisson_high, poisson_low, CostInput, LatencyInput, Outlook, PredictConfig, PredictRow,
     Rate,
 };
+use crate::measure::run::XrunCounts;
 use crate::results::verdict::{
     Advice, CauseLine, Condition, CulpritLine, MeasuredRun, PluginHeadroom, Predicted,
     VerdictConfig, VerdictResults, VerdictRow,
@@ -291,7 +291,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
     })
 }
 
-fn stress_of(r: &crate::engine::run::RunResults, cfg_stress: &[String]) -> Vec<String> {
+fn stress_of(r: &crate::measure::run::RunResults, cfg_stress: &[String]) -> Vec<String> {
     match &r.stress {
         Some(s) => s.presets.clone(),
         None => cfg_stress.to_vec(),
@@ -489,7 +489,7 @@ fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
 
 /// How much fixing a check is expected to help against each symptom (late wake-ups /
 /// overload / interference), and whether it is a prerequisite of any real-time run.
-/// Reasoning per id: docs/ARCHITECTURE.md §3 "Verdict".
+/// Reasoning per id: docs/methods.md "Verdict".
 fn weights(id: &str) -> (u32, u32, u32, bool) {
     match id {
         "user" | "rtprio-limit" | "rt-priority" | "memlock" => (0, 0, 0, true),

@@ -64,8 +64,8 @@ pub enum Body {
         results: Box<crate::measure::latency::LatencyResult>,
     },
     Run {
-        config: crate::engine::RunConfig,
-        results: crate::engine::run::RunResults,
+        config: crate::measure::run::RunConfig,
+        results: crate::measure::run::RunResults,
     },
     /// `plugins bench`: cost per frame of built-in plugins, the physical limit per core.
     Bench {

@@ -107,7 +107,7 @@ impl StageRecord {
     }
 }
 
-/// The tuning of `suite --tuned` (docs/ARCHITECTURE.md §3 "Tuning").
+/// The tuning of `suite --tuned` (docs/methods.md "Tuning").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Tuning {
     pub profile: crate::system::tune::Profile,

@@ -11,8 +11,8 @@
 
 use super::Body;
 use crate::common::device::RATES;
-use crate::engine::run::RunResults;
 use crate::measure::latency::{LatencyConfig, LatencyResult, LatencyStats};
+use crate::measure::run::RunResults;
 use crate::units::MAX_BUFFER_FRAMES;
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
 //! The verdict (`xrunlab verdict`, the first section of a suite's report): one line per buffer
 //! size that answers "can this machine run real-time audio at this size", built from the other
-//! results (docs/ARCHITECTURE.md §3 "Verdict"). Its types live here, beside the other result
+//! results (docs/methods.md "Verdict"). Its types live here, beside the other result
 //! kinds; `report::verdict` builds it from the results it reads.
 
 use crate::measure::predict::{Outlook, Rate};

@@ -1,4 +1,4 @@
-//! Clocks the measurements are defined on (docs/ARCHITECTURE.md §3): CLOCK_MONOTONIC for every
+//! Clocks the measurements are defined on (docs/methods.md): CLOCK_MONOTONIC for every
 //! timestamp, per-thread CPU time for compute time. All values are integer nanoseconds.
 
 /// Nanoseconds per second.

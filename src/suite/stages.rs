@@ -52,12 +52,12 @@ impl Stage {
 const AP: &str = "64@48000";
 
 /// The commands whose stages get `--forensics` when the suite traces
-/// (docs/ARCHITECTURE.md §3 "Forensics"). Not `load`: a recording per trial made the quick
+/// (docs/methods.md "Forensics"). Not `load`: a recording per trial made the quick
 /// suite's load stage 52 s → 96 s (about 0.27 s more per trial under the paper stress).
 pub const FORENSICS: &[&str] = &["latency", "run", "latencytest", "sched", "event"];
 
-/// The stages `suite --tuned` runs again with the tuning profile applied (docs/ARCHITECTURE.md
-/// §3 "Tuning"): scheduling latency idle and stressed, and the DSP load grid.
+/// The stages `suite --tuned` runs again with the tuning profile applied (docs/methods.md
+/// "Tuning"): scheduling latency idle and stressed, and the DSP load grid.
 pub const TUNED: &[&str] = &["latency-idle", "latency-stress", "load"];
 
 /// The protocol, in order: check → latency idle → latency under `paper` stress → load grid →

@@ -1,4 +1,4 @@
-//! Who took the time of a late cycle (docs/ARCHITECTURE.md §3 "Forensics"): pure functions
+//! Who took the time of a late cycle (docs/methods.md "Forensics"): pure functions
 //! from a parsed trace and the windows of the xruns (or latency spikes) to their culprits.
 //!
 //! Each traced CPU's events become a timeline of what ran there: the task between two

@@ -1,5 +1,5 @@
 //! Which tasks of a trace are other clients (or the server) of an audio session, so that a
-//! culprit reads "JACK client jalv[1234]" instead of a bare thread (docs/ARCHITECTURE.md §3
+//! culprit reads "JACK client jalv[1234]" instead of a bare thread (docs/methods.md
 //! "Forensics"). Read from `/proc` once, after the measurement, never on the cycle path.
 //!
 //! A process is a JACK client when it maps libjack (jack2's), the JACK server when it maps

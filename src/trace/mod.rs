@@ -1,4 +1,4 @@
-//! Kernel-trace forensics (docs/ARCHITECTURE.md §3 "Forensics"): record what ran on the
+//! Kernel-trace forensics (docs/methods.md "Forensics"): record what ran on the
 //! measured CPUs in a private tracefs instance while a measurement runs, then name who took
 //! the time of each xrun or latency spike.
 //!

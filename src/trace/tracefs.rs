@@ -1,4 +1,4 @@
-//! A private tracefs instance (docs/ARCHITECTURE.md §3 "Forensics"): found or mounted, set up
+//! A private tracefs instance (docs/methods.md "Forensics"): found or mounted, set up
 //! with the mono clock, the events attribution needs and the measured CPUs, and removed on
 //! every exit path — its guard's `Drop`, an `atexit` hook (the watchdog's `process::exit`),
 //! the signal escalation hooks of `rt::interrupt`, and at the next start for an instance

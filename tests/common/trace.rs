@@ -1,4 +1,4 @@
-//! What the `--forensics` tests share (docs/ARCHITECTURE.md §3 "Forensics"): tracefs mounted
+//! What the `--forensics` tests share (docs/methods.md "Forensics"): tracefs mounted
 //! for a test's duration when it was not, one test at a time, and an injected culprit — a
 //! named thread pinned to a CPU that busy-loops in bursts — whose spans the windows are
 //! matched against.

@@ -10,7 +10,7 @@
 //! and the cycle that renders the first non-zero sample of the tone records its cycle, the
 //! driver's `t_ideal` for it and the sample's frame offset into a wait-free ring. When the
 //! sample reaches the DAC follows from the driver's clock:
-//! - virtual: output of cycle k starts playing at `t_ideal(k) + (n−1)·P` (docs/ARCHITECTURE.md §3), then
+//! - virtual: output of cycle k starts playing at `t_ideal(k) + (n−1)·P` (docs/methods.md), then
 //!   passes the output FIFO and the DAC: `t_sound = t0 + ((k + n − 1)·frames + FIFO + DAC +
 //!   offset)/fs`, exactly;
 //! - jack: the cycle start the server reports plus the playback latency of our output port
@@ -101,7 +101,7 @@ fn run_setting(
     s: &Setting,
     gpio: Option<&GpioLine>,
     progress: &dyn Progress,
-    trace: crate::engine::forensics::StartTrace,
+    trace: crate::measure::run::forensics::StartTrace,
 ) -> Result<EventRun> {
     let bg = if s.scenario == Scenario::MonoBg {
         Some(start_background()?)
@@ -189,7 +189,7 @@ pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult>
 pub fn run_traced(
     cfg: &EventConfig,
     progress: &dyn Progress,
-    trace: crate::engine::forensics::StartTrace,
+    trace: crate::measure::run::forensics::StartTrace,
 ) -> Result<EventRunResult> {
     cfg.validate()?;
     // A missing GPIO chip is known before anything starts.

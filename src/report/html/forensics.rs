@@ -1,5 +1,5 @@
 //! The `--forensics` section of a run or latency result: the culprit table, what took the
-//! worst window part by part, and its timeline (docs/ARCHITECTURE.md §3 "Forensics").
+//! worst window part by part, and its timeline (docs/methods.md "Forensics").
 
 use super::n;
 use crate::trace::{CulpritKind, Forensics, WakeVerdict, WindowReport, WindowTimeline};

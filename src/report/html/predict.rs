@@ -38,6 +38,6 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
         p { "A cycle misses when wake-up latency + compute time exceeds (n−1)·P. Episodes are runs of consecutive late cycles, one per host stall; "
             "xruns count every late cycle as a driver that catches up (JACK) does. Intervals are exact Poisson intervals on the latency samples beyond the budget; "
             "\"< X\": fewer than 3 such samples, the data only bounds the rate. Outlook against the target episodes per hour: ok when the interval lies within it, "
-            "fails when above, marginal when it contains it (docs/ARCHITECTURE.md §3)." }
+            "fails when above, marginal when it contains it (docs/methods.md)." }
     }
 }

@@ -1,8 +1,8 @@
 use super::{figure, n, plot_bars};
 use crate::common::Summary;
 use crate::engine::collector::XrunEvent;
-use crate::engine::run::{LoadPct, RunResults};
-use crate::engine::RunConfig;
+use crate::measure::run::RunConfig;
+use crate::measure::run::{LoadPct, RunResults};
 use crate::report::plot::{line_chart, Axes, Series};
 use crate::units::format_ns;
 use maud::{html, Markup};
@@ -54,7 +54,7 @@ fn summary_row(name: &str, s: &Summary) -> Markup {
 }
 
 /// Per engine thread, the host stalls its CPU clock showed and its CPU's steal
-/// (docs/ARCHITECTURE.md §3 "Host stalls per core").
+/// (docs/methods.md "Host stalls per core").
 fn host_stalls(x: &RunResults) -> Markup {
     let shown = x
         .host_stalls

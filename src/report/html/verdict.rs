@@ -52,6 +52,6 @@ pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
         p { "Predicted xruns/h per latency result (the worst idle and the worst stressed), with their 95 % interval and outlook; "
             "measured: run results at that size; free %: the share of the period the assumed compute leaves; max instances: "
             "the load grid's maxima (+: capped); a size meets the target when its interval under the judged condition lies within it "
-            "and no run under that condition surely exceeded it (docs/ARCHITECTURE.md §3 \"Verdict\")." }
+            "and no run under that condition surely exceeded it (docs/methods.md \"Verdict\")." }
     }
 }

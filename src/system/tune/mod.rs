@@ -1,5 +1,5 @@
 //! `xrunlab tune`: apply the runtime part of a real-time tuning profile, remember every value
-//! it replaced, and put them back (docs/ARCHITECTURE.md §3 "Tuning").
+//! it replaced, and put them back (docs/methods.md "Tuning").
 //!
 //! A [`Plan`] is built from the current state through a [`Root`] (fixture trees in tests);
 //! [`apply`] records each setting's original value in the undo [`journal`] — written and

@@ -1,12 +1,12 @@
-//! `--forensics` of an engine run (docs/ARCHITECTURE.md §3 "Forensics"): the windows of its
+//! `--forensics` of an engine run (docs/methods.md "Forensics"): the windows of its
 //! recorded xruns for the kernel trace, and the chain element named as the culprit of an
 //! overload xrun. One piece for every command that runs the engine (`run`, `load` trials,
 //! `sched` rows).
 
-use super::collector::XrunEvent;
-use super::run::RunResults;
+use super::RunResults;
 use crate::common::Cause;
 use crate::dsp::ChainElement;
+use crate::engine::collector::XrunEvent;
 use crate::trace::{Culprit, CulpritKind, Forensics, Recorder, Share, Window};
 
 /// Starts a recording before each measurement of a command that runs several (load trials,

@@ -1,11 +1,9 @@
-//! `engine::run`: the library entry point behind `xrunlab run` — open the device, build the
+//! `measure::run`: the library entry point behind `xrunlab run` — open the device, build the
 //! graph for what it accepted, run it under the real-time harness, fold the probes into a
 //! result.
 
-use super::collector::{self, EarlyStop, Folded, StopCriterion, TraceWriter, WorkCost, XrunEvent};
-use super::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
-use super::watchdog::{bound_ns, WatchdogReport};
-use super::{CostModel, Engine, EngineSpec};
+pub mod forensics;
+
 use crate::common::Status;
 use crate::common::Summary;
 use crate::driver::alsa::{AlsaConfig, AlsaReport};
@@ -16,6 +14,12 @@ use crate::driver::{
     AnyDevice, Device, DeviceParams, DriverOptions, DriverReport, Parts, RunSpec, StopReason,
 };
 use crate::dsp::ChainElement;
+use crate::engine::collector::{
+    self, EarlyStop, Folded, StopCriterion, TraceWriter, WorkCost, XrunEvent,
+};
+use crate::engine::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
+use crate::engine::watchdog::{bound_ns, WatchdogReport};
+use crate::engine::{CostModel, Engine, EngineSpec};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::rt::thread::ThreadSpec;
@@ -85,15 +89,15 @@ pub struct RunConfig {
     pub unpinned: bool,
     /// Switch the chain's elements on one at a time during the run (`xrunlab sched --ramp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ramp: Option<super::Ramp>,
+    pub ramp: Option<crate::engine::Ramp>,
     /// Track placement (`--pin`); results written before it existed ran what is now `steal`.
     #[serde(default)]
-    pub pin: super::Placement,
+    pub pin: crate::engine::Placement,
     /// What each chain element is expected to cost (`--cost-prior FILE`, a `plugins bench`
     /// result); None: burn's calibration when the chain is all burn, else the run's own cost
-    /// (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    /// (docs/methods.md "Xrun and cause").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_prior: Option<super::prior::CostPrior>,
+    pub cost_prior: Option<crate::engine::prior::CostPrior>,
 }
 
 fn default_worker_spin_ns() -> u64 {
@@ -131,14 +135,14 @@ impl RunConfig {
             stop_from_cycle: 0,
             unpinned: false,
             ramp: None,
-            pin: super::Placement::default(),
+            pin: crate::engine::Placement::default(),
             cost_prior: None,
         })
     }
 
     /// No engine thread is pinned: `--pin unpinned`, or SCHED_DEADLINE (`unpinned`).
     pub fn threads_unpinned(&self) -> bool {
-        self.unpinned || self.pin == super::Placement::Unpinned
+        self.unpinned || self.pin == crate::engine::Placement::Unpinned
     }
 
     pub fn device(&self) -> DeviceParams {
@@ -209,16 +213,16 @@ pub struct XrunCounts {
     /// Of `interference`: xruns whose critical thread's CPU clock ran far beyond the cost of
     /// its work (the cost prior's, else the run's own p99 per element run): host time
     /// charged to the thread, which
-    /// the raw rule would have called `overload` (docs/ARCHITECTURE.md §3 "Xrun and cause").
+    /// the raw rule would have called `overload` (docs/methods.md "Xrun and cause").
     #[serde(default)]
     pub host_cpu: u64,
 }
 
-/// Which engine thread ran which track (docs/ARCHITECTURE.md §3 "Track placement"): a core
+/// Which engine thread ran which track (docs/methods.md "Track placement"): a core
 /// that stalled shows as its home tracks run by other threads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlacementReport {
-    pub mode: super::Placement,
+    pub mode: crate::engine::Placement,
     /// Per engine thread: tracks it ran over the run.
     pub tracks_run: Vec<u64>,
     /// Per engine thread: its home tracks (track index mod threads) another thread ran.
@@ -232,7 +236,7 @@ pub struct PlacementReport {
     pub per_track: Vec<Vec<u64>>,
 }
 
-/// One engine thread's host stalls (docs/ARCHITECTURE.md §3 "Host stalls per core"): cycles
+/// One engine thread's host stalls (docs/methods.md "Host stalls per core"): cycles
 /// in which its CPU clock ran beyond the expected cost of the work it did, by at least a
 /// quarter and 50 µs. Its clock runs only while it is the task on its CPU, so that time was
 /// not this system's: the host (a vCPU taken away), an SMI.
@@ -271,10 +275,10 @@ pub struct TrackCycles {
     pub cycles: u64,
 }
 
-/// The cost prior a run was judged against (docs/ARCHITECTURE.md §3 "Xrun and cause").
+/// The cost prior a run was judged against (docs/methods.md "Xrun and cause").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PriorReport {
-    pub prior: super::prior::CostPrior,
+    pub prior: crate::engine::prior::CostPrior,
     /// Expected ns of one track's whole chain per cycle.
     pub track_cycle_ns: u64,
     /// The in-time cycles' median critical CPU time over the prior's expectation.
@@ -482,7 +486,7 @@ pub fn run_tapped(
     let prior = cfg
         .cost_prior
         .clone()
-        .or_else(|| super::prior::CostPrior::calibrated(&cfg.chain_elements))
+        .or_else(|| crate::engine::prior::CostPrior::calibrated(&cfg.chain_elements))
         .filter(|_| cfg.driver.real_time());
     let prefix = prior
         .as_ref()
@@ -776,7 +780,7 @@ fn fold_results(
     out: HarnessOutcome<Parts<Engine, Generator, ContinuitySink>>,
     folded: Folded,
     host_steal: Option<crate::system::steal::HostSteal>,
-    monitor: &super::EngineMonitor,
+    monitor: &crate::engine::EngineMonitor,
     mut warnings: Vec<String>,
 ) -> RunResult {
     let period_ns = cfg.device().period_ns();
