@@ -22,7 +22,7 @@ fn events(list: &[&str]) -> Vec<SimEvent> {
 }
 
 fn go(c: &RunConfig) -> RunResult {
-    let r = run(c, &Silent).unwrap();
+    let r = run(c, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
     assert_eq!(r.results.dropped_records, 0);
     r
@@ -249,7 +249,15 @@ fn stalled_worker(
         .map(|k| format!("stall:{k}:50ms").parse().unwrap())
         .collect();
     let (tx, rx) = std::sync::mpsc::channel();
-    let r = xrunlab::measure::run::run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
+    let r = xrunlab::measure::run::run_observed(
+        &c,
+        &Silent,
+        xrunlab::measure::run::Observe {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(r.status, Status::Complete);
     let stalled: Vec<_> = rx.iter().filter(|x| STALLS.contains(&x.cycle)).collect();
     assert!(

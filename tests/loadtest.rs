@@ -13,11 +13,10 @@ use xrunlab::common::cycle::Cause;
 use xrunlab::engine::collector::StopCriterion;
 use xrunlab::engine::cost::CostModel;
 use xrunlab::measure::loadtest::{
-    run_load, search, Criterion, LoadConfig, LoadResults, LIMIT_STEPS,
+    search, Checkpoints, Criterion, LoadConfig, LoadResults, LIMIT_STEPS,
 };
 use xrunlab::measure::run::DriverKind;
 use xrunlab::measure::run::RunConfig;
-use xrunlab::progress::Silent;
 use xrunlab::results::{Body, ResultDoc, Status};
 use xrunlab::rt::Policy;
 
@@ -46,15 +45,16 @@ fn expected_max(buffer: u32, per_frame_ns: f64, o_ns: u64) -> u32 {
 
 fn go(c: &LoadConfig, prior: Option<&LoadResults>) -> (LoadResults, usize) {
     let mut calls = 0;
-    let out = run_load(
+    let out = xrunlab::measure::loadtest::run(
         c,
-        None,
-        prior,
-        &mut |_| {
-            calls += 1;
-            Ok(())
+        &mut xrunlab::measure::session::Session::silent(),
+        Checkpoints {
+            prior,
+            on_cell: &mut |_| {
+                calls += 1;
+                Ok(())
+            },
         },
-        &Silent,
     )
     .unwrap();
     assert_eq!(out.status, Status::Complete);
@@ -196,15 +196,17 @@ fn a_trial_stops_at_its_first_disqualifying_xrun() {
         .map(|s| s.parse().unwrap())
         .collect();
     rc.stop_on = Some(StopCriterion::Overload);
-    let r = xrunlab::measure::run::run(&rc, &Silent).unwrap();
+    let r =
+        xrunlab::measure::run::run(&rc, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
-    assert_eq!(r.early_stop_cycle, Some(500));
+    assert_eq!(r.results.early_stop_cycle, Some(500));
     assert_eq!(r.results.xrun_events[0].cause, Cause::LateWakeup);
     assert!(r.results.xrun_events.iter().any(|e| e.cycle == 500));
     assert!(r.results.cycles < 15_000, "{}", r.results.cycles);
     rc.stop_on = Some(StopCriterion::AnyXrun);
-    let r = xrunlab::measure::run::run(&rc, &Silent).unwrap();
-    assert_eq!(r.early_stop_cycle, Some(100));
+    let r =
+        xrunlab::measure::run::run(&rc, &mut xrunlab::measure::session::Session::silent()).unwrap();
+    assert_eq!(r.results.early_stop_cycle, Some(100));
 }
 
 #[test]

@@ -13,7 +13,6 @@ use xrunlab::measure::predict::{
 };
 use xrunlab::measure::run::DriverKind;
 use xrunlab::measure::run::{run, RunConfig};
-use xrunlab::progress::Silent;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -69,7 +68,9 @@ impl Case {
         rc.duration_ns = secs * 1_000_000_000;
         rc.seed = 5;
         rc.sim.latency = model;
-        let r = run(&rc, &Silent).unwrap().results;
+        let r = run(&rc, &mut xrunlab::measure::session::Session::silent())
+            .unwrap()
+            .results;
         assert_eq!(r.dropped_records, 0);
         Case {
             row,

@@ -230,7 +230,7 @@ fn virtual_driver_loop_in_real_time() {
     cfg.driver = Some(xrunlab::driver::DriverKind::Virtual);
     cfg.loopback.fraction = 0.5;
     cfg.duration_ns = 5_000_000_000;
-    let r = run(&cfg, &xrunlab::progress::Silent).unwrap();
+    let r = run(&cfg, &mut xrunlab::measure::session::Session::silent()).unwrap();
     let m = r.results.measured.unwrap();
     eprintln!(
         "virtual: {:?} in {} cycles, {} xruns: {}",

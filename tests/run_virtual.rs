@@ -6,7 +6,6 @@ use common::{is_root, xrunlab};
 use std::time::{Duration, Instant};
 use xrunlab::measure::run::DriverKind;
 use xrunlab::measure::run::{run, RunConfig};
-use xrunlab::progress::Silent;
 use xrunlab::results::Status;
 use xrunlab::rt::Policy;
 
@@ -34,7 +33,7 @@ fn a_short_real_run_reports_a_plausible_dsp_load() {
     c.duration_ns = 2_000_000_000;
     c.policy = policy();
     c.mlock = is_root();
-    let r = run(&c, &Silent).unwrap();
+    let r = run(&c, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
     let x = &r.results;
     assert_eq!(x.periods_elapsed, 375);
@@ -89,7 +88,9 @@ fn two_tracks_run_on_two_threads_when_there_are_two_cpus() {
     c.duration_ns = 1_000_000_000;
     c.policy = policy();
     c.mlock = false;
-    let x = run(&c, &Silent).unwrap().results;
+    let x = run(&c, &mut xrunlab::measure::session::Session::silent())
+        .unwrap()
+        .results;
     assert_eq!(x.threads.len(), cpus.len().min(2));
     assert_eq!(x.track_end_max_ns.len(), 2);
     assert!(x.track_end_max_ns.iter().all(|&e| e > 0));

@@ -51,7 +51,7 @@ fn every_policy_runs_and_records_its_metrics() {
         vec![Other, Fifo, Deadline, DeadlineAdaptive, DeadlineReclaim],
         2_000_000_000,
     );
-    let r = run(&cfg, &Silent).unwrap();
+    let r = run(&cfg, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
     let rows = &r.results.rows;
     // fifo gives two rows: the competitor above, then below the engine.
@@ -172,7 +172,7 @@ fn ramp_adds_clients_and_each_join_bumps_the_budget() {
     cfg.compete = None;
     cfg.ramp_every_ns = Some(500_000_000);
     cfg.trace = Some(trace.display().to_string());
-    let r = run(&cfg, &Silent).unwrap();
+    let r = run(&cfg, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
     let row = &r.results.rows[0];
     assert_eq!(row.bumps_client, 4, "one bump per client joining");
@@ -373,7 +373,7 @@ fn overcommitted_deadline_bandwidth_gives_the_admission_message() {
     let d = tempfile::tempdir().unwrap();
     let trace = d.path().join("t.csv");
     cfg.trace = Some(trace.display().to_string());
-    let out = run(&cfg, &Silent);
+    let out = run(&cfg, &mut xrunlab::measure::session::Session::silent());
     assert!(!trace.exists(), "a refused run leaves no partial trace");
     hold.store(false, std::sync::atomic::Ordering::Relaxed);
     for h in holders {
@@ -422,7 +422,7 @@ fn bad_input_is_a_usage_error() {
 /// time in pipeline order. No privilege and no real time needed.
 #[test]
 fn ramp_switches_prebuilt_elements_on_at_exact_periods() {
-    use xrunlab::measure::run::{run_tapped, ComputeKind, DriverKind, RunConfig};
+    use xrunlab::measure::run::{run_observed, ComputeKind, DriverKind, Observe, RunConfig};
     let mut c = RunConfig::new(DriverKind::Sim, "burn(1%):5").unwrap();
     c.buffer_frames = 48; // P = 1 ms
     c.duration_ns = 100_000_000;
@@ -432,7 +432,15 @@ fn ramp_switches_prebuilt_elements_on_at_exact_periods() {
         every_ns: 20_000_000,
     });
     let (tx, rx) = std::sync::mpsc::channel();
-    let r = run_tapped(&c, &Silent, &|_| {}, Some(tx)).unwrap();
+    let r = run_observed(
+        &c,
+        &Silent,
+        Observe {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(r.status, Status::Complete);
     let recs: Vec<_> = rx.iter().collect();
     // Measured compute: a host stall can make a cycle late and skip periods (seen: 99 + 1).

@@ -214,7 +214,12 @@ fn latencytest_phases_on_short_real_runs() {
         stressor_exe: Some(env!("CARGO_BIN_EXE_xrunlab").into()),
         ..Default::default()
     };
-    let r = latencytest::run(&cfg, &stress, &xrunlab::progress::Silent).unwrap();
+    let r = latencytest::run(
+        &cfg,
+        &mut xrunlab::measure::session::Session::silent().with_stress(stress),
+    )
+    .unwrap()
+    .results;
     let graphics = latencytest::graphics_stressor();
     let names: Vec<&str> = r.phases.iter().map(|p| p.name.as_str()).collect();
     if let Err(reason) = &graphics {

@@ -1,6 +1,6 @@
 //! `xrunlab event`: parse, call `measure::event::run`, print and write the result.
 
-use super::output::{self, Measured, Started, Verdict};
+use super::output::{self, Measured, Verdict};
 use super::Global;
 use crate::driver::DriverKind;
 use crate::error::Result;
@@ -174,17 +174,10 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
 
 pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
-    let started = Started::now(Vec::new());
-    let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
-    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
-    let mut r = event::run_traced(&cfg, progress.as_ref(), &mut |cpus, ns| {
-        tracing.start(cpus, ns)
-    })?;
-    r.results.forensics = super::forensics::merged(
-        r.results.runs.iter().filter_map(|x| x.forensics.as_ref()),
-        a.forensics.csv_path(g).as_deref(),
-        &mut r.warnings,
-    );
+    let mut session = output::session(g.quiet, cfg.trials as u64, Vec::new())
+        .with_forensics(a.forensics.plan(g, None));
+    let r = event::run(&cfg, &mut session)?;
+    let started = session.into_started();
     let human = summary(&r);
     let verdict = if r.results.runs.iter().any(|x| x.latency.count > 0) {
         Verdict::Pass

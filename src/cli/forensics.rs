@@ -1,11 +1,10 @@
-//! `--forensics` for the measuring commands: start a kernel trace before the measurement,
-//! explain its xruns (or spikes) after it, and write the CSV of attributed windows
-//! (docs/methods.md "Forensics"). Without root or tracefs the measurement goes on
-//! and stderr says why in one line.
+//! `--forensics` for the measuring commands: the flags, turned into the measurement session's
+//! plan (`measure::session`), which records the kernel trace, explains the xruns (or spikes)
+//! and writes the CSV of attributed windows (docs/methods.md "Forensics"). Without root or
+//! tracefs the measurement goes on and stderr says why in one line.
 
-use super::output;
 use super::Global;
-use crate::trace::{Forensics, Recorder, Window};
+use crate::measure::session::ForensicsPlan;
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -54,115 +53,14 @@ impl ForensicsArgs {
         let stem = o.file_stem()?.to_string_lossy().into_owned();
         Some(o.with_file_name(format!("{stem}.forensics.csv")))
     }
-}
 
-fn say(line: &str) {
-    output::stderr(&format!("xrunlab: forensics: {line}\n"));
-}
-
-/// Start recording on `cpus` (all allowed CPUs when empty), or say why not.
-pub fn start(
-    a: &ForensicsArgs,
-    cpus: &[usize],
-    duration_ns: u64,
-    simulated: bool,
-) -> Option<Recorder> {
-    if !a.forensics {
-        return None;
+    /// The session's forensics plan: None without `--forensics`; `above_ns` is
+    /// `latency --forensics-above`.
+    pub fn plan(&self, g: &Global, above_ns: Option<u64>) -> Option<ForensicsPlan> {
+        self.forensics.then(|| ForensicsPlan {
+            reader: self.forensics_reader,
+            csv: self.csv_path(g),
+            above_ns,
+        })
     }
-    if simulated {
-        say("off: the sim driver's timeline is computed, not scheduled by the kernel");
-        return None;
-    }
-    let cpus = if cpus.is_empty() {
-        crate::rt::affinity::allowed_cpus().unwrap_or_default()
-    } else {
-        cpus.to_vec()
-    };
-    match Recorder::start(&cpus, duration_ns, a.forensics_reader) {
-        Ok(r) => {
-            for s in &r.stale_removed {
-                say(&format!(
-                    "removed the stale trace instance {s} (its process is gone)"
-                ));
-            }
-            Some(r)
-        }
-        Err(e) => {
-            say(&format!("off: {e}"));
-            None
-        }
-    }
-}
-
-/// Starts a recording for each part of a command that measures several (load trials, sched
-/// rows, latencytest phases): the first that cannot start says why, and the others do not
-/// try again.
-pub struct Tracing<'a> {
-    args: &'a ForensicsArgs,
-    simulated: bool,
-    off: bool,
-}
-
-impl<'a> Tracing<'a> {
-    pub fn new(args: &'a ForensicsArgs, simulated: bool) -> Self {
-        Tracing {
-            args,
-            simulated,
-            off: !args.forensics,
-        }
-    }
-
-    pub fn start(&mut self, cpus: &[usize], duration_ns: u64) -> Option<Recorder> {
-        if self.off {
-            return None;
-        }
-        let r = start(self.args, cpus, duration_ns, self.simulated);
-        self.off = r.is_none();
-        r
-    }
-}
-
-/// Write the CSV of `f`'s windows to `csv`, naming it in `f`; a failure is a warning.
-pub fn write_csv(f: &mut Forensics, csv: Option<&Path>, warnings: &mut Vec<String>) {
-    if let Some(p) = csv {
-        match crate::trace::write_csv(p, f) {
-            Ok(()) => f.csv_file = Some(p.display().to_string()),
-            Err(e) => warnings.push(format!("forensics: cannot write {}: {e}", p.display())),
-        }
-    }
-}
-
-/// Stop recording and explain `windows` (`what`: "xrun" or "spike"); returns the section and
-/// the warnings it adds.
-pub fn finish(
-    rec: Recorder,
-    what: &str,
-    windows: &[Window],
-    ours: &[i32],
-    csv: Option<&Path>,
-) -> (Forensics, Vec<String>) {
-    let (mut f, mut warnings) = rec.explain(what, windows, ours);
-    write_csv(&mut f, csv, &mut warnings);
-    (f, warnings)
-}
-
-/// The section of a command made of several traced parts: their sections merged (see
-/// `Forensics::merged`), its CSV written; None when no part was traced. The parts' lost
-/// events are said once, for the whole, instead of once per part.
-pub fn merged<'f>(
-    parts: impl IntoIterator<Item = &'f Forensics>,
-    csv: Option<&Path>,
-    warnings: &mut Vec<String>,
-) -> Option<Forensics> {
-    let parts: Vec<&Forensics> = parts.into_iter().collect();
-    let per_part: Vec<String> = parts
-        .iter()
-        .filter_map(|p| crate::trace::lost_warning(p))
-        .collect();
-    warnings.retain(|w| !per_part.contains(w));
-    let mut f = Forensics::merged(parts)?;
-    warnings.extend(crate::trace::lost_warning(&f));
-    write_csv(&mut f, csv, warnings);
-    Some(f)
 }

@@ -1,11 +1,11 @@
 //! `xrunlab latency`.
 
-use super::output::{self, Measured, Started};
+use super::output::{self, Measured};
 use super::Global;
 use crate::error::{Error, Result};
 use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
 use crate::report::table;
-use crate::results::{Body, Status};
+use crate::results::Body;
 use crate::rt::{affinity, Policy};
 use crate::units::{parse_duration_ns, parse_duration_or_us, AudioPeriod};
 use clap::Args;
@@ -166,13 +166,25 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
 
 pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     let mut cfg = config(&a)?;
-    if let Some(model) = &a.sim_latency {
-        // Says why it is off; a simulated timeline has nothing to trace.
-        let _ = super::forensics::start(&a.forensics, &[], 0, true);
-        return simulated(a.seed, model, cfg, &a, g);
-    }
     let spec = a.stress.to_spec()?;
-    cfg.stress = spec.labels();
+    if let Some(model) = &a.sim_latency {
+        if !spec.is_idle() {
+            return super::usage("--sim-latency draws from a model: --stress has nothing to load");
+        }
+        let model = crate::driver::sim::LatencyModel::parse(model)?;
+        cfg.source = LatencySource::Simulated {
+            model,
+            seed: a.seed,
+        };
+        if a.cpus.is_none() {
+            cfg.cpus = vec![0];
+        }
+        cfg.policy = None;
+        cfg.dma_latency = None;
+        cfg.mlock = None;
+    } else {
+        cfg.stress = spec.labels();
+    }
     match a
         .baseline
         .as_deref()
@@ -180,6 +192,7 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         .as_deref()
     {
         None => {}
+        Some(_) if a.sim_latency.is_some() => {}
         Some("idle") if spec.is_idle() => {
             return super::usage("--baseline idle compares with a stressed phase: add --stress")
         }
@@ -189,57 +202,25 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         Some("idle") => cfg.baseline_idle = true,
         Some(other) => return super::usage(format!("--baseline {other}: only 'idle' is known")),
     }
-    let started = Started::now(cfg.stress.clone());
-    let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
-    let progress = crate::progress::for_terminal(g.quiet, 0);
-    let rec = super::forensics::start(
-        &a.forensics,
-        &cfg.cpus,
-        cfg.duration_ns.unwrap_or(0) * if cfg.baseline_idle { 2 } else { 1 },
-        false,
-    );
-    // Without a threshold only each CPU's maximum is explained.
-    let above = rec.as_ref().map(|_| {
-        a.forensics_above
-            .or(cfg.audio_period.map(|p| p.period_ns()))
-            .unwrap_or(u64::MAX)
-    });
-    let mut result = latency::measure_under_keeping(&cfg, &spec, progress.as_ref(), above)?;
-    drop(progress);
-    let mut forensic_warnings = Vec::new();
-    if let Some(rec) = rec {
-        let windows: Vec<crate::trace::Window> = result
-            .spikes
-            .iter()
-            .map(|s| crate::trace::Window {
-                id: s.cycle,
-                tid: s.tid,
-                cpu: (!unpinned).then_some(s.cpu),
-                t_ideal_ns: s.target_ns,
-                wake_ns: s.wake_ns,
-                end_ns: s.wake_ns,
-                own_cpu_ns: None,
-            })
-            .collect();
-        let mut ours: Vec<i32> = result.spikes.iter().map(|s| s.tid).collect();
-        ours.sort_unstable();
-        ours.dedup();
-        let csv = a.forensics.csv_path(g);
-        let (f, w) = super::forensics::finish(rec, "spike", &windows, &ours, csv.as_deref());
-        result.forensics = Some(f);
-        forensic_warnings = w;
-    }
+    let simulated = a.sim_latency.is_some();
+    let mut session = output::session(g.quiet || simulated, 0, cfg.stress.clone())
+        .with_stress(spec)
+        .with_forensics(a.forensics.plan(g, a.forensics_above));
+    let r = latency::run(&cfg, &mut session)?;
+    let started = session.into_started();
     // A failed histogram write must not lose the result: it is reported after it (exit 3).
     let histogram = match &a.histogram {
         Some(h) => {
-            let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
+            let text =
+                crate::results::cyclictest::histogram_text(&r.results, cfg.hist_max_ns / 1_000);
             crate::results::write_atomic(h, text.as_bytes())
         }
         None => Ok(()),
     };
+    let result = &r.results;
     let mut human = match &result.baseline {
-        Some(b) => table::latency_phases(&[("idle", b), ("stress", &result)]),
-        None => table::latency(&cfg, &result),
+        Some(b) => table::latency_phases(&[("idle", b), ("stress", result)]),
+        None => table::latency(&cfg, result),
     };
     if let Some(st) = &result.stress {
         human.push_str(&table::stress_line(st));
@@ -247,97 +228,22 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     if let Some(f) = &result.forensics {
         human.push_str(&table::forensics(f));
     }
+    let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
     }
-    let status = if result.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
     let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
-    // The environment says "measured under stress"; only the baseline needs explaining here.
-    let mut warnings = forensic_warnings;
-    if result.interrupted {
-        warnings.push("interrupted by a signal: the result covers only part of the run".into());
-    }
-    if result.baseline.is_some() {
-        warnings
-            .push("`baseline` holds the idle phase measured just before the stressed one".into());
-    }
-    if unpinned {
-        warnings.push(
-            "SCHED_DEADLINE threads cannot be pinned inside the default root domain: they ran \
-             unpinned, so each row is one thread, not one CPU"
-                .into(),
-        );
-    }
     let body = Body::Latency {
-        config: cfg,
-        results: Box::new(result),
+        config: r.config,
+        results: Box::new(r.results),
     };
-    let code = output::finish(
-        Measured::new(body, status, started, human)
-            .warnings(warnings)
-            .threshold(crossed)
-            .partial("xrunlab: interrupted; the partial result was written\n"),
-        g,
-    )?;
-    histogram
-        .map_err(|e| Error::cannot_measure(format!("{e}; the result was reported without it")))?;
-    Ok(code)
-}
-
-/// `latency --sim-latency`: the model's draws through the measurement's bookkeeping.
-fn simulated(
-    seed: u64,
-    model: &str,
-    mut cfg: LatencyConfig,
-    a: &LatencyArgs,
-    g: &Global,
-) -> Result<u8> {
-    if !a.stress.to_spec()?.is_idle() {
-        return super::usage("--sim-latency draws from a model: --stress has nothing to load");
+    let mut m = Measured::new(body, r.status, started, human)
+        .warnings(r.warnings)
+        .threshold(crossed);
+    if !simulated {
+        m = m.partial("xrunlab: interrupted; the partial result was written\n");
     }
-    let model = crate::driver::sim::LatencyModel::parse(model)?;
-    cfg.source = LatencySource::Simulated {
-        model: model.clone(),
-        seed,
-    };
-    if a.cpus.is_none() {
-        cfg.cpus = vec![0];
-    }
-    cfg.policy = None;
-    cfg.dma_latency = None;
-    cfg.mlock = None;
-    let started = Started::now(Vec::new());
-    let result = latency::simulate(&cfg, &model, seed)?;
-    let histogram = match &a.histogram {
-        Some(h) => {
-            let text = crate::results::cyclictest::histogram_text(&result, cfg.hist_max_ns / 1_000);
-            crate::results::write_atomic(h, text.as_bytes())
-        }
-        None => Ok(()),
-    };
-    let human = table::latency(&cfg, &result);
-    let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
-    let status = if result.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
-    let body = Body::Latency {
-        config: cfg,
-        results: Box::new(result),
-    };
-    let code = output::finish(
-        Measured::new(body, status, started, human).warnings([
-            "simulated: drawn from the sim driver's latency model, not measured on this machine"
-                .to_string(),
-        ])
-        .threshold(crossed),
-        g,
-    )?;
+    let code = output::finish(m, g)?;
     histogram
         .map_err(|e| Error::cannot_measure(format!("{e}; the result was reported without it")))?;
     Ok(code)

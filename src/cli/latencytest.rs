@@ -1,11 +1,11 @@
 //! `xrunlab latencytest`: Senoner's loop, idle and under each stress class.
 
-use super::output::{self, Measured, Started};
+use super::output::{self, Measured};
 use super::Global;
 use crate::error::Result;
 use crate::measure::latencytest::{self, LatencytestConfig, LatencytestResult, DEFAULT_CLASSES};
 use crate::report::table::{new_table, num};
-use crate::results::{Body, Status};
+use crate::results::Body;
 use crate::rt::Policy;
 use crate::units::{format_ns, parse_duration_ns, parse_percent};
 use clap::Args;
@@ -116,32 +116,13 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
         ..Default::default()
     }
     .to_spec()?;
-    let started = Started::now(cfg.classes.clone());
-    let progress = crate::progress::for_terminal(g.quiet, 0);
-    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
-    let mut warnings = vec![
-        "phases after idle were measured under stress: each phase's `stress` says what ran"
-            .to_string(),
-    ];
-    let mut r = latencytest::run_traced(
-        &cfg,
-        &stress,
-        progress.as_ref(),
-        &mut |cpus, ns| tracing.start(cpus, ns),
-        &mut warnings,
-    )?;
-    drop(progress);
-    r.forensics = super::forensics::merged(
-        r.phases.iter().filter_map(|p| p.forensics.as_ref()),
-        a.forensics.csv_path(g).as_deref(),
-        &mut warnings,
-    );
+    let mut session = output::session(g.quiet, 0, cfg.classes.clone())
+        .with_stress(stress)
+        .with_forensics(a.forensics.plan(g, None));
+    let out = latencytest::run(&cfg, &mut session)?;
+    let started = session.into_started();
+    let (r, warnings, status) = (out.results, out.warnings, out.status);
     let human = summary(&r);
-    let status = if r.interrupted {
-        Status::Interrupted
-    } else {
-        Status::Complete
-    };
     let body = Body::Latencytest {
         config: cfg,
         results: Box::new(r),

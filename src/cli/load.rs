@@ -1,6 +1,6 @@
 //! `xrunlab load`: the DSP load test grid of Vignati et al. §3.1.1.
 
-use super::output::{self, Measured, Started};
+use super::output::{self, Measured};
 use super::Global;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
 use crate::engine::CostModel;
@@ -448,7 +448,18 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         }
     };
     let out_path = g.output.clone().or_else(|| a.resume.clone());
-    let started = Started::now(spec.labels());
+    let total = (cfg.buffers.len() * cfg.tracks.len() * cfg.plugins.len()) as u64;
+    let forensics = a.forensics.plan(
+        &Global {
+            output: out_path.clone(),
+            ..g.clone()
+        },
+        None,
+    );
+    let mut session = output::session(g.quiet, total, spec.labels())
+        .with_stress(spec)
+        .with_forensics(forensics);
+    let started = session.started().clone();
     let body = |results: &LoadResults| Body::Load {
         config: cfg.clone(),
         results: results.clone(),
@@ -468,26 +479,15 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
             None => Ok(()),
         }
     };
-    let total = (cfg.buffers.len() * cfg.tracks.len() * cfg.plugins.len()) as u64;
-    let progress = crate::progress::for_terminal(g.quiet, total);
-    let mut tracing = super::forensics::Tracing::new(&a.forensics, cfg.driver.simulated());
-    let mut out = loadtest::run_load_traced(
+    let out = loadtest::run(
         &cfg,
-        Some(&spec),
-        prior.as_ref(),
-        &mut on_cell,
-        progress.as_ref(),
-        &mut |cpus, ns| tracing.start(cpus, ns),
+        &mut session,
+        loadtest::Checkpoints {
+            prior: prior.as_ref(),
+            on_cell: &mut on_cell,
+        },
     )?;
-    let csv = a.forensics.csv_path(&Global {
-        output: out_path.clone(),
-        ..g.clone()
-    });
-    out.results.forensics = super::forensics::merged(
-        out.results.trial_forensics(),
-        csv.as_deref(),
-        &mut out.warnings,
-    );
+    drop(session);
     let human = crate::report::table::load_summary(&cfg, &out.results);
     let done = format!(
         "{}/{} cells",
@@ -507,9 +507,8 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         ),
         _ => format!("xrunlab: load interrupted after {done}; {resume}\n"),
     };
-    let stress_warnings = out.results.stress.iter().flat_map(|s| s.warnings.clone());
     let m = Measured::new(body(&out.results), out.status, started, human)
-        .warnings(out.warnings.iter().cloned().chain(stress_warnings))
+        .warnings(out.warnings)
         .partial(partial);
     let g = Global {
         output: out_path,

@@ -8,7 +8,6 @@
 use super::Global;
 use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
 use crate::results::{write_json_atomic, Body, ResultDoc, Status};
-use crate::system::Environment;
 use std::io::Write;
 use std::path::Path;
 
@@ -57,22 +56,21 @@ pub fn join_tuned_cpuset(g: &super::Global) {
     }
 }
 
-/// When a measurement started and the environment it started in, captured before measuring so
-/// that the result's stolen time (environment.hypervisor_steal) covers the whole run.
-pub struct Started {
-    pub at: String,
-    pub env: Environment,
-}
+pub use crate::measure::session::Started;
 
-impl Started {
-    /// Now, on this machine; `stress` names the load that runs beside the measurement (the
-    /// environment's own "measured under stress" warning comes from it).
-    pub fn now(stress: Vec<String>) -> Self {
-        let at = crate::rt::clock::wall_clock_rfc3339();
-        let mut env = Environment::capture();
-        env.stress = stress;
-        Started { at, env }
-    }
+/// A measurement session for a command: its progress on the terminal (none when `quiet`)
+/// counting `total` steps, the environment captured now with `stress_labels`, and what the
+/// session must say at once printed on stderr.
+pub fn session(
+    quiet: bool,
+    total: u64,
+    stress_labels: Vec<String>,
+) -> crate::measure::session::Session<'static> {
+    crate::measure::session::Session::start(
+        crate::progress::for_terminal(quiet, total),
+        stress_labels,
+    )
+    .with_notes(stderr)
 }
 
 /// How a complete result ends the process (a partial one always exits 3).

@@ -86,7 +86,6 @@ fn summary(i: &Input) -> String {
                     config: config.clone(),
                     results: results.clone(),
                     warnings: doc.warnings.clone(),
-                    early_stop_cycle: None,
                 }))
             }
             Body::Bench { config, results } => {

@@ -1,6 +1,6 @@
 //! `xrunlab rtl`: parse, call `measure::rtl::run`, print and write the result.
 
-use super::output::{self, Measured, Started, Verdict};
+use super::output::{self, Measured, Verdict};
 use super::Global;
 use crate::driver::DriverKind;
 use crate::error::Result;
@@ -236,9 +236,9 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
 pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
     cfg.validate()?;
-    let started = Started::now(Vec::new());
-    let progress = crate::progress::for_terminal(g.quiet || cfg.driver.is_none(), 0);
-    let r = rtl::run(&cfg, progress.as_ref())?;
+    let mut session = output::session(g.quiet || cfg.driver.is_none(), 0, Vec::new());
+    let r = rtl::run(&cfg, &mut session)?;
+    let started = session.into_started();
     let human = summary(&r);
     // The summary says why a loop gave no estimate.
     let verdict = match &r.results.measured {

@@ -234,26 +234,11 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
     let mut cfg = a.to_config()?;
     let spec = a.stress.to_spec()?;
     cfg.stress = spec.labels();
-    let started = output::Started::now(spec.labels());
-    let progress = crate::progress::for_terminal(g.quiet, cfg.periods_total());
-    let rec = super::forensics::start(
-        &a.forensics,
-        &cfg.cpus,
-        cfg.duration_ns,
-        cfg.driver.simulated(),
-    );
-    let mut r = crate::measure::run::run_under(&cfg, &spec, progress.as_ref())?;
-    if let Some(rec) = rec {
-        let mut w = crate::measure::run::forensics::explain_run(
-            rec,
-            &mut r.results,
-            &r.config.chain_elements,
-        );
-        if let Some(f) = r.results.forensics.as_mut() {
-            super::forensics::write_csv(f, a.forensics.csv_path(g).as_deref(), &mut w);
-        }
-        r.warnings.extend(w);
-    }
+    let mut session = output::session(g.quiet, cfg.periods_total(), spec.labels())
+        .with_stress(spec)
+        .with_forensics(a.forensics.plan(g, None));
+    let r = crate::measure::run::run(&cfg, &mut session)?;
+    let started = session.into_started();
     let human = crate::report::table::run_summary(&r);
     let partial = partial_line(&r, g);
     let glitches = r.results.xruns.total + r.results.skipped_periods;

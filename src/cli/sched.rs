@@ -1,6 +1,6 @@
 //! `xrunlab sched`: Cucinotta et al.'s comparison of scheduling policies for the audio graph.
 
-use super::output::{self, Measured, Started};
+use super::output::{self, Measured};
 use super::Global;
 use crate::error::Result;
 use crate::measure::reservation::ControllerConfig;
@@ -222,20 +222,10 @@ impl SchedArgs {
 
 pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
     let cfg = a.to_config()?;
-    let started = Started::now(Vec::new());
-    let progress = crate::progress::for_terminal(g.quiet, 0);
-    let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
-    let mut r = sched::run_traced(&cfg, progress.as_ref(), &mut |cpus, ns| {
-        tracing.start(cpus, ns)
-    })?;
-    r.results.forensics = super::forensics::merged(
-        r.results
-            .rows
-            .iter()
-            .filter_map(|x| x.engine.forensics.as_ref()),
-        a.forensics.csv_path(g).as_deref(),
-        &mut r.warnings,
-    );
+    let mut session =
+        output::session(g.quiet, 0, Vec::new()).with_forensics(a.forensics.plan(g, None));
+    let r = sched::run(&cfg, &mut session)?;
+    let started = session.into_started();
     let human = crate::report::table::sched_summary(&r.results);
     let body = Body::Sched {
         config: r.config,

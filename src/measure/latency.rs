@@ -12,10 +12,12 @@
 //! loop itself only reads the clock, sleeps and writes into those buffers.
 
 use crate::common::stats::{self, Histogram, Summary};
+use crate::common::Status;
 use crate::error::{Error, Result};
+use crate::measure::session::{Outcome, Session};
 use crate::progress::Progress;
 use crate::rt::{self, affinity, clock, interrupt, Policy};
-use crate::stress::{StressRecord, StressSession, StressSpec};
+use crate::stress::StressRecord;
 use crate::units::{format_ns, AudioPeriod};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -592,60 +594,129 @@ fn simulate_thread(
     st
 }
 
-/// Measure scheduling latency as `cfg` says, reporting seconds elapsed to `progress`.
+/// The outcome of `latency`.
+pub type LatencyOutcome = Outcome<LatencyConfig, LatencyResult>;
+
+/// `xrunlab latency`: scheduling latency as `cfg` says — drawn from the sim driver's model
+/// when `cfg.source` is simulated — under the session's stress, after an idle phase when
+/// `cfg.baseline_idle`.
 ///
-/// The caller may start load (stress presets) before and stop it after this call. On
-/// SIGINT/SIGTERM (`rt::interrupt`) the run stops early and returns the partial result with
-/// `interrupted` set.
-/// `measure` under the load of `stress`, after an idle phase when `cfg.baseline_idle`.
-///
-/// The stressors are started here, on the caller's thread (keep it alive for the whole
-/// measurement: their PR_SET_PDEATHSIG is tied to it), and stopped and reaped on every path:
-/// an error drops the session, an interrupt ends the measurement early and stops it. An
-/// interrupted baseline skips the stressed phase and is returned as the (partial) result.
-pub fn measure_under(
-    cfg: &LatencyConfig,
-    stress: &StressSpec,
-    progress: &dyn Progress,
-) -> Result<LatencyResult> {
-    measure_under_keeping(cfg, stress, progress, None)
+/// The stressors are started by the session on the caller's thread (keep it alive for the
+/// whole measurement: their PR_SET_PDEATHSIG is tied to it) and stopped and reaped on every
+/// path. On SIGINT/SIGTERM (`rt::interrupt`) the measurement stops early and returns the
+/// partial result with `interrupted` set; an interrupted baseline skips the stressed phase
+/// and is returned as the (partial) result. With forensics the wake-ups later than the
+/// plan's threshold (else the audio period, else only each CPU's maximum) are explained.
+pub fn run(cfg: &LatencyConfig, session: &mut Session) -> Result<LatencyOutcome> {
+    if let LatencySource::Simulated { model, seed } = &cfg.source {
+        // Says why it is off; a simulated timeline has nothing to trace.
+        session.simulated();
+        let result = simulate(cfg, model, *seed)?;
+        return Ok(Outcome {
+            status: status_of(&result),
+            config: cfg.clone(),
+            results: result,
+            warnings: vec![
+                "simulated: drawn from the sim driver's latency model, not measured on this machine"
+                    .to_string(),
+            ],
+        });
+    }
+    let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
+    let phases = if cfg.baseline_idle { 2 } else { 1 };
+    let rec = session.start_trace(&cfg.cpus, cfg.duration_ns.unwrap_or(0) * phases);
+    // Without a threshold only each CPU's maximum is explained.
+    let above = rec.as_ref().map(|_| {
+        session
+            .forensics()
+            .and_then(|f| f.above_ns)
+            .or(cfg.audio_period.map(|p| p.period_ns()))
+            .unwrap_or(u64::MAX)
+    });
+    let baseline = if cfg.baseline_idle {
+        session.progress().set_message("idle");
+        Some(Box::new(measure(cfg, session.progress())?))
+    } else {
+        None
+    };
+    let mut result = match baseline {
+        // An interrupted baseline skips the stressed phase and is the (partial) result.
+        Some(b) if b.interrupted => *b,
+        baseline => {
+            let run_ns = cfg.duration_ns.unwrap_or(0);
+            let stressed = !session.stress().is_idle();
+            let (mut r, loaded) =
+                session.loaded(None, std::time::Duration::from_nanos(run_ns), None, |s| {
+                    if stressed {
+                        s.progress().set_message("stress");
+                    }
+                    measure_keeping(cfg, s.progress(), above)
+                })?;
+            r.stress = loaded.stress;
+            r.baseline = baseline;
+            r
+        }
+    };
+    session.finish_progress();
+    let mut warnings = Vec::new();
+    if let Some(rec) = rec {
+        let windows: Vec<crate::trace::Window> = result
+            .spikes
+            .iter()
+            .map(|s| crate::trace::Window {
+                id: s.cycle,
+                tid: s.tid,
+                cpu: (!unpinned).then_some(s.cpu),
+                t_ideal_ns: s.target_ns,
+                wake_ns: s.wake_ns,
+                end_ns: s.wake_ns,
+                own_cpu_ns: None,
+            })
+            .collect();
+        let mut ours: Vec<i32> = result.spikes.iter().map(|s| s.tid).collect();
+        ours.sort_unstable();
+        ours.dedup();
+        let (mut f, w) = rec.explain("spike", &windows, &ours);
+        warnings = w;
+        session.keep(&mut f, &mut warnings);
+        result.forensics = Some(f);
+    }
+    Ok(finish(cfg, result, warnings))
 }
 
-/// [`measure_under`] keeping the stressed phase's spikes (see [`measure_keeping`]).
-pub fn measure_under_keeping(
-    cfg: &LatencyConfig,
-    stress: &StressSpec,
-    progress: &dyn Progress,
-    spikes_above_ns: Option<u64>,
-) -> Result<LatencyResult> {
-    let baseline = if cfg.baseline_idle {
-        progress.set_message("idle");
-        let b = measure(cfg, progress)?;
-        if b.interrupted {
-            return Ok(b);
-        }
-        Some(Box::new(b))
+/// How a latency result ended.
+fn status_of(r: &LatencyResult) -> Status {
+    if r.interrupted {
+        Status::Interrupted
     } else {
-        None
-    };
-    let run_ns = cfg.duration_ns.unwrap_or(0);
-    let session = if stress.is_idle() {
-        None
-    } else {
-        Some(StressSession::start(
-            stress,
-            std::time::Duration::from_nanos(run_ns),
-        )?)
-    };
-    if session.is_some() {
-        progress.set_message("stress");
+        Status::Complete
     }
-    let measured = measure_keeping(cfg, progress, spikes_above_ns);
-    let record = session.map(StressSession::stop);
-    let mut r = measured?;
-    r.stress = record;
-    r.baseline = baseline;
-    Ok(r)
+}
+
+/// The outcome of a measured (not simulated) latency result, with what it must say: an
+/// interrupt, the baseline, unpinned DEADLINE threads. The environment says "measured under
+/// stress"; only the baseline needs explaining here.
+fn finish(cfg: &LatencyConfig, result: LatencyResult, mut warnings: Vec<String>) -> LatencyOutcome {
+    if result.interrupted {
+        warnings.push("interrupted by a signal: the result covers only part of the run".into());
+    }
+    if result.baseline.is_some() {
+        warnings
+            .push("`baseline` holds the idle phase measured just before the stressed one".into());
+    }
+    if matches!(cfg.policy, Some(Policy::Deadline { .. })) {
+        warnings.push(
+            "SCHED_DEADLINE threads cannot be pinned inside the default root domain: they ran \
+             unpinned, so each row is one thread, not one CPU"
+                .into(),
+        );
+    }
+    Outcome {
+        status: status_of(&result),
+        config: cfg.clone(),
+        results: result,
+        warnings,
+    }
 }
 
 /// Draw a latency result from the sim driver's latency model instead of measuring
@@ -683,13 +754,15 @@ pub fn simulate(
     ))
 }
 
+/// One latency measurement as a part of a larger protocol (`tune`'s before and after): no
+/// stress, no trace, seconds elapsed reported to `progress`.
 pub fn measure(cfg: &LatencyConfig, progress: &dyn Progress) -> Result<LatencyResult> {
     measure_keeping(cfg, progress, None)
 }
 
 /// [`measure`], keeping the wake-ups later than `spikes_above_ns` and each CPU's maximum
 /// (`LatencyResult::spikes`) for forensics.
-pub fn measure_keeping(
+fn measure_keeping(
     cfg: &LatencyConfig,
     progress: &dyn Progress,
     spikes_above_ns: Option<u64>,

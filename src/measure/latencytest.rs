@@ -13,15 +13,16 @@
 
 use crate::common::stats::{self, Summary};
 use crate::common::DeviceParams;
+use crate::common::Status;
 use crate::driver::device::DeviceClock;
 use crate::dsp::burn::Burn;
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};
-use crate::progress::Progress;
+use crate::measure::session::{Outcome, Session};
 use crate::rt::thread::{spawn_rt, ThreadSpec};
 use crate::rt::{clock, interrupt, Policy};
 use crate::stress::session::SkippedPreset;
-use crate::stress::{Preset, StressRecord, StressSession, StressSpec};
+use crate::stress::{Preset, StressRecord, StressSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -425,29 +426,20 @@ fn run_phase(
     Ok(phase)
 }
 
-/// Run the idle phase and then one phase per class. `stress` supplies every option of the
-/// stress sessions but the presets (directory, file size, backend, CPUs, stressor binary).
-/// Stressors are started on this thread before each phase and stopped after it; an error
-/// drops the session, which stops them too. A signal ends the current phase early and
-/// skips the rest (`interrupted`).
-pub fn run(
-    cfg: &LatencytestConfig,
-    stress: &StressSpec,
-    progress: &dyn Progress,
-) -> Result<LatencytestResult> {
-    run_traced(cfg, stress, progress, &mut |_, _| None, &mut Vec::new())
-}
+/// The outcome of `latencytest`.
+pub type LatencytestOutcome = Outcome<LatencytestConfig, LatencytestResult>;
 
-/// `run` with `--forensics`: `trace` starts a recording before every phase, and the phase's
-/// overruns are explained after it (`phases[].forensics`); `warnings` gets what the
-/// recordings add (lost events).
-pub fn run_traced(
-    cfg: &LatencytestConfig,
-    stress: &StressSpec,
-    progress: &dyn Progress,
-    trace: crate::measure::run::forensics::StartTrace,
-    warnings: &mut Vec<String>,
-) -> Result<LatencytestResult> {
+/// `xrunlab latencytest`: the idle phase and then one phase per class. The session's stress
+/// supplies every option of the phases' stress but the presets (directory, file size,
+/// backend, CPUs, stressor binary); each phase's stressors are started before it and stopped
+/// after it, on every path. A signal ends the current phase early and skips the rest
+/// (`interrupted`). With forensics a recording starts before every phase, the phase's
+/// overruns are explained after it (`phases[].forensics`) and the sections are merged.
+pub fn run(cfg: &LatencytestConfig, session: &mut Session) -> Result<LatencytestOutcome> {
+    let mut warnings = vec![
+        "phases after idle were measured under stress: each phase's `stress` says what ran"
+            .to_string(),
+    ];
     cfg.validate()?;
     let _mlock = if cfg.mlock {
         Some(crate::rt::memory::MemoryLock::acquire()?)
@@ -467,7 +459,7 @@ pub fn run_traced(
     };
     let mut plan: Vec<(String, Option<StressSpec>)> = vec![("idle".into(), None)];
     for class in &cfg.classes {
-        let mut spec = stress.clone();
+        let mut spec = session.stress().clone();
         if class == "graphics" {
             match graphics_stressor() {
                 Ok(argv) => {
@@ -489,36 +481,52 @@ pub fn run_traced(
         plan.push((class.clone(), Some(spec)));
     }
     let secs = cfg.phase_duration_ns.div_ceil(clock::NS_PER_S);
-    progress.set_total(secs * plan.len() as u64);
+    session.progress().set_total(secs * plan.len() as u64);
+    let idle = StressSpec::default();
     for (i, (name, spec)) in plan.iter().enumerate() {
         if interrupt::requested() {
             out.interrupted = true;
             break;
         }
-        progress.set_message(name);
-        progress.set_position(secs * i as u64);
-        let session = spec
-            .as_ref()
-            .map(|s| StressSession::start(s, Duration::from_nanos(cfg.phase_duration_ns)))
-            .transpose()?;
+        session.progress().set_message(name);
+        session.progress().set_position(secs * i as u64);
         let cpus: Vec<usize> = cfg
             .cpu
             .into_iter()
             .chain(cfg.cpus.iter().copied())
             .collect();
-        let rec = trace(&cpus, cfg.phase_duration_ns);
-        let measured = run_phase(cfg, name, rec, warnings);
-        let record = session.map(StressSession::stop);
-        let mut phase = measured?;
-        phase.stress = record;
+        let (mut phase, loaded) = session.loaded(
+            Some(spec.as_ref().unwrap_or(&idle)),
+            Duration::from_nanos(cfg.phase_duration_ns),
+            None,
+            |s| {
+                let rec = s.start_trace(&cpus, cfg.phase_duration_ns);
+                run_phase(cfg, name, rec, &mut warnings)
+            },
+        )?;
+        phase.stress = loaded.stress;
         out.phases.push(phase);
         if interrupt::requested() {
             out.interrupted = true;
             break;
         }
     }
-    progress.finish();
-    Ok(out)
+    session.progress().finish();
+    out.forensics = session.merged(
+        out.phases.iter().filter_map(|p| p.forensics.as_ref()),
+        &mut warnings,
+    );
+    let status = if out.interrupted {
+        Status::Interrupted
+    } else {
+        Status::Complete
+    };
+    Ok(Outcome {
+        status,
+        config: cfg.clone(),
+        results: out,
+        warnings,
+    })
 }
 
 #[cfg(test)]

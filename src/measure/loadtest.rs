@@ -27,12 +27,11 @@ use crate::engine::collector::StopCriterion;
 use crate::engine::prior::{CostPrior, ElementCost};
 use crate::engine::CostModel;
 use crate::error::{Error, ErrorKind, Result};
-use crate::measure::run::forensics::StartTrace;
 use crate::measure::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
-use crate::progress::{Progress, Silent};
+use crate::measure::session::{Outcome, Session};
+use crate::progress::Silent;
 use crate::rt::Policy;
-use crate::stress::session::{StressRecord, StressSession};
-use crate::stress::spec::StressSpec;
+use crate::stress::session::StressRecord;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -260,7 +259,7 @@ impl LoadConfig {
         c.stop_on = Some(self.criterion.stop_on());
         c.stop_from_cycle = self.warmup_cycles as u64;
         c.pin = self.pin;
-        // The grid sets the server's buffer size per cell (run_load); a trial only checks it.
+        // The grid sets the server's buffer size per cell (`run`); a trial only checks it.
         c.jack = self.jack.as_ref().map(|j| JackConfig {
             buffer_requested: Some(buffer),
             rate_requested: Some(self.rate),
@@ -521,12 +520,8 @@ impl LoadResults {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct LoadOutcome {
-    pub status: Status,
-    pub results: LoadResults,
-    pub warnings: Vec<String>,
-}
+/// The outcome of `load`.
+pub type LoadOutcome = Outcome<LoadConfig, LoadResults>;
 
 /// The bracket-then-bisect search over a monotone pass/fail `trial`. Returns the largest
 /// passing count in `0..=cap` and whether `cap` itself passed; `trial(0)` is never asked
@@ -646,32 +641,23 @@ pub fn resume_conflicts(cfg: &LoadConfig, prior_cfg: &LoadConfig) -> Vec<Differs
         .collect()
 }
 
-/// Run the grid. Cells already in `prior` (a resumed partial result of the same grid) are
-/// kept and not rerun. `on_cell` sees the results after every finished cell, so a caller
-/// can persist them (the CLI writes the partial file atomically). The stress session, if
-/// any, is started here once for the whole grid, from the calling thread.
-pub fn run_load(
-    cfg: &LoadConfig,
-    stress: Option<&StressSpec>,
-    prior: Option<&LoadResults>,
-    on_cell: &mut dyn FnMut(&LoadResults) -> Result<()>,
-    progress: &dyn Progress,
-) -> Result<LoadOutcome> {
-    run_load_traced(cfg, stress, prior, on_cell, progress, &mut |_, _| None)
+/// What `load` keeps across runs: the cells of a resumed partial result of the same grid
+/// (kept, not rerun) and who sees the results after every finished cell (the CLI writes the
+/// partial file atomically, so an interrupted grid can be resumed).
+pub struct Checkpoints<'c> {
+    pub prior: Option<&'c LoadResults>,
+    pub on_cell: &'c mut dyn FnMut(&LoadResults) -> Result<()>,
 }
 
-/// `run_load` with `--forensics`: `trace` starts a recording before every trial; a trial
-/// that fails has its xruns explained (`Trial::forensics`), a passing one's recording is
-/// dropped unread.
-pub fn run_load_traced(
-    cfg: &LoadConfig,
-    stress: Option<&StressSpec>,
-    prior: Option<&LoadResults>,
-    on_cell: &mut dyn FnMut(&LoadResults) -> Result<()>,
-    progress: &dyn Progress,
-    trace: StartTrace,
-) -> Result<LoadOutcome> {
+/// `xrunlab load`: run the grid under the session's stress, started here once for the whole
+/// grid. With forensics a recording starts before every trial; a trial that fails has its
+/// xruns explained (`Trial::forensics`), a passing one's recording is dropped unread, and
+/// the failed trials' sections are merged into the grid's.
+pub fn run(cfg: &LoadConfig, session: &mut Session, cp: Checkpoints) -> Result<LoadOutcome> {
     cfg.validate()?;
+    if cfg.driver.simulated() {
+        session.simulated();
+    }
     let grid = cells_of(cfg);
     let mut results = LoadResults {
         cells: Vec::new(),
@@ -683,12 +669,12 @@ pub fn run_load_traced(
     // Keep prior cells in grid order; cells outside this grid are dropped.
     let mut todo = Vec::new();
     for (b, t, p) in &grid {
-        match prior.and_then(|r| r.cell(*b, *t, p)) {
+        match cp.prior.and_then(|r| r.cell(*b, *t, p)) {
             Some(c) => results.cells.push(c.clone()),
             None => todo.push((*b, *t, p.clone())),
         }
     }
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
     if cfg.driver.simulated() {
         for p in &cfg.plugins {
             let un = cfg.cost.unmodelled(&[cfg.element(p)?]);
@@ -702,7 +688,7 @@ pub fn run_load_traced(
     }
     // One control client for the grid: it sets each cell's buffer size (--set-buffer) and,
     // dropped on any way out of this function, puts the server's original size back.
-    let mut control = match (&cfg.driver, &cfg.jack) {
+    let control = match (&cfg.driver, &cfg.jack) {
         (DriverKind::Jack, Some(j)) => Some((JackControl::open(j)?, j.set_buffer)),
         _ => None,
     };
@@ -714,80 +700,28 @@ pub fn run_load_traced(
             buffer_restored: false,
         });
     }
-    let session = match stress {
-        Some(s) if !s.is_idle() => Some(StressSession::start(s, std::time::Duration::ZERO)?),
-        _ => None,
+    let mut grid_run = GridRun {
+        cfg,
+        grid: &grid,
+        results,
+        control,
+        warnings,
+        on_cell: cp.on_cell,
     };
-    progress.set_total(grid.len() as u64);
-    progress.set_position(results.cells.len() as u64);
-    let mut status = Status::Complete;
-    let mut err = None;
-    // Why the grid stopped early with a partial result (the server went away, the
-    // watchdog): the status it ends with and what happened.
-    let mut halted: Option<(Status, String)> = None;
-    for (b, t, p) in todo {
-        progress.set_message(&format!("{b} frames/{t} tr/{p}"));
-        if let Some((c, set)) = control.as_mut() {
-            let now = c.frames();
-            let applied = if *set {
-                c.set_frames(b)
-            } else if now != b {
-                Err(Error::cannot_measure(format!(
-                    "the JACK server's buffer size changed to {now} during the grid (cell: {b})"
-                )))
-            } else {
-                Ok(())
-            };
-            if let Err(e) = applied {
-                if server_gone(cfg, &e) {
-                    let why =
-                        format!("JACK: the server went away before the cell at {b} frames ({e})");
-                    halted = Some((Status::ServerShutdown, why));
-                } else {
-                    err = Some(e);
-                }
-                break;
-            }
-        }
-        let cell = run_cell(cfg, b, t, &p, &mut warnings, trace);
-        match cell {
-            Ok(CellEnd::Done(cell)) => {
-                results.cells.push(*cell);
-                // Grid order, whatever order resumed and new cells finished in.
-                let pos = |c: &Cell| {
-                    grid.iter()
-                        .position(|(b, t, p)| {
-                            c.buffer_frames == *b && c.tracks == *t && c.plugin == *p
-                        })
-                        .unwrap_or(usize::MAX)
-                };
-                results.cells.sort_by_key(pos);
-                progress.set_position(results.cells.len() as u64);
-                if let Err(e) = on_cell(&results) {
-                    err = Some(e);
-                    break;
-                }
-            }
-            Ok(CellEnd::Interrupted) => {
-                status = Status::Interrupted;
-                break;
-            }
-            Ok(CellEnd::Stopped(s, why)) => {
-                halted = Some((s, why));
-                break;
-            }
-            Err(e) if server_gone(cfg, &e) => {
-                let why = format!("JACK: the server went away during the cell of {p} at {b} frames, {t} tracks ({e})");
-                halted = Some((Status::ServerShutdown, why));
-                break;
-            }
-            Err(e) => {
-                err = Some(e);
-                break;
-            }
-        }
-    }
-    progress.finish();
+    let (end, loaded) = session.loaded(None, std::time::Duration::ZERO, None, |s| {
+        Ok(grid_run.cells(s, todo))
+    })?;
+    let GridRun {
+        mut results,
+        mut control,
+        mut warnings,
+        ..
+    } = grid_run;
+    let GridEnd {
+        mut status,
+        err,
+        halted,
+    } = end;
     if let Some((s, why)) = halted {
         status = s;
         warnings.push(format!(
@@ -796,7 +730,7 @@ pub fn run_load_traced(
             grid.len()
         ));
     }
-    results.stress = session.map(StressSession::stop);
+    results.stress = loaded.stress;
     if status == Status::ServerShutdown {
         if let Some((c, _)) = control.take() {
             c.abandon();
@@ -822,11 +756,122 @@ pub fn run_load_traced(
         status = Status::Interrupted;
     }
     warnings.dedup();
+    results.forensics = session.merged(results.trial_forensics(), &mut warnings);
+    warnings.extend(results.stress.iter().flat_map(|s| s.warnings.clone()));
     Ok(LoadOutcome {
         status,
+        config: cfg.clone(),
         results,
         warnings,
     })
+}
+
+/// The grid's cells as they are run, and what the run keeps beside them.
+struct GridRun<'g> {
+    cfg: &'g LoadConfig,
+    grid: &'g [(u32, u32, String)],
+    results: LoadResults,
+    control: Option<(JackControl, bool)>,
+    warnings: Vec<String>,
+    on_cell: &'g mut dyn FnMut(&LoadResults) -> Result<()>,
+}
+
+/// How the cells loop ended: the status so far, the error to return once the server is
+/// restored, and why the grid stopped early with a partial result (the server went away,
+/// the watchdog).
+struct GridEnd {
+    status: Status,
+    err: Option<Error>,
+    halted: Option<(Status, String)>,
+}
+
+impl GridRun<'_> {
+    /// Search the cells of `todo` in turn, under the stress the session started.
+    fn cells(&mut self, session: &mut Session, todo: Vec<(u32, u32, String)>) -> GridEnd {
+        session.progress().set_total(self.grid.len() as u64);
+        session
+            .progress()
+            .set_position(self.results.cells.len() as u64);
+        let mut status = Status::Complete;
+        let mut err = None;
+        // Why the grid stopped early with a partial result (the server went away, the
+        // watchdog): the status it ends with and what happened.
+        let mut halted: Option<(Status, String)> = None;
+        for (b, t, p) in todo {
+            session
+                .progress()
+                .set_message(&format!("{b} frames/{t} tr/{p}"));
+            if let Some((c, set)) = self.control.as_mut() {
+                let now = c.frames();
+                let applied = if *set {
+                    c.set_frames(b)
+                } else if now != b {
+                    Err(Error::cannot_measure(format!(
+                        "the JACK server's buffer size changed to {now} during the grid (cell: {b})"
+                    )))
+                } else {
+                    Ok(())
+                };
+                if let Err(e) = applied {
+                    if server_gone(self.cfg, &e) {
+                        let why = format!(
+                            "JACK: the server went away before the cell at {b} frames ({e})"
+                        );
+                        halted = Some((Status::ServerShutdown, why));
+                    } else {
+                        err = Some(e);
+                    }
+                    break;
+                }
+            }
+            let cell = run_cell(self.cfg, b, t, &p, &mut self.warnings, session);
+            match cell {
+                Ok(CellEnd::Done(cell)) => {
+                    self.results.cells.push(*cell);
+                    // Grid order, whatever order resumed and new cells finished in.
+                    let pos = |c: &Cell| {
+                        self.grid
+                            .iter()
+                            .position(|(b, t, p)| {
+                                c.buffer_frames == *b && c.tracks == *t && c.plugin == *p
+                            })
+                            .unwrap_or(usize::MAX)
+                    };
+                    self.results.cells.sort_by_key(pos);
+                    session
+                        .progress()
+                        .set_position(self.results.cells.len() as u64);
+                    if let Err(e) = (self.on_cell)(&self.results) {
+                        err = Some(e);
+                        break;
+                    }
+                }
+                Ok(CellEnd::Interrupted) => {
+                    status = Status::Interrupted;
+                    break;
+                }
+                Ok(CellEnd::Stopped(s, why)) => {
+                    halted = Some((s, why));
+                    break;
+                }
+                Err(e) if server_gone(self.cfg, &e) => {
+                    let why = format!("JACK: the server went away during the cell of {p} at {b} frames, {t} tracks ({e})");
+                    halted = Some((Status::ServerShutdown, why));
+                    break;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        session.progress().finish();
+        GridEnd {
+            status,
+            err,
+            halted,
+        }
+    }
 }
 
 /// `r`, or None when it is the set-up that a Ctrl-C gave up (`registry::create_chain`): the
@@ -871,7 +916,7 @@ fn run_cell(
     tracks: u32,
     plugin: &str,
     warnings: &mut Vec<String>,
-    trace: StartTrace,
+    session: &mut Session,
 ) -> Result<CellEnd> {
     let t0 = crate::rt::clock::monotonic_ns();
     let Some(limit) = unless_interrupted(cfg.physical_limit(buffer, tracks, plugin))? else {
@@ -891,8 +936,13 @@ fn run_cell(
         let mut rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
         rc.cost_prior = prior.clone();
         let w0 = crate::rt::clock::monotonic_ns();
-        let rec = trace(&rc.cpus, dur);
-        let Some(mut r) = unless_interrupted(crate::measure::run::run(&rc, &Silent))? else {
+        let rec = session.start_trace(&rc.cpus, dur);
+        let Some(mut r) = unless_interrupted(crate::measure::run::run_observed(
+            &rc,
+            &Silent,
+            Default::default(),
+        ))?
+        else {
             return Ok(None);
         };
         match r.status {
@@ -945,7 +995,7 @@ fn run_cell(
             cycles: r.results.cycles,
             xruns: r.results.xruns,
             warmup_disqualifying: in_warmup,
-            stopped_at_cycle: r.early_stop_cycle,
+            stopped_at_cycle: r.results.early_stop_cycle,
             wall_ns: crate::rt::clock::monotonic_ns() - w0,
             host_steal: r.results.host_steal.clone(),
             forensics,

@@ -12,4 +12,5 @@ pub mod rtl;
 pub mod run;
 pub mod sched;
 pub mod sched_observe;
+pub mod session;
 pub mod stats;

@@ -4,7 +4,7 @@
 //!
 //! The graph is one serial pipeline of M `burn` clients on one engine thread (JACK's pipeline of
 //! Cucinotta et al.), optionally switched on one at a time (`--ramp`). Every row has a non-RT helper
-//! thread fed with each cycle's record by the engine's collector (`run_tapped`): it folds the
+//! thread fed with each cycle's record by the engine's collector (`run_observed`): it folds the
 //! row's Cucinotta et al. metrics (`sched_observe`) and, on the adaptive rows, feeds the controller with
 //! the cycle's CPU time and applies Set Q with `sched_setattr` — at most once per batch of
 //! records, so at most once per cycle, and never from the RT path. With several engine threads
@@ -18,7 +18,8 @@ use crate::common::cycle::{CycleRecord, MAX_CLIENTS};
 use crate::common::Status;
 use crate::engine::Ramp;
 use crate::error::{Error, Result};
-use crate::measure::run::{run_tapped, DriverKind, RunConfig, RunResults};
+use crate::measure::run::{run_observed, DriverKind, Observe, RunConfig, RunResults};
+use crate::measure::session::{Outcome, Session};
 use crate::progress::Progress;
 use crate::rt::Policy;
 use crate::stress::periodic::{reservation, PeriodicSpec, PeriodicStats, PeriodicTask};
@@ -149,13 +150,8 @@ pub struct SchedResults {
     pub forensics: Option<crate::trace::Forensics>,
 }
 
-#[derive(Debug, Clone)]
-pub struct SchedResult {
-    pub status: Status,
-    pub config: SchedConfig,
-    pub results: SchedResults,
-    pub warnings: Vec<String>,
-}
+/// The outcome of `sched`.
+pub type SchedResult = Outcome<SchedConfig, SchedResults>;
 
 impl SchedConfig {
     pub fn period_ns(&self) -> u64 {
@@ -282,18 +278,10 @@ impl SchedConfig {
 /// Why `--driver jack` is refused (exit 2).
 pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. Under JACK the server owns the process thread and runs its own driver thread: a SCHED_DEADLINE reservation set on our client's thread would leave jackd's threads outside it (Cucinotta et al. put the server and every client in one AQuoSA reservation; mainline DEADLINE cannot share a reservation between threads), and the ramp and driver timing would be judged against a server xrunlab does not pace. For JACK beside a competing task use `xrunlab run --driver jack --compete voip`";
 
-/// Run every row in turn. Privilege or admission problems are errors naming the row.
-pub fn run(cfg: &SchedConfig, progress: &dyn Progress) -> Result<SchedResult> {
-    run_traced(cfg, progress, &mut |_, _| None)
-}
-
-/// `run` with `--forensics`: `start_trace` starts a recording before every row, and the row's
-/// xruns are explained after it (`rows[].engine.forensics`).
-pub fn run_traced(
-    cfg: &SchedConfig,
-    progress: &dyn Progress,
-    start_trace: crate::measure::run::forensics::StartTrace,
-) -> Result<SchedResult> {
+/// `xrunlab sched`: every row in turn. Privilege or admission problems are errors naming the
+/// row. With forensics a recording starts before every row, the row's xruns are explained
+/// after it (`rows[].engine.forensics`) and the rows' sections are merged.
+pub fn run(cfg: &SchedConfig, session: &mut Session) -> Result<SchedResult> {
     cfg.validate()?;
     let mut trace = match &cfg.trace {
         Some(p) => Some(TraceCsv::create(p, cfg.clients as usize)?),
@@ -307,21 +295,29 @@ pub fn run_traced(
             status = Status::Interrupted;
             break;
         }
-        progress.set_message(&label);
+        session.progress().set_message(&label);
         let is_dl = matches!(engine_policy, Policy::Deadline { .. });
         let rc = cfg.run_config(engine_policy, is_dl)?;
-        let rec = start_trace(&rc.cpus, rc.duration_ns);
-        let (mut row, t) =
-            match run_row(cfg, &rc, &label, sp, compete_policy, trace.take(), progress) {
-                Ok(x) => x,
-                Err(e) => {
-                    // A failed run leaves no half-written trace behind.
-                    if let Some(p) = &cfg.trace {
-                        let _ = std::fs::remove_file(p);
-                    }
-                    return Err(in_row(e, &label));
+        let rec = session.start_trace(&rc.cpus, rc.duration_ns);
+        let row = run_row(
+            cfg,
+            &rc,
+            &label,
+            sp,
+            compete_policy,
+            trace.take(),
+            session.progress(),
+        );
+        let (mut row, t) = match row {
+            Ok(x) => x,
+            Err(e) => {
+                // A failed run leaves no half-written trace behind.
+                if let Some(p) = &cfg.trace {
+                    let _ = std::fs::remove_file(p);
                 }
-            };
+                return Err(in_row(e, &label));
+            }
+        };
         trace = t;
         if let Some(rec) = rec {
             warnings.extend(crate::measure::run::forensics::explain_run(
@@ -348,6 +344,10 @@ pub fn run_traced(
     if let Some(t) = trace {
         t.finish()?;
     }
+    let forensics = session.merged(
+        rows.iter().filter_map(|x| x.engine.forensics.as_ref()),
+        &mut warnings,
+    );
     Ok(SchedResult {
         status,
         config: cfg.clone(),
@@ -356,7 +356,7 @@ pub fn run_traced(
             budget_split: BUDGET_SPLIT.into(),
             rows,
             trace_file: cfg.trace.clone(),
-            forensics: None,
+            forensics,
         },
         warnings,
     })
@@ -398,13 +398,16 @@ fn run_row(
         .name("xr-qctl".into())
         .spawn(move || helper.run(rec_rx, tid_rx))
         .map_err(|e| Error::cannot_measure(format!("cannot start the controller: {e}")))?;
-    let out = run_tapped(
+    let on_threads = |tids: &[libc::pid_t]| {
+        let _ = tid_tx.send(tids.to_vec());
+    };
+    let out = run_observed(
         rc,
         progress,
-        &|tids| {
-            let _ = tid_tx.send(tids.to_vec());
+        Observe {
+            on_threads: Some(&on_threads),
+            tap: Some(rec_tx),
         },
-        Some(rec_tx),
     );
     // The tap closes when the collector has sent the last record, which ends the helper.
     let h = helper

@@ -472,13 +472,7 @@ pub struct EventResults {
 }
 
 /// The outcome of `run`.
-#[derive(Debug, Clone)]
-pub struct EventRunResult {
-    pub status: Status,
-    pub config: EventConfig,
-    pub results: EventResults,
-    pub warnings: Vec<String>,
-}
+pub type EventRunResult = crate::measure::session::Outcome<EventConfig, EventResults>;
 
 #[cfg(test)]
 mod tests {

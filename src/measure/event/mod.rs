@@ -44,7 +44,7 @@ pub use handler::{cycle_handler, DelayProbe, OnsetView, TriggerHandle};
 use crate::common::Status;
 use crate::driver::DriverKind;
 use crate::error::Result;
-use crate::progress::Progress;
+use crate::measure::session::Session;
 use gpio::GpioLine;
 use std::time::Duration;
 
@@ -100,8 +100,7 @@ fn run_setting(
     cfg: &EventConfig,
     s: &Setting,
     gpio: Option<&GpioLine>,
-    progress: &dyn Progress,
-    trace: crate::measure::run::forensics::StartTrace,
+    session: &mut Session,
 ) -> Result<EventRun> {
     let bg = if s.scenario == Scenario::MonoBg {
         Some(start_background()?)
@@ -109,7 +108,8 @@ fn run_setting(
         None
     };
     // The trials' length is not known ahead: the smallest buffer, drained as it runs.
-    let rec = trace(&cfg.cpus, 0);
+    let rec = session.start_trace(&cfg.cpus, 0);
+    let progress = session.progress();
     let outcome = match s.driver {
         DriverKind::Virtual => virtual_dev::run(cfg, s, gpio, progress),
         DriverKind::Jack => jack::run(cfg, s, gpio, progress),
@@ -177,20 +177,11 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
     out
 }
 
-/// Measure every setting the config asks for. A grid row a backend refuses (a buffer size
-/// the JACK server rejects) is listed in `skipped`; an interrupt ends the run with what was
-/// measured so far.
-pub fn run(cfg: &EventConfig, progress: &dyn Progress) -> Result<EventRunResult> {
-    run_traced(cfg, progress, &mut |_, _| None)
-}
-
-/// `run` with `--forensics`: `trace` starts a recording before every setting, and its xruns
-/// are explained after it (`runs[].forensics`).
-pub fn run_traced(
-    cfg: &EventConfig,
-    progress: &dyn Progress,
-    trace: crate::measure::run::forensics::StartTrace,
-) -> Result<EventRunResult> {
+/// `xrunlab event`: every setting the config asks for. A grid row a backend refuses (a
+/// buffer size the JACK server rejects) is listed in `skipped`; an interrupt ends the run with
+/// what was measured so far. With forensics a recording starts before every setting, its
+/// xruns are explained after it (`runs[].forensics`) and the sections are merged.
+pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventRunResult> {
     cfg.validate()?;
     // A missing GPIO chip is known before anything starts.
     let gpio = cfg.gpio.as_ref().map(GpioLine::open).transpose()?;
@@ -198,11 +189,11 @@ pub fn run_traced(
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
     let mut status = Status::Complete;
-    progress.set_total(cfg.trials as u64);
+    session.progress().set_total(cfg.trials as u64);
     for s in &list {
-        progress.set_message(&s.label());
-        progress.set_position(0);
-        match run_setting(cfg, s, gpio.as_ref(), progress, trace) {
+        session.progress().set_message(&s.label());
+        session.progress().set_position(0);
+        match run_setting(cfg, s, gpio.as_ref(), session) {
             Ok(r) => {
                 let st = r.status;
                 runs.push(r);
@@ -230,7 +221,7 @@ pub fn run_traced(
             break;
         }
     }
-    progress.finish();
+    session.progress().finish();
     let mut warnings: Vec<String> = Vec::new();
     for r in &runs {
         for w in &r.warnings {
@@ -239,13 +230,17 @@ pub fn run_traced(
             }
         }
     }
+    let forensics = session.merged(
+        runs.iter().filter_map(|x| x.forensics.as_ref()),
+        &mut warnings,
+    );
     Ok(EventRunResult {
         status,
         config: cfg.clone(),
         results: EventResults {
             runs,
             skipped,
-            forensics: None,
+            forensics,
         },
         warnings,
     })

@@ -240,20 +240,16 @@ impl RtlResults {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct RtlRunResult {
-    pub status: crate::common::Status,
-    pub config: RtlConfig,
-    pub results: RtlResults,
-    pub warnings: Vec<String>,
-}
+/// The outcome of `rtl`.
+pub type RtlRunResult = crate::measure::session::Outcome<RtlConfig, RtlResults>;
 
-/// Model, and measure when a driver is set.
+/// `xrunlab rtl`: model, and measure when a driver is set.
 pub fn run(
     cfg: &RtlConfig,
-    progress: &dyn crate::progress::Progress,
+    session: &mut crate::measure::session::Session,
 ) -> crate::Result<RtlRunResult> {
     use crate::common::Status;
+    let progress = session.progress();
     // A JACK server decides buffer size and rate, an ALSA device negotiates rate, period
     // and periods: open the device first and model what it serves.
     let device = match cfg.driver {

@@ -21,6 +21,7 @@ use crate::engine::harness::{self, show_progress, Harness, HarnessOutcome, Super
 use crate::engine::watchdog::{bound_ns, WatchdogReport};
 use crate::engine::{CostModel, Engine, EngineSpec};
 use crate::error::{Error, Result};
+use crate::measure::session::{Outcome, Session};
 use crate::progress::Progress;
 use crate::rt::thread::ThreadSpec;
 use crate::rt::Policy;
@@ -77,7 +78,7 @@ pub struct RunConfig {
     #[serde(default)]
     pub compete: Option<crate::stress::PeriodicSpec>,
     /// End the run at the first xrun this criterion matches (the run is then `complete`,
-    /// shorter than asked, and `RunResult::early_stop_cycle` says where).
+    /// shorter than asked, and `RunResults::early_stop_cycle` says where).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on: Option<StopCriterion>,
     /// `stop_on` ignores xruns of cycles before this one (a load trial's warm-up).
@@ -400,80 +401,72 @@ pub struct RunResults {
     /// `--forensics`: who took the time of each xrun, from a kernel trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
-}
-
-/// The outcome of `run`: what a result document needs besides the environment.
-#[derive(Debug, Clone)]
-pub struct RunResult {
-    pub status: Status,
-    pub config: RunConfig,
-    pub results: RunResults,
-    pub warnings: Vec<String>,
-    /// Set when `stop_on` ended the run: the cycle of the xrun that did.
+    /// Set when `stop_on` ended the run: the cycle of the xrun that did. Not in the result
+    /// document: a load trial reports it as its `stopped_at_cycle`.
+    #[serde(skip)]
+    #[schemars(skip)]
     pub early_stop_cycle: Option<u64>,
 }
 
-/// `run` under the load of `stress` and beside `cfg.compete`, both started here before the
-/// engine and stopped after it. Call it from a thread that outlives the run (normally the main
-/// thread): the stressors' PR_SET_PDEATHSIG is tied to the thread that started them. On an
-/// error both guards are dropped, which stops and reaps them.
-pub fn run_under(
-    cfg: &RunConfig,
-    stress: &crate::stress::StressSpec,
-    progress: &dyn Progress,
-) -> Result<RunResult> {
+/// The outcome of `run`: what a result document needs besides the environment.
+pub type RunResult = Outcome<RunConfig, RunResults>;
+
+/// Told the engine threads' tids, driver first.
+pub type OnThreads<'o> = &'o dyn Fn(&[libc::pid_t]);
+
+/// Who watches one engine run from outside the real-time path (see [`run_observed`]).
+#[derive(Default)]
+pub struct Observe<'o> {
+    /// Told the engine threads' tids (driver first) once they exist, so a non-RT observer
+    /// (`xrunlab sched`'s reservation controller) can read their CPU clocks and change their
+    /// scheduling parameters during the run.
+    pub on_threads: Option<OnThreads<'o>>,
+    /// Sent every cycle record from the (non-RT) collector thread; the receiver sees the
+    /// channel close once the run's records are all sent.
+    pub tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
+}
+
+/// `xrunlab run`: the engine on the configured driver until the duration elapsed, a signal
+/// arrived or the watchdog fired, under the session's stress and beside `cfg.compete`, with
+/// its xruns explained when the session records traces. Privilege problems are
+/// `CannotMeasure` errors; an interrupted or watchdog-stopped run is still `Ok` with the
+/// matching status and the partial result.
+pub fn run(cfg: &RunConfig, session: &mut Session) -> Result<RunResult> {
     cfg.validate()?;
-    let session = if stress.is_idle() {
-        None
-    } else {
-        Some(crate::stress::StressSession::start(
-            stress,
-            std::time::Duration::from_nanos(cfg.duration_ns),
-        )?)
-    };
-    let task = cfg
-        .compete
-        .clone()
-        .map(crate::stress::PeriodicTask::start)
-        .transpose()?;
-    let outcome = run(cfg, progress);
-    let compete = task.map(crate::stress::PeriodicTask::stop);
-    let record = session.map(crate::stress::StressSession::stop);
-    let mut r = outcome?;
-    r.results.stress = record;
-    r.results.compete = compete;
-    if !stress.is_idle() {
-        r.config.stress = stress.labels();
+    if cfg.driver.simulated() {
+        session.simulated();
+    }
+    let rec = session.start_trace(&cfg.cpus, cfg.duration_ns);
+    let (mut r, loaded) = session.loaded(
+        None,
+        std::time::Duration::from_nanos(cfg.duration_ns),
+        cfg.compete.clone(),
+        |s| run_observed(cfg, s.progress(), Observe::default()),
+    )?;
+    r.results.stress = loaded.stress;
+    r.results.compete = loaded.compete;
+    if !session.stress().is_idle() {
+        r.config.stress = session.stress().labels();
+    }
+    if let Some(rec) = rec {
+        let mut w = forensics::explain_run(rec, &mut r.results, &r.config.chain_elements);
+        if let Some(f) = r.results.forensics.as_mut() {
+            session.keep(f, &mut w);
+        }
+        r.warnings.extend(w);
     }
     Ok(r)
 }
 
-/// Run the engine on the configured driver until the duration elapsed, a signal arrived or
-/// the watchdog fired. Privilege problems are `CannotMeasure` errors; an interrupted or
-/// watchdog-stopped run is still `Ok` with the matching status and the partial result.
-pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult> {
-    run_observed(cfg, progress, &|_| {})
-}
-
-/// `run`, telling `on_threads` the engine threads' tids (driver first) once they exist, so a
-/// non-RT observer (`xrunlab sched`'s reservation controller) can read their CPU clocks and
-/// change their scheduling parameters during the run.
+/// One engine run as a part of a larger measurement (a `load` trial, a `sched` row) or for a
+/// test: no stress, no trace; `observe` watches it.
 pub fn run_observed(
     cfg: &RunConfig,
     progress: &dyn Progress,
-    on_threads: &dyn Fn(&[libc::pid_t]),
+    observe: Observe,
 ) -> Result<RunResult> {
-    run_tapped(cfg, progress, on_threads, None)
-}
-
-/// `run_observed`, also sending every cycle record to `tap` from the (non-RT) collector
-/// thread; the tap's receiver sees the channel close once the run's records are all sent.
-pub fn run_tapped(
-    cfg: &RunConfig,
-    progress: &dyn Progress,
-    on_threads: &dyn Fn(&[libc::pid_t]),
-    tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
-) -> Result<RunResult> {
+    let on_threads = observe.on_threads.unwrap_or(&|_| {});
+    let tap = observe.tap;
     let (device, cfg) = negotiate(cfg)?;
     let cfg = &cfg;
     let period_ns = cfg.device().period_ns();
@@ -902,12 +895,12 @@ fn fold_results(
         compete: None,
         lv2: Vec::new(),
         forensics: None,
+        early_stop_cycle: folded.early_stop_cycle,
     };
     RunResult {
         status,
         config: cfg.clone(),
         results,
         warnings,
-        early_stop_cycle: folded.early_stop_cycle,
     }
 }
