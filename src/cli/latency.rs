@@ -4,7 +4,7 @@ use super::output::{self, Measured, Started};
 use super::Global;
 use crate::error::{Error, Result};
 use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
-use crate::report::table;
+use crate::report::text;
 use crate::results::{Body, Status};
 use crate::rt::{affinity, Policy};
 use crate::units::{parse_duration_ns, parse_duration_or_us, AudioPeriod};
@@ -238,14 +238,14 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         None => Ok(()),
     };
     let mut human = match &result.baseline {
-        Some(b) => table::latency_phases(&[("idle", b), ("stress", &result)]),
-        None => table::latency(&cfg, &result),
+        Some(b) => text::latency::phases(&[("idle", b), ("stress", &result)]),
+        None => text::latency::summary(&cfg, &result),
     };
     if let Some(st) = &result.stress {
-        human.push_str(&table::stress_line(st));
+        human.push_str(&text::stress::stress_line(st));
     }
     if let Some(f) = &result.forensics {
-        human.push_str(&table::forensics(f));
+        human.push_str(&text::forensics::section(f));
     }
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
@@ -319,7 +319,7 @@ fn simulated(
         }
         None => Ok(()),
     };
-    let human = table::latency(&cfg, &result);
+    let human = text::latency::summary(&cfg, &result);
     let crossed = result.fail_above.as_ref().is_some_and(|f| f.crossed);
     let status = if result.interrupted {
         Status::Interrupted

@@ -236,7 +236,7 @@ pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
         a.forensics.csv_path(g).as_deref(),
         &mut r.warnings,
     );
-    let human = crate::report::table::sched_summary(&r.results);
+    let human = crate::report::text::sched::summary(&r.results);
     let body = Body::Sched {
         config: r.config,
         results: Box::new(r.results),

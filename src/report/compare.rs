@@ -6,12 +6,7 @@ use crate::results::Body;
 use crate::units::format_ns;
 use maud::html;
 
-/// One side-by-side table.
-pub struct Table {
-    pub title: String,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
+pub use super::grid::{table_html, to_text, Table};
 
 /// Column labels: `--label KEY=TEXT` where KEY is the file as given, its file name, or its
 /// 1-based position; everything else is named by hostname, kernel and stress.
@@ -635,22 +630,6 @@ fn generic(inputs: &[Input], labels: &[String]) -> Table {
     }
 }
 
-/// Tables as terminal text.
-pub fn to_text(tables: &[Table]) -> String {
-    let mut out = String::new();
-    for t in tables {
-        let header: Vec<&str> = t.header.iter().map(String::as_str).collect();
-        let mut ct = super::table::new_table(&header);
-        for r in &t.rows {
-            let mut cells = vec![comfy_table::Cell::new(&r[0])];
-            cells.extend(r[1..].iter().map(super::table::num));
-            ct.add_row(cells);
-        }
-        out.push_str(&format!("{}\n{ct}\n", t.title));
-    }
-    out
-}
-
 /// Charts for the kinds whose study shows a figure: Fig. 2 of Vignati et al. for `load` (one curve
 /// per system, plugin and buffer size), Cucinotta et al.'s end-time CDF for `sched`.
 fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
@@ -723,7 +702,7 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
                 tr { th { "label" } th { "file" } th { "system" } }
                 @for (i, l) in inputs.iter().zip(labels) {
                     tr { td { (l) } td { (i.path.display().to_string()) }
-                         td { (i.environment().map(super::table::system_line).unwrap_or_default()) } }
+                         td { (i.environment().map(super::text::style::system_line).unwrap_or_default()) } }
                 }
             }
             @for (svg, caption) in figures(inputs, labels) {
@@ -737,18 +716,6 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
             }
         },
     )
-}
-
-/// One table as HTML: the first column labels its row, the others are numbers.
-pub fn table_html(t: &Table) -> maud::Markup {
-    html! {
-        table {
-            tr { @for h in &t.header { th { (h) } } }
-            @for r in &t.rows {
-                tr { td { (r[0]) } @for c in &r[1..] { td.n { (c) } } }
-            }
-        }
-    }
 }
 
 /// One suite directory (or any directory of results) in a comparison.
@@ -806,7 +773,7 @@ pub fn suite_labels(suites: &[Suite], overrides: &[String]) -> Result<Vec<String
 /// Suites side by side: the verdicts in one table (a row per buffer size), then every stage
 /// all of them ran, compared as its kind is.
 pub fn suites(suites: &[Suite], labels: &[String]) -> Result<Vec<Table>> {
-    use super::table::{per_hour, rate_cell};
+    use super::format::{per_hour, rate_cell};
     use crate::results::verdict::Condition;
     let mut header = vec!["".to_string()];
     header.extend(labels.iter().cloned());
