@@ -216,6 +216,53 @@ fn document(
 mod tests {
     use super::*;
 
+    fn manifest() -> Manifest {
+        let stage = |name: &str, status: &str, reason: Option<&str>| {
+            serde_json::json!({
+                "stage": name, "argv": [], "status": status, "reason": reason, "note": null,
+                "exit_code": null, "duration_s": 1.5, "file": null, "log": null
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "tool": {"name": "xrunlab", "version": "0"},
+            "mode": "smoke", "driver": "sim", "status": "complete",
+            "started_at": "2026-01-01T00:00:00Z", "ended_at": null, "report": null,
+            "stages": [
+                stage("check", "ok", None),
+                stage("latency", "failed", Some("exit 3: <no privilege>")),
+                stage("rtl", "skipped", Some("no loop")),
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_suite_is_a_test_case_per_stage() {
+        let m = manifest();
+        let input = Export {
+            results: &[],
+            manifest: Some(&m),
+        };
+        let xml = String::from_utf8(super::super::render(&Junit, &input).unwrap()).unwrap();
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"xrunlab\" tests=\"3\" failures=\"1\" errors=\"0\">\n"), "{xml}");
+        assert!(xml.contains("<testsuite name=\"xrunlab suite\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\" time=\"4.5\" timestamp=\"2026-01-01T00:00:00Z\" hostname=\"\">"), "{xml}");
+        assert!(
+            xml.contains("<testcase classname=\"xrunlab.suite\" name=\"check\" time=\"1.5\"/>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<failure message=\"exit 3: &lt;no privilege&gt;\" type=\"failure\">"),
+            "{xml}"
+        );
+        assert!(xml.contains("<skipped message=\"no loop\"/>"), "{xml}");
+        assert!(xml.ends_with("</testsuites>\n"));
+    }
+
+    #[test]
+    fn junit_without_a_suite_is_refused() {
+        assert!(super::super::render(&Junit, &Export::of(&[])).is_err());
+    }
+
     #[test]
     fn text_is_escaped_and_control_characters_replaced() {
         assert_eq!(

@@ -10,7 +10,7 @@ mod text;
 
 pub use html::Html;
 pub use json::Json;
-pub use junit::{escape as xml_escape, Junit};
+pub use junit::Junit;
 pub use text::Text;
 
 use super::Input;
