@@ -1,12 +1,7 @@
 //! One interface for every format a set of results is written in: an [`Exporter`] per file
-//! in this folder, and [`EXPORTERS`], one line per format. Adding a format (OpenMetrics,
-//! LAVA result lines, KCIDB JSON…) is one new file here and one line in that list
-//! (docs/ARCHITECTURE.md §7 "Add an exporter").
-
-mod html;
-mod json;
-mod junit;
-mod text;
+//! in this folder, and [`EXPORTERS`], one line per format in `formats!`. Adding a format
+//! (OpenMetrics, LAVA result lines, KCIDB JSON…) is one new file here and one line in that
+//! list (docs/ARCHITECTURE.md §7 "Add an exporter").
 
 pub use html::Html;
 pub use json::Json;
@@ -49,8 +44,22 @@ pub trait Exporter: Sync {
     fn export(&self, input: &Export, out: &mut dyn Write) -> Result<()>;
 }
 
-/// Every format, one line each.
-pub const EXPORTERS: &[&dyn Exporter] = &[&Text, &Json, &Html, &Junit];
+/// Declares each format's file and lists its exporter in [`EXPORTERS`], so that a format is
+/// registered by one line (`file::Type`) and cannot be declared without being listed.
+macro_rules! formats {
+    ($($file:ident :: $exporter:ident),* $(,)?) => {
+        $(mod $file;)*
+        /// Every format, one line each in the `formats!` below.
+        pub const EXPORTERS: &[&dyn Exporter] = &[$(&$file::$exporter),*];
+    };
+}
+
+formats! {
+    text::Text,
+    json::Json,
+    html::Html,
+    junit::Junit,
+}
 
 /// The exporter a name stands for.
 pub fn by_name(name: &str) -> Option<&'static dyn Exporter> {
