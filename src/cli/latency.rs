@@ -237,16 +237,7 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         }
         None => Ok(()),
     };
-    let mut human = match &result.baseline {
-        Some(b) => text::latency::phases(&[("idle", b), ("stress", &result)]),
-        None => text::latency::summary(&cfg, &result),
-    };
-    if let Some(st) = &result.stress {
-        human.push_str(&text::stress::stress_line(st));
-    }
-    if let Some(f) = &result.forensics {
-        human.push_str(&text::forensics::section(f));
-    }
+    let mut human = text::latency::measured(&cfg, &result);
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");
     }

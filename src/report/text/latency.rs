@@ -116,3 +116,22 @@ pub fn phases(phases: &[(&str, &crate::measure::latency::LatencyResult)]) -> Str
     }
     out
 }
+
+/// What `latency` prints when it has measured: idle beside stress when it measured an idle
+/// baseline first, then the load that ran and the forensics.
+pub fn measured(
+    cfg: &crate::measure::latency::LatencyConfig,
+    r: &crate::measure::latency::LatencyResult,
+) -> String {
+    let mut s = match &r.baseline {
+        Some(b) => phases(&[("idle", b), ("stress", r)]),
+        None => summary(cfg, r),
+    };
+    if let Some(st) = &r.stress {
+        s.push_str(&super::stress::stress_line(st));
+    }
+    if let Some(f) = &r.forensics {
+        s.push_str(&super::forensics::section(f));
+    }
+    s
+}
