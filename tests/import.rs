@@ -539,9 +539,9 @@ proptest::proptest! {
                 proptest::prop_assert!(e.to_string().starts_with(&name), "{}", e);
             }
             Ok((cfg, r)) => {
-                use xrunlab::report::{compare, html, table, Input, Loaded};
+                use xrunlab::report::{compare, html, text, Input, Loaded};
                 use xrunlab::results::{Body, ResultDoc, Status};
-                let _ = table::latency(&cfg, &r);
+                let _ = text::latency::summary(&cfg, &r);
                 let doc = ResultDoc::new(
                     Body::Latency { config: cfg, results: Box::new(r) },
                     Status::Complete,

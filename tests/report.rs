@@ -520,7 +520,7 @@ fn load_summary_says_which_failed_trials_the_host_explains() {
     let xrunlab::results::Body::Load { config, results } = doc.body else {
         panic!("not a load result")
     };
-    let s = xrunlab::report::table::load_summary(&config, &results);
+    let s = xrunlab::report::text::load::summary(&config, &results);
     let want = format!(
         "host: in {} of {failed} failed trials every xrun fell in a window where the hypervisor stole time (20 % of their 50 ms windows had steal)",
         failed.div_ceil(2)

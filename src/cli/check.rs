@@ -3,7 +3,7 @@
 use super::output::{self, Measured, Started};
 use super::Global;
 use crate::error::Result;
-use crate::report::table;
+use crate::report::text;
 use crate::results::{Body, Status};
 use crate::system::check::{run_checks, CheckConfig};
 use crate::system::{Environment, Root};
@@ -36,7 +36,11 @@ pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
     let env = Environment::capture_at(&root);
     let report = run_checks(&root, &env);
     let failed = report.fail > 0;
-    let human = format!("{}\n{}", table::system_line(&env), table::checks(&report));
+    let human = format!(
+        "{}\n{}",
+        text::style::system_line(&env),
+        text::check::summary(&report)
+    );
     let body = Body::Check {
         config: CheckConfig {
             root: a

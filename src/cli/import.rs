@@ -2,7 +2,6 @@
 
 use super::{output, Global};
 use crate::error::Result;
-use crate::report::table;
 use crate::results::{import, Body, ResultDoc, Status};
 use crate::system::Environment;
 use clap::Args;
@@ -28,7 +27,7 @@ pub struct ImportArgs {
 pub fn run(a: ImportArgs, g: &Global) -> Result<u8> {
     let started = crate::rt::clock::wall_clock_rfc3339();
     let (cfg, result) = import::import_file(&a.file)?;
-    let human = table::latency(&cfg, &result);
+    let human = crate::report::text::latency::summary(&cfg, &result);
     let mut doc = ResultDoc::new(
         Body::Latency {
             config: cfg,

@@ -4,7 +4,7 @@ use super::output::{self, Measured};
 use super::Global;
 use crate::error::{Error, Result};
 use crate::measure::latency::{self, FailAbove, LatencyConfig, LatencySource};
-use crate::report::table;
+use crate::report::text;
 use crate::results::Body;
 use crate::rt::{affinity, Policy};
 use crate::units::{parse_duration_ns, parse_duration_or_us, AudioPeriod};
@@ -218,16 +218,7 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
         None => Ok(()),
     };
     let result = &r.results;
-    let mut human = match &result.baseline {
-        Some(b) => table::latency_phases(&[("idle", b), ("stress", result)]),
-        None => table::latency(&cfg, result),
-    };
-    if let Some(st) = &result.stress {
-        human.push_str(&table::stress_line(st));
-    }
-    if let Some(f) = &result.forensics {
-        human.push_str(&table::forensics(f));
-    }
+    let mut human = text::latency::measured(&cfg, result);
     let unpinned = matches!(cfg.policy, Some(Policy::Deadline { .. }));
     if unpinned {
         human.push_str("SCHED_DEADLINE threads ran unpinned: rows are threads, not CPUs\n");

@@ -3,13 +3,11 @@
 use super::output::{self, Measured};
 use super::Global;
 use crate::error::Result;
-use crate::measure::latencytest::{self, LatencytestConfig, LatencytestResult, DEFAULT_CLASSES};
-use crate::report::table::{new_table, num};
+use crate::measure::latencytest::{self, LatencytestConfig, DEFAULT_CLASSES};
 use crate::results::Body;
 use crate::rt::Policy;
-use crate::units::{format_ns, parse_duration_ns, parse_percent};
+use crate::units::{parse_duration_ns, parse_percent};
 use clap::Args;
-use comfy_table::Cell;
 use std::path::PathBuf;
 
 /// Senoner's benchmark: burn, blocking write, measure; idle and under stress classes.
@@ -122,7 +120,7 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     let out = latencytest::run(&cfg, &mut session)?;
     let started = session.into_started();
     let (r, warnings, status) = (out.results, out.warnings, out.status);
-    let human = summary(&r);
+    let human = crate::report::text::latencytest::summary(&r);
     let body = Body::Latencytest {
         config: cfg,
         results: Box::new(r),
@@ -133,64 +131,4 @@ pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
             .partial("xrunlab: interrupted; the partial result was written\n"),
         g,
     )
-}
-
-/// One row per phase, as Senoner's result list (latency and overruns per stress class).
-pub fn summary(r: &LatencytestResult) -> String {
-    let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
-    let mut t = new_table(&[
-        "phase",
-        "cycles",
-        "loop max ms",
-        "loop p99 ms",
-        "loop mean ms",
-        "overruns",
-        "underruns",
-        "loop ±0.1ms",
-        "loop ±1ms",
-        "burn max dev ms",
-        "burn ±0.1ms",
-    ]);
-    for p in &r.phases {
-        t.add_row(vec![
-            Cell::new(&p.name),
-            num(p.cycles),
-            num(ms(p.loop_ns.max)),
-            num(ms(p.loop_ns.p99)),
-            num(ms(p.loop_ns.mean.round() as u64)),
-            num(p.overruns),
-            num(p.underruns),
-            num(format!("{:.2} %", p.loop_within_100us_pct)),
-            num(format!("{:.2} %", p.loop_within_1ms_pct)),
-            num(ms(p.burn_max_dev_ns)),
-            num(format!("{:.2} %", p.burn_within_100us_pct)),
-        ]);
-    }
-    let mut out = format!(
-        "latencytest: fragment {}, buffer {} (overrun: loop > buffer), burn {} per cycle\n{t}\n",
-        format_ns(r.fragment_ns),
-        format_ns(r.buffer_ns),
-        format_ns(r.burn_nominal_ns)
-    );
-    for s in &r.skipped {
-        out.push_str(&format!("skipped {}: {}\n", s.preset, s.reason));
-    }
-    for p in &r.phases {
-        if let Some(st) = &p.stress {
-            for k in &st.skipped {
-                out.push_str(&format!("{}: note: {}: {}\n", p.name, k.preset, k.reason));
-            }
-        }
-    }
-    if let Some(f) = &r.forensics {
-        out.push_str("forensics per phase:\n");
-        out.push_str(&crate::report::table::forensics_parts(
-            crate::report::table::latencytest_phase_parts(r),
-        ));
-        out.push_str(&crate::report::table::forensics(f));
-    }
-    if r.interrupted {
-        out.push_str("interrupted: partial result\n");
-    }
-    out
 }

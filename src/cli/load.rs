@@ -488,7 +488,7 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
         },
     )?;
     drop(session);
-    let human = crate::report::table::load_summary(&cfg, &out.results);
+    let human = crate::report::text::load::summary(&cfg, &out.results);
     let done = format!(
         "{}/{} cells",
         out.results.cells.len(),

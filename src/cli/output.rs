@@ -7,7 +7,7 @@
 
 use super::Global;
 use crate::error::{Error, Result, EXIT_CANNOT_MEASURE, EXIT_THRESHOLD};
-use crate::results::{write_json_atomic, Body, ResultDoc, Status};
+use crate::results::{write_atomic, Body, ResultDoc, Status};
 use std::io::Write;
 use std::path::Path;
 
@@ -200,12 +200,15 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
 /// summary are printed even when the file cannot be written (a full disk, a directory removed
 /// while measuring), so that hours of measurement are not lost; that failure is then exit 3.
 pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
+    // The file and stdout carry the same bytes: the JSON exporter's.
+    let json = (g.output.is_some() || g.json).then(|| crate::report::export::Json::document(doc));
+    let json = json.as_deref().unwrap_or_default();
     let written = match &g.output {
-        Some(path) => write_json_atomic(path, doc).map(|_| Some(path)),
+        Some(path) => write_atomic(path, json.as_bytes()).map(|_| Some(path)),
         None => Ok(None),
     };
     if g.json {
-        stdout(&format!("{}\n", doc.to_json()));
+        stdout(json);
     }
     if !g.quiet {
         if g.json {

@@ -5,7 +5,7 @@ use super::Global;
 use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
 use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
 use crate::error::Result;
-use crate::report::table::{self, new_table};
+use crate::report::text::style::new_table;
 use crate::results::{Body, Status};
 use clap::{Args, Subcommand};
 use comfy_table::Cell;
@@ -189,7 +189,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     }
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
-    let mut human = table::bench(&results, b.rate, b.buffer);
+    let mut human = crate::report::text::bench::summary(&results, b.rate, b.buffer);
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
     }

@@ -3,7 +3,6 @@
 use super::{output, Global};
 use crate::error::{Error, Result};
 use crate::measure::predict::{self, CostInput, LatencyInput, PredictConfig};
-use crate::report::table;
 use crate::results::{read_result, Body, ResultDoc, Status};
 use crate::system::Environment;
 use crate::units::{parse_duration_ns, parse_percent, parse_uint_list, MAX_BUFFER_FRAMES};
@@ -273,7 +272,7 @@ pub fn run(a: PredictArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a, cost.rate)?;
     let inputs = latency(&a, cfg.interval_ns)?;
     let results = predict::predict(&cfg, &inputs, &cost);
-    let human = table::predict(&cfg, &results);
+    let human = crate::report::text::predict::summary(&cfg, &results);
     let mut doc = ResultDoc::new(
         Body::Predict {
             config: cfg,

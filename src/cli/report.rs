@@ -2,8 +2,8 @@
 
 use super::{output, Global};
 use crate::error::Result;
-use crate::report::{self, table, Input, Loaded};
-use crate::results::Body;
+use crate::report::export::{self, Export};
+use crate::report::{self, Input};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -40,9 +40,15 @@ pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
     stop_if_interrupted()?;
     match &g.output {
         Some(path) => {
-            let html = report::html::report_with(&inputs, manifest.as_ref());
+            // Whatever the file is called: the report is a page (an HTML file named .json
+            // is what it has always been, and the flag stays as it was).
+            let input = Export {
+                results: &inputs,
+                manifest: manifest.as_ref(),
+            };
+            let html = export::render(&export::Html, &input)?;
             stop_if_interrupted()?;
-            crate::results::write_atomic(path, html.as_bytes())?;
+            crate::results::write_atomic(path, &html)?;
             if !g.quiet {
                 output::stdout(&format!(
                     "report of {} result(s) written to {}\n",
@@ -63,65 +69,10 @@ pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
     Ok(0)
 }
 
+/// One input as the text exporter writes it.
 fn summary(i: &Input) -> String {
-    let mut s = format!(
-        "== {} ({}, {}) ==\n",
-        i.path.display(),
-        i.kind(),
-        i.status()
-    );
-    if let Some(env) = i.environment() {
-        s.push_str(&format!("{}\n", table::system_line(env)));
-    }
-    for w in i.warnings() {
-        s.push_str(&format!("warning: {w}\n"));
-    }
-    match &i.item {
-        Loaded::Doc(doc) => match &doc.body {
-            Body::Check { results, .. } => s.push_str(&table::checks(results)),
-            Body::Latency { config, results } => s.push_str(&table::latency(config, results)),
-            Body::Run { config, results } => {
-                s.push_str(&table::run_summary(&crate::measure::run::RunResult {
-                    status: doc.status,
-                    config: config.clone(),
-                    results: results.clone(),
-                    warnings: doc.warnings.clone(),
-                }))
-            }
-            Body::Bench { config, results } => {
-                s.push_str(&table::bench(results, config.rate, config.buffer_frames))
-            }
-            Body::Stress { results, .. } => s.push_str(&table::stress(results)),
-            Body::Load { config, results } => s.push_str(&table::load_summary(config, results)),
-            Body::Latencytest { results, .. } => s.push_str(&super::latencytest::summary(results)),
-            Body::Sched { results, .. } => s.push_str(&table::sched_summary(results)),
-            Body::Rtl { config, results } => {
-                s.push_str(&super::rtl::summary(&crate::measure::rtl::RtlRunResult {
-                    status: doc.status,
-                    config: config.clone(),
-                    results: (**results).clone(),
-                    warnings: doc.warnings.clone(),
-                }))
-            }
-            Body::Predict { config, results } => s.push_str(&table::predict(config, results)),
-            Body::Verdict { config, results } => s.push_str(&table::verdict(config, results)),
-            Body::Event { config, results } => s.push_str(&super::event::summary(
-                &crate::measure::event::EventRunResult {
-                    status: doc.status,
-                    config: config.clone(),
-                    results: (**results).clone(),
-                    warnings: doc.warnings.clone(),
-                },
-            )),
-        },
-        Loaded::Other { value, .. } => {
-            for (k, v) in report::flatten(value.get("results").unwrap_or(value), 40) {
-                s.push_str(&format!("{k}: {v}\n"));
-            }
-        }
-    }
-    s.push('\n');
-    s
+    let one = export::render(&export::Text, &Export::of(std::slice::from_ref(i)));
+    String::from_utf8(one.unwrap_or_default()).unwrap_or_default()
 }
 
 #[cfg(test)]

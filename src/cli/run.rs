@@ -239,7 +239,7 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
         .with_forensics(a.forensics.plan(g, None));
     let r = crate::measure::run::run(&cfg, &mut session)?;
     let started = session.into_started();
-    let human = crate::report::table::run_summary(&r);
+    let human = crate::report::text::run::summary(&r.config, &r.results, r.status);
     let partial = partial_line(&r, g);
     let glitches = r.results.xruns.total + r.results.skipped_periods;
     // A trace cut short is an output lost: exit 3 even when the run itself is whole.

@@ -226,7 +226,7 @@ pub fn run(a: SchedArgs, g: &Global) -> Result<u8> {
         output::session(g.quiet, 0, Vec::new()).with_forensics(a.forensics.plan(g, None));
     let r = sched::run(&cfg, &mut session)?;
     let started = session.into_started();
-    let human = crate::report::table::sched_summary(&r.results);
+    let human = crate::report::text::sched::summary(&r.results);
     let body = Body::Sched {
         config: r.config,
         results: Box::new(r.results),

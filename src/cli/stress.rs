@@ -54,7 +54,7 @@ pub fn run(a: StressCmdArgs, g: &Global) -> Result<u8> {
     let started = Started::now(spec.labels());
     let progress = crate::progress::for_terminal(g.quiet, 0);
     let (results, status) = run_stress(&spec, duration_ns, compete.as_ref(), progress.as_ref())?;
-    let human = crate::report::table::stress(&results);
+    let human = crate::report::text::stress::summary(&results);
     let body = Body::Stress {
         config: StressConfig {
             presets: spec.labels(),

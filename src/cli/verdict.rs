@@ -182,7 +182,7 @@ pub fn run(a: VerdictArgs, g: &Global) -> Result<u8> {
     let (inputs, notes) = load_all(&a.paths)?;
     let (cfg, parts) = judge(&a, &inputs)?;
     crate::rt::interrupt::check(verdict::NOTHING_JUDGED)?;
-    let human = crate::report::table::verdict(&cfg, &parts.results);
+    let human = crate::report::text::verdict::summary(&cfg, &parts.results);
     let failed = parts.results.failed_threshold;
     let mut doc = ResultDoc::new(
         Body::Verdict {

@@ -6,12 +6,7 @@ use crate::results::Body;
 use crate::units::format_ns;
 use maud::html;
 
-/// One side-by-side table.
-pub struct Table {
-    pub title: String,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
+pub use super::grid::{table_html, to_text, Table};
 
 /// Column labels: `--label KEY=TEXT` where KEY is the file as given, its file name, or its
 /// 1-based position; everything else is named by hostname, kernel and stress.
@@ -84,181 +79,11 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
     }
     let mut header = vec![String::new()];
     header.extend(labels.iter().cloned());
-    // Metric rows × result columns, the common shape of every kind but latency.
-    let by_metric = |title: &str, metrics: Vec<(String, Vec<String>)>| Table {
-        title: title.into(),
-        header: header.clone(),
-        rows: metrics
-            .into_iter()
-            .map(|(m, v)| std::iter::once(m).chain(v).collect())
-            .collect(),
-    };
     let mut out = match docs[0] {
-        Body::Latency { .. } => {
-            // Huang et al. Table 2: one row per system (and condition), min / avg / max.
-            let mut rows = Vec::new();
-            for (b, l) in docs.iter().zip(labels) {
-                if let Body::Latency { results, .. } = b {
-                    let s = &results.overall.summary;
-                    rows.push(vec![
-                        l.clone(),
-                        us(s.min as f64),
-                        us(s.mean),
-                        us(s.max as f64),
-                        us(s.p99 as f64),
-                        us(s.p99_99 as f64),
-                        s.count.to_string(),
-                        results
-                            .overall
-                            .missed_periods
-                            .map_or("-".into(), |m| m.to_string()),
-                    ]);
-                }
-            }
-            vec![Table {
-                title: "Scheduling latency (µs), all CPUs".into(),
-                header: [
-                    "system", "min", "avg", "max", "p99", "p99.99", "wake-ups", "missed",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-                rows,
-            }]
-        }
-        Body::Run { .. } => {
-            let mut m: Vec<(String, Vec<String>)> = Vec::new();
-            let mut add = |name: &str,
-                           f: &dyn Fn(
-                &crate::measure::run::RunConfig,
-                &crate::measure::run::RunResults,
-            ) -> String| {
-                m.push((
-                    name.into(),
-                    docs.iter()
-                        .map(|b| match b {
-                            Body::Run { config, results } => f(config, results),
-                            _ => "-".into(),
-                        })
-                        .collect(),
-                ));
-            };
-            add("driver", &|c, _| format!("{:?}", c.driver).to_lowercase());
-            add("buffer", &|c, x| {
-                format!(
-                    "{} @ {} Hz ({})",
-                    c.buffer_frames,
-                    c.rate,
-                    format_ns(x.period_ns)
-                )
-            });
-            add("tracks × chain", &|c, _| {
-                format!("{} × {}", c.tracks, c.chain)
-            });
-            add("policy", &|c, _| c.policy.to_string());
-            add("cycles", &|_, x| x.cycles.to_string());
-            add("xruns", &|_, x| x.xruns.total.to_string());
-            add("  late-wakeup", &|_, x| x.xruns.late_wakeup.to_string());
-            add("  overload", &|_, x| x.xruns.overload.to_string());
-            add("  interference", &|_, x| x.xruns.interference.to_string());
-            add("skipped periods", &|_, x| x.skipped_periods.to_string());
-            add("DSP load mean / p99 / max %", &|_, x| {
-                let l = &x.dsp_load_pct;
-                format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
-            });
-            add("CPU load mean / p99 / max %", &|_, x| {
-                let l = &x.cpu_load_pct;
-                format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
-            });
-            add("wake-up p50 / p99 / max", &|_, x| {
-                let s = &x.wake_latency_ns;
-                format!(
-                    "{} / {} / {}",
-                    format_ns(s.p50),
-                    format_ns(s.p99),
-                    format_ns(s.max)
-                )
-            });
-            add("end time p50 / p99 / max", &|_, x| {
-                let s = &x.end_time_ns;
-                format!(
-                    "{} / {} / {}",
-                    format_ns(s.p50),
-                    format_ns(s.p99),
-                    format_ns(s.max)
-                )
-            });
-            add("interference p99 / max", &|_, x| {
-                let s = &x.interference_ns;
-                format!("{} / {}", format_ns(s.p99), format_ns(s.max))
-            });
-            vec![by_metric("Engine runs", m)]
-        }
-        Body::Bench { .. } => {
-            let mut names: Vec<String> = Vec::new();
-            for b in &docs {
-                if let Body::Bench { results, .. } = b {
-                    for r in results {
-                        let l = crate::report::html::bench_label(r);
-                        if !names.contains(&l) {
-                            names.push(l);
-                        }
-                    }
-                }
-            }
-            let m = names
-                .iter()
-                .map(|name| {
-                    let v = docs
-                        .iter()
-                        .map(|b| match b {
-                            Body::Bench { results, .. } => results
-                                .iter()
-                                .find(|r| crate::report::html::bench_label(r) == *name)
-                                .map_or("-".into(), |r| format!("{:.1}", r.ns_per_frame)),
-                            _ => "-".into(),
-                        })
-                        .collect();
-                    (name.clone(), v)
-                })
-                .collect();
-            vec![by_metric("Plugin cost, ns per frame (median block)", m)]
-        }
-        Body::Check { .. } => {
-            let mut titles: Vec<String> = Vec::new();
-            for b in &docs {
-                if let Body::Check { results, .. } = b {
-                    for c in &results.checks {
-                        if !titles.contains(&c.title) {
-                            titles.push(c.title.clone());
-                        }
-                    }
-                }
-            }
-            let m = titles
-                .iter()
-                .map(|t| {
-                    let v = docs
-                        .iter()
-                        .map(|b| match b {
-                            Body::Check { results, .. } => results
-                                .checks
-                                .iter()
-                                .find(|c| c.title == *t)
-                                .map_or("-".into(), |c| {
-                                    serde_json::to_value(c.verdict)
-                                        .ok()
-                                        .and_then(|v| v.as_str().map(str::to_uppercase))
-                                        .unwrap_or_default()
-                                }),
-                            _ => "-".into(),
-                        })
-                        .collect();
-                    (t.clone(), v)
-                })
-                .collect();
-            vec![by_metric("Checks", m)]
-        }
+        Body::Latency { .. } => latency(&docs, labels),
+        Body::Run { .. } => runs(&docs, &header),
+        Body::Bench { .. } => bench(&docs, &header),
+        Body::Check { .. } => checks(&docs, &header),
         Body::Rtl { .. } => rtl(&docs, &header),
         Body::Load { .. } => load(&docs, &header),
         Body::Sched { .. } => sched(&docs, &header),
@@ -273,6 +98,194 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
     };
     out.extend(forensics(&docs, &header));
     Ok(out)
+}
+
+/// Metric rows × result columns, the common shape of every kind but latency.
+fn by_metric(title: &str, header: &[String], metrics: Vec<(String, Vec<String>)>) -> Table {
+    Table {
+        title: title.into(),
+        header: header.to_vec(),
+        rows: metrics
+            .into_iter()
+            .map(|(m, v)| std::iter::once(m).chain(v).collect())
+            .collect(),
+    }
+}
+
+/// Huang et al. Table 2: one row per system (and condition), min / avg / max.
+fn latency(docs: &[&Body], labels: &[String]) -> Vec<Table> {
+    let mut rows = Vec::new();
+    for (b, l) in docs.iter().zip(labels) {
+        if let Body::Latency { results, .. } = b {
+            let s = &results.overall.summary;
+            rows.push(vec![
+                l.clone(),
+                us(s.min as f64),
+                us(s.mean),
+                us(s.max as f64),
+                us(s.p99 as f64),
+                us(s.p99_99 as f64),
+                s.count.to_string(),
+                results
+                    .overall
+                    .missed_periods
+                    .map_or("-".into(), |m| m.to_string()),
+            ]);
+        }
+    }
+    vec![Table {
+        title: "Scheduling latency (µs), all CPUs".into(),
+        header: [
+            "system", "min", "avg", "max", "p99", "p99.99", "wake-ups", "missed",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows,
+    }]
+}
+
+/// Engine runs: configuration, xruns by cause, loads and the timing percentiles.
+fn runs(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let mut m: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: &str,
+                   f: &dyn Fn(
+        &crate::measure::run::RunConfig,
+        &crate::measure::run::RunResults,
+    ) -> String| {
+        m.push((
+            name.into(),
+            docs.iter()
+                .map(|b| match b {
+                    Body::Run { config, results } => f(config, results),
+                    _ => "-".into(),
+                })
+                .collect(),
+        ));
+    };
+    add("driver", &|c, _| format!("{:?}", c.driver).to_lowercase());
+    add("buffer", &|c, x| {
+        format!(
+            "{} @ {} Hz ({})",
+            c.buffer_frames,
+            c.rate,
+            format_ns(x.period_ns)
+        )
+    });
+    add("tracks × chain", &|c, _| {
+        format!("{} × {}", c.tracks, c.chain)
+    });
+    add("policy", &|c, _| c.policy.to_string());
+    add("cycles", &|_, x| x.cycles.to_string());
+    add("xruns", &|_, x| x.xruns.total.to_string());
+    add("  late-wakeup", &|_, x| x.xruns.late_wakeup.to_string());
+    add("  overload", &|_, x| x.xruns.overload.to_string());
+    add("  interference", &|_, x| x.xruns.interference.to_string());
+    add("skipped periods", &|_, x| x.skipped_periods.to_string());
+    add("DSP load mean / p99 / max %", &|_, x| {
+        let l = &x.dsp_load_pct;
+        format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
+    });
+    add("CPU load mean / p99 / max %", &|_, x| {
+        let l = &x.cpu_load_pct;
+        format!("{:.1} / {:.1} / {:.1}", l.mean, l.p99, l.max)
+    });
+    add("wake-up p50 / p99 / max", &|_, x| {
+        let s = &x.wake_latency_ns;
+        format!(
+            "{} / {} / {}",
+            format_ns(s.p50),
+            format_ns(s.p99),
+            format_ns(s.max)
+        )
+    });
+    add("end time p50 / p99 / max", &|_, x| {
+        let s = &x.end_time_ns;
+        format!(
+            "{} / {} / {}",
+            format_ns(s.p50),
+            format_ns(s.p99),
+            format_ns(s.max)
+        )
+    });
+    add("interference p99 / max", &|_, x| {
+        let s = &x.interference_ns;
+        format!("{} / {}", format_ns(s.p99), format_ns(s.max))
+    });
+    vec![by_metric("Engine runs", header, m)]
+}
+
+/// Plugin cost per frame, one row per plugin any of the results measured.
+fn bench(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let mut names: Vec<String> = Vec::new();
+    for b in docs {
+        if let Body::Bench { results, .. } = b {
+            for r in results {
+                let l = crate::report::html::bench_label(r);
+                if !names.contains(&l) {
+                    names.push(l);
+                }
+            }
+        }
+    }
+    let m = names
+        .iter()
+        .map(|name| {
+            let v = docs
+                .iter()
+                .map(|b| match b {
+                    Body::Bench { results, .. } => results
+                        .iter()
+                        .find(|r| crate::report::html::bench_label(r) == *name)
+                        .map_or("-".into(), |r| format!("{:.1}", r.ns_per_frame)),
+                    _ => "-".into(),
+                })
+                .collect();
+            (name.clone(), v)
+        })
+        .collect();
+    vec![by_metric(
+        "Plugin cost, ns per frame (median block)",
+        header,
+        m,
+    )]
+}
+
+/// Each check's verdict, one row per check any of the results made.
+fn checks(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let mut titles: Vec<String> = Vec::new();
+    for b in docs {
+        if let Body::Check { results, .. } = b {
+            for c in &results.checks {
+                if !titles.contains(&c.title) {
+                    titles.push(c.title.clone());
+                }
+            }
+        }
+    }
+    let m = titles
+        .iter()
+        .map(|t| {
+            let v = docs
+                .iter()
+                .map(|b| match b {
+                    Body::Check { results, .. } => results
+                        .checks
+                        .iter()
+                        .find(|c| c.title == *t)
+                        .map_or("-".into(), |c| {
+                            serde_json::to_value(c.verdict)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_uppercase))
+                                .unwrap_or_default()
+                        }),
+                    _ => "-".into(),
+                })
+                .collect();
+            (t.clone(), v)
+        })
+        .collect();
+    vec![by_metric("Checks", header, m)]
 }
 
 /// Top culprits shown side by side.
@@ -635,22 +648,6 @@ fn generic(inputs: &[Input], labels: &[String]) -> Table {
     }
 }
 
-/// Tables as terminal text.
-pub fn to_text(tables: &[Table]) -> String {
-    let mut out = String::new();
-    for t in tables {
-        let header: Vec<&str> = t.header.iter().map(String::as_str).collect();
-        let mut ct = super::table::new_table(&header);
-        for r in &t.rows {
-            let mut cells = vec![comfy_table::Cell::new(&r[0])];
-            cells.extend(r[1..].iter().map(super::table::num));
-            ct.add_row(cells);
-        }
-        out.push_str(&format!("{}\n{ct}\n", t.title));
-    }
-    out
-}
-
 /// Charts for the kinds whose study shows a figure: Fig. 2 of Vignati et al. for `load` (one curve
 /// per system, plugin and buffer size), Cucinotta et al.'s end-time CDF for `sched`.
 fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
@@ -723,7 +720,7 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
                 tr { th { "label" } th { "file" } th { "system" } }
                 @for (i, l) in inputs.iter().zip(labels) {
                     tr { td { (l) } td { (i.path.display().to_string()) }
-                         td { (i.environment().map(super::table::system_line).unwrap_or_default()) } }
+                         td { (i.environment().map(super::text::style::system_line).unwrap_or_default()) } }
                 }
             }
             @for (svg, caption) in figures(inputs, labels) {
@@ -737,18 +734,6 @@ pub fn to_html(tables: &[Table], inputs: &[Input], labels: &[String]) -> String 
             }
         },
     )
-}
-
-/// One table as HTML: the first column labels its row, the others are numbers.
-pub fn table_html(t: &Table) -> maud::Markup {
-    html! {
-        table {
-            tr { @for h in &t.header { th { (h) } } }
-            @for r in &t.rows {
-                tr { td { (r[0]) } @for c in &r[1..] { td.n { (c) } } }
-            }
-        }
-    }
 }
 
 /// One suite directory (or any directory of results) in a comparison.
@@ -806,7 +791,7 @@ pub fn suite_labels(suites: &[Suite], overrides: &[String]) -> Result<Vec<String
 /// Suites side by side: the verdicts in one table (a row per buffer size), then every stage
 /// all of them ran, compared as its kind is.
 pub fn suites(suites: &[Suite], labels: &[String]) -> Result<Vec<Table>> {
-    use super::table::{per_hour, rate_cell};
+    use super::format::{per_hour, rate_cell};
     use crate::results::verdict::Condition;
     let mut header = vec!["".to_string()];
     header.extend(labels.iter().cloned());

@@ -1,14 +1,19 @@
-//! Presentation of results: terminal tables, the self-contained HTML report and `compare`.
+//! Presentation of results: terminal text, the self-contained HTML report, `compare`, and
+//! the exporters that write them (and JSON, JUnit) as files.
 //!
-//! Every result kind is rendered by one function per presentation (html/KIND.rs, a match
-//! arm in compare.rs); a kind this build does not know (written by a newer xrunlab) still
-//! loads as [`Loaded::Other`] and gets a generic section, so a report never fails on it.
+//! Every result kind is rendered by one function per presentation (text/KIND.rs,
+//! html/KIND.rs, a match arm in compare.rs); a kind this build does not know (written by a
+//! newer xrunlab) still loads as [`Loaded::Other`] and gets a generic section, so a report
+//! never fails on it.
 
 pub mod compare;
+pub mod export;
+pub mod format;
+pub mod grid;
 pub mod html;
-pub mod junit;
+pub mod parts;
 pub mod plot;
-pub mod table;
+pub mod text;
 pub mod tuning;
 pub mod verdict;
 

@@ -1,9 +1,9 @@
 //! Before and after tuning, side by side with the difference and its uncertainty: one piece
 //! for `tune --apply --measure` (terminal) and the suite report's "Tuning: before and after"
-//! (`suite --tuned`, HTML). Tables are [`compare::Table`]s, so both render them the way
+//! (`suite --tuned`, HTML). Tables are [`grid::Table`](super::grid::Table)s, so both render them the way
 //! `compare` does.
 
-use super::compare::Table;
+use super::grid::Table;
 use crate::measure::latency::{LatencyConfig, LatencyResult};
 use crate::measure::loadtest::{LoadConfig, LoadResults};
 use crate::measure::predict::{self, LatencyData, LatencyInput, PredictConfig, Rate};
@@ -181,8 +181,8 @@ pub fn latency(condition: &str, before: Latency, after: Latency) -> Table {
     if let (Some(pb), Some(pa)) = (&sb.predicted, &sa.predicted) {
         rows.push(vec![
             format!("predicted xruns/h at {frames} frames × {PERIODS} @ {rate} Hz"),
-            super::table::rate_cell(pb),
-            super::table::rate_cell(pa),
+            super::format::rate_cell(pb),
+            super::format::rate_cell(pa),
             rate_change(pb, pa),
         ]);
     }

@@ -620,7 +620,7 @@ fn gaps(
     judged_on: Option<Condition>,
     cfg: &VerdictConfig,
 ) -> Vec<String> {
-    use super::table::span;
+    use super::format::span;
     let has = |k: &str| inputs.iter().any(|i| i.kind() == k);
     let mut out = Vec::new();
     match judged_on {
@@ -649,7 +649,7 @@ fn gaps(
                 "{} frames is undecided: latency {} is too short to tell {}/h; about {} of latency measurement on the same CPUs would settle it",
                 r.buffer_frames,
                 p.latency,
-                super::table::per_hour(cfg.target_per_hour),
+                super::format::per_hour(cfg.target_per_hour),
                 span(t)
             )),
             None => out.push(format!(
@@ -681,7 +681,7 @@ fn headline(
     recommended: Option<u32>,
     judged_on: Option<Condition>,
 ) -> String {
-    let target = super::table::per_hour(cfg.target_per_hour);
+    let target = super::format::per_hour(cfg.target_per_hour);
     let Some(cond) = judged_on else {
         return "no verdict: no latency result to predict from".into();
     };
@@ -738,7 +738,7 @@ pub const HEADER: [&str; 9] = [
 ];
 
 fn predicted_cell(p: &Option<Predicted>) -> String {
-    use super::table::rate_cell;
+    use super::format::rate_cell;
     match p {
         None => "—".into(),
         Some(p) if p.overload => "overload".into(),
@@ -748,7 +748,7 @@ fn predicted_cell(p: &Option<Predicted>) -> String {
 
 /// One row's cells, in [`HEADER`]'s order.
 pub fn row_cells(r: &VerdictRow) -> Vec<String> {
-    use super::table::rate_cell;
+    use super::format::rate_cell;
     let measured = if r.measured.is_empty() {
         "—".to_string()
     } else {
@@ -759,7 +759,7 @@ pub fn row_cells(r: &VerdictRow) -> Vec<String> {
                     "{} ({} in {}{})",
                     rate_cell(&m.per_hour),
                     m.xruns,
-                    super::table::span((m.hours * 3.6e12) as u64),
+                    super::format::span((m.hours * 3.6e12) as u64),
                     if m.stress.is_empty() {
                         String::new()
                     } else {

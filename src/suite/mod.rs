@@ -774,7 +774,7 @@ fn verdict_doc(m: &Manifest, dir: &Path) -> Option<crate::results::ResultDoc> {
 pub fn verdict_text(m: &Manifest, dir: &Path) -> Option<String> {
     match verdict_doc(m, dir)?.body {
         crate::results::Body::Verdict { config, results } => {
-            Some(crate::report::table::verdict(&config, &results))
+            Some(crate::report::text::verdict::summary(&config, &results))
         }
         _ => None,
     }
@@ -782,21 +782,25 @@ pub fn verdict_text(m: &Manifest, dir: &Path) -> Option<String> {
 
 /// The suite as JUnit XML: its stages, then its verdict's criteria.
 pub fn junit(m: &Manifest, dir: &Path) -> String {
-    let doc = verdict_doc(m, dir);
-    let host = doc
-        .as_ref()
-        .map(|d| d.environment.hostname.clone())
-        .unwrap_or_default();
-    let v = doc.as_ref().and_then(|d| match &d.body {
-        crate::results::Body::Verdict { config, results } => Some((config, results.as_ref())),
-        _ => None,
-    });
-    crate::report::junit::junit(m, v, &host)
+    use crate::report::export::{self, Export};
+    let verdict: Vec<crate::report::Input> = verdict_doc(m, dir)
+        .map(|d| crate::report::Input {
+            path: dir.to_path_buf(),
+            item: crate::report::Loaded::Doc(Box::new(d)),
+        })
+        .into_iter()
+        .collect();
+    let input = Export {
+        results: &verdict,
+        manifest: Some(m),
+    };
+    let xml = export::render(&export::Junit, &input).expect("a manifest is given");
+    String::from_utf8(xml).expect("the JUnit exporter writes UTF-8")
 }
 
 /// The manifest as a terminal table.
 pub fn summary(m: &Manifest, dir: &Path) -> String {
-    use crate::report::table::{new_table, num};
+    use crate::report::text::style::{new_table, num};
     let mut t = new_table(&["stage", "status", "time", "result / reason"]);
     for s in &m.stages {
         t.add_row(vec![

@@ -80,7 +80,7 @@ pub fn section(cfg: &EventConfig, r: &EventResults) -> Markup {
             p { "Not measured: " (r.skipped.join("; ")) }
         }
         @if let Some(f) = &r.forensics {
-            (super::forensics::parts("setting", &crate::report::table::event_run_parts(r)))
+            (super::forensics::parts("setting", &crate::report::parts::event_runs(r)))
             (super::forensics::section(f))
         }
         @if !vs_model.is_empty() {

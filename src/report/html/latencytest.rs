@@ -85,12 +85,12 @@ pub fn section(cfg: &LatencytestConfig, r: &LatencytestResult) -> Markup {
             ul.warnings { @for s in &r.skipped { li { "phase " (s.preset) " skipped: " (s.reason) } } }
         }
         @if let Some(f) = &r.forensics {
-            (super::forensics::parts("phase", &crate::report::table::latencytest_phase_parts(r)))
+            (super::forensics::parts("phase", &crate::report::parts::latencytest_phases(r)))
             (super::forensics::section(f))
         }
         @for p in &r.phases {
             h4 { "Phase " (p.name) }
-            @if let Some(st) = &p.stress { p { (crate::report::table::stress_line(st)) } }
+            @if let Some(st) = &p.stress { p { (crate::report::text::stress::stress_line(st)) } }
             (figure(diagram(r, p), &format!(
                 "Each cycle at its start time t1: t3 − t1 is one loop (work plus the blocking write), t2 − t1 the work alone, drawn over it. A loop above the buffer line is an overrun (an audible dropout); where the work rises with it the work itself was held up, a loop spike alone was a late wake-up from the write.{}",
                 if p.series.dropped > 0 { format!(" {} later cycles are counted in the table but not drawn.", p.series.dropped) } else { String::new() })))

@@ -52,9 +52,9 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
             (r.cells.len()) " of " (r.cells_total) " cells measured"
             @if (r.cells.len() as u32) < r.cells_total { " (partial grid: resume it with " code { "xrunlab load --resume" } ")" }
             "." }
-        @if let Some(st) = &r.stress { p { (crate::report::table::stress_line(st)) } }
+        @if let Some(st) = &r.stress { p { (crate::report::text::stress::stress_line(st)) } }
         @else { p { "No stress load ran during the grid." } }
-        @if let Some(l) = crate::report::table::load_host_line(r) { p.warn { (l) } }
+        @if let Some(l) = crate::report::text::load::load_host_line(r) { p.warn { (l) } }
         (figure(line_chart(&Axes { title: "Max instances per track (Fig. 2 a/c/e…)", x_label: "parallel tracks",
                 y_label: "instances per track", log_x: false, log_y: false, points_only: false, x_range, x_integer: true, ..Default::default() }, &max),
             "The largest number of plugin instances per track that ran a whole trial without a disqualifying xrun, per number of parallel tracks; one curve per plugin type @ buffer size (frames)."))
@@ -86,7 +86,7 @@ pub fn section(cfg: &LoadConfig, r: &LoadResults) -> Markup {
             "bench: measured with K distinct instances in series, K = the instances a thread runs at the limit of one instance, then at the limit found at that K); "
             "+ : the search stopped at --max-instances without a failure." }
         @if let Some(f) = &r.forensics {
-            (super::forensics::parts("failed trial", &crate::report::table::load_trial_parts(r)))
+            (super::forensics::parts("failed trial", &crate::report::parts::load_trials(r)))
             (super::forensics::section(f))
         }
     }

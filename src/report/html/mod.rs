@@ -178,7 +178,7 @@ fn environment(inp: &Input) -> Markup {
 fn env_rows(env: &Environment) -> Markup {
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
     html! {
-        tr { th { "system" } td { (crate::report::table::system_line(env)) } }
+        tr { th { "system" } td { (crate::report::text::style::system_line(env)) } }
         tr { th { "preemption" } td { (env.preempt.model) } }
         tr { th { "governor" } td { @if env.governor.is_empty() { "no cpufreq" } @else { (env.governor.join(", ")) } } }
         tr { th { "SMT" } td { (env.smt.map_or("unknown".to_string(), |s| if s { "on".into() } else { "off".into() })) } }

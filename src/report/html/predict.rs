@@ -1,6 +1,7 @@
 use super::n;
 use crate::measure::predict::{PredictConfig, PredictResults};
-use crate::report::table::{outlook_cell, per_hour, rate_cell, span};
+use crate::report::format::{per_hour, rate_cell, span};
+use crate::report::text::predict::outlook_cell;
 use maud::{html, Markup};
 
 pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {

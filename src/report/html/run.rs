@@ -63,7 +63,7 @@ fn host_stalls(x: &RunResults) -> Markup {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "–".into());
     html! {
         @if let Some(prior) = &x.cost_prior {
-            p { (crate::report::table::cost_prior_line(prior).trim_end()) }
+            p { (crate::report::text::run::cost_prior_line(prior).trim_end()) }
         }
         @if shown {
             h4 { "Host stalls per engine thread" }
@@ -142,7 +142,7 @@ pub fn section(c: &RunConfig, x: &RunResults) -> Markup {
             p.fail { "WATCHDOG: a cycle ran " (format_ns(w.stuck_ns)) " (bound " (format_ns(w.bound_ns)) ")." }
         }
         @if let Some(h) = x.host_steal.as_ref().filter(|h| h.stolen_ms > 0.0) {
-            p.warn { (crate::report::table::host_steal_line(h).trim_end()) }
+            p.warn { (crate::report::text::run::host_steal_line(h).trim_end()) }
         }
         (host_stalls(x))
         h4 { "DSP load" }

@@ -137,7 +137,7 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
             }
         }
         @if let Some(f) = &r.forensics {
-            (super::forensics::parts("row", &crate::report::table::sched_row_parts(r)))
+            (super::forensics::parts("row", &crate::report::parts::sched_rows(r)))
             (super::forensics::section(f))
         }
         @for row in r.rows.iter().filter(|r| r.q_first_error.is_some()) {

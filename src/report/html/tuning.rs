@@ -1,7 +1,7 @@
 //! "Tuning: before and after" (`suite --tuned`): what the profile applied and skipped, each
 //! tuned stage beside its untuned one ([`crate::report::tuning`]), and what was restored.
 
-use crate::report::compare::{table_html, Table};
+use crate::report::grid::{table_html, Table};
 use crate::report::{tuning, Input, Loaded};
 use crate::results::suite::{Manifest, TUNED_SUFFIX};
 use crate::results::Body;

@@ -1,6 +1,6 @@
 //! The verdict section: first in a suite's report.
 
-use crate::report::table::per_hour;
+use crate::report::format::per_hour;
 use crate::report::verdict::{row_cells, HEADER};
 use crate::results::verdict::{VerdictConfig, VerdictResults};
 use maud::{html, Markup};

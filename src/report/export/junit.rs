@@ -3,8 +3,48 @@
 //! The format is the common subset those servers read (Jenkins' junit.xsd): `testsuites` →
 //! `testsuite` → `testcase` with an optional `failure` or `skipped`.
 
+use super::{Export, Exporter};
+use crate::error::{Error, Result};
+use crate::report::format::{per_hour, rate_cell, span};
+use crate::report::Loaded;
 use crate::results::suite::{Manifest, StageStatus};
 use crate::results::verdict::{VerdictConfig, VerdictResults};
+use crate::results::Body;
+
+/// JUnit XML of a suite: its manifest's stages, and the criteria of the first verdict among
+/// the results (the host named is that verdict's).
+pub struct Junit;
+
+impl Exporter for Junit {
+    fn name(&self) -> &'static str {
+        "junit"
+    }
+
+    fn extension(&self) -> &'static str {
+        "xml"
+    }
+
+    fn export(&self, input: &Export, out: &mut dyn std::io::Write) -> Result<()> {
+        let Some(m) = input.manifest else {
+            return Err(Error::usage(
+                "JUnit is written for a suite: it needs its manifest",
+            ));
+        };
+        let verdict = input.results.iter().find_map(|i| match &i.item {
+            Loaded::Doc(d) => match &d.body {
+                Body::Verdict { config, results } => {
+                    Some((d.environment.hostname.as_str(), config, results.as_ref()))
+                }
+                _ => None,
+            },
+            Loaded::Other { .. } => None,
+        });
+        let host = verdict.map_or("", |v| v.0);
+        let xml = document(m, verdict.map(|v| (v.1, v.2)), host);
+        out.write_all(xml.as_bytes())
+            .map_err(|e| super::io(self.name(), e))
+    }
+}
 
 /// Text as XML character data or attribute value: escaped, and without the control
 /// characters XML 1.0 cannot hold (a stage's log line may carry any byte).
@@ -82,7 +122,7 @@ fn suite_xml(name: &str, cases: &[Case], timestamp: &str, host: &str) -> String 
 /// The JUnit document of a suite (its stages) and its verdict (a case per buffer size:
 /// within the target passes, above it fails, undecided is skipped with how long to measure;
 /// and one for the recommendation).
-pub fn junit(
+fn document(
     m: &Manifest,
     verdict: Option<(&VerdictConfig, &VerdictResults)>,
     host: &str,
@@ -113,7 +153,7 @@ pub fn junit(
         .filter(|c| matches!(c.outcome, Outcome::Fail(_)))
         .count();
     if let Some((cfg, r)) = verdict {
-        let target = super::table::per_hour(cfg.target_per_hour);
+        let target = per_hour(cfg.target_per_hour);
         let cond = r.judged_on.map_or("", |c| c.word());
         let mut cases: Vec<Case> = r
             .rows
@@ -124,7 +164,7 @@ pub fn junit(
                     _ => row.idle.as_ref(),
                 };
                 let rate = p
-                    .map(|p| format!("{}/h predicted", super::table::rate_cell(&p.xruns_per_hour)))
+                    .map(|p| format!("{}/h predicted", rate_cell(&p.xruns_per_hour)))
                     .unwrap_or_else(|| "no prediction".into());
                 Case {
                     class: "xrunlab.verdict",
@@ -139,10 +179,7 @@ pub fn junit(
                         None => Outcome::Skip(format!(
                             "undecided: {rate}{}",
                             p.and_then(|p| p.measure_for_ns)
-                                .map(|t| format!(
-                                    "; measure {} of latency to decide",
-                                    super::table::span(t)
-                                ))
+                                .map(|t| format!("; measure {} of latency to decide", span(t)))
                                 .unwrap_or_default()
                         )),
                     },
@@ -178,6 +215,53 @@ pub fn junit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn manifest() -> Manifest {
+        let stage = |name: &str, status: &str, reason: Option<&str>| {
+            serde_json::json!({
+                "stage": name, "argv": [], "status": status, "reason": reason, "note": null,
+                "exit_code": null, "duration_s": 1.5, "file": null, "log": null
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "tool": {"name": "xrunlab", "version": "0"},
+            "mode": "smoke", "driver": "sim", "status": "complete",
+            "started_at": "2026-01-01T00:00:00Z", "ended_at": null, "report": null,
+            "stages": [
+                stage("check", "ok", None),
+                stage("latency", "failed", Some("exit 3: <no privilege>")),
+                stage("rtl", "skipped", Some("no loop")),
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_suite_is_a_test_case_per_stage() {
+        let m = manifest();
+        let input = Export {
+            results: &[],
+            manifest: Some(&m),
+        };
+        let xml = String::from_utf8(super::super::render(&Junit, &input).unwrap()).unwrap();
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"xrunlab\" tests=\"3\" failures=\"1\" errors=\"0\">\n"), "{xml}");
+        assert!(xml.contains("<testsuite name=\"xrunlab suite\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\" time=\"4.5\" timestamp=\"2026-01-01T00:00:00Z\" hostname=\"\">"), "{xml}");
+        assert!(
+            xml.contains("<testcase classname=\"xrunlab.suite\" name=\"check\" time=\"1.5\"/>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<failure message=\"exit 3: &lt;no privilege&gt;\" type=\"failure\">"),
+            "{xml}"
+        );
+        assert!(xml.contains("<skipped message=\"no loop\"/>"), "{xml}");
+        assert!(xml.ends_with("</testsuites>\n"));
+    }
+
+    #[test]
+    fn junit_without_a_suite_is_refused() {
+        assert!(super::super::render(&Junit, &Export::of(&[])).is_err());
+    }
 
     #[test]
     fn text_is_escaped_and_control_characters_replaced() {
