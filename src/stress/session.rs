@@ -685,8 +685,9 @@ fn cpu_set(cpus: &[usize]) -> Result<Option<libc::cpu_set_t>> {
 /// The exit status of child `pid` if it has ended, leaving it a zombie (WNOWAIT) so its
 /// pid, and with it the process-group id, stays reserved until we SIGKILL the group.
 fn peek_exit(pid: libc::pid_t) -> Option<libc::c_int> {
-    // SAFETY: siginfo is plain data written by the kernel.
+    // SAFETY: siginfo is plain data, valid all-zero.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: info is a writable siginfo_t; WNOHANG keeps waitid from blocking.
     let rc = unsafe {
         libc::waitid(
             libc::P_PID,
@@ -699,6 +700,7 @@ fn peek_exit(pid: libc::pid_t) -> Option<libc::c_int> {
     if rc != 0 || unsafe { info.si_pid() } == 0 {
         return None;
     }
+    // SAFETY: as above, a WEXITED report with a pid carries si_status.
     let status = unsafe { info.si_status() };
     // Rebuild a wait(2)-style status so one decoder serves both paths.
     Some(match info.si_code {
