@@ -9,6 +9,7 @@ use super::{
 };
 use crate::trace::parse::Trace;
 
+/// The text format's times are whole µs: a wake-up that came just after t_ideal may read up
 /// to 1 µs before it.
 const RESOLUTION_NS: u64 = 1_000;
 

@@ -119,8 +119,6 @@ pub(super) fn move_to_unaccounted(v: &mut Vec<Share>, kind: CulpritKind, ns: u64
     sort_shares(v);
 }
 
-/// The text format's times are whole µs: a wake-up that came just after t_ideal may read up
-
 pub(super) fn merge(mut a: Vec<Share>, b: Vec<Share>) -> Vec<Share> {
     for s in b {
         match a.iter_mut().find(|x| x.culprit == s.culprit) {
