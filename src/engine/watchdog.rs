@@ -165,6 +165,7 @@ impl Watchdog {
         let poll_ns = (bound_ns / 20).clamp(1_000_000, 50_000_000);
         let mut policy = watchdog_policy(engine_policy);
         // A negative nice needs privilege; an unprivileged OTHER run gets a plain watchdog.
+        // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
         if matches!(policy, Policy::Other { .. }) && unsafe { libc::geteuid() } != 0 {
             policy = Policy::Other { nice: 0 };
         }

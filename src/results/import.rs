@@ -141,12 +141,20 @@ struct Footer {
     cycles: Vec<(String, usize, Vec<u64>)>,
 }
 
-fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
-    let mut rec = Recorded {
-        scale_ns: 1_000,
-        ..Default::default()
-    };
-    // (bucket, counts per column)
+/// The text format's lines, read in one pass: the histogram rows and the footer, each value
+/// with the line it came from.
+struct TextLines {
+    /// (bucket, counts per column)
+    rows: Vec<(u64, Vec<u64>)>,
+    first_row_line: usize,
+    footer: Footer,
+    in_footer: bool,
+    last_line: usize,
+}
+
+/// Read every line of the text format, checking each row as it comes; what the footer
+/// says is checked against the rows afterwards ([`text_columns`]).
+fn read_text_lines(text: &str, rec: &mut Recorded) -> Result<TextLines, String> {
     let mut rows: Vec<(u64, Vec<u64>)> = Vec::new();
     let mut first_row_line = 0;
     let mut f = Footer::default();
@@ -248,7 +256,31 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             line.chars().take(60).collect::<String>()
         ));
     }
-    let eof = last_line + 1;
+    Ok(TextLines {
+        rows,
+        first_row_line,
+        footer: f,
+        in_footer,
+        last_line,
+    })
+}
+
+/// The footer's per-thread values, each list with its line.
+struct TextColumns {
+    threads: usize,
+    min: Vec<u64>,
+    avg: Vec<u64>,
+    max: Vec<u64>,
+    overflows: Vec<u64>,
+    avg_line: usize,
+    max_line: usize,
+    of_line: usize,
+}
+
+/// The footer's lists, checked against each other and the histogram's columns.
+fn text_columns(t: &TextLines) -> Result<TextColumns, String> {
+    let (rows, f, in_footer, first_row_line) = (&t.rows, &t.footer, t.in_footer, t.first_row_line);
+    let eof = t.last_line + 1;
     let need = |slot: &Option<(usize, Vec<u64>)>, label: &str| {
         slot.clone().ok_or_else(|| {
             if rows.is_empty() && !in_footer {
@@ -296,6 +328,42 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
             ));
         }
     }
+    Ok(TextColumns {
+        threads,
+        min,
+        avg,
+        max,
+        overflows,
+        avg_line,
+        max_line,
+        of_line,
+    })
+}
+
+fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
+    let mut rec = Recorded {
+        scale_ns: 1_000,
+        ..Default::default()
+    };
+    let lines = read_text_lines(text, &mut rec)?;
+    let TextColumns {
+        threads,
+        min,
+        avg,
+        max,
+        overflows,
+        avg_line,
+        max_line,
+        of_line,
+    } = text_columns(&lines)?;
+    let TextLines {
+        rows,
+        first_row_line,
+        footer: mut f,
+        ..
+    } = lines;
+    // With -H (histofall) and several threads, a summary column follows the threads.
+    let fits = |len: usize| len == threads || (threads > 1 && len == threads + 1);
     rec.format = if f.total.is_some() {
         FORMAT_TEXT
     } else {
@@ -400,18 +468,14 @@ fn parse_text(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
     Ok((out, rec))
 }
 
-fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "line {}: not valid JSON (column {}): {e}",
-            e.line(),
-            e.column()
-        )
-    })?;
-    // The file's own line of a value, for errors about it: each key of `path` is looked for
-    // after the line of the one before (thread 1's "min" is after "1", not thread 0's).
-    let lines: Vec<&str> = text.lines().collect();
-    let line_of = |path: &[&str]| {
+/// The lines of a JSON file, to name the line of a value in errors about it.
+struct JsonLines<'a>(Vec<&'a str>);
+
+impl JsonLines<'_> {
+    /// `line N: ` of the value at `path`, or nothing when it is not found: each key of `path`
+    /// is looked for after the line of the one before (thread 1's "min" is after "1", not
+    /// thread 0's).
+    fn line_of(&self, path: &[&str]) -> String {
         let mut from = 0;
         for key in path {
             let quoted = format!("\"{key}\"");
@@ -420,13 +484,73 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
                     .nth(1)
                     .is_some_and(|rest| rest.trim_start().starts_with(':'))
             };
-            match lines.iter().skip(from).position(is_key) {
+            match self.0.iter().skip(from).position(is_key) {
                 Some(i) => from += i,
                 None => return String::new(),
             }
         }
         format!("line {}: ", from + 1)
-    };
+    }
+}
+
+/// Thread `k`'s histogram: its non-empty buckets and the samples they hold.
+fn json_histogram(
+    hist: &serde_json::Map<String, Value>,
+    k: &str,
+    scale_ns: u64,
+    lines: &JsonLines,
+) -> Result<(Vec<(u64, u64)>, u64), String> {
+    let line_of = |path: &[&str]| lines.line_of(path);
+    let unit = if scale_ns == 1 { "ns" } else { "µs" };
+    let mut buckets = Vec::with_capacity(hist.len());
+    let mut binned = 0u64;
+    for (j, (key, c)) in hist.iter().enumerate() {
+        poll_interrupt(j)?;
+        // Looked up only for an error: a lookup scans the file, once per bucket it made
+        // a 300,000-bucket import quadratic (minutes instead of a second).
+        let at = || line_of(&["thread", k, "histogram", key]);
+        let b: u64 = key.parse().map_err(|_| {
+            format!(
+                "{}expected a bucket number in thread.{k}.histogram, found \"{key}\"",
+                at()
+            )
+        })?;
+        if latency_ns(b, scale_ns).is_none() {
+            return Err(format!(
+                "{}thread.{k}.histogram: {}",
+                at(),
+                beyond("bucket", b, unit)
+            ));
+        }
+        let c = c.as_u64().ok_or_else(|| {
+            format!(
+                "{}expected a whole number of samples for bucket {b} of thread {k}, found {c}",
+                at()
+            )
+        })?;
+        binned = binned.checked_add(c).ok_or_else(|| {
+            format!(
+                "{}thread.{k}.histogram: the counts add up beyond 2^64",
+                at()
+            )
+        })?;
+        if c > 0 {
+            buckets.push((b, c));
+        }
+    }
+    Ok((buckets, binned))
+}
+
+fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "line {}: not valid JSON (column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    let lines = JsonLines(text.lines().collect());
+    let line_of = |path: &[&str]| lines.line_of(path);
     let threads = v.get("thread").and_then(|t| t.as_object()).ok_or_else(|| {
         "line 1: expected a cyclictest --json file: an object with a \"thread\" object".to_string()
     })?;
@@ -505,42 +629,7 @@ fn parse_json(text: &str) -> Result<(Vec<Thread>, Recorded), String> {
                 line_of(&["thread", k])
             )
             })?;
-        let mut buckets = Vec::with_capacity(hist.len());
-        let mut binned = 0u64;
-        for (j, (key, c)) in hist.iter().enumerate() {
-            poll_interrupt(j)?;
-            // Looked up only for an error: a lookup scans the file, once per bucket it made
-            // a 300,000-bucket import quadratic (minutes instead of a second).
-            let at = || line_of(&["thread", k, "histogram", key]);
-            let b: u64 = key.parse().map_err(|_| {
-                format!(
-                    "{}expected a bucket number in thread.{k}.histogram, found \"{key}\"",
-                    at()
-                )
-            })?;
-            if latency_ns(b, scale_ns).is_none() {
-                return Err(format!(
-                    "{}thread.{k}.histogram: {}",
-                    at(),
-                    beyond("bucket", b, unit)
-                ));
-            }
-            let c = c.as_u64().ok_or_else(|| {
-                format!(
-                    "{}expected a whole number of samples for bucket {b} of thread {k}, found {c}",
-                    at()
-                )
-            })?;
-            binned = binned.checked_add(c).ok_or_else(|| {
-                format!(
-                    "{}thread.{k}.histogram: the counts add up beyond 2^64",
-                    at()
-                )
-            })?;
-            if c > 0 {
-                buckets.push((b, c));
-            }
-        }
+        let (mut buckets, binned) = json_histogram(hist, k, scale_ns, &lines)?;
         if binned > count {
             return Err(format!(
                 "{}: {count} is fewer than the {binned} samples in thread.{k}.histogram",

@@ -13,6 +13,7 @@ pub fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> Result<()> {
         if c >= libc::CPU_SETSIZE as usize {
             return Err(Error::usage(format!("CPU {c} is beyond CPU_SETSIZE")));
         }
+        // SAFETY: c < CPU_SETSIZE was checked just above, so the bit is inside `set`.
         unsafe { libc::CPU_SET(c, &mut set) };
     }
     // SAFETY: set is initialised and its size is passed.
@@ -34,8 +35,9 @@ pub fn set_affinity(tid: libc::pid_t, cpus: &[usize]) -> Result<()> {
 
 /// CPUs the calling thread may run on (its cpuset and affinity mask).
 pub fn allowed_cpus() -> Result<Vec<usize>> {
-    // SAFETY: set is writable and sized.
+    // SAFETY: cpu_set_t is plain data, for which all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is writable and its size is passed.
     let rc =
         unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
@@ -44,6 +46,7 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
             std::io::Error::last_os_error(),
         ));
     }
+    // SAFETY: every c is below CPU_SETSIZE, so CPU_ISSET reads inside the initialised set.
     Ok((0..libc::CPU_SETSIZE as usize)
         .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .collect())

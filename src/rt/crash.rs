@@ -172,6 +172,8 @@ fn crash_line(buf: &mut [u8], label: Label, phase: u8, sig: libc::c_int) -> usiz
 ///
 /// # Safety
 /// `sa` must be a valid action (a handler that is safe to run at any time, or a default).
+// SAFETY: sigaction is async-signal-safe (on_fatal calls this) and only reads `sa`; the
+// caller vouches that the action it installs may run at any time.
 unsafe fn set_action(sig: libc::c_int, sa: &libc::sigaction) {
     libc::sigaction(sig, sa, std::ptr::null_mut());
 }

@@ -111,6 +111,8 @@ extern "C" fn on_deadline(_: libc::c_int) {
 
 /// Install `handler` for `sig` without SA_RESTART: blocking waits must return EINTR so
 /// loops notice the request.
+// SAFETY: the sigaction is fully initialised (zeroed, empty mask, no flags) before it is
+// installed; callers must pass a handler that is async-signal-safe.
 unsafe fn set_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
     let mut sa: libc::sigaction = std::mem::zeroed();
     sa.sa_sigaction = handler as *const () as usize;

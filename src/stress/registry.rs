@@ -143,6 +143,8 @@ pub fn remove_dirs() {
 }
 
 /// `rm -r path` without allocating. Entries that cannot be removed are left.
+// SAFETY: `path` must be NUL-terminated and stay valid for the call (remove_dirs passes a
+// leaked registry path); the fd opened here is closed before return.
 unsafe fn remove_tree(path: *const c_char) {
     let fd = libc::open(
         path,
@@ -156,6 +158,8 @@ unsafe fn remove_tree(path: *const c_char) {
 }
 
 /// Remove what `fd` (an open directory) holds, `depth` levels below the registered one.
+// SAFETY: `fd` must be an open directory. Every entry is read inside the `n` bytes getdents64
+// wrote to `buf`, whose records the kernel NUL-terminates; recursion is bounded by DIR_DEPTH.
 unsafe fn empty_dir(fd: libc::c_int, depth: u32) {
     // Small: a signal handler runs on whatever thread's stack it interrupted.
     let mut buf = [0u8; 1024];

@@ -62,6 +62,8 @@ pub(super) struct LatencyPorts {
 /// process thread). Capture mode: our outputs carry what entered through our inputs, plus our
 /// processing. Playback mode: what enters our inputs leaves through our outputs, plus our
 /// processing.
+// SAFETY: libjack calls it only with the `arg` registered beside it, a live `LatencyPorts`
+// (see the notes inside for each raw call).
 pub(super) unsafe extern "C" fn on_latency(
     mode: jack::jack_sys::jack_latency_callback_mode_t,
     arg: *mut libc::c_void,

@@ -140,6 +140,8 @@ fn library_identity() -> (String, String) {
         if !h.is_null() {
             let f = libc::dlsym(h, c"jack_get_version_string".as_ptr());
             if !f.is_null() {
+                // SAFETY: the symbol is libjack's `const char *jack_get_version_string(void)`,
+                // so this is its exact C signature.
                 let f: unsafe extern "C" fn() -> *const libc::c_char = std::mem::transmute(f);
                 let p = f();
                 if !p.is_null() {
@@ -162,6 +164,8 @@ fn library_identity() -> (String, String) {
 /// jackd2's libjack prints for every external client: the jack crate always registers a
 /// thread-init callback, and libjack reports that its message-buffer thread cannot run it,
 /// which is not an error of ours (a grid of trials would print it once per trial).
+// SAFETY: registered as libjack's error/info callback, which always passes null or a
+// NUL-terminated string valid for the call; null is checked first.
 unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
     if msg.is_null() {
         return;

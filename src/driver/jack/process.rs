@@ -70,6 +70,8 @@ pub(super) struct Notifications {
 }
 
 impl jack::NotificationHandler for Notifications {
+    // SAFETY: the trait marks this unsafe because it may run in a signal-like context after
+    // the server died; it only stores an atomic flag, touching no client, lock or allocation.
     unsafe fn shutdown(&mut self, _status: jack::ClientStatus, _reason: &str) {
         self.sh.shutdown.store(true, Ordering::SeqCst);
     }

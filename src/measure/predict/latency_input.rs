@@ -1,0 +1,265 @@
+//! The latency input: a latency result's histograms read as buckets of wake-up latency.
+
+use crate::common::stats;
+use crate::error::{Error, Result};
+use crate::measure::latency::{LatencyConfig, LatencyResult, LatencySource};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Latency values spread evenly over `[lo_ns, hi_ns)`; a point when `lo_ns == hi_ns`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    pub lo_ns: u64,
+    pub hi_ns: u64,
+    pub count: u64,
+}
+
+/// Wake-ups known only to lie in `[from_ns, max_ns]`: an imported histogram's overflows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Censored {
+    pub from_ns: u64,
+    pub max_ns: u64,
+    pub count: u64,
+}
+
+/// One latency distribution as the model uses it: every CPU's samples pooled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyData {
+    pub buckets: Vec<Bucket>,
+    pub censored: Vec<Censored>,
+    /// Wake-ups recorded.
+    pub samples: u64,
+    /// CPU time the samples cover: per CPU (wake-ups + missed periods) × interval.
+    pub observed_ns: f64,
+    /// The measurement's interval I (cyclictest's -i).
+    pub interval_ns: u64,
+    /// CPUs measured in parallel, so that wall time = observed / cpus.
+    pub cpus: usize,
+}
+
+impl LatencyData {
+    /// Values at `ns`, `count` times each, as points: synthetic distributions for tests and
+    /// what-ifs.
+    pub fn points(values: &[(u64, u64)], interval_ns: u64) -> Self {
+        let samples = values.iter().map(|v| v.1).sum();
+        LatencyData {
+            buckets: values
+                .iter()
+                .map(|&(ns, count)| Bucket {
+                    lo_ns: ns,
+                    hi_ns: ns,
+                    count,
+                })
+                .collect(),
+            censored: Vec::new(),
+            samples,
+            observed_ns: samples as f64 * interval_ns as f64,
+            interval_ns,
+            cpus: 1,
+        }
+    }
+}
+
+/// What the result says about one latency input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LatencyInfo {
+    pub label: String,
+    pub file: String,
+    /// `measured`, `imported` or `simulated`.
+    pub source: String,
+    /// Stress presets it ran under.
+    pub stress: Vec<String>,
+    pub cpus: Vec<usize>,
+    pub samples: u64,
+    pub interval_ns: u64,
+    /// CPU time covered (wake-ups + missed periods, × interval, summed over CPUs).
+    pub observed_ns: u64,
+    pub max_ns: u64,
+    /// Wake-ups above the histogram's bound whose values the file does not hold (imported
+    /// cyclictest data): they are taken at the recorded maximum.
+    pub censored: u64,
+    pub censored_above_ns: Option<u64>,
+}
+
+/// A latency input: the distribution and what to say about it.
+#[derive(Debug, Clone)]
+pub struct LatencyInput {
+    pub info: LatencyInfo,
+    pub data: LatencyData,
+}
+
+impl LatencyInput {
+    /// The inputs a latency result holds: itself, preceded by its idle baseline when it has
+    /// one. `cpu` keeps one CPU's samples; `interval_ns` stands in for an interval the file
+    /// does not record.
+    pub fn from_result(
+        path: &Path,
+        label: &str,
+        cfg: &LatencyConfig,
+        r: &LatencyResult,
+        cpu: Option<usize>,
+        interval_ns: Option<u64>,
+    ) -> Result<Vec<LatencyInput>> {
+        let mut out = Vec::new();
+        let stress = cfg.stress.clone();
+        if let Some(b) = &r.baseline {
+            out.push(Self::one(
+                path,
+                &format!("{label} idle"),
+                cfg,
+                b,
+                cpu,
+                interval_ns,
+                Vec::new(),
+            )?);
+            let tag = if stress.is_empty() {
+                "stressed".to_string()
+            } else {
+                stress.join(",")
+            };
+            out.push(Self::one(
+                path,
+                &format!("{label} {tag}"),
+                cfg,
+                r,
+                cpu,
+                interval_ns,
+                stress,
+            )?);
+        } else {
+            out.push(Self::one(path, label, cfg, r, cpu, interval_ns, stress)?);
+        }
+        Ok(out)
+    }
+
+    fn one(
+        path: &Path,
+        label: &str,
+        cfg: &LatencyConfig,
+        r: &LatencyResult,
+        cpu: Option<usize>,
+        interval_ns: Option<u64>,
+        stress: Vec<String>,
+    ) -> Result<LatencyInput> {
+        let interval = cfg.interval_ns.or(interval_ns).ok_or_else(|| {
+            Error::input(
+                path,
+                "the file does not record the measurement's interval (cyclictest -i): give it \
+                 with --interval",
+            )
+        })?;
+        if interval == 0 {
+            return Err(Error::input(path, "the recorded interval is 0"));
+        }
+        let cpus: Vec<_> = r
+            .per_cpu
+            .iter()
+            .filter(|c| cpu.is_none_or(|want| c.cpu == want))
+            .collect();
+        if cpus.is_empty() {
+            let have: Vec<String> = r.per_cpu.iter().map(|c| c.cpu.to_string()).collect();
+            return Err(Error::input(
+                path,
+                match cpu {
+                    Some(c) if !have.is_empty() => {
+                        format!("has no CPU {c} (it has {})", have.join(", "))
+                    }
+                    _ => "holds no per-CPU latency data".to_string(),
+                },
+            ));
+        }
+        // The µs histogram's bound: a wake-up is in bucket lat/1000 when that is below it.
+        let from = cfg.hist_max_ns / 1_000 * 1_000;
+        let hdr = stats::new_ns_histogram();
+        let mut data = LatencyData {
+            buckets: Vec::new(),
+            censored: Vec::new(),
+            samples: 0,
+            observed_ns: 0.0,
+            interval_ns: interval,
+            cpus: cpus.len(),
+        };
+        let mut max_ns = 0;
+        for c in cpus {
+            let count = c.stats.summary.count;
+            if count == 0 {
+                continue;
+            }
+            let binned: u64 = c.histogram_us.iter().map(|b| b.1).sum();
+            if binned + c.stats.overflows != count {
+                return Err(Error::input(
+                    path,
+                    format!(
+                        "CPU {} has no usable histogram ({} of its {count} wake-ups are in it): \
+                         predict needs the 1 µs histogram of `xrunlab latency` or of cyclictest \
+                         -h (an imported cyclictest --json with ns resolution keeps none)",
+                        c.cpu,
+                        binned + c.stats.overflows
+                    ),
+                ));
+            }
+            data.buckets
+                .extend(c.histogram_us.iter().map(|&(us, n)| Bucket {
+                    lo_ns: us * 1_000,
+                    hi_ns: (us + 1) * 1_000,
+                    count: n,
+                }));
+            let mut tail = 0;
+            for &(v, n) in &c.overflow_ns {
+                data.buckets.push(Bucket {
+                    lo_ns: hdr.lowest_equivalent(v).max(from),
+                    hi_ns: v + 1,
+                    count: n,
+                });
+                tail += n;
+            }
+            let unknown = c.stats.overflows.saturating_sub(tail);
+            if unknown > 0 {
+                data.censored.push(Censored {
+                    from_ns: from,
+                    max_ns: c.stats.summary.max.max(from),
+                    count: unknown,
+                });
+            }
+            data.samples += count;
+            data.observed_ns += match c.stats.missed_periods {
+                Some(m) => (count + m) as f64 * interval as f64,
+                // cyclictest skips late periods silently: its run length, when recorded, is
+                // the better measure of the time covered.
+                None => (count as f64 * interval as f64).max(cfg.duration_ns.unwrap_or(0) as f64),
+            };
+            max_ns = max_ns.max(c.stats.summary.max);
+        }
+        if data.samples == 0 {
+            return Err(Error::input(path, "holds no wake-ups"));
+        }
+        let censored: u64 = data.censored.iter().map(|c| c.count).sum();
+        let source = match cfg.source {
+            LatencySource::Measured => "measured",
+            LatencySource::Imported { .. } => "imported",
+            LatencySource::Simulated { .. } => "simulated",
+        };
+        Ok(LatencyInput {
+            info: LatencyInfo {
+                label: label.to_string(),
+                file: path.display().to_string(),
+                source: source.into(),
+                stress,
+                cpus: r
+                    .per_cpu
+                    .iter()
+                    .map(|c| c.cpu)
+                    .filter(|&c| cpu.is_none_or(|w| w == c))
+                    .collect(),
+                samples: data.samples,
+                interval_ns: interval,
+                observed_ns: data.observed_ns.round() as u64,
+                max_ns,
+                censored,
+                censored_above_ns: (censored > 0).then_some(from),
+            },
+            data,
+        })
+    }
+}
