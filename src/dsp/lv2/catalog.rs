@@ -4,6 +4,7 @@
 
 use super::features::SUPPORTED_FEATURES;
 use crate::error::{Error, Result};
+use crate::units::edit_distance;
 use std::sync::OnceLock;
 
 /// lilv's world, loaded once per process: discovery reads every bundle's manifest, and the
@@ -435,30 +436,12 @@ fn closest(target: &str, all: &[PluginDesc], n: usize) -> Vec<String> {
         .collect()
 }
 
-/// Levenshtein distance, for "did you mean" suggestions.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn edit_distance_and_tail() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
+    fn tails() {
         assert_eq!(tail("http://plugin.org.uk/swh-plugins/amp"), "amp");
         assert_eq!(tail("urn:dragonfly:room"), "room");
         assert_eq!(tail("http://x/y#Stereo"), "Stereo");
