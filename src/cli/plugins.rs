@@ -3,7 +3,8 @@
 use super::output::{self, Measured, Started};
 use super::Global;
 use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
-use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
+use crate::dsp::format::{PluginFormat, PortKind};
+use crate::dsp::{parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
 use crate::error::Result;
 use crate::report::table::{self, new_table};
 use crate::results::{Body, Status};
@@ -83,8 +84,12 @@ pub struct BenchArgs {
 
 pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     match a.command {
-        PluginsCommand::List(l) if l.lv2 => list_lv2(l.filter.as_deref(), g),
-        PluginsCommand::Show(s) => show_lv2(&s.plugin, g),
+        // The flag names the format whose installed plugins are listed.
+        PluginsCommand::List(l) if l.lv2 => match registry::by_key("lv2") {
+            Some(f) => list_installed(f, l.filter.as_deref(), g),
+            None => super::usage("this build has no LV2 format"),
+        },
+        PluginsCommand::Show(s) => show(&s.plugin, g),
         PluginsCommand::List(_) => {
             let mut t = new_table(&["plugin", "description", "parameters"]);
             for i in registry::list() {
@@ -228,11 +233,8 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
-    let found = match filter {
-        Some(f) => lv2::catalog::filter(f),
-        None => lv2::catalog::list(),
-    };
+fn list_installed(f: &dyn PluginFormat, filter: Option<&str>, g: &Global) -> Result<u8> {
+    let found = f.list(filter);
     if g.json {
         print_json(&found)?;
         return Ok(0);
@@ -242,12 +244,12 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     }
     if found.is_empty() {
         output::stdout(&format!(
-            "no LV2 plugin{} found on LV2_PATH ({})\n",
+            "no {} plugin{} found on {}\n",
+            f.title(),
             filter
                 .map(|f| format!(" matching '{f}'"))
                 .unwrap_or_default(),
-            std::env::var("LV2_PATH")
-                .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
+            f.search_path()
         ));
         return Ok(0);
     }
@@ -276,15 +278,15 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
     output::stdout(&format!("{t}\n"));
     output::stdout(&format!(
-        "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins\n",
-        found.len()
+        "{} plugins, {hostable} hostable; use one as {p}URI or {p}NAME in --chain/--plugins\n",
+        found.len(),
+        p = f.prefix()
     ));
     Ok(0)
 }
 
-fn show_lv2(target: &str, g: &Global) -> Result<u8> {
-    let target = target.strip_prefix(lv2::PREFIX).unwrap_or(target);
-    let d = lv2::describe(target)?;
+fn show(target: &str, g: &Global) -> Result<u8> {
+    let (f, d) = registry::describe(target)?;
     if g.json {
         print_json(&d)?;
         return Ok(0);
@@ -316,7 +318,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
             Cell::new(&p.symbol),
             Cell::new(&p.name),
             Cell::new(match (p.kind, &p.unsupported_class) {
-                (lv2::PortKind::Unsupported, Some(c)) => format!("unsupported ({c})"),
+                (PortKind::Unsupported, Some(c)) => format!("unsupported ({c})"),
                 (k, _) => serde_json::to_value(k)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -338,12 +340,13 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
     let controls: Vec<String> = d
         .ports
         .iter()
-        .filter(|p| p.kind == lv2::PortKind::Control && p.input)
+        .filter(|p| p.kind == PortKind::Control && p.input)
         .take(2)
         .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
         .collect();
     output::stdout(&format!(
-        "use: --chain 'lv2:{}{}'\n",
+        "use: --chain '{}{}{}'\n",
+        f.prefix(),
         d.uri,
         if controls.is_empty() {
             String::new()

@@ -17,9 +17,9 @@
 //! `inPlaceBroken` work. Everything is allocated and connected here; `process` copies,
 //! runs, and delivers worker responses without allocating or locking.
 
-use super::catalog::{PluginDesc, PortKind};
 use super::features::{self, FeatureBlock, SEQUENCE_BYTES};
 use super::worker::{WorkerShared, WorkerThread};
+use crate::dsp::format::{PluginDesc, PortKind};
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};
 use crate::rt::crash::{self, Label, Phase};
