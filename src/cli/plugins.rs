@@ -2,9 +2,9 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
+use crate::dsp::bench::{BenchRequest, BenchResult, Signal};
 use crate::dsp::format::{PluginFormat, PortKind};
-use crate::dsp::{parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
+use crate::dsp::registry;
 use crate::error::Result;
 use crate::report::table::{self, new_table};
 use crate::results::{Body, Status};
@@ -109,104 +109,31 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
 }
 
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
-    let duration_ns = crate::units::parse_duration_ns(&b.duration)?;
-    if duration_ns == 0 || duration_ns > 600_000_000_000 {
-        return super::usage(format!(
-            "--duration {}: must be within 1ns..10m",
-            b.duration
-        ));
-    }
-    crate::common::device::check_rate(b.rate)?;
-    if !(1..=8192).contains(&b.buffer) {
-        return super::usage(format!(
-            "--buffer {}: must be within 1..8192 frames",
-            b.buffer
-        ));
-    }
-    let instances = match &b.instances {
-        None => None,
-        Some(s) => {
-            let v = crate::units::parse_uint_list("--instances", s, true, MAX_INSTANCES)?;
-            if v.contains(&0) {
-                return super::usage(format!(
-                    "--instances {s}: every count must be within 1..{MAX_INSTANCES}"
-                ));
-            }
-            Some(v)
-        }
-    };
-    let elements: Vec<ChainElement> = if b.plugins.is_empty() {
-        registry::list()
-            .filter(|i| !NEVER_RETURNS.contains(&i.name))
-            .map(|i| ChainElement {
-                plugin: i.name.to_string(),
-                params: String::new(),
-                count: 1,
-            })
-            .collect()
-    } else {
-        let mut v = Vec::new();
-        for p in &b.plugins {
-            v.extend(parse_chain(p)?);
-        }
-        v
-    };
-    for e in &elements {
-        if e.count > MAX_INSTANCES {
-            return super::usage(format!(
-                "{}:{}: at most {MAX_INSTANCES} instances in series",
-                e.plugin, e.count
-            ));
-        }
-        if instances.is_some() && e.count != 1 {
-            return super::usage(format!(
-                "{}:{}: give the instance count either as :N or with --instances, not both",
-                e.plugin, e.count
-            ));
-        }
-    }
-    // One run per plugin and instance count, the counts of a plugin ascending.
-    let runs: Vec<ChainElement> = match &instances {
-        None => elements.clone(),
-        Some(ks) => elements
-            .iter()
-            .flat_map(|e| {
-                ks.iter()
-                    .map(move |&count| ChainElement { count, ..e.clone() })
-            })
-            .collect(),
-    };
-    let ctx = PluginContext {
+    let plan = crate::dsp::bench::plan(&BenchRequest {
         rate: b.rate,
-        max_frames: b.buffer as usize,
-    };
-    let explicit = !b.plugins.is_empty();
+        buffer: b.buffer,
+        duration: &b.duration,
+        signal: b.signal,
+        instances: b.instances.as_deref(),
+        plugins: &b.plugins,
+    })?;
     let started = Started::now(Vec::new());
-    // Asked for by name, a bad name or parameter is the user's error; listing everything, a
-    // plugin that cannot run without parameters is noted and skipped.
-    let out = crate::measure::bench::bench_runs(&runs, &ctx, duration_ns, b.signal, explicit)?;
-    let mut skipped: Vec<String> = Vec::new();
-    for (e, err) in &out.failed {
-        let s = format!("{}: {err}", e.plugin);
-        if !skipped.contains(&s) {
-            skipped.push(s);
-        }
-    }
+    let out = crate::measure::bench::bench_runs(
+        &plan.runs,
+        &plan.context(),
+        plan.config.duration_ns,
+        plan.config.signal,
+        plan.explicit,
+    )?;
+    let skipped = crate::dsp::bench::skipped(&out.failed);
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
-    let mut human = table::bench(&results, b.rate, b.buffer);
+    let mut human = table::bench(&results, plan.config.rate, plan.config.buffer_frames);
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
     }
     let body = Body::Bench {
-        config: BenchConfig {
-            rate: b.rate,
-            buffer_frames: b.buffer,
-            duration_ns,
-            plugins: elements,
-            instances,
-            signal: b.signal,
-        },
+        config: plan.config,
         results,
     };
     let how = match out.status {
@@ -216,7 +143,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     // Why it stopped is the result's warning, printed above this line.
     let partial = format!(
         "xrunlab: bench {how} after {results_len} of {} runs; partial result reported\n",
-        runs.len()
+        plan.runs.len()
     );
     let measured = Measured::new(body, out.status, started, human)
         .warnings(out.stopped.clone())

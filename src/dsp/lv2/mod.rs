@@ -110,3 +110,43 @@ impl PluginFormat for Lv2 {
         create_boxed(target, params, ctx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lv2_elements_parse_with_colons_in_their_uri() {
+        let c = crate::dsp::parse_chain(
+            "lv2:urn:dragonfly:room,lv2:http://plugin.org.uk/swh-plugins/amp(gain=-6):3,lv2:Dragonfly Hall Reverb:2,gain",
+        )
+        .unwrap();
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[0].plugin, "lv2:urn:dragonfly:room");
+        assert_eq!(c[0].count, 1);
+        assert_eq!(c[1].plugin, "lv2:http://plugin.org.uk/swh-plugins/amp");
+        assert_eq!(c[1].params, "gain=-6");
+        assert_eq!(c[1].count, 3);
+        assert_eq!(c[2].plugin, "lv2:Dragonfly Hall Reverb");
+        assert_eq!(c[2].count, 2);
+        assert_eq!(c[3].plugin, "gain");
+        // The load test builds `ELEMENT:N` from an element; it must parse back.
+        let again = crate::dsp::parse_chain(&format!("{}:7", c[0].plugin)).unwrap();
+        assert_eq!(
+            (again[0].plugin.as_str(), again[0].count),
+            ("lv2:urn:dragonfly:room", 7)
+        );
+        for bad in ["lv2:", "lv2:x:0", "lv2:x(a=1", "lv2:x)"] {
+            assert!(crate::dsp::parse_chain(bad).is_err(), "{bad}");
+        }
+        let e = crate::dsp::parse_chain("lv2:),()").unwrap_err().to_string();
+        assert!(e.contains("')' without '('"), "{e}");
+        let e = crate::dsp::parse_chain("lv2:").unwrap_err().to_string();
+        assert!(
+            e.contains("lv2: needs a plugin URI or name, e.g. lv2:urn:zamaudio:ZamComp"),
+            "{e}"
+        );
+        // An identifier that itself ends in `:DIGITS` prints with its count.
+        for text in ["lv2:urn:x:7:1", "lv2:urn:x(gain=-6):3"] {
+            assert_eq!(crate::dsp::parse_chain(text).unwrap()[0].to_string(), text);
+        }
+    }
+}
