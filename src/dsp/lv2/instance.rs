@@ -53,8 +53,11 @@ pub struct Lv2Plugin {
     label: Label,
 }
 
-// The instance, its buffers and feature block move together to the engine's thread and are
-// used there by one thread at a time; the worker thread only touches `WorkerShared`.
+// SAFETY: the instance, its buffers and feature block move together to the engine's thread
+// and are used there by one thread at a time (every method takes `&mut self` or only reads
+// plain fields); the worker thread only touches `WorkerShared`, which is Sync. LV2 allows an
+// instance to be run from a thread other than the one that instantiated it, as long as no
+// two of its "audio class" functions run at once.
 unsafe impl Send for Lv2Plugin {}
 
 #[derive(Clone, Copy)]
@@ -159,6 +162,9 @@ impl lilv::state::SetPortValue for StatePorts<'_> {
         else {
             return;
         };
+        // SAFETY: lilv hands over a value of `size` bytes whose type is the URID `ty`, in a
+        // buffer of its own (malloc'd when the state was read, so aligned for any scalar);
+        // each arm reads only a type whose size and URID it has checked.
         let v = unsafe {
             match (ty, size) {
                 (t, 4) if t == self.urids.float => *(value as *const f32),
@@ -191,6 +197,10 @@ impl Lv2Plugin {
         let urids = Urids::get();
         let worker = WorkerShared::new();
         let mut feats = FeatureBlock::new(ctx.rate, frames, worker.schedule_feature());
+        // SAFETY: `features` points into the boxed feature block, which the `Lv2Plugin` keeps
+        // (`_features`) and drops after the instance (field order), so every feature the
+        // plugin keeps a pointer to outlives it. The plugin was checked hostable: lilv
+        // verified its data and its port layout is sound (catalog::describe).
         let instance = unsafe { plugin.instantiate(ctx.rate as f64, feats.features()) }
             .ok_or_else(|| {
                 Error::cannot_measure(format!(
@@ -199,6 +209,10 @@ impl Lv2Plugin {
                 ))
             })?;
         let mut instance = instance;
+        // SAFETY: extension_data is called on a live instance with a URI whose data, when the
+        // plugin offers it, is an LV2_Worker_Interface (the worker extension says so); it is
+        // attached before the worker thread starts and before the first `run`, as `attach`
+        // requires, and the handle stays valid as long as the instance (which drops first).
         unsafe {
             let iface = instance
                 .extension_data::<lv2_sys::LV2_Worker_Interface>(
@@ -218,6 +232,12 @@ impl Lv2Plugin {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for p in &desc.ports {
             let i = p.index;
+            // SAFETY: each port is connected to a buffer of the size its kind needs: audio and
+            // CV to `frames` floats (≥ every block `process` runs), a control to its own slot
+            // in `controls` (indices run 0..ports.len(), checked by catalog::describe), an
+            // atom sequence to SEQUENCE_BYTES (the size announced in the options). The boxes
+            // move into the `Lv2Plugin`, which drops them after the instance; a boxed slice's
+            // heap data does not move with the box. Unconnected ports are optional ones.
             unsafe {
                 match (p.kind, p.input) {
                     (PortKind::Audio, input) => {
@@ -261,6 +281,8 @@ impl Lv2Plugin {
         // and which sets better defaults than the ports' where a plugin has one.
         let w = super::catalog::world();
         let subject = w.new_uri(&desc.uri);
+        // SAFETY: `map_ptr` points at the map feature inside the boxed block, alive for this
+        // whole function; no other reference to that field is in use while `map` is.
         let map = unsafe { &mut *feats.map_ptr() };
         if let Some(state) = w.new_state(map, &subject) {
             let mut ports = StatePorts {
@@ -286,6 +308,8 @@ impl Lv2Plugin {
         } else {
             None
         };
+        // SAFETY: every port is connected (or optional) and the state is restored: what LV2
+        // requires before activate; deactivation happens when the instance drops.
         let instance = unsafe { instance.activate() };
         let mut p = Lv2Plugin {
             worker_thread,
@@ -393,8 +417,13 @@ impl Plugin for Lv2Plugin {
         }
         let in_plugin = crash::enter(self.label, Phase::Processing);
         self.worker.set_in_run(true);
+        // SAFETY: the instance is active and its ports connected to buffers this struct owns,
+        // sized for `max_frames` ≥ n (the Plugin contract); `&mut self` keeps any other call
+        // into the instance from running at the same time.
         unsafe { self.instance.run(n) };
         self.worker.set_in_run(false);
+        // SAFETY: this is the thread that just called `run`, and `&mut self` keeps the two
+        // from overlapping.
         unsafe { self.worker.deliver() };
         drop(in_plugin);
         match self.audio_out.as_slice() {
