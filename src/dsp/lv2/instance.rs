@@ -177,6 +177,82 @@ impl lilv::state::SetPortValue for StatePorts<'_> {
     }
 }
 
+/// The buffers the ports are connected to, kept by the instance.
+struct Ports {
+    audio_in: Vec<Box<[f32]>>,
+    audio_out: Vec<Box<[f32]>>,
+    cv: Vec<Box<[f32]>>,
+    atom_in: Vec<AtomBuf>,
+    atom_out: Vec<AtomBuf>,
+}
+
+/// Connect every port of `instance` to a buffer of its own (controls to their slot in
+/// `controls`), for blocks of up to `frames`. `controls` is the boxed slice the instance
+/// keeps, so the pointers stay valid as long as it runs.
+fn connect_ports(
+    instance: &mut lilv::instance::Instance,
+    desc: &PluginDesc,
+    frames: usize,
+    controls: &mut [f32],
+    urids: Urids,
+) -> Ports {
+    let (mut audio_in, mut audio_out, mut cv, mut atom_in, mut atom_out) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for p in &desc.ports {
+        let i = p.index;
+        // SAFETY: each port is connected to a buffer of the size its kind needs: audio and
+        // CV to `frames` floats (≥ every block `process` runs), a control to its own slot
+        // in `controls` (indices run 0..ports.len(), checked by catalog::describe), an
+        // atom sequence to SEQUENCE_BYTES (the size announced in the options). The boxes
+        // move into the `Lv2Plugin`, which drops them after the instance; a boxed slice's
+        // heap data does not move with the box. Unconnected ports are optional ones.
+        unsafe {
+            match (p.kind, p.input) {
+                (PortKind::Audio, input) => {
+                    let mut b = vec![0.0f32; frames].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    if input {
+                        audio_in.push(b)
+                    } else {
+                        audio_out.push(b)
+                    }
+                }
+                (PortKind::Control, _) => {
+                    instance.connect_port_mut(i, controls.as_mut_ptr().add(i));
+                }
+                (PortKind::Cv, _) => {
+                    let mut b = vec![0.0f32; frames].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    cv.push(b);
+                }
+                (PortKind::AtomSequence, input) => {
+                    let mut b = vec![0u64; SEQUENCE_WORDS].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    if input {
+                        empty_sequence(&mut b, urids.sequence);
+                        atom_in.push(b)
+                    } else {
+                        output_capacity(&mut b, urids.chunk);
+                        atom_out.push(b)
+                    }
+                }
+                // Only optional ports get here (see catalog::describe): leave them
+                // unconnected, which lv2:connectionOptional allows.
+                (PortKind::Unsupported, _) => {
+                    instance.connect_port_mut::<c_void>(i, std::ptr::null_mut())
+                }
+            }
+        }
+    }
+    Ports {
+        audio_in,
+        audio_out,
+        cv,
+        atom_in,
+        atom_out,
+    }
+}
+
 impl Lv2Plugin {
     pub fn new(
         plugin: &lilv::plugin::Plugin,
@@ -228,54 +304,13 @@ impl Lv2Plugin {
                 controls[p.index] = p.default.or(p.minimum).unwrap_or(0.0);
             }
         }
-        let (mut audio_in, mut audio_out, mut cv, mut atom_in, mut atom_out) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for p in &desc.ports {
-            let i = p.index;
-            // SAFETY: each port is connected to a buffer of the size its kind needs: audio and
-            // CV to `frames` floats (≥ every block `process` runs), a control to its own slot
-            // in `controls` (indices run 0..ports.len(), checked by catalog::describe), an
-            // atom sequence to SEQUENCE_BYTES (the size announced in the options). The boxes
-            // move into the `Lv2Plugin`, which drops them after the instance; a boxed slice's
-            // heap data does not move with the box. Unconnected ports are optional ones.
-            unsafe {
-                match (p.kind, p.input) {
-                    (PortKind::Audio, input) => {
-                        let mut b = vec![0.0f32; frames].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        if input {
-                            audio_in.push(b)
-                        } else {
-                            audio_out.push(b)
-                        }
-                    }
-                    (PortKind::Control, _) => {
-                        instance.connect_port_mut(i, controls.as_mut_ptr().add(i));
-                    }
-                    (PortKind::Cv, _) => {
-                        let mut b = vec![0.0f32; frames].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        cv.push(b);
-                    }
-                    (PortKind::AtomSequence, input) => {
-                        let mut b = vec![0u64; SEQUENCE_WORDS].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        if input {
-                            empty_sequence(&mut b, urids.sequence);
-                            atom_in.push(b)
-                        } else {
-                            output_capacity(&mut b, urids.chunk);
-                            atom_out.push(b)
-                        }
-                    }
-                    // Only optional ports get here (see catalog::describe): leave them
-                    // unconnected, which lv2:connectionOptional allows.
-                    (PortKind::Unsupported, _) => {
-                        instance.connect_port_mut::<c_void>(i, std::ptr::null_mut())
-                    }
-                }
-            }
-        }
+        let Ports {
+            audio_in,
+            audio_out,
+            cv,
+            atom_in,
+            atom_out,
+        } = connect_ports(&mut instance, desc, frames, &mut controls, urids);
 
         // The plugin's default state (lv2:state in its data), which loadDefaultState asks for
         // and which sets better defaults than the ports' where a plugin has one.
