@@ -2,8 +2,9 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{BenchConfig, BenchResult, Signal, NEVER_RETURNS};
-use crate::dsp::{lv2, parse_chain, registry, ChainElement, PluginContext, MAX_INSTANCES};
+use crate::dsp::bench::{BenchRequest, BenchResult, Signal};
+use crate::dsp::format::{PluginFormat, PortKind};
+use crate::dsp::registry;
 use crate::error::Result;
 use crate::report::text::style::new_table;
 use crate::results::{Body, Status};
@@ -83,8 +84,12 @@ pub struct BenchArgs {
 
 pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     match a.command {
-        PluginsCommand::List(l) if l.lv2 => list_lv2(l.filter.as_deref(), g),
-        PluginsCommand::Show(s) => show_lv2(&s.plugin, g),
+        // The flag names the format whose installed plugins are listed.
+        PluginsCommand::List(l) if l.lv2 => match registry::by_key("lv2") {
+            Some(f) => list_installed(f, l.filter.as_deref(), g),
+            None => super::usage("this build has no LV2 format"),
+        },
+        PluginsCommand::Show(s) => show(&s.plugin, g),
         PluginsCommand::List(_) => {
             let mut t = new_table(&["plugin", "description", "parameters"]);
             for i in registry::list() {
@@ -104,104 +109,32 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
 }
 
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
-    let duration_ns = crate::units::parse_duration_ns(&b.duration)?;
-    if duration_ns == 0 || duration_ns > 600_000_000_000 {
-        return super::usage(format!(
-            "--duration {}: must be within 1ns..10m",
-            b.duration
-        ));
-    }
-    crate::common::device::check_rate(b.rate)?;
-    if !(1..=8192).contains(&b.buffer) {
-        return super::usage(format!(
-            "--buffer {}: must be within 1..8192 frames",
-            b.buffer
-        ));
-    }
-    let instances = match &b.instances {
-        None => None,
-        Some(s) => {
-            let v = crate::units::parse_uint_list("--instances", s, true, MAX_INSTANCES)?;
-            if v.contains(&0) {
-                return super::usage(format!(
-                    "--instances {s}: every count must be within 1..{MAX_INSTANCES}"
-                ));
-            }
-            Some(v)
-        }
-    };
-    let elements: Vec<ChainElement> = if b.plugins.is_empty() {
-        registry::list()
-            .filter(|i| !NEVER_RETURNS.contains(&i.name))
-            .map(|i| ChainElement {
-                plugin: i.name.to_string(),
-                params: String::new(),
-                count: 1,
-            })
-            .collect()
-    } else {
-        let mut v = Vec::new();
-        for p in &b.plugins {
-            v.extend(parse_chain(p)?);
-        }
-        v
-    };
-    for e in &elements {
-        if e.count > MAX_INSTANCES {
-            return super::usage(format!(
-                "{}:{}: at most {MAX_INSTANCES} instances in series",
-                e.plugin, e.count
-            ));
-        }
-        if instances.is_some() && e.count != 1 {
-            return super::usage(format!(
-                "{}:{}: give the instance count either as :N or with --instances, not both",
-                e.plugin, e.count
-            ));
-        }
-    }
-    // One run per plugin and instance count, the counts of a plugin ascending.
-    let runs: Vec<ChainElement> = match &instances {
-        None => elements.clone(),
-        Some(ks) => elements
-            .iter()
-            .flat_map(|e| {
-                ks.iter()
-                    .map(move |&count| ChainElement { count, ..e.clone() })
-            })
-            .collect(),
-    };
-    let ctx = PluginContext {
+    let plan = crate::dsp::bench::plan(&BenchRequest {
         rate: b.rate,
-        max_frames: b.buffer as usize,
-    };
-    let explicit = !b.plugins.is_empty();
+        buffer: b.buffer,
+        duration: &b.duration,
+        signal: b.signal,
+        instances: b.instances.as_deref(),
+        plugins: &b.plugins,
+    })?;
     let started = Started::now(Vec::new());
-    // Asked for by name, a bad name or parameter is the user's error; listing everything, a
-    // plugin that cannot run without parameters is noted and skipped.
-    let out = crate::measure::bench::bench_runs(&runs, &ctx, duration_ns, b.signal, explicit)?;
-    let mut skipped: Vec<String> = Vec::new();
-    for (e, err) in &out.failed {
-        let s = format!("{}: {err}", e.plugin);
-        if !skipped.contains(&s) {
-            skipped.push(s);
-        }
-    }
+    let out = crate::measure::bench::bench_runs(
+        &plan.runs,
+        &plan.context(),
+        plan.config.duration_ns,
+        plan.config.signal,
+        plan.explicit,
+    )?;
+    let skipped = crate::dsp::bench::skipped(&out.failed);
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
-    let mut human = crate::report::text::bench::summary(&results, b.rate, b.buffer);
+    let mut human =
+        crate::report::text::bench::summary(&results, plan.config.rate, plan.config.buffer_frames);
     for s in &skipped {
         human.push_str(&format!("skipped {s}\n"));
     }
     let body = Body::Bench {
-        config: BenchConfig {
-            rate: b.rate,
-            buffer_frames: b.buffer,
-            duration_ns,
-            plugins: elements,
-            instances,
-            signal: b.signal,
-        },
+        config: plan.config,
         results,
     };
     let how = match out.status {
@@ -211,7 +144,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     // Why it stopped is the result's warning, printed above this line.
     let partial = format!(
         "xrunlab: bench {how} after {results_len} of {} runs; partial result reported\n",
-        runs.len()
+        plan.runs.len()
     );
     let measured = Measured::new(body, out.status, started, human)
         .warnings(out.stopped.clone())
@@ -228,11 +161,8 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
-    let found = match filter {
-        Some(f) => lv2::catalog::filter(f),
-        None => lv2::catalog::list(),
-    };
+fn list_installed(f: &dyn PluginFormat, filter: Option<&str>, g: &Global) -> Result<u8> {
+    let found = f.list(filter);
     if g.json {
         print_json(&found)?;
         return Ok(0);
@@ -242,12 +172,12 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     }
     if found.is_empty() {
         output::stdout(&format!(
-            "no LV2 plugin{} found on LV2_PATH ({})\n",
+            "no {} plugin{} found on {}\n",
+            f.title(),
             filter
                 .map(|f| format!(" matching '{f}'"))
                 .unwrap_or_default(),
-            std::env::var("LV2_PATH")
-                .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
+            f.search_path()
         ));
         return Ok(0);
     }
@@ -276,15 +206,15 @@ fn list_lv2(filter: Option<&str>, g: &Global) -> Result<u8> {
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
     output::stdout(&format!("{t}\n"));
     output::stdout(&format!(
-        "{} plugins, {hostable} hostable; use one as lv2:URI or lv2:NAME in --chain/--plugins\n",
-        found.len()
+        "{} plugins, {hostable} hostable; use one as {p}URI or {p}NAME in --chain/--plugins\n",
+        found.len(),
+        p = f.prefix()
     ));
     Ok(0)
 }
 
-fn show_lv2(target: &str, g: &Global) -> Result<u8> {
-    let target = target.strip_prefix(lv2::PREFIX).unwrap_or(target);
-    let d = lv2::describe(target)?;
+fn show(target: &str, g: &Global) -> Result<u8> {
+    let (f, d) = registry::describe(target)?;
     if g.json {
         print_json(&d)?;
         return Ok(0);
@@ -316,7 +246,7 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
             Cell::new(&p.symbol),
             Cell::new(&p.name),
             Cell::new(match (p.kind, &p.unsupported_class) {
-                (lv2::PortKind::Unsupported, Some(c)) => format!("unsupported ({c})"),
+                (PortKind::Unsupported, Some(c)) => format!("unsupported ({c})"),
                 (k, _) => serde_json::to_value(k)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -338,12 +268,13 @@ fn show_lv2(target: &str, g: &Global) -> Result<u8> {
     let controls: Vec<String> = d
         .ports
         .iter()
-        .filter(|p| p.kind == lv2::PortKind::Control && p.input)
+        .filter(|p| p.kind == PortKind::Control && p.input)
         .take(2)
         .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
         .collect();
     output::stdout(&format!(
-        "use: --chain 'lv2:{}{}'\n",
+        "use: --chain '{}{}{}'\n",
+        f.prefix(),
         d.uri,
         if controls.is_empty() {
             String::new()

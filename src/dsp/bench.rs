@@ -519,6 +519,138 @@ pub fn bench_element_watched(
     })
 }
 
+/// What `plugins bench` was asked, as typed.
+#[derive(Debug, Clone)]
+pub struct BenchRequest<'a> {
+    pub rate: u32,
+    pub buffer: u32,
+    /// `--duration`, e.g. `2s`.
+    pub duration: &'a str,
+    pub signal: Signal,
+    /// `--instances`, e.g. `1,8,32`.
+    pub instances: Option<&'a str>,
+    /// Chain elements; empty: every built-in that returns.
+    pub plugins: &'a [String],
+}
+
+/// A checked bench: what the result records as asked, and the runs to make.
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    pub config: BenchConfig,
+    /// One run per plugin and instance count, the counts of a plugin ascending.
+    pub runs: Vec<ChainElement>,
+    /// The plugins were named: a bad name or parameter is the user's error. Listing every
+    /// built-in, one that cannot run without parameters is noted and skipped.
+    pub explicit: bool,
+}
+
+impl BenchPlan {
+    pub fn context(&self) -> PluginContext {
+        PluginContext {
+            rate: self.config.rate,
+            max_frames: self.config.buffer_frames as usize,
+        }
+    }
+}
+
+/// Check a request (every mistake is a usage error, exit 2) and lay out its runs.
+pub fn plan(r: &BenchRequest) -> Result<BenchPlan> {
+    let duration_ns = crate::units::parse_duration_ns(r.duration)?;
+    if duration_ns == 0 || duration_ns > 600_000_000_000 {
+        return Err(Error::usage(format!(
+            "--duration {}: must be within 1ns..10m",
+            r.duration
+        )));
+    }
+    crate::common::device::check_rate(r.rate)?;
+    if !(1..=8192).contains(&r.buffer) {
+        return Err(Error::usage(format!(
+            "--buffer {}: must be within 1..8192 frames",
+            r.buffer
+        )));
+    }
+    let instances = match r.instances {
+        None => None,
+        Some(s) => {
+            let v = crate::units::parse_uint_list("--instances", s, true, MAX_INSTANCES)?;
+            if v.contains(&0) {
+                return Err(Error::usage(format!(
+                    "--instances {s}: every count must be within 1..{MAX_INSTANCES}"
+                )));
+            }
+            Some(v)
+        }
+    };
+    let elements = requested_elements(r.plugins)?;
+    for e in &elements {
+        if e.count > MAX_INSTANCES {
+            return Err(Error::usage(format!(
+                "{}:{}: at most {MAX_INSTANCES} instances in series",
+                e.plugin, e.count
+            )));
+        }
+        if instances.is_some() && e.count != 1 {
+            return Err(Error::usage(format!(
+                "{}:{}: give the instance count either as :N or with --instances, not both",
+                e.plugin, e.count
+            )));
+        }
+    }
+    let runs: Vec<ChainElement> = match &instances {
+        None => elements.clone(),
+        Some(ks) => elements
+            .iter()
+            .flat_map(|e| {
+                ks.iter()
+                    .map(move |&count| ChainElement { count, ..e.clone() })
+            })
+            .collect(),
+    };
+    Ok(BenchPlan {
+        config: BenchConfig {
+            rate: r.rate,
+            buffer_frames: r.buffer,
+            duration_ns,
+            plugins: elements,
+            instances,
+            signal: r.signal,
+        },
+        runs,
+        explicit: !r.plugins.is_empty(),
+    })
+}
+
+/// The elements as typed, or every built-in that returns.
+fn requested_elements(plugins: &[String]) -> Result<Vec<ChainElement>> {
+    if plugins.is_empty() {
+        return Ok(registry::list()
+            .filter(|i| !NEVER_RETURNS.contains(&i.name))
+            .map(|i| ChainElement {
+                plugin: i.name.to_string(),
+                params: String::new(),
+                count: 1,
+            })
+            .collect());
+    }
+    let mut v = Vec::new();
+    for p in plugins {
+        v.extend(super::parse_chain(p)?);
+    }
+    Ok(v)
+}
+
+/// The runs that failed as `plugin: reason`, each reason once (one per plugin, not per count).
+pub fn skipped(failed: &[(ChainElement, Error)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (e, err) in failed {
+        let s = format!("{}: {err}", e.plugin);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,6 +668,71 @@ mod tests {
             params: params.into(),
             count,
         }
+    }
+
+    #[test]
+    fn plans_expand_counts_and_refuse_mistakes() {
+        let plugins = vec!["gain".to_string(), "burn(5%)".to_string()];
+        let req = BenchRequest {
+            rate: 48000,
+            buffer: 64,
+            duration: "1s",
+            signal: Signal::Noise,
+            instances: Some("1,4"),
+            plugins: &plugins,
+        };
+        let p = plan(&req).unwrap();
+        let runs: Vec<(&str, u32)> = p
+            .runs
+            .iter()
+            .map(|e| (e.plugin.as_str(), e.count))
+            .collect();
+        assert_eq!(runs, [("gain", 1), ("gain", 4), ("burn", 1), ("burn", 4)]);
+        assert_eq!(p.config.instances, Some(vec![1, 4]));
+        assert!(p.explicit);
+        assert_eq!(p.context(), ctx(64));
+        let all = plan(&BenchRequest {
+            instances: None,
+            plugins: &[],
+            ..req.clone()
+        })
+        .unwrap();
+        assert!(!all.explicit);
+        assert!(all
+            .runs
+            .iter()
+            .all(|e| !NEVER_RETURNS.contains(&e.plugin.as_str())));
+        let counted = vec!["gain:2".to_string()];
+        for bad in [
+            BenchRequest {
+                duration: "0s",
+                ..req.clone()
+            },
+            BenchRequest {
+                buffer: 0,
+                ..req.clone()
+            },
+            BenchRequest {
+                instances: Some("0"),
+                ..req.clone()
+            },
+            BenchRequest {
+                plugins: &counted,
+                ..req.clone()
+            },
+        ] {
+            let e = plan(&bad).unwrap_err();
+            assert!(matches!(e, Error::Usage(_)), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn skipped_names_each_reason_once() {
+        let failed = vec![
+            (el("burn", "", 1), Error::usage("needs a share")),
+            (el("burn", "", 4), Error::usage("needs a share")),
+        ];
+        assert_eq!(skipped(&failed), ["burn: needs a share"]);
     }
 
     fn db(x: f64) -> f64 {

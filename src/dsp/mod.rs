@@ -1,14 +1,18 @@
-//! Built-in plugins (docs/ARCHITECTURE.md §2 `dsp/`) and the contract the engine runs them through.
+//! Plugins (docs/ARCHITECTURE.md §2 `dsp/`): the contract the engine runs them through, the
+//! plugin formats that make them (`format.rs`, `registry.rs`: the built-ins, LV2) and the
+//! chain elements that name them.
 //!
 //! A plugin processes one stereo block in place. `process` runs on a real-time thread:
 //! it must not allocate, lock, block or do I/O (docs/ARCHITECTURE.md §5); everything it needs is
 //! allocated in its constructor for the largest block it will see.
 
 pub mod bench;
+pub mod builtin;
 pub mod burn;
 pub mod denormal;
 pub mod fdn;
 pub mod filterbank;
+pub mod format;
 pub mod lv2;
 pub mod osc;
 pub mod registry;
@@ -63,13 +67,15 @@ pub trait Plugin: Send {
     fn note_on(&mut self) {}
     /// Stop a note / tone (synths); others ignore it. Real-time safe.
     fn note_off(&mut self) {}
-    /// The latency the plugin reports (LV2's lv2:latency port), in frames; `None` when it
-    /// reports none. Not called in the cycle.
+    /// The latency the plugin reports (as its format defines it, e.g. an LV2 latency port), in
+    /// frames; `None` when it reports none. Not called in the cycle.
     fn latency_frames(&self) -> Option<u32> {
         None
     }
 }
 
+// The result schema carries this doc text (schema/result.schema.json): other formats' elements
+// follow LV2's form with their own prefix (`format::PluginFormat::parse_element`).
 /// One element of a chain as typed on the CLI: `name[(params)][:count]`, or
 /// `lv2:URI[(symbol=value,…)][:count]` / `lv2:NAME…` for an installed LV2 plugin.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -83,8 +89,9 @@ pub struct ChainElement {
     pub count: u32,
 }
 
-/// The element as it is typed, `parse_chain`'s inverse: `plugin[(params)][:count]`. An LV2
-/// URI that itself ends in `:DIGITS` keeps an explicit count, or it would read as one.
+/// The element as it is typed, `parse_chain`'s inverse: `plugin[(params)][:count]`. An
+/// installed plugin's identifier that itself ends in `:DIGITS` keeps an explicit count, or it
+/// would read as one.
 impl std::fmt::Display for ChainElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.plugin)?;
@@ -92,7 +99,7 @@ impl std::fmt::Display for ChainElement {
             write!(f, "({})", self.params)?;
         }
         let ends_in_count = self.params.is_empty()
-            && self.plugin.starts_with(lv2::PREFIX)
+            && registry::installed_format(&self.plugin).is_some()
             && self.plugin.rsplit_once(':').is_some_and(|(_, c)| {
                 !c.is_empty() && c.trim().chars().all(|ch| ch.is_ascii_digit())
             });
@@ -133,36 +140,12 @@ pub fn parse_chain(s: &str) -> Result<Vec<ChainElement>> {
         if part.is_empty() {
             return Err(bad(part, "empty element"));
         }
-        if let Some(target) = part.strip_prefix(lv2::PREFIX) {
-            out.push(parse_lv2_element(target).map_err(|why| bad(part, &why))?);
-            continue;
-        }
-        let (head, count) = match part.rsplit_once(':') {
-            Some((h, c)) if !c.contains(')') => {
-                let n: u32 = c
-                    .trim()
-                    .parse()
-                    .map_err(|_| bad(part, "count is not a number"))?;
-                if n == 0 {
-                    return Err(bad(part, "count must be at least 1"));
-                }
-                (h.trim(), n)
-            }
-            _ => (part, 1),
-        };
-        let (plugin, params) = name_and_params(head).map_err(|why| bad(part, &why))?;
-        if plugin.is_empty()
-            || !plugin
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(bad(part, "plugin names are letters, digits and '-'"));
-        }
-        out.push(ChainElement {
-            plugin: plugin.to_string(),
-            params: params.to_string(),
-            count,
-        });
+        let (format, target) = registry::format_of(part);
+        out.push(
+            format
+                .parse_element(target)
+                .map_err(|why| bad(part, &why))?,
+        );
     }
     Ok(out)
 }
@@ -183,60 +166,9 @@ fn name_and_params(head: &str) -> std::result::Result<(&str, &str), String> {
     }
 }
 
-/// `URI-or-NAME[(params)][:count]` after `lv2:`. URIs hold colons (`urn:dragonfly:room`),
-/// so only a final `:DIGITS` is a count; a URI that itself ends in `:DIGITS` needs an
-/// explicit `:1`.
-fn parse_lv2_element(target: &str) -> std::result::Result<ChainElement, String> {
-    let (head, count) = match target.rsplit_once(':') {
-        Some((h, c)) if !c.is_empty() && c.trim().chars().all(|ch| ch.is_ascii_digit()) => {
-            let n: u32 = c.trim().parse().map_err(|_| "count is too large")?;
-            if n == 0 {
-                return Err("count must be at least 1".into());
-            }
-            (h.trim(), n)
-        }
-        _ => (target, 1),
-    };
-    let (name, params) = name_and_params(head)?;
-    if name.is_empty() {
-        return Err("lv2: needs a plugin URI or name, e.g. lv2:urn:zamaudio:ZamComp".into());
-    }
-    Ok(ChainElement {
-        plugin: format!("{}{name}", lv2::PREFIX),
-        params: params.to_string(),
-        count,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lv2_elements_parse_with_colons_in_their_uri() {
-        let c = parse_chain(
-            "lv2:urn:dragonfly:room,lv2:http://plugin.org.uk/swh-plugins/amp(gain=-6):3,lv2:Dragonfly Hall Reverb:2,gain",
-        )
-        .unwrap();
-        assert_eq!(c.len(), 4);
-        assert_eq!(c[0].plugin, "lv2:urn:dragonfly:room");
-        assert_eq!(c[0].count, 1);
-        assert_eq!(c[1].plugin, "lv2:http://plugin.org.uk/swh-plugins/amp");
-        assert_eq!(c[1].params, "gain=-6");
-        assert_eq!(c[1].count, 3);
-        assert_eq!(c[2].plugin, "lv2:Dragonfly Hall Reverb");
-        assert_eq!(c[2].count, 2);
-        assert_eq!(c[3].plugin, "gain");
-        // The load test builds `ELEMENT:N` from an element; it must parse back.
-        let again = parse_chain(&format!("{}:7", c[0].plugin)).unwrap();
-        assert_eq!(
-            (again[0].plugin.as_str(), again[0].count),
-            ("lv2:urn:dragonfly:room", 7)
-        );
-        for bad in ["lv2:", "lv2:x:0", "lv2:x(a=1", "lv2:x)"] {
-            assert!(parse_chain(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn chains_parse() {
@@ -253,7 +185,6 @@ mod tests {
         // A ')' without '(' is named in its own element; text after ')' is named.
         for (bad, why) in [
             ("burn(10%)x", "'x' after the closing parenthesis"),
-            ("lv2:),()", "')' without '('"),
             ("gain),burn(5%)", "')' without '('"),
         ] {
             let e = parse_chain(bad).unwrap_err().to_string();
@@ -263,13 +194,7 @@ mod tests {
 
     #[test]
     fn elements_print_as_they_are_typed() {
-        for text in [
-            "reverb-heavy:4",
-            "burn(30%):2",
-            "gain",
-            "lv2:urn:x:7:1",
-            "lv2:urn:x(gain=-6):3",
-        ] {
+        for text in ["reverb-heavy:4", "burn(30%):2", "gain"] {
             let c = parse_chain(text).unwrap();
             assert_eq!(c[0].to_string(), text);
         }

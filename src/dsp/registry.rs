@@ -1,165 +1,88 @@
-//! Plugin names → constructors. `plugins list`, the engine and the load search all go
-//! through here, so a plugin exists everywhere once it is registered.
+//! The plugin formats, one line each, and plugin names → instances. `plugins list`, the
+//! engine, the results and the load search all go through here, so a plugin exists
+//! everywhere once its format is registered.
 
+pub use super::builtin::PluginInfo;
+use super::format::{PluginDesc, PluginFormat, PluginRecord};
 use super::{ChainElement, Plugin, PluginContext};
 use crate::error::{Error, Result};
 
-/// What `plugins list` shows.
-#[derive(Debug, Clone, Copy)]
-pub struct PluginInfo {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// Parameter syntax, empty when the plugin takes none.
-    pub params: &'static str,
+/// Every plugin format, one line each. The built-ins claim what no prefix does.
+const FORMATS: &[&dyn PluginFormat] = &[&super::builtin::Builtin, &super::lv2::Lv2];
+
+/// Every format, in registration order.
+pub fn formats() -> impl Iterator<Item = &'static dyn PluginFormat> {
+    FORMATS.iter().copied()
 }
 
-type Ctor = fn(&str, &PluginContext) -> Result<Box<dyn Plugin>>;
+/// The format a chain element's plugin (or a typed chain element) belongs to, and the text
+/// after its prefix: the longest prefix that matches, so the built-ins' empty one is the
+/// fallback.
+pub fn format_of(plugin: &str) -> (&'static dyn PluginFormat, &str) {
+    let f = formats()
+        .filter(|f| plugin.starts_with(f.prefix()))
+        .max_by_key(|f| f.prefix().len())
+        .unwrap_or(FORMATS[0]);
+    (f, &plugin[f.prefix().len()..])
+}
 
-fn no_params(name: &str, params: &str) -> Result<()> {
-    if params.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::usage(format!(
-            "plugin '{name}' takes no parameters, got '({params})'"
-        )))
+/// The format of installed plugins that `plugin` names by its prefix, and the text after it;
+/// `None` for a built-in.
+pub fn installed_format(plugin: &str) -> Option<(&'static dyn PluginFormat, &str)> {
+    Some(format_of(plugin)).filter(|(f, _)| !f.prefix().is_empty())
+}
+
+/// The format of installed plugins that `plugins list --KEY` selects.
+pub fn by_key(key: &str) -> Option<&'static dyn PluginFormat> {
+    formats().find(|f| !f.key().is_empty() && f.key() == key)
+}
+
+/// The installed plugin `target` names, with its format: by the format its prefix names, or
+/// without a prefix the first format that knows it (the first one's error if none does).
+pub fn describe(target: &str) -> Result<(&'static dyn PluginFormat, PluginDesc)> {
+    if let Some((f, t)) = installed_format(target) {
+        return Ok((f, f.describe(t)?));
     }
-}
-
-/// Unity gain: the identity with a multiply, for overhead baselines.
-struct Gain(f32);
-
-impl Plugin for Gain {
-    fn process(&mut self, left: &mut [f32], right: &mut [f32]) {
-        for s in left.iter_mut().chain(right.iter_mut()) {
-            *s *= self.0;
+    let mut first_error = None;
+    for f in formats().filter(|f| !f.prefix().is_empty()) {
+        match f.describe(target) {
+            Ok(d) => return Ok((f, d)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
     }
+    Err(first_error.unwrap_or_else(|| Error::usage(format!("no plugin is called '{target}'"))))
 }
 
-/// Passes audio untouched: measures pure engine overhead.
-struct Thru;
-
-impl Plugin for Thru {
-    fn process(&mut self, _left: &mut [f32], _right: &mut [f32]) {}
-}
-
-const REGISTRY: &[(PluginInfo, Ctor)] = &[
-    (
-        PluginInfo {
-            name: "burn",
-            description: "busy work calibrated to a share of the period (synthetic DSP load)",
-            params: "burn(PERCENT)",
-        },
-        super::burn::Burn::from_params,
-    ),
-    (
-        PluginInfo {
-            name: "hang",
-            description: "TEST ONLY: never returns from process (exercises the watchdog)",
-            params: "",
-        },
-        |p, _| {
-            no_params("hang", p)?;
-            Ok(Box::new(super::burn::Hang))
-        },
-    ),
-    (
-        PluginInfo {
-            name: "gain",
-            description: "multiplies by a gain (default 1.0 = unity)",
-            params: "gain(FACTOR)",
-        },
-        |p, _| {
-            let g = if p.is_empty() {
-                1.0
-            } else {
-                p.parse::<f32>()
-                    .ok()
-                    .filter(|g| g.is_finite())
-                    .ok_or_else(|| Error::usage(format!("gain: bad factor '{p}'")))?
-            };
-            Ok(Box::new(Gain(g)))
-        },
-    ),
-    (
-        PluginInfo {
-            name: "thru",
-            description: "passes audio through untouched (engine overhead baseline)",
-            params: "",
-        },
-        |p, _| {
-            no_params("thru", p)?;
-            Ok(Box::new(Thru))
-        },
-    ),
-    (
-        PluginInfo {
-            name: "reverb",
-            description: "FDN reverb equivalent to Faust's re.fdnrev0 (reverbDesigner): N prime-power delay lines, NB-band filterbank of order BSO, Hadamard feedback",
-            params: super::reverb::PARAMS_HELP,
-        },
-        |p, ctx| super::reverb::create(p, 8, 5, 3, ctx),
-    ),
-    (
-        PluginInfo {
-            name: "reverb-light",
-            description: "reverb with N=8, NB=5, BSO=3 (Vignati et al.'s light reverbDesigner)",
-            params: "reverb-light(same keys as reverb)",
-        },
-        |p, ctx| super::reverb::create(p, 8, 5, 3, ctx),
-    ),
-    (
-        PluginInfo {
-            name: "reverb-heavy",
-            description: "reverb with N=16, NB=5, BSO=3 (Vignati et al.'s heavy reverbDesigner)",
-            params: "reverb-heavy(same keys as reverb)",
-        },
-        |p, ctx| super::reverb::create(p, 16, 5, 3, ctx),
-    ),
-    (
-        PluginInfo {
-            name: "sine",
-            description: "wavetable sine added to the signal (Topliss et al.'s tone); note_on restarts it at phase 0, note_off silences it",
-            params: "sine(FREQ=440) or sine(freq=HZ,amp=0.5,gate=1)",
-        },
-        super::osc::create_sine,
-    ),
-    (
-        PluginInfo {
-            name: "poly",
-            description: "three harmonically related wavetable oscillators (f, 2f, 3f) summed (Topliss et al.'s polyphonic tone)",
-            params: "poly(FREQ=220) or poly(freq=HZ,amp=0.5,gate=1)",
-        },
-        super::osc::create_poly,
-    ),
-];
-
-/// Every registered plugin, in registration order.
+/// The built-in plugins, in registration order (what `plugins list` shows).
 pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
-    REGISTRY.iter().map(|(i, _)| i)
+    super::builtin::list()
 }
 
 /// Create one instance of a plugin by name.
 pub fn create(name: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
-    if let Some(target) = name.strip_prefix(super::lv2::PREFIX) {
-        return super::lv2::create_boxed(target, params, ctx);
-    }
-    let (_, ctor) = REGISTRY
+    let (f, target) = format_of(name);
+    f.instantiate(target, params, ctx)
+}
+
+/// What a result records of the plugins of `chain`, each by its format (the built-ins record
+/// none), with the latency each element reported (`latencies` is per chain element, as the
+/// engine measured them).
+pub fn records(chain: &[ChainElement], latencies: &[Option<u32>]) -> Vec<PluginRecord> {
+    chain
         .iter()
-        .find(|(i, _)| i.name == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = list().map(|i| i.name).collect();
-            Error::usage(format!(
-                "unknown plugin '{name}': available are {}",
-                names.join(", ")
-            ))
-        })?;
-    ctor(params, ctx)
+        .zip(latencies.iter().chain(std::iter::repeat(&None)))
+        .filter_map(|(e, lat)| {
+            let (f, target) = format_of(&e.plugin);
+            f.record(e, target, *lat)
+        })
+        .collect()
 }
 
 /// How long instantiating a chain goes on after a Ctrl-C. A set-up shorter than this
 /// finishes, and the measurement after it stops at its first check and writes its
-/// (interrupted) result; a longer one (thousands of LV2 instances, plugins that load samples)
+/// (interrupted) result; a longer one (thousands of installed plugins' instances, plugins that load samples)
 /// is given up, since nothing has been measured yet.
 pub const SETUP_PATIENCE_NS: u64 = 500_000_000;
 

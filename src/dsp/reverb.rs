@@ -333,6 +333,7 @@ impl<const N: usize> Plugin for Reverb<N> {
             // SAFETY: `resolve` selected these only after detecting the features.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx512 => unsafe { run_avx512(&mut self.fdn, left, right) },
+            // SAFETY: as above, for AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 => unsafe { run_avx2(&mut self.fdn, left, right) },
             _ => self.fdn.process::<Plain>(left, right),

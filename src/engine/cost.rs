@@ -153,7 +153,7 @@ fn not_in_chain(s: &str, name: &str, chain: &[ChainElement]) -> String {
     }
     let closest = names
         .iter()
-        .min_by_key(|n| crate::dsp::lv2::catalog::edit_distance(name, n))
+        .min_by_key(|n| crate::units::edit_distance(name, n))
         .map(|n| format!("; did you mean '{n}'?"))
         .unwrap_or_default();
     format!(

@@ -543,8 +543,8 @@ impl Engine {
         self.threads
     }
 
-    /// The latency each chain element reports (its first instance's; LV2's lv2:latency
-    /// port), in chain order; `None` for plugins that report none.
+    /// The latency each chain element reports (its first instance's, as its plugin format
+    /// defines it), in chain order; `None` for plugins that report none.
     pub fn latencies(&self) -> &[Option<u32>] {
         &self.element_latency
     }

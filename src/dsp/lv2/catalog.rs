@@ -3,7 +3,9 @@
 //! chain element `lv2:…` all resolve plugins here, so a name means the same plugin everywhere.
 
 use super::features::SUPPORTED_FEATURES;
+use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
+use crate::units::edit_distance;
 use std::sync::OnceLock;
 
 /// lilv's world, loaded once per process: discovery reads every bundle's manifest, and the
@@ -15,97 +17,6 @@ pub(super) fn world() -> &'static lilv::World {
 
 const LV2: &str = "http://lv2plug.in/ns/lv2core#";
 const ATOM: &str = "http://lv2plug.in/ns/ext/atom#";
-
-/// The kind of data a port carries, as the host must connect it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PortKind {
-    Audio,
-    Control,
-    Cv,
-    /// An atom port whose buffer is an `atom:Sequence` (MIDI, patch messages).
-    AtomSequence,
-    /// Anything else (an atom port of another buffer type, the old event extension):
-    /// the class URI says what.
-    Unsupported,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PortDesc {
-    pub index: usize,
-    pub symbol: String,
-    pub name: String,
-    pub kind: PortKind,
-    pub input: bool,
-    /// lv2:connectionOptional: the plugin copes with an unconnected port.
-    pub optional: bool,
-    pub default: Option<f32>,
-    pub minimum: Option<f32>,
-    pub maximum: Option<f32>,
-    /// The first class URI that made the port unsupported, for the error message.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unsupported_class: Option<String>,
-}
-
-impl PortDesc {
-    /// The valid range as text, e.g. `0..=1`, for messages and `plugins show`.
-    pub fn range_text(&self) -> String {
-        let f = |v: Option<f32>| v.map(|v| format!("{v}")).unwrap_or_default();
-        format!("{}..={}", f(self.minimum), f(self.maximum))
-    }
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PluginDesc {
-    pub uri: String,
-    pub name: String,
-    pub class: String,
-    pub ports: Vec<PortDesc>,
-    pub required_features: Vec<String>,
-    /// Index of the port that reports the plugin's latency in frames.
-    pub latency_port: Option<usize>,
-    /// Why xrunlab cannot host it; `None` when it can.
-    pub unhostable: Option<String>,
-}
-
-impl PluginDesc {
-    pub fn count(&self, kind: PortKind, input: bool) -> usize {
-        self.ports
-            .iter()
-            .filter(|p| p.kind == kind && p.input == input)
-            .count()
-    }
-
-    /// The one-word summary `plugins list` shows, e.g. `2→2 audio, 3 control, 1 atom in`.
-    pub fn ports_summary(&self) -> String {
-        let mut s = format!(
-            "{}→{} audio",
-            self.count(PortKind::Audio, true),
-            self.count(PortKind::Audio, false)
-        );
-        let controls = self.count(PortKind::Control, true);
-        if controls > 0 {
-            s += &format!(", {controls} control");
-        }
-        let (ai, ao) = (
-            self.count(PortKind::AtomSequence, true),
-            self.count(PortKind::AtomSequence, false),
-        );
-        if ai + ao > 0 {
-            s += &format!(", {ai}/{ao} atom in/out");
-        }
-        let cv = self.count(PortKind::Cv, true) + self.count(PortKind::Cv, false);
-        if cv > 0 {
-            s += &format!(", {cv} cv");
-        }
-        s
-    }
-
-    /// An instrument: MIDI in through an atom sequence and no audio input.
-    pub fn is_instrument(&self) -> bool {
-        self.count(PortKind::AtomSequence, true) > 0 && self.count(PortKind::Audio, true) == 0
-    }
-}
 
 const RDF_TYPE: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type";
 const DOAP_NAME: &str = "http://usefulinc.com/ns/doap#name";
@@ -435,30 +346,12 @@ fn closest(target: &str, all: &[PluginDesc], n: usize) -> Vec<String> {
         .collect()
 }
 
-/// Levenshtein distance, for "did you mean" suggestions.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn edit_distance_and_tail() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
+    fn tails() {
         assert_eq!(tail("http://plugin.org.uk/swh-plugins/amp"), "amp");
         assert_eq!(tail("urn:dragonfly:room"), "room");
         assert_eq!(tail("http://x/y#Stereo"), "Stereo");

@@ -109,8 +109,9 @@ pub struct FeatureBlock {
     features: Vec<LV2Feature>,
 }
 
-// The raw pointers refer to the block itself and to static data; the block moves between
-// threads with its instance and is used by one thread at a time.
+// SAFETY: the raw pointers refer to the block itself (boxed, so they survive the move) and to
+// static data; the block moves between threads with its instance and is used by one thread
+// at a time. The callbacks it hands out lock the URID table, so any thread may call them.
 unsafe impl Send for FeatureBlock {}
 
 const URIS: [&CStr; 8] = [
@@ -240,8 +241,11 @@ mod tests {
         assert_ne!(a, 0);
         assert_ne!(a, b);
         assert_eq!(urid_of("urn:xrunlab:test:a"), a);
+        // SAFETY: `b` was mapped above, so unmap returns the table's NUL-terminated string,
+        // which is never freed.
         let s = unsafe { CStr::from_ptr(unmap_urid(std::ptr::null_mut(), b)) };
         assert_eq!(s.to_str().unwrap(), "urn:xrunlab:test:b");
+        // SAFETY: unmap ignores its handle and reads nothing through a pointer.
         assert!(unsafe { unmap_urid(std::ptr::null_mut(), 0) }.is_null());
         assert_eq!(URIS.len(), SUPPORTED_FEATURES.len());
         for (u, s) in URIS.iter().zip(SUPPORTED_FEATURES) {
@@ -259,8 +263,12 @@ mod tests {
                 schedule_work: None,
             },
         );
+        // SAFETY: option 0 (the sample rate, type Float) points at the block's `rate`, an f32
+        // alive as long as `b`.
         let rate = unsafe { *(b.options[0].value as *const f32) };
         assert_eq!(rate, 48000.0);
+        // SAFETY: option 2 (the maximum block length, type Int) points into the block's
+        // `block` array of i32, alive as long as `b`.
         let max = unsafe { *(b.options[2].value as *const i32) };
         assert_eq!(max, 256);
         assert_eq!(b.options[5].key, 0, "the list ends with an empty option");

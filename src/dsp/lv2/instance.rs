@@ -17,9 +17,9 @@
 //! `inPlaceBroken` work. Everything is allocated and connected here; `process` copies,
 //! runs, and delivers worker responses without allocating or locking.
 
-use super::catalog::{PluginDesc, PortKind};
 use super::features::{self, FeatureBlock, SEQUENCE_BYTES};
 use super::worker::{WorkerShared, WorkerThread};
+use crate::dsp::format::{PluginDesc, PortKind};
 use crate::dsp::{Plugin, PluginContext};
 use crate::error::{Error, Result};
 use crate::rt::crash::{self, Label, Phase};
@@ -53,8 +53,11 @@ pub struct Lv2Plugin {
     label: Label,
 }
 
-// The instance, its buffers and feature block move together to the engine's thread and are
-// used there by one thread at a time; the worker thread only touches `WorkerShared`.
+// SAFETY: the instance, its buffers and feature block move together to the engine's thread
+// and are used there by one thread at a time (every method takes `&mut self` or only reads
+// plain fields); the worker thread only touches `WorkerShared`, which is Sync. LV2 allows an
+// instance to be run from a thread other than the one that instantiated it, as long as no
+// two of its "audio class" functions run at once.
 unsafe impl Send for Lv2Plugin {}
 
 #[derive(Clone, Copy)]
@@ -159,6 +162,9 @@ impl lilv::state::SetPortValue for StatePorts<'_> {
         else {
             return;
         };
+        // SAFETY: lilv hands over a value of `size` bytes whose type is the URID `ty`, in a
+        // buffer of its own (malloc'd when the state was read, so aligned for any scalar);
+        // each arm reads only a type whose size and URID it has checked.
         let v = unsafe {
             match (ty, size) {
                 (t, 4) if t == self.urids.float => *(value as *const f32),
@@ -168,6 +174,82 @@ impl lilv::state::SetPortValue for StatePorts<'_> {
             }
         };
         self.controls[p.index] = v;
+    }
+}
+
+/// The buffers the ports are connected to, kept by the instance.
+struct Ports {
+    audio_in: Vec<Box<[f32]>>,
+    audio_out: Vec<Box<[f32]>>,
+    cv: Vec<Box<[f32]>>,
+    atom_in: Vec<AtomBuf>,
+    atom_out: Vec<AtomBuf>,
+}
+
+/// Connect every port of `instance` to a buffer of its own (controls to their slot in
+/// `controls`), for blocks of up to `frames`. `controls` is the boxed slice the instance
+/// keeps, so the pointers stay valid as long as it runs.
+fn connect_ports(
+    instance: &mut lilv::instance::Instance,
+    desc: &PluginDesc,
+    frames: usize,
+    controls: &mut [f32],
+    urids: Urids,
+) -> Ports {
+    let (mut audio_in, mut audio_out, mut cv, mut atom_in, mut atom_out) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for p in &desc.ports {
+        let i = p.index;
+        // SAFETY: each port is connected to a buffer of the size its kind needs: audio and
+        // CV to `frames` floats (≥ every block `process` runs), a control to its own slot
+        // in `controls` (indices run 0..ports.len(), checked by catalog::describe), an
+        // atom sequence to SEQUENCE_BYTES (the size announced in the options). The boxes
+        // move into the `Lv2Plugin`, which drops them after the instance; a boxed slice's
+        // heap data does not move with the box. Unconnected ports are optional ones.
+        unsafe {
+            match (p.kind, p.input) {
+                (PortKind::Audio, input) => {
+                    let mut b = vec![0.0f32; frames].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    if input {
+                        audio_in.push(b)
+                    } else {
+                        audio_out.push(b)
+                    }
+                }
+                (PortKind::Control, _) => {
+                    instance.connect_port_mut(i, controls.as_mut_ptr().add(i));
+                }
+                (PortKind::Cv, _) => {
+                    let mut b = vec![0.0f32; frames].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    cv.push(b);
+                }
+                (PortKind::AtomSequence, input) => {
+                    let mut b = vec![0u64; SEQUENCE_WORDS].into_boxed_slice();
+                    instance.connect_port_mut(i, b.as_mut_ptr());
+                    if input {
+                        empty_sequence(&mut b, urids.sequence);
+                        atom_in.push(b)
+                    } else {
+                        output_capacity(&mut b, urids.chunk);
+                        atom_out.push(b)
+                    }
+                }
+                // Only optional ports get here (see catalog::describe): leave them
+                // unconnected, which lv2:connectionOptional allows.
+                (PortKind::Unsupported, _) => {
+                    instance.connect_port_mut::<c_void>(i, std::ptr::null_mut())
+                }
+            }
+        }
+    }
+    Ports {
+        audio_in,
+        audio_out,
+        cv,
+        atom_in,
+        atom_out,
     }
 }
 
@@ -191,6 +273,10 @@ impl Lv2Plugin {
         let urids = Urids::get();
         let worker = WorkerShared::new();
         let mut feats = FeatureBlock::new(ctx.rate, frames, worker.schedule_feature());
+        // SAFETY: `features` points into the boxed feature block, which the `Lv2Plugin` keeps
+        // (`_features`) and drops after the instance (field order), so every feature the
+        // plugin keeps a pointer to outlives it. The plugin was checked hostable: lilv
+        // verified its data and its port layout is sound (catalog::describe).
         let instance = unsafe { plugin.instantiate(ctx.rate as f64, feats.features()) }
             .ok_or_else(|| {
                 Error::cannot_measure(format!(
@@ -199,6 +285,10 @@ impl Lv2Plugin {
                 ))
             })?;
         let mut instance = instance;
+        // SAFETY: extension_data is called on a live instance with a URI whose data, when the
+        // plugin offers it, is an LV2_Worker_Interface (the worker extension says so); it is
+        // attached before the worker thread starts and before the first `run`, as `attach`
+        // requires, and the handle stays valid as long as the instance (which drops first).
         unsafe {
             let iface = instance
                 .extension_data::<lv2_sys::LV2_Worker_Interface>(
@@ -214,53 +304,20 @@ impl Lv2Plugin {
                 controls[p.index] = p.default.or(p.minimum).unwrap_or(0.0);
             }
         }
-        let (mut audio_in, mut audio_out, mut cv, mut atom_in, mut atom_out) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for p in &desc.ports {
-            let i = p.index;
-            unsafe {
-                match (p.kind, p.input) {
-                    (PortKind::Audio, input) => {
-                        let mut b = vec![0.0f32; frames].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        if input {
-                            audio_in.push(b)
-                        } else {
-                            audio_out.push(b)
-                        }
-                    }
-                    (PortKind::Control, _) => {
-                        instance.connect_port_mut(i, controls.as_mut_ptr().add(i));
-                    }
-                    (PortKind::Cv, _) => {
-                        let mut b = vec![0.0f32; frames].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        cv.push(b);
-                    }
-                    (PortKind::AtomSequence, input) => {
-                        let mut b = vec![0u64; SEQUENCE_WORDS].into_boxed_slice();
-                        instance.connect_port_mut(i, b.as_mut_ptr());
-                        if input {
-                            empty_sequence(&mut b, urids.sequence);
-                            atom_in.push(b)
-                        } else {
-                            output_capacity(&mut b, urids.chunk);
-                            atom_out.push(b)
-                        }
-                    }
-                    // Only optional ports get here (see catalog::describe): leave them
-                    // unconnected, which lv2:connectionOptional allows.
-                    (PortKind::Unsupported, _) => {
-                        instance.connect_port_mut::<c_void>(i, std::ptr::null_mut())
-                    }
-                }
-            }
-        }
+        let Ports {
+            audio_in,
+            audio_out,
+            cv,
+            atom_in,
+            atom_out,
+        } = connect_ports(&mut instance, desc, frames, &mut controls, urids);
 
         // The plugin's default state (lv2:state in its data), which loadDefaultState asks for
         // and which sets better defaults than the ports' where a plugin has one.
         let w = super::catalog::world();
         let subject = w.new_uri(&desc.uri);
+        // SAFETY: `map_ptr` points at the map feature inside the boxed block, alive for this
+        // whole function; no other reference to that field is in use while `map` is.
         let map = unsafe { &mut *feats.map_ptr() };
         if let Some(state) = w.new_state(map, &subject) {
             let mut ports = StatePorts {
@@ -286,6 +343,8 @@ impl Lv2Plugin {
         } else {
             None
         };
+        // SAFETY: every port is connected (or optional) and the state is restored: what LV2
+        // requires before activate; deactivation happens when the instance drops.
         let instance = unsafe { instance.activate() };
         let mut p = Lv2Plugin {
             worker_thread,
@@ -393,8 +452,13 @@ impl Plugin for Lv2Plugin {
         }
         let in_plugin = crash::enter(self.label, Phase::Processing);
         self.worker.set_in_run(true);
+        // SAFETY: the instance is active and its ports connected to buffers this struct owns,
+        // sized for `max_frames` ≥ n (the Plugin contract); `&mut self` keeps any other call
+        // into the instance from running at the same time.
         unsafe { self.instance.run(n) };
         self.worker.set_in_run(false);
+        // SAFETY: this is the thread that just called `run`, and `&mut self` keeps the two
+        // from overlapping.
         unsafe { self.worker.deliver() };
         drop(in_plugin);
         match self.audio_out.as_slice() {

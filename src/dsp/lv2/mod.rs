@@ -17,9 +17,10 @@ pub mod features;
 pub mod instance;
 pub mod worker;
 
+use super::format::PluginFormat;
 use super::{Plugin, PluginContext};
+pub use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::Result;
-pub use catalog::{PluginDesc, PortDesc, PortKind};
 pub use instance::Lv2Plugin;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -61,35 +62,91 @@ pub fn create_boxed(target: &str, params: &str, ctx: &PluginContext) -> Result<B
     Ok(Box::new(create(target, params, ctx)?))
 }
 
-/// What a result records of each LV2 element of its chain.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct Lv2Record {
-    /// The element as typed, e.g. `lv2:urn:dragonfly:room`.
-    pub element: String,
-    pub uri: String,
-    pub name: String,
-    /// Instances of it in series in each track.
-    pub instances: u32,
-    /// What its lv2:latency port reported after the first block, in frames (`None`: the
-    /// plugin reports no latency).
-    pub latency_frames: Option<u32>,
+/// LV2 as a plugin format (`dsp::format`): the registry's line for it.
+pub struct Lv2;
+
+impl PluginFormat for Lv2 {
+    fn prefix(&self) -> &'static str {
+        PREFIX
+    }
+
+    fn key(&self) -> &'static str {
+        "lv2"
+    }
+
+    fn title(&self) -> &'static str {
+        "LV2"
+    }
+
+    fn example(&self) -> &'static str {
+        "urn:zamaudio:ZamComp"
+    }
+
+    fn search_path(&self) -> String {
+        format!(
+            "LV2_PATH ({})",
+            std::env::var("LV2_PATH")
+                .unwrap_or_else(|_| "default: ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2".into())
+        )
+    }
+
+    fn list(&self, filter: Option<&str>) -> Vec<PluginDesc> {
+        match filter {
+            Some(f) => catalog::filter(f),
+            None => catalog::list(),
+        }
+    }
+
+    fn describe(&self, target: &str) -> Result<PluginDesc> {
+        describe(target)
+    }
+
+    fn instantiate(
+        &self,
+        target: &str,
+        params: &str,
+        ctx: &PluginContext,
+    ) -> Result<Box<dyn Plugin>> {
+        create_boxed(target, params, ctx)
+    }
 }
 
-/// The LV2 elements of `chain`, with the latency each reported (`latencies` is per chain
-/// element, as the engine measured them).
-pub fn records(chain: &[super::ChainElement], latencies: &[Option<u32>]) -> Vec<Lv2Record> {
-    chain
-        .iter()
-        .zip(latencies.iter().chain(std::iter::repeat(&None)))
-        .filter_map(|(e, lat)| {
-            let d = describe(e.plugin.strip_prefix(PREFIX)?).ok()?;
-            Some(Lv2Record {
-                element: e.plugin.clone(),
-                uri: d.uri,
-                name: d.name,
-                instances: e.count,
-                latency_frames: *lat,
-            })
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lv2_elements_parse_with_colons_in_their_uri() {
+        let c = crate::dsp::parse_chain(
+            "lv2:urn:dragonfly:room,lv2:http://plugin.org.uk/swh-plugins/amp(gain=-6):3,lv2:Dragonfly Hall Reverb:2,gain",
+        )
+        .unwrap();
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[0].plugin, "lv2:urn:dragonfly:room");
+        assert_eq!(c[0].count, 1);
+        assert_eq!(c[1].plugin, "lv2:http://plugin.org.uk/swh-plugins/amp");
+        assert_eq!(c[1].params, "gain=-6");
+        assert_eq!(c[1].count, 3);
+        assert_eq!(c[2].plugin, "lv2:Dragonfly Hall Reverb");
+        assert_eq!(c[2].count, 2);
+        assert_eq!(c[3].plugin, "gain");
+        // The load test builds `ELEMENT:N` from an element; it must parse back.
+        let again = crate::dsp::parse_chain(&format!("{}:7", c[0].plugin)).unwrap();
+        assert_eq!(
+            (again[0].plugin.as_str(), again[0].count),
+            ("lv2:urn:dragonfly:room", 7)
+        );
+        for bad in ["lv2:", "lv2:x:0", "lv2:x(a=1", "lv2:x)"] {
+            assert!(crate::dsp::parse_chain(bad).is_err(), "{bad}");
+        }
+        let e = crate::dsp::parse_chain("lv2:),()").unwrap_err().to_string();
+        assert!(e.contains("')' without '('"), "{e}");
+        let e = crate::dsp::parse_chain("lv2:").unwrap_err().to_string();
+        assert!(
+            e.contains("lv2: needs a plugin URI or name, e.g. lv2:urn:zamaudio:ZamComp"),
+            "{e}"
+        );
+        // An identifier that itself ends in `:DIGITS` prints with its count.
+        for text in ["lv2:urn:x:7:1", "lv2:urn:x(gain=-6):3"] {
+            assert_eq!(crate::dsp::parse_chain(text).unwrap()[0].to_string(), text);
+        }
+    }
 }

@@ -41,8 +41,13 @@ pub struct WorkerShared {
     pub delivered: AtomicU64,
 }
 
-// Every field is either atomic or used by one thread at a time, as the struct doc says.
+// SAFETY: every field is either atomic or used by one thread at a time, as the struct doc
+// says: the UnsafeCells are never reached from two threads at once, the raw `iface`/`handle`
+// are written once by `attach` before any other thread sees the struct, and a POSIX
+// semaphore is made to be posted and waited on from different threads.
 unsafe impl Send for WorkerShared {}
+// SAFETY: as for Send: shared references only reach the cells in the one-user-per-end
+// pattern of the struct doc.
 unsafe impl Sync for WorkerShared {}
 
 impl WorkerShared {
@@ -60,10 +65,15 @@ impl WorkerShared {
             resp_rx: UnsafeCell::new(resp_rx),
             rt_scratch: UnsafeCell::new(vec![0; MAX_MESSAGE]),
             worker_scratch: UnsafeCell::new(vec![0; MAX_MESSAGE]),
+            // SAFETY: sem_t is plain data for which all zeros is a valid (if meaningless)
+            // value; sem_init below gives it its real state before anything waits on it.
             sem: UnsafeCell::new(unsafe { std::mem::zeroed() }),
             dropped: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
         });
+        // SAFETY: the semaphore lives in the box, whose address does not change while any
+        // thread uses it (pshared 0: one process); it is initialised once, here, before the
+        // struct is shared.
         unsafe { libc::sem_init(w.sem.get(), 0, 0) };
         w
     }
@@ -90,6 +100,8 @@ impl WorkerShared {
     }
 
     pub fn has_interface(&self) -> bool {
+        // SAFETY: `iface` is written only by `attach`, before the worker thread starts and
+        // before any `run`, so no write races this read.
         unsafe { !(*self.iface.get()).is_null() }
     }
 
@@ -129,15 +141,24 @@ impl WorkerShared {
                 tv_sec: 0,
                 tv_nsec: 0,
             };
+            // SAFETY: `ts` is a valid timespec on this stack for the call to fill.
             unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
             ts.tv_sec += 1;
+            // SAFETY: the semaphore was initialised in `new` and is destroyed only when the
+            // struct drops, after the owner joined this thread.
             unsafe { libc::sem_timedwait(self.sem.get(), &ts) };
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
+            // SAFETY: the request ring's consumer and the worker scratch are used by this
+            // thread alone (struct doc), so these are the only references to them.
             let rx = unsafe { &mut *self.req_rx.get() };
+            // SAFETY: as above.
             let scratch = unsafe { &mut *self.worker_scratch.get() };
             while let Some(n) = pop_message(rx, scratch) {
+                // SAFETY: once this thread runs, it is the only caller of `work`: work
+                // scheduled outside `run` is done on the constructing thread only before
+                // the thread starts, and in `run` it is queued for here.
                 unsafe { self.work(&scratch[..n]) };
             }
         }
@@ -165,12 +186,16 @@ impl WorkerShared {
 
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        // SAFETY: the semaphore is initialised (in `new`) and not yet destroyed (in drop,
+        // which needs `&mut self`); sem_post may be called from any thread.
         unsafe { libc::sem_post(self.sem.get()) };
     }
 }
 
 impl Drop for WorkerShared {
     fn drop(&mut self) {
+        // SAFETY: `&mut self` means no thread still uses the semaphore (the worker thread
+        // was joined by `WorkerThread`'s drop, which the instance runs first).
         unsafe { libc::sem_destroy(self.sem.get()) };
     }
 }
@@ -181,6 +206,8 @@ pub struct WorkerThread {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+// SAFETY: the raw pointer is only used to stop the thread it serves; the `WorkerShared` it
+// points to is Sync and outlives this value (see `start`), whichever thread drops it.
 unsafe impl Send for WorkerThread {}
 
 impl WorkerThread {
@@ -209,6 +236,8 @@ impl WorkerThread {
 
 impl Drop for WorkerThread {
     fn drop(&mut self) {
+        // SAFETY: `start`'s caller keeps `shared` alive until this value is gone; the
+        // instance drops its worker thread before the shared state.
         unsafe { (*self.shared).stop() };
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -369,9 +398,11 @@ mod tests {
             end_run: Some(fake_end_run),
         };
         let w = WorkerShared::new();
+        // SAFETY: no worker thread yet and no `run`; `iface` and `fake` outlive `w`'s use.
         unsafe { w.attach(&iface, &fake as *const Fake as *mut c_void) };
         let sched = w.schedule_feature();
         // Outside run (instantiation): done at once on this thread, delivered next cycle.
+        // SAFETY: the handle is `w`, alive; the data pointer is valid for the 2 bytes given.
         let st = unsafe { sched.schedule_work.unwrap()(sched.handle, 2, [1u8, 2].as_ptr().cast()) };
         assert_eq!(st, lv2_sys::LV2_Worker_Status_LV2_WORKER_SUCCESS);
         assert_eq!(fake.worked.load(Ordering::SeqCst), 1);
@@ -379,6 +410,7 @@ mod tests {
         // In run: queued for the worker thread.
         w.set_in_run(true);
         for k in 0..10u8 {
+            // SAFETY: the handle is `w`, alive; the data pointer is valid for the 1 byte given.
             let st = unsafe { sched.schedule_work.unwrap()(sched.handle, 1, [k].as_ptr().cast()) };
             assert_eq!(st, lv2_sys::LV2_Worker_Status_LV2_WORKER_SUCCESS);
         }
@@ -386,6 +418,7 @@ mod tests {
         // Cycles until every response is back (generous: the worker thread may be late).
         let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while fake.responses.load(Ordering::SeqCst) < 11 && std::time::Instant::now() < until {
+            // SAFETY: this thread plays the audio thread; nothing else calls `deliver`.
             unsafe { w.deliver() };
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

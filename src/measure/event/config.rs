@@ -237,15 +237,13 @@ impl EventConfig {
                     "--instrument {i}: one plugin, e.g. lv2:http://…/synth"
                 )));
             };
-            let target = e
-                .plugin
-                .strip_prefix(crate::dsp::lv2::PREFIX)
-                .ok_or_else(|| {
+            let (format, target) =
+                crate::dsp::registry::installed_format(&e.plugin).ok_or_else(|| {
                     Error::usage(format!(
                         "--instrument {i}: an LV2 plugin, written lv2:URI or lv2:NAME"
                     ))
                 })?;
-            let d = crate::dsp::lv2::describe(target)?;
+            let d = format.describe(target)?;
             if !d.is_instrument() {
                 return Err(Error::usage(format!(
                     "--instrument: {} ({}) has {} — an instrument needs a MIDI (atom sequence) input and no audio input",

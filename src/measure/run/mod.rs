@@ -397,7 +397,7 @@ pub struct RunResults {
     pub compete: Option<crate::stress::PeriodicResult>,
     /// The LV2 plugins of the chain, with the latency each reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lv2: Vec<crate::dsp::lv2::Lv2Record>,
+    pub lv2: Vec<crate::dsp::format::PluginRecord>,
     /// `--forensics`: who took the time of each xrun, from a kernel trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
@@ -473,7 +473,7 @@ pub fn run_observed(
     let watchdog_bound_ns = bound_ns(cfg.watchdog_ns, period_ns)?;
     let mut warnings = Vec::new();
     let built = build_engine(cfg, &mut warnings)?;
-    let lv2 = crate::dsp::lv2::records(&cfg.chain_elements, built.engine.latencies());
+    let lv2 = crate::dsp::registry::records(&cfg.chain_elements, built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
     let prior = cfg

@@ -1,0 +1,215 @@
+//! The plugin-format interface (docs/ARCHITECTURE.md §2 `dsp/`): what every kind of plugin the
+//! engine can run offers — its chain-element prefix, a listing of what is installed, a
+//! description with ports and required features, instantiation for a rate and block size, and
+//! what a result records of it. The built-ins (`builtin.rs`) and LV2 (`lv2/`) implement it;
+//! `registry.rs` holds one line per format, and everything above `dsp` goes through there,
+//! so that a new format is a folder and a line.
+
+use super::{name_and_params, ChainElement, Plugin, PluginContext};
+use crate::error::Result;
+
+/// One plugin format. Implementations are stateless values in the registry's slice; whatever
+/// they cache (a plugin world, resolved plugins) is theirs to keep.
+pub trait PluginFormat: Sync {
+    /// What the chain element starts with to name this format's plugins (`lv2:`); empty for
+    /// the built-ins, which own every element no other prefix claims.
+    fn prefix(&self) -> &'static str;
+
+    /// The short name `plugins list --KEY` selects it by (`lv2`); empty for the built-ins.
+    fn key(&self) -> &'static str;
+
+    /// The format's name in messages (`LV2`).
+    fn title(&self) -> &'static str;
+
+    /// An identifier to show in messages that ask for one (`urn:zamaudio:ZamComp`).
+    fn example(&self) -> &'static str;
+
+    /// Where installed plugins are searched, for the message that found none.
+    fn search_path(&self) -> String;
+
+    /// The installed plugins, sorted by identifier; with a filter only those whose identifier
+    /// or name contains it (case-insensitive).
+    fn list(&self, filter: Option<&str>) -> Vec<PluginDesc>;
+
+    /// The plugin `target` (identifier or name, without the prefix) names. Unknown or
+    /// ambiguous is the user's mistake (exit 2), named with the closest installed plugins.
+    fn describe(&self, target: &str) -> Result<PluginDesc>;
+
+    /// Parse a chain element after the prefix: `ID-or-NAME[(params)][:count]`. Identifiers
+    /// hold colons (`urn:dragonfly:room`), so only a final `:DIGITS` is a count; one that
+    /// itself ends in `:DIGITS` needs an explicit `:1`. The error is the reason alone: the
+    /// caller names the element.
+    fn parse_element(&self, target: &str) -> std::result::Result<ChainElement, String> {
+        parse_prefixed(self.prefix(), self.example(), target)
+    }
+
+    /// One instance of `target` with `params`, ready for blocks of up to `ctx.max_frames` at
+    /// `ctx.rate`. Its [`Plugin::latency_frames`] is the latency it reports.
+    fn instantiate(
+        &self,
+        target: &str,
+        params: &str,
+        ctx: &PluginContext,
+    ) -> Result<Box<dyn Plugin>>;
+
+    /// What a result records of `element` (`target` is its plugin without the prefix), given
+    /// the latency its first instance reported; `None` for a format whose plugins a result
+    /// does not list.
+    fn record(
+        &self,
+        element: &ChainElement,
+        target: &str,
+        latency_frames: Option<u32>,
+    ) -> Option<PluginRecord> {
+        let d = self.describe(target).ok()?;
+        Some(PluginRecord {
+            element: element.plugin.clone(),
+            uri: d.uri,
+            name: d.name,
+            instances: element.count,
+            latency_frames,
+        })
+    }
+}
+
+/// The default [`PluginFormat::parse_element`] of a prefixed format.
+fn parse_prefixed(
+    prefix: &str,
+    example: &str,
+    target: &str,
+) -> std::result::Result<ChainElement, String> {
+    let (head, count) = match target.rsplit_once(':') {
+        Some((h, c)) if !c.is_empty() && c.trim().chars().all(|ch| ch.is_ascii_digit()) => {
+            let n: u32 = c.trim().parse().map_err(|_| "count is too large")?;
+            if n == 0 {
+                return Err("count must be at least 1".into());
+            }
+            (h.trim(), n)
+        }
+        _ => (target, 1),
+    };
+    let (name, params) = name_and_params(head)?;
+    if name.is_empty() {
+        return Err(format!(
+            "{prefix} needs a plugin URI or name, e.g. {prefix}{example}"
+        ));
+    }
+    Ok(ChainElement {
+        plugin: format!("{prefix}{name}"),
+        params: params.to_string(),
+        count,
+    })
+}
+
+/// The kind of data a port carries, as the host must connect it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortKind {
+    Audio,
+    Control,
+    Cv,
+    /// Events in or out: MIDI, patch messages (LV2: an atom port whose buffer is an
+    /// `atom:Sequence`).
+    AtomSequence,
+    /// Anything else (LV2: an atom port of another buffer type, the old event extension):
+    /// the format's class name says what.
+    Unsupported,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PortDesc {
+    pub index: usize,
+    pub symbol: String,
+    pub name: String,
+    pub kind: PortKind,
+    pub input: bool,
+    /// The plugin copes with an unconnected port (LV2: lv2:connectionOptional).
+    pub optional: bool,
+    pub default: Option<f32>,
+    pub minimum: Option<f32>,
+    pub maximum: Option<f32>,
+    /// The first class URI that made the port unsupported, for the error message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported_class: Option<String>,
+}
+
+impl PortDesc {
+    /// The valid range as text, e.g. `0..=1`, for messages and `plugins show`.
+    pub fn range_text(&self) -> String {
+        let f = |v: Option<f32>| v.map(|v| format!("{v}")).unwrap_or_default();
+        format!("{}..={}", f(self.minimum), f(self.maximum))
+    }
+}
+
+/// One plugin as its format describes it: what `plugins list` and `plugins show` print (their
+/// JSON is this struct), and what the host checks before it instantiates.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginDesc {
+    /// The format's identifier of the plugin (LV2: its URI; built-ins: their name).
+    pub uri: String,
+    pub name: String,
+    pub class: String,
+    pub ports: Vec<PortDesc>,
+    pub required_features: Vec<String>,
+    /// Index of the port that reports the plugin's latency in frames (formats that report it
+    /// through a port).
+    pub latency_port: Option<usize>,
+    /// Why xrunlab cannot host it; `None` when it can.
+    pub unhostable: Option<String>,
+}
+
+impl PluginDesc {
+    pub fn count(&self, kind: PortKind, input: bool) -> usize {
+        self.ports
+            .iter()
+            .filter(|p| p.kind == kind && p.input == input)
+            .count()
+    }
+
+    /// The one-word summary `plugins list` shows, e.g. `2→2 audio, 3 control, 1 atom in`.
+    pub fn ports_summary(&self) -> String {
+        let mut s = format!(
+            "{}→{} audio",
+            self.count(PortKind::Audio, true),
+            self.count(PortKind::Audio, false)
+        );
+        let controls = self.count(PortKind::Control, true);
+        if controls > 0 {
+            s += &format!(", {controls} control");
+        }
+        let (ai, ao) = (
+            self.count(PortKind::AtomSequence, true),
+            self.count(PortKind::AtomSequence, false),
+        );
+        if ai + ao > 0 {
+            s += &format!(", {ai}/{ao} atom in/out");
+        }
+        let cv = self.count(PortKind::Cv, true) + self.count(PortKind::Cv, false);
+        if cv > 0 {
+            s += &format!(", {cv} cv");
+        }
+        s
+    }
+
+    /// An instrument: MIDI in through an atom sequence and no audio input.
+    pub fn is_instrument(&self) -> bool {
+        self.count(PortKind::AtomSequence, true) > 0 && self.count(PortKind::Audio, true) == 0
+    }
+}
+
+// The result schema names this type and its fields as they were when LV2 was the only format
+// that a result lists (schema/result.schema.json): the name and the doc text are kept.
+/// What a result records of each LV2 element of its chain.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "Lv2Record")]
+pub struct PluginRecord {
+    /// The element as typed, e.g. `lv2:urn:dragonfly:room`.
+    pub element: String,
+    pub uri: String,
+    pub name: String,
+    /// Instances of it in series in each track.
+    pub instances: u32,
+    /// What its lv2:latency port reported after the first block, in frames (`None`: the
+    /// plugin reports no latency).
+    pub latency_frames: Option<u32>,
+}
