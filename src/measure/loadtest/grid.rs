@@ -454,7 +454,42 @@ fn run_cell(
             None => CellEnd::Interrupted,
         });
     };
-    let r = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
+    let run = best.filter(|(n, _)| *n == max && max > 0).map(|b| b.1);
+    let searched = Searched {
+        limit,
+        max,
+        capped,
+        run,
+        trials,
+        t0,
+    };
+    Ok(CellEnd::Done(Box::new(cell_of(
+        cfg, buffer, tracks, plugin, searched,
+    ))))
+}
+
+/// What the search of one cell found: the largest passing count, whether the cap passed,
+/// the passing run reported for it, every trial, and when the cell began.
+struct Searched {
+    limit: PhysicalLimit,
+    max: u32,
+    capped: bool,
+    run: Option<RunResult>,
+    trials: Vec<Trial>,
+    t0: u64,
+}
+
+/// The cell a search found: its maximum, and the DSP load, xruns and wake-ups of the run at
+/// that maximum.
+fn cell_of(cfg: &LoadConfig, buffer: u32, tracks: u32, plugin: &str, s: Searched) -> Cell {
+    let Searched {
+        limit,
+        max,
+        capped,
+        run: r,
+        trials,
+        t0,
+    } = s;
     let period_ns = crate::common::ns_of_frames(buffer as u64, cfg.rate);
     let jack = r
         .as_ref()
@@ -473,7 +508,7 @@ fn run_cell(
         ),
         None => (LoadPct::default(), XrunCounts::default(), 0, 0),
     };
-    Ok(CellEnd::Done(Box::new(Cell {
+    Cell {
         buffer_frames: buffer,
         tracks,
         plugin: plugin.to_string(),
@@ -491,5 +526,5 @@ fn run_cell(
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
         cost_prior,
-    })))
+    }
 }
