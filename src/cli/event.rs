@@ -175,11 +175,9 @@ fn config(a: &EventArgs) -> Result<EventConfig> {
 pub fn run(a: EventArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
     let started = Started::now(Vec::new());
-    let progress = crate::progress::for_terminal(g.quiet, cfg.trials as u64);
+    let progress = super::say::Saying(crate::progress::for_terminal(g.quiet, cfg.trials as u64));
     let mut tracing = super::forensics::Tracing::new(&a.forensics, false);
-    let mut r = event::run_traced(&cfg, progress.as_ref(), &mut |cpus, ns| {
-        tracing.start(cpus, ns)
-    })?;
+    let mut r = event::run_traced(&cfg, &progress, &mut |cpus, ns| tracing.start(cpus, ns))?;
     r.results.forensics = super::forensics::merged(
         r.results.runs.iter().filter_map(|x| x.forensics.as_ref()),
         a.forensics.csv_path(g).as_deref(),

@@ -17,6 +17,7 @@ mod predict;
 mod report;
 mod rtl;
 mod run;
+mod say;
 mod sched;
 mod schema;
 mod stress;

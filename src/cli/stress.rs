@@ -81,9 +81,14 @@ pub struct StressorArgs {
 
 pub fn run_stressor(a: StressorArgs) -> Result<u8> {
     let kind: Preset = a.kind.parse()?;
-    builtin::run(&StressorOpts {
-        kind,
-        dir: a.dir,
-        size: a.size,
-    })
+    let ran = builtin::run(
+        &StressorOpts {
+            kind,
+            dir: a.dir,
+            size: a.size,
+        },
+        &mut |line| println!("{line}"),
+    )?;
+    println!("{ran}");
+    Ok(0)
 }
