@@ -1,6 +1,7 @@
 //! `xrunlab load`: the DSP load test grid of Vignati et al. §3.1.1.
 
 use super::output::{self, Measured, Started};
+use super::stress_args::StressArgs;
 use super::Global;
 use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
 use crate::engine::CostModel;
@@ -9,7 +10,7 @@ use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
 use crate::measure::run::DriverKind;
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
-use crate::stress::{StressArgs, StressSpec};
+use crate::stress::StressSpec;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -55,7 +56,7 @@ Examples:
 pub struct LoadArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
     /// or a JACK server (jackd2, or PipeWire under pw-jack).
-    #[arg(long, value_parser = DriverKind::parser(LOAD_DRIVERS), default_value = "virtual")]
+    #[arg(long, value_parser = super::values::driver_parser(LOAD_DRIVERS), default_value = "virtual")]
     pub driver: DriverKind,
     /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two)
     /// [default: 16,32,64,128,256,512; jack: the server's, see --set-buffer].

@@ -21,8 +21,10 @@ mod say;
 mod sched;
 mod schema;
 mod stress;
+mod stress_args;
 mod suite;
 mod tune;
+mod values;
 mod verdict;
 
 use crate::error::Error;

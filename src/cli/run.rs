@@ -142,7 +142,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC")]
     pub compete: Option<crate::stress::PeriodicSpec>,
     #[command(flatten)]
-    pub stress: crate::stress::StressArgs,
+    pub stress: super::stress_args::StressArgs,
     #[command(flatten)]
     pub forensics: super::forensics::ForensicsArgs,
 }

@@ -41,7 +41,7 @@ pub struct SuiteArgs {
     pub smoke: bool,
     /// Driver of the stages that take one (load, event); rtl runs on the virtual loop and,
     /// when a JACK server answers, on JACK too.
-    #[arg(long, value_parser = DriverKind::parser(SUITE_DRIVERS), default_value = "virtual")]
+    #[arg(long, value_parser = super::values::driver_parser(SUITE_DRIVERS), default_value = "virtual")]
     pub driver: DriverKind,
     /// Continue the suite in DIR: stages whose result there is complete are kept.
     #[arg(long, value_name = "DIR")]

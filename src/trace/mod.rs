@@ -82,7 +82,7 @@ pub struct CpuLost {
 /// hands over pages instead of printing every event, ns times) or the text of `trace_pipe`
 /// (kept for scripts/bench-forensics, which compares the two; the CLI's hidden
 /// `--forensics-reader` defaults to `raw` too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReaderKind {
     #[default]
     Raw,
