@@ -210,16 +210,31 @@ fn module_path(file: &str) -> Vec<String> {
     parts
 }
 
-/// Every top-level module that `file` (relative to `src/`) names, with the line it names it on.
-fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
+/// Every module path that `file` (relative to `src/`) names from the crate root, with the
+/// line it names it on: `crate::a::b`, `super::…` and `self::…` resolved against the file's
+/// module (inline `mod x { … }` included), a group `{a::b, c}` giving one path per item. A
+/// path runs to its last `::`-joined identifier, so it may end in an item (`a::b::Item`).
+fn paths(file: &str, src: &str) -> Vec<(usize, Vec<String>)> {
     let toks = tokens(&blank(src));
     let base = module_path(file);
     let mut found = Vec::new();
-    // Inline modules (`mod tests { … }`) deepen the path `super` starts from: a stack of the
-    // brace depths at which each one opened.
-    let mut inline: Vec<usize> = Vec::new();
+    // Inline modules deepen the path `super` and `self` start from: each one's name and the
+    // brace depth at which it opened.
+    let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
     let t = |k: usize| toks.get(k).map_or("", |x| x.0.as_str());
+    // The `::`-joined identifiers from k on.
+    let chain = |mut k: usize| {
+        let mut segs = Vec::new();
+        while toks.get(k).is_some_and(|x| x.0.starts_with(is_ident)) && t(k) != "as" {
+            segs.push(t(k).to_string());
+            if t(k + 1) != "::" {
+                break;
+            }
+            k += 2;
+        }
+        segs
+    };
     let mut k = 0;
     while k < toks.len() {
         match t(k) {
@@ -229,7 +244,7 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                 continue;
             }
             "}" => {
-                if inline.last() == Some(&depth) {
+                if inline.last().is_some_and(|m| m.1 == depth) {
                     inline.pop();
                 }
                 depth = depth.saturating_sub(1);
@@ -237,45 +252,47 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                 continue;
             }
             "mod" if t(k + 2) == "{" => {
-                inline.push(depth + 1);
+                inline.push((t(k + 1).to_string(), depth + 1));
                 k += 1;
                 continue;
             }
             _ => {}
         }
-        // A path from the crate root: `crate::`, or enough `super::` to climb out of the
-        // file's module.
         let prev_is_colons = k > 0 && t(k - 1) == "::";
-        let root_after = if t(k) == "crate" && t(k + 1) == "::" && !prev_is_colons {
-            Some(k + 2)
-        } else if t(k) == "super" && t(k + 1) == "::" && !prev_is_colons {
+        let here = || {
+            let mut m = base.clone();
+            m.extend(inline.iter().map(|i| i.0.clone()));
+            m
+        };
+        let start = if prev_is_colons || t(k + 1) != "::" {
+            None
+        } else if t(k) == "crate" {
+            Some((Vec::new(), k + 2))
+        } else if t(k) == "self" {
+            Some((here(), k + 2))
+        } else if t(k) == "super" {
+            let mut m = here();
             let mut j = k;
-            let mut ups = 0;
             while t(j) == "super" && t(j + 1) == "::" {
-                ups += 1;
+                m.pop();
                 j += 2;
             }
-            let here = base.len() + inline.len();
-            if ups >= here {
-                Some(j)
-            } else {
-                // Still inside the file's top-level module (or climbing only out of inline
-                // modules): not an import of another top-level module.
-                k = j;
-                continue;
-            }
+            Some((m, j))
         } else {
             None
         };
-        let Some(j) = root_after else {
+        let Some((prefix, j)) = start else {
             k += 1;
             continue;
         };
         let line = toks[k].1;
-        if t(j) == "{" {
-            // A group: the first identifier of every top-level item names a module.
+        let mut head = prefix;
+        let rest = chain(j);
+        let mut m = j + 2 * rest.len();
+        head.extend(rest);
+        if t(m.saturating_sub(1)) == "::" && t(m) == "{" {
+            // A group: one path per top-level item, on the item's own line.
             let mut d = 0usize;
-            let mut m = j;
             let mut item_start = true;
             while m < toks.len() {
                 match t(m) {
@@ -292,22 +309,32 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                         }
                     }
                     "," if d == 1 => item_start = true,
-                    s if d == 1 && item_start => {
+                    _ if d == 1 && item_start => {
                         item_start = false;
-                        found.push((toks[m].1, s.to_string()));
+                        let mut p = head.clone();
+                        p.extend(chain(m));
+                        found.push((toks[m].1, p));
                     }
                     _ => {}
                 }
                 m += 1;
             }
-            k = m;
         } else {
-            found.push((line, t(j).to_string()));
-            k = j;
+            found.push((line, head));
         }
+        k = m.max(k + 1);
     }
-    found.retain(|(_, m)| layer_of(m).is_some());
     found
+}
+
+/// Every top-level module that `file` (relative to `src/`) names, with the line it names it on.
+fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
+    let own = module_path(file);
+    paths(file, src)
+        .into_iter()
+        .filter_map(|(line, p)| Some((line, p.first()?.clone())))
+        .filter(|(_, m)| layer_of(m).is_some() && *m != own[0])
+        .collect()
 }
 
 /// The upward imports in one file.
