@@ -20,6 +20,7 @@ mod run;
 mod say;
 mod sched;
 mod schema;
+mod sim_args;
 mod stress;
 mod stress_args;
 mod suite;
