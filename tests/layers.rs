@@ -1,6 +1,7 @@
 //! The layers of docs/ARCHITECTURE.md §2 stay acyclic: no file under `src/` names a module of a
 //! higher layer, whether in a `use` line or inline in code (`crate::engine::probe::X`,
-//! `super::super::results::Status`). The checker reads the sources as text: comments and
+//! `super::super::results::Status`); no files of one module name each other in a circle; clap
+//! and printing stay in `src/cli/` and `main.rs`. The checker reads the sources as text: comments and
 //! string literals are blanked first, so a doc comment or a message that mentions a path does
 //! not count.
 
