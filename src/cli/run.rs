@@ -1,6 +1,7 @@
 //! `xrunlab run`: parse, call `measure::run`, print and write the result.
 
 use super::output::{self, Measured};
+use super::sim_args::ComputeArg;
 use super::Global;
 use crate::driver::signal::SignalKind;
 use crate::driver::sim::{LatencyModel, SimConfig};
@@ -9,14 +10,8 @@ use crate::error::{Error, Result};
 use crate::measure::run::{ComputeKind, DriverKind, RunConfig};
 use crate::results::{Body, Status};
 use crate::rt::Policy;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ComputeArg {
-    Measured,
-    Model,
-}
 
 /// Run the audio engine: per-cycle timing, DSP load and xruns with their causes.
 #[derive(Debug, Args)]

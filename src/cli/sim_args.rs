@@ -1,7 +1,7 @@
 //! The sim driver's flags, declared once for `run` and `load` (`#[command(flatten)]`).
 
 use crate::driver::sim::SimEvent;
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 /// What `run` has and `load` has not between the latency model and the cost model: `run`
 /// flattens [`SimCompute`] there, `load` [`NoMore`], so each `--help` lists its flags in
@@ -43,7 +43,14 @@ impl<C: Args> SimArgs<C> {
 pub struct SimCompute {
     /// sim: compute time from the cost model or from running the DSP.
     #[arg(long, value_enum, default_value = "model")]
-    pub sim_compute: super::run::ComputeArg,
+    pub sim_compute: ComputeArg,
+}
+
+/// Where `run --driver sim` takes compute time from.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ComputeArg {
+    Measured,
+    Model,
 }
 
 /// Nothing more (`load`).

@@ -15,6 +15,7 @@
 pub mod argv;
 pub mod builtin;
 pub mod periodic;
+pub mod process;
 pub mod registry;
 pub mod run;
 pub mod session;
