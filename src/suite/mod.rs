@@ -12,7 +12,6 @@ pub use stages::{Mode, Need, Stage, STAGES};
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -29,8 +28,8 @@ pub struct SuiteConfig {
     pub resume: bool,
     /// The binary every stage runs (this one).
     pub exe: PathBuf,
-    /// Progress lines on stderr.
-    pub progress: bool,
+    /// Where the progress lines go (the CLI: stderr unless --quiet); the suite prints nothing.
+    pub say: Box<dyn Fn(&str)>,
     /// `--tuned`: the tuned stages again with this profile applied, then restored.
     pub tuning: Option<TuneSpec>,
     /// `--forensics` on the stages that measure, when tracing is usable here (the suite
@@ -533,12 +532,9 @@ fn run_steps(
     finish(cfg, runner.total, manifest)
 }
 
-/// A progress line on stderr, when the suite shows progress.
+/// A progress line, to wherever the caller wants it.
 fn say(cfg: &SuiteConfig, s: String) {
-    if cfg.progress {
-        // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
-        let _ = writeln!(std::io::stderr(), "{s}");
-    }
+    (cfg.say)(&s);
 }
 
 /// What every stage of one suite shares: the planner's probe and what its argv gets.
