@@ -11,6 +11,9 @@ pub trait Progress: Send + Sync {
     /// A short phase description ("latency idle", "cell 64/2/heavy").
     fn set_message(&self, msg: &str);
     fn finish(&self);
+    /// A line the user must read now, bar or not ("ready for 20 triggers"): the library
+    /// prints nothing, so only a front end that shows lines says it (the CLI on stderr).
+    fn say(&self, _line: &str) {}
 }
 
 /// Reports nothing.

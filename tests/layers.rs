@@ -1,6 +1,7 @@
 //! The layers of docs/ARCHITECTURE.md §2 stay acyclic: no file under `src/` names a module of a
 //! higher layer, whether in a `use` line or inline in code (`crate::engine::probe::X`,
-//! `super::super::results::Status`). The checker reads the sources as text: comments and
+//! `super::super::results::Status`); no files of one module name each other in a circle; clap
+//! and printing stay in `src/cli/` and `main.rs`. The checker reads the sources as text: comments and
 //! string literals are blanked first, so a doc comment or a message that mentions a path does
 //! not count.
 
@@ -210,16 +211,31 @@ fn module_path(file: &str) -> Vec<String> {
     parts
 }
 
-/// Every top-level module that `file` (relative to `src/`) names, with the line it names it on.
-fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
+/// Every module path that `file` (relative to `src/`) names from the crate root, with the
+/// line it names it on: `crate::a::b`, `super::…` and `self::…` resolved against the file's
+/// module (inline `mod x { … }` included), a group `{a::b, c}` giving one path per item. A
+/// path runs to its last `::`-joined identifier, so it may end in an item (`a::b::Item`).
+fn paths(file: &str, src: &str) -> Vec<(usize, Vec<String>)> {
     let toks = tokens(&blank(src));
     let base = module_path(file);
     let mut found = Vec::new();
-    // Inline modules (`mod tests { … }`) deepen the path `super` starts from: a stack of the
-    // brace depths at which each one opened.
-    let mut inline: Vec<usize> = Vec::new();
+    // Inline modules deepen the path `super` and `self` start from: each one's name and the
+    // brace depth at which it opened.
+    let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
     let t = |k: usize| toks.get(k).map_or("", |x| x.0.as_str());
+    // The `::`-joined identifiers from k on.
+    let chain = |mut k: usize| {
+        let mut segs = Vec::new();
+        while toks.get(k).is_some_and(|x| x.0.starts_with(is_ident)) && t(k) != "as" {
+            segs.push(t(k).to_string());
+            if t(k + 1) != "::" {
+                break;
+            }
+            k += 2;
+        }
+        segs
+    };
     let mut k = 0;
     while k < toks.len() {
         match t(k) {
@@ -229,7 +245,7 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                 continue;
             }
             "}" => {
-                if inline.last() == Some(&depth) {
+                if inline.last().is_some_and(|m| m.1 == depth) {
                     inline.pop();
                 }
                 depth = depth.saturating_sub(1);
@@ -237,45 +253,47 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                 continue;
             }
             "mod" if t(k + 2) == "{" => {
-                inline.push(depth + 1);
+                inline.push((t(k + 1).to_string(), depth + 1));
                 k += 1;
                 continue;
             }
             _ => {}
         }
-        // A path from the crate root: `crate::`, or enough `super::` to climb out of the
-        // file's module.
         let prev_is_colons = k > 0 && t(k - 1) == "::";
-        let root_after = if t(k) == "crate" && t(k + 1) == "::" && !prev_is_colons {
-            Some(k + 2)
-        } else if t(k) == "super" && t(k + 1) == "::" && !prev_is_colons {
+        let here = || {
+            let mut m = base.clone();
+            m.extend(inline.iter().map(|i| i.0.clone()));
+            m
+        };
+        let start = if prev_is_colons || t(k + 1) != "::" {
+            None
+        } else if t(k) == "crate" {
+            Some((Vec::new(), k + 2))
+        } else if t(k) == "self" {
+            Some((here(), k + 2))
+        } else if t(k) == "super" {
+            let mut m = here();
             let mut j = k;
-            let mut ups = 0;
             while t(j) == "super" && t(j + 1) == "::" {
-                ups += 1;
+                m.pop();
                 j += 2;
             }
-            let here = base.len() + inline.len();
-            if ups >= here {
-                Some(j)
-            } else {
-                // Still inside the file's top-level module (or climbing only out of inline
-                // modules): not an import of another top-level module.
-                k = j;
-                continue;
-            }
+            Some((m, j))
         } else {
             None
         };
-        let Some(j) = root_after else {
+        let Some((prefix, j)) = start else {
             k += 1;
             continue;
         };
         let line = toks[k].1;
-        if t(j) == "{" {
-            // A group: the first identifier of every top-level item names a module.
+        let mut head = prefix;
+        let rest = chain(j);
+        let mut m = j + 2 * rest.len();
+        head.extend(rest);
+        if t(m.saturating_sub(1)) == "::" && t(m) == "{" {
+            // A group: one path per top-level item, on the item's own line.
             let mut d = 0usize;
-            let mut m = j;
             let mut item_start = true;
             while m < toks.len() {
                 match t(m) {
@@ -292,22 +310,32 @@ fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
                         }
                     }
                     "," if d == 1 => item_start = true,
-                    s if d == 1 && item_start => {
+                    _ if d == 1 && item_start => {
                         item_start = false;
-                        found.push((toks[m].1, s.to_string()));
+                        let mut p = head.clone();
+                        p.extend(chain(m));
+                        found.push((toks[m].1, p));
                     }
                     _ => {}
                 }
                 m += 1;
             }
-            k = m;
         } else {
-            found.push((line, t(j).to_string()));
-            k = j;
+            found.push((line, head));
         }
+        k = m.max(k + 1);
     }
-    found.retain(|(_, m)| layer_of(m).is_some());
     found
+}
+
+/// Every top-level module that `file` (relative to `src/`) names, with the line it names it on.
+fn imports(file: &str, src: &str) -> Vec<(usize, String)> {
+    let own = module_path(file);
+    paths(file, src)
+        .into_iter()
+        .filter_map(|(line, p)| Some((line, p.first()?.clone())))
+        .filter(|(_, m)| layer_of(m).is_some() && *m != own[0])
+        .collect()
 }
 
 /// The upward imports in one file.
@@ -463,5 +491,255 @@ mod tests {
     assert_eq!(
         check("report/html/run.rs", "use super::super::super::cli::Cli;\n").len(),
         1
+    );
+}
+
+/// The children of the module at `module` that `files` (path under `src/`, text) name from
+/// within each other: child → (child, file, line) for every file of a child (`x.rs`, or
+/// anything under `x/`) naming another child of the same module. The module's own `mod.rs`
+/// is its parent, not a child: it wires them, and they use what it re-exports.
+type Edges = std::collections::BTreeMap<String, Vec<(String, String, usize)>>;
+
+fn sibling_edges(module: &[String], files: &[(String, String)]) -> Edges {
+    let children: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(f, _)| {
+            let p = module_path(f);
+            (p.len() > module.len() && p.starts_with(module)).then(|| p[module.len()].clone())
+        })
+        .collect();
+    let mut edges = Edges::new();
+    for (f, text) in files {
+        let p = module_path(f);
+        if p.len() <= module.len() || !p.starts_with(module) {
+            continue;
+        }
+        let from = &p[module.len()];
+        for (line, target) in paths(f, text) {
+            if target.len() > module.len() && target.starts_with(module) {
+                let to = &target[module.len()];
+                if to != from && children.contains(to) {
+                    edges
+                        .entry(from.clone())
+                        .or_default()
+                        .push((to.clone(), f.clone(), line));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Every import circle between the children of `module`, each as `a → b → a` with where
+/// each step is named; one per circle (from its smallest child).
+fn circles(module: &[String], files: &[(String, String)]) -> Vec<String> {
+    let edges = sibling_edges(module, files);
+    let mut out = Vec::new();
+    // Depth-first from each child, keeping only circles that start at their smallest child
+    // so each is reported once.
+    fn walk(
+        edges: &Edges,
+        start: &str,
+        path: &mut Vec<(String, String, usize)>,
+        seen: &mut BTreeSet<String>,
+        out: &mut Vec<String>,
+    ) {
+        let at = path.last().map_or(start.to_string(), |s| s.0.clone());
+        let mut next: Vec<&(String, String, usize)> =
+            edges.get(&at).into_iter().flatten().collect();
+        next.sort();
+        next.dedup_by(|a, b| a.0 == b.0);
+        for e in next {
+            if e.0 == start {
+                let mut s = start.to_string();
+                let mut at_steps = Vec::new();
+                for step in path.iter().chain(std::iter::once(e)) {
+                    s.push_str(&format!(" → {}", step.0));
+                    at_steps.push(format!("src/{}:{}", step.1, step.2));
+                }
+                out.push(format!("{s} ({})", at_steps.join(", ")));
+            } else if e.0.as_str() > start && seen.insert(e.0.clone()) {
+                path.push(e.clone());
+                walk(edges, start, path, seen, out);
+                path.pop();
+                seen.remove(&e.0);
+            }
+        }
+    }
+    for start in edges.keys() {
+        walk(
+            &edges,
+            start,
+            &mut Vec::new(),
+            &mut BTreeSet::new(),
+            &mut out,
+        );
+    }
+    let name = module.join("::");
+    out.into_iter().map(|c| format!("{name}: {c}")).collect()
+}
+
+/// What only the command line may do, in a file outside `src/cli/` and `main.rs`: name
+/// clap (its derives and attributes come with it) or print (`println!`, `eprintln!`,
+/// `print!`, `eprint!`, `dbg!`): the library returns what it has to say.
+fn cli_only(file: &str, src: &str) -> Vec<String> {
+    const PRINTS: &[&str] = &["println", "eprintln", "print", "eprint", "dbg"];
+    const CLAP_ATTRS: &[&str] = &["arg", "command", "clap", "value"];
+    let toks = tokens(&blank(src));
+    let t = |k: usize| toks.get(k).map_or("", |x| x.0.as_str());
+    let mut out = Vec::new();
+    for (k, (tok, line)) in toks.iter().enumerate() {
+        let what = if tok == "clap" && t(k + 1) == "::" {
+            Some("clap".to_string())
+        } else if PRINTS.contains(&tok.as_str()) && t(k + 1) == "!" {
+            Some(format!("{tok}!"))
+        } else if CLAP_ATTRS.contains(&tok.as_str())
+            && t(k + 1) == "("
+            && k >= 2
+            && t(k - 1) == "["
+            && t(k - 2) == "#"
+        {
+            Some(format!("#[{tok}(…)]"))
+        } else {
+            None
+        };
+        if let Some(w) = what {
+            out.push(format!("src/{file}:{line}: {w}"));
+        }
+    }
+    out
+}
+
+/// Every file under `src/` as (path relative to `src/`, text), sorted.
+fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect()
+}
+
+/// The violations of the two checks below, over the whole of `src/`.
+fn module_circles_and_cli_only() -> (Vec<String>, Vec<String>) {
+    let files = sources();
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .filter(|(f, _)| f.ends_with("/mod.rs"))
+        .map(|(f, _)| module_path(f))
+        .collect();
+    let circles = modules.iter().flat_map(|m| circles(m, &files)).collect();
+    let stray = files
+        .iter()
+        .filter(|(f, _)| !f.starts_with("cli/") && f != "main.rs")
+        .flat_map(|(f, text)| cli_only(f, text))
+        .collect();
+    (circles, stray)
+}
+
+#[test]
+fn no_circle_inside_a_module_and_clap_and_printing_only_in_cli() {
+    let (circles, stray) = module_circles_and_cli_only();
+    assert!(
+        circles.is_empty(),
+        "{} import circle(s) between the files of one module (docs/ARCHITECTURE.md §2):\n  {}",
+        circles.len(),
+        circles.join("\n  ")
+    );
+    assert!(
+        stray.is_empty(),
+        "clap or printing outside src/cli/ and main.rs (the library returns what it has to \
+         say):\n  {}",
+        stray.join("\n  ")
+    );
+}
+
+#[test]
+fn the_checker_finds_circles_inside_a_module() {
+    let f = |p: &str, s: &str| (p.to_string(), s.to_string());
+    let report = vec!["report".to_string()];
+    let files = vec![
+        // The parent re-exports its children and they use it: no circle.
+        f(
+            "report/mod.rs",
+            "pub mod a;\npub mod b;\npub use a::A;\nuse self::c::C;\n",
+        ),
+        f(
+            "report/a.rs",
+            "use super::A;\n// use super::c;\nfn f() { super::b::g() }\n",
+        ),
+        f(
+            "report/b.rs",
+            "use crate::report::{c::C, Item};\nconst S: &str = \"super::a\";\n",
+        ),
+        f(
+            "report/c/mod.rs",
+            "mod tests {\n    use super::super::a::A;\n}\n",
+        ),
+        // One step only: d → b is no circle.
+        f("report/d.rs", "use super::b;\n"),
+        // Another module's files are not this module's children.
+        f("results/x.rs", "use crate::report::a;\n"),
+    ];
+    let got = circles(&report, &files);
+    assert_eq!(
+        got,
+        vec!["report: a → b → c → a (src/report/a.rs:3, src/report/b.rs:1, src/report/c/mod.rs:2)"],
+        "{got:#?}"
+    );
+    // Two children naming each other.
+    let two = vec![
+        f("report/table.rs", "fn t() { super::verdict::v() }\n"),
+        f(
+            "report/verdict.rs",
+            "use super::table::{span, rate_cell};\n",
+        ),
+    ];
+    assert_eq!(circles(&report, &two).len(), 1);
+    assert!(circles(&report, &two[..1]).is_empty());
+}
+
+#[test]
+fn the_checker_finds_clap_and_printing_outside_cli() {
+    let src = r##"
+//! println!("docs may say it");
+use clap::Args;
+#[derive(Debug, clap::ValueEnum)]
+enum E { A }
+#[derive(Args)]
+struct S {
+    #[arg(long)]
+    x: u32,
+}
+fn f() {
+    let _ = "eprintln!(no)";
+    /* dbg!(no) */
+    eprintln!("yes");
+    std::println!("yes");
+    let _ = dbg!(1);
+    let _ = format!("{}", 1);
+    write!(s, "not printing");
+}
+"##;
+    let got = cli_only("stress/x.rs", src);
+    assert_eq!(
+        got,
+        vec![
+            "src/stress/x.rs:3: clap",
+            "src/stress/x.rs:4: clap",
+            "src/stress/x.rs:8: #[arg(…)]",
+            "src/stress/x.rs:14: eprintln!",
+            "src/stress/x.rs:15: println!",
+            "src/stress/x.rs:16: dbg!",
+        ]
     );
 }

@@ -40,7 +40,7 @@ Exit codes: 0 measured, 2 bad usage, 3 cannot measure (no server, no GPIO chip),
 interrupted or no trial completed (partial result written).")]
 pub struct EventArgs {
     /// The backend: virtual (timer-paced codec model), jack (pull) or alsa (push).
-    #[arg(long, value_parser = DriverKind::parser(DRIVERS))]
+    #[arg(long, value_parser = super::values::driver_parser(DRIVERS))]
     pub driver: Option<DriverKind>,
     /// Grid: the backends, e.g. virtual,jack,alsa.
     #[arg(long, value_name = "LIST")]

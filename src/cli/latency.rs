@@ -79,7 +79,7 @@ pub struct LatencyArgs {
     #[arg(long, default_value_t = 0, requires = "sim_latency")]
     pub seed: u64,
     #[command(flatten)]
-    pub stress: crate::stress::StressArgs,
+    pub stress: super::stress_args::StressArgs,
     #[command(flatten)]
     pub forensics: super::forensics::ForensicsArgs,
     /// With --forensics: explain every wake-up later than this [default: the --audio-period;

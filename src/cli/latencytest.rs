@@ -107,7 +107,7 @@ pub fn config(a: &LatencytestArgs) -> Result<LatencytestConfig> {
 
 pub fn run(a: LatencytestArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
-    let stress = crate::stress::StressArgs {
+    let stress = super::stress_args::StressArgs {
         stress_dir: a.stress_dir.clone(),
         stress_size: a.stress_size.clone(),
         stress_cpus: a.stress_cpus.clone(),

@@ -1,15 +1,16 @@
 //! `xrunlab load`: the DSP load test grid of Vignati et al. §3.1.1.
 
 use super::output::{self, Measured};
+use super::stress_args::StressArgs;
 use super::Global;
-use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
+use crate::driver::sim::{LatencyModel, SimConfig};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
 use crate::measure::loadtest::{self, Criterion, LoadConfig, LoadResults};
 use crate::measure::run::DriverKind;
 use crate::results::{read_result, write_json_atomic, Body, ResultDoc, Status};
 use crate::rt::Policy;
-use crate::stress::{StressArgs, StressSpec};
+use crate::stress::StressSpec;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -25,6 +26,16 @@ const LOAD_DRIVERS: &[DriverKind] = &[DriverKind::Virtual, DriverKind::Sim, Driv
 /// The DSP load test: the most plugin instances per track without xruns, per buffer size,
 /// track count and plugin type (Vignati et al. §3.1.1, Fig. 2).
 #[derive(Debug, Args)]
+// The sim flags are run's (cli/sim_args.rs); three say it for a grid.
+#[command(
+    mut_arg("sim_latency", |a| a.help("sim: wake-up latency model (see `xrunlab run --help`)")),
+    mut_arg("cost", |a| a.help(
+        "sim: declared cost of one plugin instance, NAME=DURATION or NAME=DURATION/frame"
+    )),
+    mut_arg("inject", |a| a.help(
+        "sim: inject an event into every trial: late:CYCLE:DURATION, compute:… or preempt:…"
+    ))
+)]
 #[command(after_help = "\
 Each cell starts at the physical limit (instances of the plugin that fit one period per engine
 thread, from a short benchmark), brackets the maximum by steps 1, 2, 4… and closes it by
@@ -55,7 +66,7 @@ Examples:
 pub struct LoadArgs {
     /// What paces the cycles: a timer-paced software codec, the deterministic simulator,
     /// or a JACK server (jackd2, or PipeWire under pw-jack).
-    #[arg(long, value_parser = DriverKind::parser(LOAD_DRIVERS), default_value = "virtual")]
+    #[arg(long, value_parser = super::values::driver_parser(LOAD_DRIVERS), default_value = "virtual")]
     pub driver: DriverKind,
     /// Buffer sizes in frames, e.g. 64,128 or 16..512 (powers of two)
     /// [default: 16,32,64,128,256,512; jack: the server's, see --set-buffer].
@@ -117,18 +128,8 @@ pub struct LoadArgs {
     /// Seed for the input noise and the sim driver.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// sim: wake-up latency model (see `xrunlab run --help`).
-    #[arg(long, value_name = "MODEL", default_value = "const:0us")]
-    pub sim_latency: String,
-    /// sim: declared cost of one plugin instance, NAME=DURATION or NAME=DURATION/frame.
-    #[arg(long, value_name = "NAME=COST")]
-    pub cost: Vec<String>,
-    /// sim: engine overhead per cycle in the cost model.
-    #[arg(long, value_name = "DURATION", default_value = "0ns", value_parser = crate::units::parse_duration_ns)]
-    pub cost_overhead: u64,
-    /// sim: inject an event into every trial: late:CYCLE:DURATION, compute:… or preempt:….
-    #[arg(long, value_name = "EVENT")]
-    pub inject: Vec<SimEvent>,
+    #[command(flatten)]
+    pub sim: super::sim_args::SimArgs<super::sim_args::NoMore>,
     #[command(flatten)]
     pub stress: StressArgs,
     #[command(flatten)]
@@ -208,10 +209,7 @@ impl LoadArgs {
             Some(b) if !from_args(&["driver"]) => b.driver,
             _ => self.driver.accept("load", LOAD_DRIVERS)?,
         };
-        let sim_flags = self.sim_latency != "const:0us"
-            || !self.cost.is_empty()
-            || self.cost_overhead != 0
-            || !self.inject.is_empty();
+        let sim_flags = self.sim.given();
         if !driver.simulated() && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --cost, --cost-overhead and --inject need --driver sim",
@@ -314,8 +312,8 @@ impl LoadArgs {
         if driver.simulated() {
             if from_args(&["sim_latency", "inject"]) {
                 c.sim = SimConfig {
-                    latency: LatencyModel::parse(&self.sim_latency)?,
-                    events: self.inject.clone(),
+                    latency: LatencyModel::parse(&self.sim.sim_latency)?,
+                    events: self.sim.inject.clone(),
                 };
             }
             if from_args(&["cost", "cost_overhead"]) {
@@ -323,7 +321,7 @@ impl LoadArgs {
                 for p in &c.plugins {
                     chain.extend(crate::dsp::parse_chain(p)?);
                 }
-                c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &chain)?;
+                c.cost = CostModel::from_flags(&self.sim.cost, self.sim.cost_overhead, &chain)?;
             }
         }
         if driver == DriverKind::Jack {

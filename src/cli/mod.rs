@@ -19,9 +19,12 @@ mod rtl;
 mod run;
 mod sched;
 mod schema;
+mod sim_args;
 mod stress;
+mod stress_args;
 mod suite;
 mod tune;
+mod values;
 mod verdict;
 
 use crate::error::Error;

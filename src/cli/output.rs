@@ -67,10 +67,31 @@ pub fn session(
     stress_labels: Vec<String>,
 ) -> crate::measure::session::Session<'static> {
     crate::measure::session::Session::start(
-        crate::progress::for_terminal(quiet, total),
+        Box::new(Saying(crate::progress::for_terminal(quiet, total))),
         stress_labels,
     )
-    .with_notes(stderr)
+}
+
+/// A progress (bar or silence) that also says its lines on stderr, --quiet or not: they are
+/// what the user acts on ("ready for 20 triggers", "forensics: off: …"), not decoration.
+pub struct Saying(pub Box<dyn crate::progress::Progress>);
+
+impl crate::progress::Progress for Saying {
+    fn set_total(&self, total: u64) {
+        self.0.set_total(total)
+    }
+    fn set_position(&self, done: u64) {
+        self.0.set_position(done)
+    }
+    fn set_message(&self, msg: &str) {
+        self.0.set_message(msg)
+    }
+    fn finish(&self) {
+        self.0.finish()
+    }
+    fn say(&self, line: &str) {
+        stderr(&format!("{line}\n"));
+    }
 }
 
 /// How a complete result ends the process (a partial one always exits 3).

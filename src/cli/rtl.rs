@@ -75,7 +75,7 @@ pub struct RtlArgs {
     #[arg(long, default_value_t = 2)]
     pub periods: u32,
     /// Which loop to measure.
-    #[arg(long, value_parser = DriverKind::parser(DRIVERS))]
+    #[arg(long, value_parser = super::values::driver_parser(DRIVERS))]
     pub driver: Option<DriverKind>,
     /// Loop the virtual device's output back to its input (the analog cable).
     #[arg(long)]

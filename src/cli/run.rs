@@ -1,22 +1,17 @@
 //! `xrunlab run`: parse, call `measure::run`, print and write the result.
 
 use super::output::{self, Measured};
+use super::sim_args::ComputeArg;
 use super::Global;
 use crate::driver::signal::SignalKind;
-use crate::driver::sim::{LatencyModel, SimConfig, SimEvent};
+use crate::driver::sim::{LatencyModel, SimConfig};
 use crate::engine::CostModel;
 use crate::error::{Error, Result};
 use crate::measure::run::{ComputeKind, DriverKind, RunConfig};
 use crate::results::{Body, Status};
 use crate::rt::Policy;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ComputeArg {
-    Measured,
-    Model,
-}
 
 /// Run the audio engine: per-cycle timing, DSP load and xruns with their causes.
 #[derive(Debug, Args)]
@@ -119,30 +114,14 @@ pub struct RunArgs {
     /// Do not lock memory (mlockall) during the run.
     #[arg(long)]
     pub no_mlock: bool,
-    /// sim: wake-up latency model: const:D, normal:MEAN,SD, heavy:BASE,SCALE,ALPHA or
-    /// file:PATH (JSON list of ns, [ns,count] pairs, CSV, or cyclictest -h output).
-    #[arg(long, value_name = "MODEL", default_value = "const:0us")]
-    pub sim_latency: String,
-    /// sim: compute time from the cost model or from running the DSP.
-    #[arg(long, value_enum, default_value = "model")]
-    pub sim_compute: ComputeArg,
-    /// sim: declared cost of one plugin instance, NAME=DURATION (per cycle) or
-    /// NAME=DURATION/frame. Repeatable.
-    #[arg(long, value_name = "NAME=COST")]
-    pub cost: Vec<String>,
-    /// sim: engine overhead per cycle in the cost model.
-    #[arg(long, value_name = "DURATION", default_value = "0ns", value_parser = crate::units::parse_duration_ns)]
-    pub cost_overhead: u64,
-    /// sim: inject an event: late:CYCLE:DURATION, compute:CYCLE:DURATION or
-    /// preempt:CYCLE:DURATION. Repeatable.
-    #[arg(long, value_name = "EVENT")]
-    pub inject: Vec<SimEvent>,
+    #[command(flatten)]
+    pub sim: super::sim_args::SimArgs<super::sim_args::SimCompute>,
     /// Run a competing periodic task beside the engine: video, voip or
     /// PERIOD/EXEC[:POLICY[:PRIO]] (e.g. 10ms/1.7ms:fifo:15, 40ms/5ms:deadline-reclaim).
     #[arg(long, value_name = "SPEC")]
     pub compete: Option<crate::stress::PeriodicSpec>,
     #[command(flatten)]
-    pub stress: crate::stress::StressArgs,
+    pub stress: super::stress_args::StressArgs,
     #[command(flatten)]
     pub forensics: super::forensics::ForensicsArgs,
 }
@@ -150,11 +129,8 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn to_config(&self) -> Result<RunConfig> {
         let driver = self.driver;
-        let sim_flags = self.sim_latency != "const:0us"
-            || !self.cost.is_empty()
-            || self.cost_overhead != 0
-            || !self.inject.is_empty()
-            || matches!(self.sim_compute, ComputeArg::Measured);
+        let sim = &self.sim;
+        let sim_flags = sim.given() || matches!(sim.more.sim_compute, ComputeArg::Measured);
         if !driver.simulated() && sim_flags {
             return Err(Error::usage(
                 "--sim-latency, --sim-compute, --cost, --cost-overhead and --inject need --driver sim",
@@ -198,15 +174,15 @@ impl RunArgs {
         c.mlock = driver.mlock_applies() && !self.no_mlock;
         if driver.simulated() {
             c.sim = SimConfig {
-                latency: LatencyModel::parse(&self.sim_latency)?,
-                events: self.inject.clone(),
+                latency: LatencyModel::parse(&sim.sim_latency)?,
+                events: sim.inject.clone(),
             };
-            c.compute = match self.sim_compute {
+            c.compute = match sim.more.sim_compute {
                 ComputeArg::Measured => ComputeKind::Measured,
                 ComputeArg::Model => ComputeKind::Model,
             };
-            if matches!(self.sim_compute, ComputeArg::Measured)
-                && (!self.cost.is_empty() || self.cost_overhead != 0)
+            if matches!(sim.more.sim_compute, ComputeArg::Measured)
+                && (!sim.cost.is_empty() || sim.cost_overhead != 0)
             {
                 return Err(Error::usage(
                     "--cost and --cost-overhead are the cost model: they do nothing with --sim-compute measured",
@@ -223,7 +199,7 @@ impl RunArgs {
                     e.plugin
                 )));
             }
-            c.cost = CostModel::from_flags(&self.cost, self.cost_overhead, &c.chain_elements)?;
+            c.cost = CostModel::from_flags(&sim.cost, sim.cost_overhead, &c.chain_elements)?;
         }
         c.validate()?;
         Ok(c)

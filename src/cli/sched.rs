@@ -82,7 +82,7 @@ pub struct SchedArgs {
     #[arg(long, value_name = "FILE.csv")]
     pub trace: Option<std::path::PathBuf>,
     /// Only `virtual`; `jack` is refused with the reason.
-    #[arg(long, value_name = "DRIVER", value_parser = DriverKind::parser(SCHED_DRIVERS), default_value = "virtual")]
+    #[arg(long, value_name = "DRIVER", value_parser = super::values::driver_parser(SCHED_DRIVERS), default_value = "virtual")]
     pub driver: DriverKind,
     /// Length of each row.
     #[arg(long, value_name = "DURATION", default_value = "10s")]

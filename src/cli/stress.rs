@@ -2,13 +2,14 @@
 //! `xrunlab __stressor` that runs one built-in stressor in a child process.
 
 use super::output::{self, Measured, Started};
+use super::stress_args::StressArgs;
 use super::Global;
 use crate::error::Result;
 use crate::results::Body;
 use crate::stress::builtin::{self, StressorOpts};
 use crate::stress::periodic::PeriodicSpec;
 use crate::stress::run::{run_stress, StressConfig};
-use crate::stress::{Preset, StressArgs};
+use crate::stress::Preset;
 use crate::units::parse_duration_ns;
 use clap::Args;
 use std::path::PathBuf;
@@ -81,9 +82,14 @@ pub struct StressorArgs {
 
 pub fn run_stressor(a: StressorArgs) -> Result<u8> {
     let kind: Preset = a.kind.parse()?;
-    builtin::run(&StressorOpts {
-        kind,
-        dir: a.dir,
-        size: a.size,
-    })
+    let ran = builtin::run(
+        &StressorOpts {
+            kind,
+            dir: a.dir,
+            size: a.size,
+        },
+        &mut |line| println!("{line}"),
+    )?;
+    println!("{ran}");
+    Ok(0)
 }

@@ -41,7 +41,7 @@ pub struct SuiteArgs {
     pub smoke: bool,
     /// Driver of the stages that take one (load, event); rtl runs on the virtual loop and,
     /// when a JACK server answers, on JACK too.
-    #[arg(long, value_parser = DriverKind::parser(SUITE_DRIVERS), default_value = "virtual")]
+    #[arg(long, value_parser = super::values::driver_parser(SUITE_DRIVERS), default_value = "virtual")]
     pub driver: DriverKind,
     /// Continue the suite in DIR: stages whose result there is complete are kept.
     #[arg(long, value_name = "DIR")]
@@ -136,13 +136,20 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
     };
     let exe = std::env::current_exe()
         .map_err(|e| Error::cannot_measure(format!("cannot find this binary: {e}")))?;
+    let quiet = g.quiet;
     let cfg = SuiteConfig {
         dir: dir.clone(),
         mode,
         driver,
         resume: a.resume.is_some(),
         exe,
-        progress: !g.quiet,
+        say: Box::new(move |s: &str| {
+            use std::io::Write as _;
+            if !quiet {
+                // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
+                let _ = writeln!(std::io::stderr(), "{s}");
+            }
+        }),
         tuning,
         forensics: !a.no_forensics,
     };

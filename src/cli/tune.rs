@@ -131,7 +131,7 @@ pub fn run(a: TuneArgs, g: &Global) -> Result<u8> {
             return measure_round_trip(&root, &plan, &journal, &a.measure_duration, g);
         }
         if a.apply {
-            let r = tune::apply(&root, &plan, &journal)?;
+            let r = tune::apply_each(&root, &plan, &journal, &mut pause_hook())?;
             (json(&r), apply_text(&plan, &r, false), 0)
         } else {
             (json(&plan), plan_text(&plan), 0)
@@ -399,19 +399,16 @@ fn measure_round_trip(
             "interrupted before anything was applied",
         ));
     }
-    let applied = tune::apply(root, plan, journal);
-    // From here on the restore runs whatever happens (an error, Ctrl-C).
-    let after = applied.is_ok().then(|| {
+    let tuned = tune::with_profile(root, plan, journal, &mut pause_hook(), |_| {
         if let Some(why) = tune::enter_audio_cpuset(root, journal) {
             say(format!("tune: {why}\n"));
         }
         say("tune: measuring again with the profile applied\n".into());
         measure()
     });
-    let restored = tune::restore(root, journal);
-    let applied = applied?;
-    let after = after.expect("measured once applied")?;
-    let restored = restored?;
+    let applied = tuned.applied?;
+    let after = tuned.during.expect("measured once applied")?;
+    let restored = tuned.restored?;
     let mut human = apply_text(plan, &applied, true);
     let side = |r| crate::report::tuning::Latency {
         path: std::path::Path::new("tune --measure"),
@@ -440,4 +437,23 @@ fn measure_round_trip(
         ));
     }
     Ok(u8::from(restored.failed() > 0))
+}
+
+/// The test hook of [`tune::PAUSE_ENV`]: after that many writes, say so and wait to be
+/// killed (tests prove the journal survives a `kill -9` mid-apply).
+fn pause_hook() -> impl FnMut(usize) {
+    let pause_after: Option<usize> = std::env::var(tune::PAUSE_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    move |writes| {
+        if pause_after == Some(writes) {
+            eprintln!(
+                "xrunlab tune: paused after {writes} writes ({})",
+                tune::PAUSE_ENV
+            );
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(60));
+            }
+        }
+    }
 }

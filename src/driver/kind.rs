@@ -3,8 +3,6 @@
 
 use crate::error::{Error, Result};
 use crate::rt::Policy;
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use clap::ValueEnum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -136,31 +134,6 @@ impl DriverKind {
             )))
         }
     }
-
-    /// A clap value parser for an argument that takes only `accepted`: `--help` lists just
-    /// those, and any other value is clap's usage error (exit 2).
-    pub fn parser(accepted: &'static [DriverKind]) -> impl TypedValueParser<Value = DriverKind> {
-        PossibleValuesParser::new(
-            accepted
-                .iter()
-                .filter_map(|k| k.to_possible_value())
-                .collect::<Vec<PossibleValue>>(),
-        )
-        .map(|s| DriverKind::from_str(&s, false).expect("the parser accepts only DriverKind names"))
-    }
-}
-
-/// By hand rather than derived: the variants' docs must not become help texts, so `--help`
-/// keeps the one-line "[possible values: …]" list (`suite` reads it to learn what a command
-/// accepts).
-impl ValueEnum for DriverKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Self::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()))
-    }
 }
 
 impl std::fmt::Display for DriverKind {
@@ -177,7 +150,6 @@ mod tests {
     fn names_are_the_json_names() {
         for k in DriverKind::ALL {
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
-            assert_eq!(DriverKind::from_str(k.name(), false).unwrap(), k);
         }
     }
 

@@ -34,9 +34,7 @@ pub const NEVER_RETURNS: &[&str] = &["hang"];
 pub const SIGNAL_PEAK: f32 = 0.1;
 
 /// The input every block starts from (plugins process in place, so it is copied in afresh).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Signal {
     /// White noise, uniform in ±0.1: −20 dBFS peak, −24.8 dBFS RMS; the same samples every run.

@@ -64,9 +64,7 @@ impl Ramp {
 
 /// Where the engine's threads run and which tracks each may take (`--pin`,
 /// docs/methods.md "Track placement"). Track i's home thread is i mod threads.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     /// Each thread pinned to its CPU runs its home tracks only: a stalled core delays them.

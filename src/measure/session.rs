@@ -7,8 +7,7 @@
 //! windows the measurement hands it explained, the parts merged, the CSV written.
 //!
 //! The session prints nothing: what must be said at once (forensics being off, and why) goes
-//! to the `note` channel the caller gives, warnings go into the outcome, progress to the
-//! `Progress` it owns.
+//! to `Progress::say` of the progress it owns, warnings go into the outcome.
 
 use crate::common::Status;
 use crate::error::Result;
@@ -80,13 +79,12 @@ pub struct Session<'a> {
     stress: StressSpec,
     forensics: Option<ForensicsPlan>,
     tracing: Tracing,
-    note: Box<dyn Fn(&str) + 'a>,
 }
 
 impl<'a> Session<'a> {
     /// A session that captures the environment now; `stress_labels` names the load the
-    /// environment says the measurement ran under. No stress, no forensics, notes dropped
-    /// until the builders below say otherwise.
+    /// environment says the measurement ran under; `progress` shows it and says what must be
+    /// said at once. No stress, no forensics until the builders below say otherwise.
     pub fn start(progress: Box<dyn Progress + 'a>, stress_labels: Vec<String>) -> Self {
         Session {
             started: Started::now(stress_labels),
@@ -94,7 +92,6 @@ impl<'a> Session<'a> {
             stress: StressSpec::default(),
             forensics: None,
             tracing: Tracing::Off,
-            note: Box::new(|_| {}),
         }
     }
 
@@ -117,12 +114,6 @@ impl<'a> Session<'a> {
             Tracing::Off
         };
         self.forensics = plan;
-        self
-    }
-
-    /// Where lines that must be said at once go (the CLI prints them on stderr).
-    pub fn with_notes(mut self, note: impl Fn(&str) + 'a) -> Self {
-        self.note = Box::new(note);
         self
     }
 
@@ -157,7 +148,7 @@ impl<'a> Session<'a> {
     }
 
     fn say(&self, line: &str) {
-        (self.note)(&format!("xrunlab: forensics: {line}\n"));
+        self.progress.say(&format!("xrunlab: forensics: {line}"));
     }
 
     /// The measurement's timeline is computed, not scheduled by the kernel: there is nothing
@@ -270,35 +261,47 @@ fn write_csv(f: &mut Forensics, csv: Option<PathBuf>, warnings: &mut Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::RefCell;
+    use std::sync::Mutex;
+
+    /// A progress that keeps what it is told to say.
+    #[derive(Default)]
+    struct Said(Mutex<Vec<String>>);
+
+    impl Progress for &Said {
+        fn set_total(&self, _: u64) {}
+        fn set_position(&self, _: u64) {}
+        fn set_message(&self, _: &str) {}
+        fn finish(&self) {}
+        fn say(&self, line: &str) {
+            self.0.lock().unwrap().push(line.to_string());
+        }
+    }
 
     #[test]
     fn a_simulated_measurement_says_once_why_forensics_is_off() {
-        let said = RefCell::new(Vec::new());
-        let mut s = Session::start(Box::new(crate::progress::Silent), Vec::new())
-            .with_forensics(Some(ForensicsPlan::default()))
-            .with_notes(|l| said.borrow_mut().push(l.to_string()));
+        let said = Said::default();
+        let mut s = Session::start(Box::new(&said), Vec::new())
+            .with_forensics(Some(ForensicsPlan::default()));
         s.simulated();
         s.simulated();
         assert!(s.start_trace(&[0], 1).is_none());
         assert!(s.forensics().is_none());
         drop(s);
         assert_eq!(
-            said.into_inner(),
-            vec!["xrunlab: forensics: off: the sim driver's timeline is computed, not scheduled by the kernel\n"]
+            said.0.into_inner().unwrap(),
+            vec!["xrunlab: forensics: off: the sim driver's timeline is computed, not scheduled by the kernel"]
         );
     }
 
     #[test]
     fn without_forensics_nothing_is_said_or_started() {
-        let said = RefCell::new(0);
-        let mut s = Session::start(Box::new(crate::progress::Silent), Vec::new())
-            .with_notes(|_| *said.borrow_mut() += 1);
+        let said = Said::default();
+        let mut s = Session::start(Box::new(&said), Vec::new());
         s.simulated();
         assert!(s.start_trace(&[], 0).is_none());
         assert!(s.merged(std::iter::empty(), &mut Vec::new()).is_none());
         drop(s);
-        assert_eq!(said.into_inner(), 0);
+        assert!(said.0.into_inner().unwrap().is_empty());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! minimal system without stress-ng (a Raspberry Pi image) can still be measured under load.
 //!
 //! Each loop polls the stop request (SIGTERM/SIGINT set it through `rt::interrupt`) at
-//! least every few milliseconds, then prints `xrunlab-stressor: KIND ops=N seconds=S` for
-//! the session's record. Files live in the session's directory, which the parent removes.
+//! least every few milliseconds, then reports `xrunlab-stressor: KIND ops=N seconds=S` (the
+//! CLI prints it) for the session's record. Files live in the session's directory, which
+//! the parent removes.
 
 use super::spec::Preset;
 use crate::error::{Error, Result};
@@ -24,8 +25,28 @@ pub struct StressorOpts {
     pub size: u64,
 }
 
-/// Run until asked to stop; print the operation count. Returns the process exit code.
-pub fn run(o: &StressorOpts) -> Result<u8> {
+/// What one stressor did, for the session's record: its line is
+/// `xrunlab-stressor: KIND ops=N seconds=S` on the child's stdout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    pub kind: Preset,
+    pub ops: u64,
+    pub secs: f64,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "xrunlab-stressor: {} ops={} seconds={:.3}",
+            self.kind, self.ops, self.secs
+        )
+    }
+}
+
+/// Run until asked to stop. `note` gets, when it happens, a line the session records as the
+/// stressor's skip (`xrunlab-stressor-skip: …`, the child's stdout too).
+pub fn run(o: &StressorOpts, note: &mut dyn FnMut(String)) -> Result<Ran> {
     let t0 = monotonic_ns();
     let ops = match o.kind {
         Preset::Cpu => cpu(),
@@ -37,7 +58,7 @@ pub fn run(o: &StressorOpts) -> Result<u8> {
         Preset::Timer => timer(),
         Preset::DiskWrite => disk_write(dir(o)?, o.size)?,
         Preset::DiskCopy => disk_copy(dir(o)?, o.size)?,
-        Preset::DiskRead => disk_read(dir(o)?, o.size)?,
+        Preset::DiskRead => disk_read(dir(o)?, o.size, note)?,
         Preset::Proc => proc_sweeps(10_000_000, false),
         Preset::Top => proc_sweeps(100_000_000, true),
         Preset::Paper => {
@@ -46,9 +67,11 @@ pub fn run(o: &StressorOpts) -> Result<u8> {
             ))
         }
     };
-    let secs = (monotonic_ns() - t0) as f64 / 1e9;
-    println!("xrunlab-stressor: {} ops={ops} seconds={secs:.3}", o.kind);
-    Ok(0)
+    Ok(Ran {
+        kind: o.kind,
+        ops,
+        secs: (monotonic_ns() - t0) as f64 / 1e9,
+    })
 }
 
 fn dir(o: &StressorOpts) -> Result<&Path> {
@@ -306,7 +329,7 @@ fn disk_copy(dir: &Path, size: u64) -> Result<u64> {
 /// before each pass (POSIX_FADV_DONTNEED on the clean, fsynced file) so the reads reach
 /// the device. Per-file eviction needs no privilege and leaves the rest of the system's
 /// cache alone, unlike writing /proc/sys/vm/drop_caches. Ops are MiB read.
-fn disk_read(dir: &Path, size: u64) -> Result<u64> {
+fn disk_read(dir: &Path, size: u64, note: &mut dyn FnMut(String)) -> Result<u64> {
     let chunk = noise_chunk();
     let path = dir.join("disk-read.dat");
     write_file(&path, size, &chunk)?;
@@ -319,10 +342,10 @@ fn disk_read(dir: &Path, size: u64) -> Result<u64> {
         // SAFETY: fd is open; the advice only affects the page cache.
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         if rc != 0 && !warned {
-            println!(
+            note(format!(
                 "xrunlab-stressor-skip: page cache not dropped (posix_fadvise: {}); reads may be served from memory",
                 std::io::Error::from_raw_os_error(rc)
-            );
+            ));
             warned = true;
         }
         let mut off = 0u64;

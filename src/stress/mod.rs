@@ -4,7 +4,7 @@
 //!
 //! Wiring `--stress` into a measuring command:
 //! ```ignore
-//! #[command(flatten)] stress: stress::StressArgs,        // in the command's clap Args
+//! #[command(flatten)] stress: cli::stress_args::StressArgs, // in the command's clap Args
 //! let spec = args.stress.to_spec()?;                     // usage errors exit 2
 //! let session = stress::StressSession::start(&spec, run)?; // before the measurement
 //! let result = measure(...);                             // an early `?` drops the session: stressors stop
@@ -15,6 +15,7 @@
 pub mod argv;
 pub mod builtin;
 pub mod periodic;
+pub mod process;
 pub mod registry;
 pub mod run;
 pub mod session;
@@ -22,4 +23,4 @@ pub mod spec;
 
 pub use periodic::{PeriodicResult, PeriodicSpec, PeriodicStats, PeriodicTask};
 pub use session::{StressRecord, StressSession};
-pub use spec::{BackendChoice, Preset, StressArgs, StressSpec};
+pub use spec::{BackendChoice, Preset, StressSpec};

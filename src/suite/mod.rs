@@ -12,7 +12,6 @@ pub use stages::{Mode, Need, Stage, STAGES};
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -29,8 +28,8 @@ pub struct SuiteConfig {
     pub resume: bool,
     /// The binary every stage runs (this one).
     pub exe: PathBuf,
-    /// Progress lines on stderr.
-    pub progress: bool,
+    /// Where the progress lines go (the CLI: stderr unless --quiet); the suite prints nothing.
+    pub say: Box<dyn Fn(&str)>,
     /// `--tuned`: the tuned stages again with this profile applied, then restored.
     pub tuning: Option<TuneSpec>,
     /// `--forensics` on the stages that measure, when tracing is usable here (the suite
@@ -373,22 +372,6 @@ pub struct TuneSpec {
     pub cpus: Option<Vec<usize>>,
 }
 
-/// Puts the journalled values back if the suite leaves the tuned phase other than through
-/// its explicit restore (a panic). A forced kill leaves the journal to `tune --restore`.
-struct RestoreGuard<'a> {
-    root: &'a crate::system::Root,
-    journal: &'a Path,
-    armed: bool,
-}
-
-impl Drop for RestoreGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = crate::system::tune::restore(self.root, self.journal);
-        }
-    }
-}
-
 /// Run the suite into `cfg.dir`; the manifest comes back with its exit code.
 pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
     use crate::system::{tune, Root};
@@ -506,17 +489,6 @@ fn run_steps(
     journal: &Path,
     manifest: &mut Manifest,
 ) -> Result<()> {
-    use crate::system::tune;
-    let mut probe = Probe {
-        exe: cfg.exe.clone(),
-        help: HashMap::new(),
-        jack: None,
-    };
-    // With --tuned the stages compared run on the audio CPUs before as after, so the two
-    // measure the same CPUs.
-    let audio = plan
-        .as_ref()
-        .map(|p| crate::rt::affinity::format_cpu_list(&p.audio_cpus));
     let tuned: Vec<&Stage> = match plan {
         Some(_) => STAGES
             .iter()
@@ -524,138 +496,191 @@ fn run_steps(
             .collect(),
         None => Vec::new(),
     };
-    // Asked once: a stage's own line would say the same for each of them.
-    let forensics = if cfg.forensics {
-        Some(crate::trace::probe().map_err(|e| e.to_string()))
-    } else {
-        None
+    let mut runner = Runner {
+        cfg,
+        probe: Probe {
+            exe: cfg.exe.clone(),
+            help: HashMap::new(),
+            jack: None,
+        },
+        // Asked once: a stage's own line would say the same for each of them.
+        forensics: cfg
+            .forensics
+            .then(|| crate::trace::probe().map_err(|e| e.to_string())),
+        // With --tuned the stages compared run on the audio CPUs before as after, so the
+        // two measure the same CPUs.
+        audio: plan
+            .as_ref()
+            .map(|p| crate::rt::affinity::format_cpu_list(&p.audio_cpus)),
+        // The stages (and their tuned repeats), then the verdict and the report.
+        total: STAGES.len() + tuned.len() + 2,
     };
-    let argv_of = |stage: &Stage| {
-        let mut argv = stage.argv(cfg.mode, &cfg.driver);
-        if matches!(forensics, Some(Ok(()))) && stages::FORENSICS.contains(&stage.command()) {
+    match &runner.forensics {
+        Some(Ok(())) => say(cfg, format!(
+            "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
+            stages::FORENSICS.join(", ")
+        )),
+        Some(Err(why)) => say(cfg, format!("forensics: off: {why}")),
+        None => {}
+    }
+    for (i, stage) in STAGES.iter().enumerate() {
+        runner.step(i + 1, stage.name.to_string(), stage, manifest)?;
+    }
+    if let Some(plan) = &plan {
+        run_tuned(&mut runner, &tuned, plan, root, journal, manifest)?;
+    }
+    finish(cfg, runner.total, manifest)
+}
+
+/// A progress line, to wherever the caller wants it.
+fn say(cfg: &SuiteConfig, s: String) {
+    (cfg.say)(&s);
+}
+
+/// What every stage of one suite shares: the planner's probe and what its argv gets.
+struct Runner<'a> {
+    cfg: &'a SuiteConfig,
+    probe: Probe,
+    /// Whether the stages that measure get `--forensics` (None: `--no-forensics`).
+    forensics: Option<std::result::Result<(), String>>,
+    /// `--tuned`: the audio CPUs the tuned stages run on, before as after.
+    audio: Option<String>,
+    total: usize,
+}
+
+impl Runner<'_> {
+    fn argv(&self, stage: &Stage) -> Vec<String> {
+        let mut argv = stage.argv(self.cfg.mode, &self.cfg.driver);
+        if matches!(self.forensics, Some(Ok(()))) && stages::FORENSICS.contains(&stage.command()) {
             argv.push("--forensics".into());
         }
-        if let Some(a) = audio
+        if let Some(a) = self
+            .audio
             .as_ref()
             .filter(|_| stages::TUNED.contains(&stage.name))
         {
             argv.extend(["--cpus".to_string(), a.clone()]);
         }
         argv
-    };
-    // The stages (and their tuned repeats), then the verdict and the report.
-    let total = STAGES.len() + tuned.len() + 2;
-    let say = |s: String| {
-        if cfg.progress {
-            // A terminal that hung up (SIGHUP) must not end the suite before its manifest.
-            let _ = writeln!(std::io::stderr(), "{s}");
-        }
-    };
-    match &forensics {
-        Some(Ok(())) => say(format!(
-            "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
-            stages::FORENSICS.join(", ")
-        )),
-        Some(Err(why)) => say(format!("forensics: off: {why}")),
-        None => {}
     }
-    for (i, stage) in STAGES.iter().enumerate() {
+
+    /// Run stage number `n` as `name` into the manifest.
+    fn step(
+        &mut self,
+        n: usize,
+        name: String,
+        stage: &Stage,
+        manifest: &mut Manifest,
+    ) -> Result<()> {
+        let cfg = self.cfg;
         let step = Step {
-            n: i + 1,
-            name: stage.name.to_string(),
+            n,
+            name,
             stage,
-            argv: argv_of(stage),
+            argv: self.argv(stage),
         };
-        run_stage(cfg, step, total, &mut probe, manifest, &say)?;
+        run_stage(cfg, step, self.total, &mut self.probe, manifest, &|s| {
+            say(cfg, s)
+        })
     }
-    if let Some(plan) = &plan {
-        let first = STAGES.len() + 1;
-        let mut record = crate::results::suite::Tuning {
-            profile: plan.profile,
-            audio_cpus: plan.audio_cpus.clone(),
-            housekeeping_cpus: plan.housekeeping_cpus.clone(),
-            journal: journal.display().to_string(),
-            applied: Vec::new(),
-            restored: Vec::new(),
-            boot_cmdline: plan.boot.cmdline.clone(),
-            error: None,
-        };
-        let mut phase: Result<()> = Ok(());
-        if crate::rt::interrupt::requested() {
-            record.error = Some("suite interrupted before tuning: nothing applied".into());
-            for stage in &tuned {
-                let mut rec =
-                    StageRecord::not_run(&format!("{}{TUNED_SUFFIX}", stage.name), Vec::new());
-                rec.reason = Some("suite interrupted".into());
-                manifest.stages.push(rec);
-            }
-        } else {
-            say(format!(
-                "tuning: applying the {} profile (audio CPUs {}; journal {}: if this suite is killed, `xrunlab tune --restore` puts everything back)",
-                plan.profile,
-                audio.as_deref().unwrap_or(""),
-                journal.display()
-            ));
-            let mut guard = RestoreGuard {
-                root,
-                journal,
-                armed: true,
-            };
-            match tune::apply(root, plan, journal) {
-                Ok(r) => {
-                    say(format!(
-                        "tuning: {} applied, {} already set, {} skipped",
-                        r.count(|o| *o == tune::Outcome::Applied),
-                        r.count(|o| *o == tune::Outcome::AlreadySet),
-                        r.count(|o| matches!(o, tune::Outcome::Skipped(_)))
-                    ));
-                    record.applied = r.items;
-                    for (k, stage) in tuned.iter().enumerate() {
-                        let step = Step {
-                            n: first + k,
-                            name: format!("{}{TUNED_SUFFIX}", stage.name),
-                            stage,
-                            argv: argv_of(stage),
-                        };
-                        phase = run_stage(cfg, step, total, &mut probe, manifest, &say);
-                        if phase.is_err() {
-                            break;
-                        }
-                    }
+}
+
+/// `suite --tuned` after the stages: the tuned stages again with the profile applied, then
+/// everything restored (system::tune::with_profile), recorded in the manifest's tuning.
+fn run_tuned(
+    runner: &mut Runner,
+    tuned: &[&Stage],
+    plan: &crate::system::tune::Plan,
+    root: &crate::system::Root,
+    journal: &Path,
+    manifest: &mut Manifest,
+) -> Result<()> {
+    use crate::system::tune;
+    let cfg = runner.cfg;
+    let first = STAGES.len() + 1;
+    let mut record = crate::results::suite::Tuning {
+        profile: plan.profile,
+        audio_cpus: plan.audio_cpus.clone(),
+        housekeeping_cpus: plan.housekeeping_cpus.clone(),
+        journal: journal.display().to_string(),
+        applied: Vec::new(),
+        restored: Vec::new(),
+        boot_cmdline: plan.boot.cmdline.clone(),
+        error: None,
+    };
+    let mut phase: Result<()> = Ok(());
+    if crate::rt::interrupt::requested() {
+        record.error = Some("suite interrupted before tuning: nothing applied".into());
+        for stage in tuned {
+            let mut rec =
+                StageRecord::not_run(&format!("{}{TUNED_SUFFIX}", stage.name), Vec::new());
+            rec.reason = Some("suite interrupted".into());
+            manifest.stages.push(rec);
+        }
+    } else {
+        say(cfg, format!(
+            "tuning: applying the {} profile (audio CPUs {}; journal {}: if this suite is killed, `xrunlab tune --restore` puts everything back)",
+            plan.profile,
+            runner.audio.as_deref().unwrap_or(""),
+            journal.display()
+        ));
+        let t = tune::with_profile(root, plan, journal, &mut |_| {}, |r| {
+            say(
+                cfg,
+                format!(
+                    "tuning: {} applied, {} already set, {} skipped",
+                    r.count(|o| *o == tune::Outcome::Applied),
+                    r.count(|o| *o == tune::Outcome::AlreadySet),
+                    r.count(|o| matches!(o, tune::Outcome::Skipped(_)))
+                ),
+            );
+            for (k, stage) in tuned.iter().enumerate() {
+                let name = format!("{}{TUNED_SUFFIX}", stage.name);
+                phase = runner.step(first + k, name, stage, manifest);
+                if phase.is_err() {
+                    break;
                 }
-                Err(e) => record.error = Some(format!("applying: {e}")),
             }
-            // Whatever happened above (a failed stage, Ctrl-C, an error): back as it was.
-            match tune::restore(root, journal) {
-                Ok(r) => {
-                    let failed = r.failed();
-                    say(format!(
+        });
+        match t.applied {
+            Ok(r) => record.applied = r.items,
+            Err(e) => record.error = Some(format!("applying: {e}")),
+        }
+        // Whatever happened above (a failed stage, Ctrl-C, an error): back as it was.
+        match t.restored {
+            Ok(r) => {
+                let failed = r.failed();
+                say(
+                    cfg,
+                    format!(
                         "tuning: {} restored{}",
                         r.items.len() - failed,
                         if failed > 0 {
                             format!(
-                                ", {failed} NOT restored: retry `xrunlab tune --restore --journal {}`",
-                                journal.display()
-                            )
+                            ", {failed} NOT restored: retry `xrunlab tune --restore --journal {}`",
+                            journal.display()
+                        )
                         } else {
                             String::new()
                         }
-                    ));
-                    if failed > 0 {
-                        record.error = Some(format!("{failed} value(s) not restored"));
-                    }
-                    record.restored = r.items;
+                    ),
+                );
+                if failed > 0 {
+                    record.error = Some(format!("{failed} value(s) not restored"));
                 }
-                Err(e) => record.error = Some(format!("restoring: {e}")),
+                record.restored = r.items;
             }
-            guard.armed = false;
+            Err(e) => record.error = Some(format!("restoring: {e}")),
         }
-        manifest.tuning = Some(record);
-        manifest.write(&cfg.dir)?;
-        phase?;
     }
-    // The verdict over every result there is, then the report over them all (partial ones
-    // included: they say so), verdict first.
+    manifest.tuning = Some(record);
+    manifest.write(&cfg.dir)?;
+    phase
+}
+
+/// The verdict over every result there is, then the report over them all (partial ones
+/// included: they say so), verdict first; the suite's final status.
+fn finish(cfg: &SuiteConfig, total: usize, manifest: &mut Manifest) -> Result<()> {
     let files =
         |m: &Manifest| -> Vec<String> { m.stages.iter().filter_map(|s| s.file.clone()).collect() };
     let verdict_file = cfg.dir.join(format!("{:02}-verdict.json", total - 1));
@@ -675,7 +700,7 @@ fn run_steps(
         }),
         &verdict_file,
     )?;
-    say(rec.1);
+    say(cfg, rec.1);
     manifest.stages.push(rec.0);
     manifest.write(&cfg.dir)?;
     let html = cfg.dir.join(REPORT);
@@ -703,7 +728,7 @@ fn run_steps(
         }),
         &html,
     )?;
-    say(rec.1);
+    say(cfg, rec.1);
     if rec.0.status == StageStatus::Ok {
         manifest.report = Some(REPORT.into());
     }

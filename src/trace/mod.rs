@@ -82,7 +82,7 @@ pub struct CpuLost {
 /// hands over pages instead of printing every event, ns times) or the text of `trace_pipe`
 /// (kept for scripts/bench-forensics, which compares the two; the CLI's hidden
 /// `--forensics-reader` defaults to `raw` too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReaderKind {
     #[default]
     Raw,
@@ -200,7 +200,13 @@ impl Recorder {
     pub fn explain(self, what: &str, windows: &[Window], ours: &[i32]) -> (Forensics, Vec<String>) {
         let recording = self.finish();
         let f = recording.explain(what, windows, ours);
-        let w = recording.warnings(&f);
+        let mut w = recording.warnings(&f);
+        if let Some(dir) = std::env::var_os(DUMP_ENV) {
+            // A debugging aid that failed is said like any warning (on stderr by the CLI).
+            if let Err(e) = dump_windows(&recording.trace, windows, std::path::Path::new(&dir)) {
+                w.push(format!("{DUMP_ENV}: {e}"));
+            }
+        }
         (f, w)
     }
 }
@@ -315,11 +321,6 @@ impl Recording {
         let mut ours = ours.to_vec();
         ours.push(self.reader_tid);
         let (mut reports, mut worst) = attribute::attribute_all(&self.trace, windows, &ours);
-        if let Some(dir) = std::env::var_os(DUMP_ENV) {
-            if let Err(e) = dump_windows(&self.trace, windows, std::path::Path::new(&dir)) {
-                eprintln!("xrunlab: warning: {DUMP_ENV}: {e}");
-            }
-        }
         // Other audio clients are looked up while they still run: now, not at report time.
         let clients = clients::identify(
             &crate::system::Root::default(),

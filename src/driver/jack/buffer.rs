@@ -108,27 +108,22 @@ impl JackControl {
 
 impl Drop for JackControl {
     fn drop(&mut self) {
-        if let Err(e) = self.restore() {
-            eprintln!("xrunlab: warning: {e}");
-        }
+        // Every ending but an unwind calls restore() itself and reports a failure as a
+        // warning; an unwind has its panic to say what went wrong.
+        let _ = self.restore();
     }
 }
 
 /// Put back the size `--set-buffer` changed, unless someone else changed it meanwhile (the
-/// run then stopped on that change, and the newer choice is theirs). True when restored.
-pub(super) fn restore_buffer(control: Option<JackControl>, ours: u32) -> bool {
+/// run then stopped on that change, and the newer choice is theirs). True when restored;
+/// the error when the server refused.
+pub(super) fn restore_buffer(control: Option<JackControl>, ours: u32) -> Result<bool> {
     let Some(mut c) = control else {
-        return false;
+        return Ok(false);
     };
     if c.frames() != ours {
         c.changed = false;
-        return false;
+        return Ok(false);
     }
-    match c.restore() {
-        Ok(restored) => restored,
-        Err(e) => {
-            eprintln!("xrunlab: warning: {e}");
-            false
-        }
-    }
+    c.restore()
 }

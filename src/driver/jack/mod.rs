@@ -189,6 +189,12 @@ unsafe extern "C" fn jack_message(msg: *const libc::c_char) {
     // seen once in a load grid under the crate's default handler, which prints with
     // eprintln!). syscall() is no cancellation point and takes no lock on libjack's
     // real-time threads.
+    libjack_line(m);
+}
+
+/// One of libjack's lines on stderr, where libjack's own logger would have put it: the
+/// library forwards what libjack says, it says nothing of its own here.
+fn libjack_line(m: &[u8]) {
     // SAFETY: write(2) on stderr with valid buffers.
     unsafe {
         libc::syscall(libc::SYS_write, 2, m.as_ptr(), m.len());
@@ -238,8 +244,9 @@ pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
     let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
     match opened {
         Ok((client, _status)) => {
+            // Held while opening: said now that the open succeeded and they are news.
             for m in &held {
-                eprintln!("{m}");
+                libjack_line(m.as_bytes());
             }
             Ok(client)
         }

@@ -25,6 +25,9 @@ pub struct JackReport {
     /// or when someone else changed the size during the run (theirs is left alone).
     #[serde(default)]
     pub buffer_restored: bool,
+    /// Why putting that size back failed: a warning of the run, not a field of the result.
+    #[serde(skip)]
+    pub restore_error: Option<String>,
     /// CLOCK_MONOTONIC − JACK clock, ns: mean and largest magnitude over the run's samples.
     pub clock_offset_ns: i64,
     pub clock_offset_max_abs_ns: i64,
@@ -83,6 +86,7 @@ impl JackReport {
         if self.server_shutdown {
             w.push("JACK: the server shut down during the run".to_string());
         }
+        w.extend(self.restore_error.clone());
         w
     }
 }

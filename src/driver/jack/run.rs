@@ -411,7 +411,10 @@ impl<H: RtHandler, I: RtSource, O: RtSink> Active<H, I, O> {
             }
             false
         } else {
-            restore_buffer(control, frames)
+            restore_buffer(control, frames).unwrap_or_else(|e| {
+                report.restore_error = Some(e.to_string());
+                false
+            })
         };
         report.param_change = match (new_frames, new_rate) {
             (0, 0) => None,

@@ -75,10 +75,10 @@ pub(super) fn trigger_loop(
     }
     if cfg.trigger != TriggerKind::Internal {
         // The user (or the device sending datagrams) has to know the run is ready.
-        eprintln!(
+        progress.say(&format!(
             "xrunlab event: ready for {} triggers on {}",
             cfg.trials, cfg.trigger
-        );
+        ));
     }
     let counts = || {
         (

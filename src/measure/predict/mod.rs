@@ -35,9 +35,7 @@ pub const DEFAULT_TARGET_PER_HOUR: f64 = 1.0;
 
 /// How a latency sample beyond the budget is read (docs/methods.md, "Predicted xrun
 /// rate", where the measurements that chose the default are).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Holds {
     /// Delays come with wake-ups: each wake-up of the audio thread draws one latency as the

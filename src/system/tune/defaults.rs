@@ -99,7 +99,53 @@ pub fn restore_defaults(root: &Root, journal_path: &Path) -> crate::Result<Resto
             value: "absent".into(),
         });
     }
-    let irq_default = root
+    put_irqs(&mut p, &online);
+    let kthread_cpus = not_isolated(&online);
+    put_kthreads(&mut p, &kthread_cpus);
+    let wq = "/sys/devices/virtual/workqueue/cpumask";
+    if root.exists(wq) {
+        p.put(
+            "workqueue".into(),
+            "Unbound workqueue CPUs".into(),
+            Target::File {
+                path: wq.into(),
+                form: Form::CpuMask,
+            },
+            &format_mask(&not_isolated(&possible)),
+        );
+    }
+    for (path, value, title) in SYSCTLS {
+        if root.exists(path) {
+            p.put(
+                format!("sysctl:{path}"),
+                title.to_string(),
+                Target::File {
+                    path: path.to_string(),
+                    form: Form::Text,
+                },
+                value,
+            );
+        }
+    }
+    if root.exists("/sys/devices/system/cpu/cpu0/cpufreq") {
+        notes.push("CPU frequency governors left as they are: their default is a kernel build option (CONFIG_CPU_FREQ_DEFAULT_GOV_*)".into());
+    }
+    let found = journal_path.exists();
+    if found {
+        notes.push(move_aside(journal_path));
+    }
+    Ok(RestoreReport {
+        journal: journal_path.to_path_buf(),
+        found,
+        items: p.items,
+        notes,
+    })
+}
+
+/// Every IRQ's affinity back to the kernel's default mask (its online CPUs).
+fn put_irqs(p: &mut Put, online: &[usize]) {
+    let irq_default = p
+        .root
         .read("/proc/irq/default_smp_affinity")
         .and_then(|m| parse_mask(&m))
         .map(|c| {
@@ -108,8 +154,9 @@ pub fn restore_defaults(root: &Root, journal_path: &Path) -> crate::Result<Resto
                 .collect::<Vec<_>>()
         })
         .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| online.clone());
-    let mut irqs: Vec<u32> = root
+        .unwrap_or_else(|| online.to_vec());
+    let mut irqs: Vec<u32> = p
+        .root
         .list("/proc/irq")
         .iter()
         .filter_map(|n| n.parse().ok())
@@ -117,7 +164,7 @@ pub fn restore_defaults(root: &Root, journal_path: &Path) -> crate::Result<Resto
     irqs.sort_unstable();
     for n in irqs {
         let path = format!("/proc/irq/{n}/smp_affinity_list");
-        if root.exists(&path) {
+        if p.root.exists(&path) {
             p.put(
                 format!("irq:{n}"),
                 format!("IRQ {n} affinity"),
@@ -129,7 +176,12 @@ pub fn restore_defaults(root: &Root, journal_path: &Path) -> crate::Result<Resto
             );
         }
     }
-    let kthread_cpus = not_isolated(&online);
+}
+
+/// Every kernel thread back on `cpus` (IRQ threads: their policy, and the CPUs their IRQ is
+/// delivered to); threads the kernel pins itself are left alone.
+fn put_kthreads(p: &mut Put, cpus: &[usize]) {
+    let root = p.root;
     let mut pids: Vec<u32> = root
         .list("/proc")
         .iter()
@@ -181,63 +233,27 @@ pub fn restore_defaults(root: &Root, journal_path: &Path) -> crate::Result<Resto
             format!("kthread:{pid}"),
             format!("Kernel thread {comm} (pid {pid}) CPUs"),
             Target::Affinity { pid, comm },
-            &format_cpu_list(&kthread_cpus),
+            &format_cpu_list(cpus),
         );
     }
-    let wq = "/sys/devices/virtual/workqueue/cpumask";
-    if root.exists(wq) {
-        p.put(
-            "workqueue".into(),
-            "Unbound workqueue CPUs".into(),
-            Target::File {
-                path: wq.into(),
-                form: Form::CpuMask,
-            },
-            &format_mask(&not_isolated(&possible)),
-        );
+}
+
+/// Move the journal aside to `<journal>.refused`; the note saying where (or why not).
+fn move_aside(journal_path: &Path) -> String {
+    let aside = journal_path.with_file_name(format!(
+        "{}.refused",
+        journal_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    match std::fs::rename(journal_path, &aside) {
+        Ok(()) => format!("the journal was moved aside to {}", aside.display()),
+        Err(e) => format!(
+            "the journal {} could not be moved aside ({e}): remove it before the next --apply",
+            journal_path.display()
+        ),
     }
-    for (path, value, title) in SYSCTLS {
-        if root.exists(path) {
-            p.put(
-                format!("sysctl:{path}"),
-                title.to_string(),
-                Target::File {
-                    path: path.to_string(),
-                    form: Form::Text,
-                },
-                value,
-            );
-        }
-    }
-    if root.exists("/sys/devices/system/cpu/cpu0/cpufreq") {
-        notes.push("CPU frequency governors left as they are: their default is a kernel build option (CONFIG_CPU_FREQ_DEFAULT_GOV_*)".into());
-    }
-    let found = journal_path.exists();
-    if found {
-        let aside = journal_path.with_file_name(format!(
-            "{}.refused",
-            journal_path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ));
-        match std::fs::rename(journal_path, &aside) {
-            Ok(()) => notes.push(format!(
-                "the journal was moved aside to {}",
-                aside.display()
-            )),
-            Err(e) => notes.push(format!(
-                "the journal {} could not be moved aside ({e}): remove it before the next --apply",
-                journal_path.display()
-            )),
-        }
-    }
-    Ok(RestoreReport {
-        journal: journal_path.to_path_buf(),
-        found,
-        items: p.items,
-        notes,
-    })
 }
 
 /// The hierarchies that can hold an xrunlab cpuset, each as a [`Cpuset`] to remove.

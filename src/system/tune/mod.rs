@@ -10,6 +10,7 @@
 pub mod defaults;
 pub mod journal;
 pub mod profile;
+pub mod round_trip;
 pub mod settings;
 pub mod sides;
 pub mod trust;
@@ -17,6 +18,7 @@ pub mod trust;
 pub use defaults::restore_defaults;
 pub use journal::{Entry, Journal};
 pub use profile::{build_plan, Profile};
+pub use round_trip::{with_profile, Tuned};
 pub use settings::Target;
 
 use super::Root;
@@ -106,8 +108,8 @@ impl ApplyReport {
     }
 }
 
-/// Test hook: after this many writes `apply` stops and waits to be killed, so tests can
-/// prove the journal survives a `kill -9` mid-way.
+/// Test hook of `tune --apply`: after this many writes it stops and waits to be killed, so
+/// tests can prove the journal survives a `kill -9` mid-way (the CLI's `after_write`).
 pub const PAUSE_ENV: &str = "XRUNLAB_TUNE_PAUSE_AFTER";
 
 /// Apply every change of `plan` that is not skipped or already set, journalling each
@@ -118,8 +120,18 @@ pub fn apply(
     plan: &Plan,
     journal_path: &std::path::Path,
 ) -> crate::Result<ApplyReport> {
+    apply_each(root, plan, journal_path, &mut |_| {})
+}
+
+/// [`apply`], calling `after_write` with the count of values written so far after each
+/// write (the journal holds its original by then).
+pub fn apply_each(
+    root: &Root,
+    plan: &Plan,
+    journal_path: &std::path::Path,
+    after_write: &mut dyn FnMut(usize),
+) -> crate::Result<ApplyReport> {
     let mut journal = Journal::load_or_new(journal_path, root, plan)?;
-    let pause_after: Option<usize> = std::env::var(PAUSE_ENV).ok().and_then(|v| v.parse().ok());
     let mut writes = 0usize;
     let mut items = Vec::new();
     for c in &plan.changes {
@@ -159,12 +171,7 @@ pub fn apply(
             }
         }
         writes += 1;
-        if pause_after == Some(writes) {
-            eprintln!("xrunlab tune: paused after {writes} writes ({PAUSE_ENV})");
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(60));
-            }
-        }
+        after_write(writes);
     }
     if journal.entries.is_empty() {
         journal.remove()?;
