@@ -15,7 +15,6 @@
 pub mod argv;
 pub mod builtin;
 pub mod periodic;
-pub mod process;
 pub mod registry;
 pub mod run;
 pub mod session;
