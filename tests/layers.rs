@@ -743,3 +743,110 @@ fn f() {
         ]
     );
 }
+
+/// The longest a file of `src/` and a function in it may be (issue 28: split along meaning
+/// beyond that).
+const MAX_FILE_LINES: usize = 1000;
+const MAX_FN_LINES: usize = 150;
+
+/// Each function of `src` longer than `MAX_FN_LINES` lines, from its `fn` line to its closing
+/// brace, read on the blanked text so braces in strings and comments do not count; and the
+/// file itself when it is over `MAX_FILE_LINES`.
+fn oversized(file: &str, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let lines = src.lines().count();
+    if lines > MAX_FILE_LINES {
+        out.push(format!("src/{file}: {lines} lines"));
+    }
+    let b: Vec<char> = blank(src).chars().collect();
+    let line_at = |i: usize| b[..i].iter().filter(|&&c| c == '\n').count() + 1;
+    let mut i = 0;
+    while i + 3 <= b.len() {
+        let word = b[i] == 'f'
+            && b[i + 1] == 'n'
+            && b[i + 2].is_whitespace()
+            && (i == 0 || !is_ident(b[i - 1]));
+        if !word {
+            i += 1;
+            continue;
+        }
+        let name: String = b[i + 2..]
+            .iter()
+            .skip_while(|c| c.is_whitespace())
+            .take_while(|&&c| is_ident(c))
+            .collect();
+        // The body starts at the first `{` before any `;` (a declaration has none).
+        let mut j = i + 2;
+        while j < b.len() && b[j] != '{' && b[j] != ';' {
+            j += 1;
+        }
+        if j >= b.len() || b[j] == ';' {
+            i = j;
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut k = j;
+        while k < b.len() {
+            match b[k] {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        let (first, last) = (line_at(i), line_at(k.min(b.len() - 1)));
+        if last - first + 1 > MAX_FN_LINES {
+            out.push(format!(
+                "src/{file}:{first}: fn {name} is {} lines",
+                last - first + 1
+            ));
+        }
+        // Nested functions are inside this one's lines: measured with it.
+        i = k;
+    }
+    out
+}
+
+#[test]
+fn no_file_over_1000_lines_and_no_function_over_150() {
+    let found: Vec<String> = sources()
+        .iter()
+        .flat_map(|(f, s)| oversized(f, s))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "split these along meaning:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_size_checker_measures_functions_and_ignores_braces_in_strings() {
+    let body = "    let x = 1;\n".repeat(MAX_FN_LINES - 2);
+    let fits = format!("fn ok() {{\n{body}}}\n");
+    assert!(oversized("a.rs", &fits).is_empty());
+    let long = format!("pub(crate) fn long(a: u8) -> u8 {{\n{body}    a\n}}\n");
+    assert_eq!(
+        oversized("a.rs", &long),
+        vec![format!("src/a.rs:1: fn long is {} lines", MAX_FN_LINES + 1)]
+    );
+    // A brace in a string, a char or a comment does not end or open a body; a declaration
+    // without a body is not a function to measure.
+    let tricky = format!(
+        "trait T {{ fn decl(&self); }}\nfn s() {{\n    let _ = \"}}\";\n    let _ = '}}'; // }}\n{body}}}\n"
+    );
+    assert_eq!(
+        oversized("t.rs", &tricky),
+        vec![format!("src/t.rs:2: fn s is {} lines", MAX_FN_LINES + 2)]
+    );
+    let file = "\n".repeat(MAX_FILE_LINES + 1);
+    assert_eq!(
+        oversized("f.rs", &file),
+        vec![format!("src/f.rs: {} lines", MAX_FILE_LINES + 1)]
+    );
+}
