@@ -78,6 +78,8 @@ pub fn map_calls() -> u64 {
     MAP_CALLS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+// SAFETY: called by a plugin through the URID map feature, which passes a NUL-terminated
+// URI (null is refused here); the handle is unused.
 unsafe extern "C" fn map_uri(_handle: *mut c_void, uri: *const c_char) -> u32 {
     MAP_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if uri.is_null() {
@@ -86,6 +88,8 @@ unsafe extern "C" fn map_uri(_handle: *mut c_void, uri: *const c_char) -> u32 {
     urid(CStr::from_ptr(uri))
 }
 
+// SAFETY: called by a plugin through the URID unmap feature; the returned pointer is into a
+// CString the table keeps for the life of the process.
 unsafe extern "C" fn unmap_urid(_handle: *mut c_void, id: u32) -> *const c_char {
     MAP_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let t = table().lock().unwrap_or_else(|e| e.into_inner());

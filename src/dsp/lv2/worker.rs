@@ -290,6 +290,9 @@ fn pop_message(rx: &mut rtrb::Consumer<u8>, out: &mut [u8]) -> Option<usize> {
     Some(n)
 }
 
+// SAFETY: the plugin calls it with the handle we put in its LV2_Worker_Schedule feature,
+// a pointer to the `WorkerShared` that outlives the instance, and `size` bytes at `data`
+// (a null `data` with a size is refused).
 unsafe extern "C" fn schedule_work(
     handle: lv2_sys::LV2_Worker_Schedule_Handle,
     size: u32,
@@ -318,6 +321,8 @@ unsafe extern "C" fn schedule_work(
     }
 }
 
+// SAFETY: the plugin's `work` calls it with the handle the worker thread passed in, a
+// pointer to the `WorkerShared` that outlives the instance, and `size` bytes at `data`.
 unsafe extern "C" fn respond(
     handle: lv2_sys::LV2_Worker_Respond_Handle,
     size: u32,
@@ -350,6 +355,8 @@ mod tests {
         ended: AtomicU32,
     }
 
+    // SAFETY: the worker calls it with the `Fake` this test owns as the instance and `size`
+    // bytes at `data`.
     unsafe extern "C" fn fake_work(
         instance: lv2_sys::LV2_Handle,
         respond: lv2_sys::LV2_Worker_Respond_Function,
@@ -364,6 +371,7 @@ mod tests {
         respond.unwrap()(handle, size, doubled.as_ptr().cast())
     }
 
+    // SAFETY: as `fake_work`: the test's `Fake` and `size` bytes at `data`.
     unsafe extern "C" fn fake_response(
         instance: lv2_sys::LV2_Handle,
         size: u32,
@@ -377,6 +385,7 @@ mod tests {
         0
     }
 
+    // SAFETY: the worker calls it with the `Fake` this test owns as the instance.
     unsafe extern "C" fn fake_end_run(instance: lv2_sys::LV2_Handle) -> lv2_sys::LV2_Worker_Status {
         (*(instance as *const Fake))
             .ended
