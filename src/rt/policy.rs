@@ -351,10 +351,12 @@ pub fn get_policy(tid: libc::pid_t) -> Result<Policy> {
 fn pinned_narrower(tid: libc::pid_t) -> bool {
     // SAFETY: a zeroed cpu_set_t is a valid empty set, and the size passed is its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed, written by the kernel only.
     let rc =
         unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     // SAFETY: sysconf has no preconditions; CPU_COUNT reads the set the kernel filled.
     let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    // SAFETY: CPU_COUNT only reads the initialised set.
     rc == 0 && online > 0 && (unsafe { libc::CPU_COUNT(&set) } as i64) < online as i64
 }
 

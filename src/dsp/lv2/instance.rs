@@ -200,12 +200,14 @@ fn connect_ports(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for p in &desc.ports {
         let i = p.index;
-        // SAFETY: each port is connected to a buffer of the size its kind needs: audio and
-        // CV to `frames` floats (≥ every block `process` runs), a control to its own slot
-        // in `controls` (indices run 0..ports.len(), checked by catalog::describe), an
-        // atom sequence to SEQUENCE_BYTES (the size announced in the options). The boxes
-        // move into the `Lv2Plugin`, which drops them after the instance; a boxed slice's
-        // heap data does not move with the box. Unconnected ports are optional ones.
+        // Each port is connected to a buffer of the size its kind needs: audio and CV to
+        // `frames` floats (≥ every block `process` runs), a control to its own slot in
+        // `controls` (indices run 0..ports.len(), checked by catalog::describe), an atom
+        // sequence to SEQUENCE_BYTES (the size announced in the options). The boxes move
+        // into the `Lv2Plugin`, which drops them after the instance; a boxed slice's heap
+        // data does not move with the box. Unconnected ports are optional ones.
+        // SAFETY: so every pointer given to connect_port is valid and large enough for as
+        // long as the instance can use it.
         unsafe {
             match (p.kind, p.input) {
                 (PortKind::Audio, input) => {

@@ -88,8 +88,9 @@ pub fn remove_stale_dirs(parent: &Path) {
 
 fn statfs(dir: &Path) -> Option<libc::statfs> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: c is NUL-terminated; buf is writable plain data.
+    // SAFETY: a zeroed statfs is valid plain data.
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is NUL-terminated; buf is writable and of the type statfs fills.
     (unsafe { libc::statfs(c.as_ptr(), &mut buf) } == 0).then_some(buf)
 }
 

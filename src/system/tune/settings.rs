@@ -307,6 +307,7 @@ pub(super) fn write_affinity(root: &Root, pid: u32, comm: &str, value: &str) -> 
         // SAFETY: cpu_set_t is plain data; CPU_SET's bound is checked.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            // SAFETY: c is below CPU_SETSIZE (filtered above), so the bit is inside the set.
             unsafe { libc::CPU_SET(c, &mut set) };
         }
         // SAFETY: set is initialised and its size passed; pid names a thread of this system.
