@@ -376,6 +376,27 @@ fn a_late_xrun_report_undoes_convergence_it_hit() {
     assert!((after.delay_frames.unwrap() - truth).abs() <= 0.01);
 }
 
+/// A server that reports its xruns after the run (JACK's dummy driver on a noisy host) can
+/// exclude every estimate of a silent loop: that is still "too weak", not "no estimate".
+#[test]
+fn a_silent_loop_disturbed_after_the_run_is_still_too_weak() {
+    let mut spec = LoopbackSpec::new(lat(13, 2, 10));
+    spec.connected = false;
+    let mut est = Estimator::new(EstimatorConfig::new(48000, 6_000_000_000));
+    let mut line = LoopLine::new(&spec, 64, 2, est.emitted_rms(), 7);
+    run_offline(&mut est, &mut line, 64, 3 * 48000);
+    assert!(est.disturb_before_convergence(0, 3 * 48000));
+    let m = est.result();
+    assert_eq!(m.disturbed_hops, 0);
+    assert!(m.excluded_estimates > 0, "{}", m.message);
+    assert_eq!(m.outcome, RtlOutcome::TooWeak, "{}", m.message);
+    assert!(
+        m.message.contains("is the loop connected?"),
+        "{}",
+        m.message
+    );
+}
+
 /// A run shorter than the loop gives no estimate, and at analysis that looked like a cable
 /// that is not connected ("signal too weak … is the loop connected?"). The sim loop's delay
 /// is the model, so such a run is refused before it starts (exit 2) with the shortest

@@ -516,12 +516,14 @@ impl Estimator {
         let valid: Vec<f64> = tail.iter().filter_map(|e| e.delay_frames).collect();
         let (mut outcome, mut delay, mut spread, mut message);
         match last {
-            None if self.tainted_hops > 0 && !self.return_heard() => {
+            // Silence is the answer whether the disturbances spoiled hops during the run or,
+            // reported afterwards, the estimates formed from them.
+            None if (self.tainted_hops > 0 || excluded > 0) && !self.return_heard() => {
                 outcome = RtlOutcome::TooWeak;
                 delay = None;
                 spread = None;
                 message = format!(
-                    "signal too weak: no analysis hop heard a return above {:.0} dBFS (and xruns disturbed {} of {} hops); is the loop connected?",
+                    "signal too weak: no analysis hop heard a return above {:.0} dBFS (and xruns disturbed {} of {} hops and {excluded} estimates); is the loop connected?",
                     self.cfg.min_level_dbfs, self.tainted_hops, self.hops_done
                 );
             }
