@@ -5,6 +5,8 @@ mod alsa_args;
 mod check;
 mod compare;
 mod event;
+mod export;
+pub mod export_args;
 mod forensics;
 mod import;
 mod jack_args;
@@ -82,6 +84,7 @@ pub enum Command {
     Predict(predict::PredictArgs),
     Verdict(verdict::VerdictArgs),
     Tune(tune::TuneArgs),
+    Export(export::ExportArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -138,6 +141,12 @@ impl Command {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));
                 inputs.extend(a.manifest.as_deref().map(|p| ("--manifest", p)));
             }
+            Command::Export(a) => inputs.extend(
+                a.paths
+                    .iter()
+                    .filter(|p| !p.is_dir())
+                    .map(|p| ("RESULT.json", p.as_path())),
+            ),
             Command::Compare(a) => {
                 inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())))
             }
@@ -214,6 +223,7 @@ pub fn main() -> ExitCode {
         Command::Predict(a) => predict::run(a, &cli.global),
         Command::Verdict(a) => verdict::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
+        Command::Export(a) => export::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

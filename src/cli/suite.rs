@@ -27,7 +27,8 @@ xrunlab suite --full -o full                # the studies' durations: days (the 
 xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
 xrunlab suite --driver jack                 # load and event on a running JACK server\n  \
 sudo xrunlab suite --tuned --quick -o tq    # latency and load before and after `tune`, restored\n  \
-xrunlab suite --junit junit.xml -o results  # CI: stages and verdict criteria as JUnit test cases"
+xrunlab suite --junit junit.xml -o results  # CI: stages and verdict criteria as JUnit test cases\n  \
+xrunlab suite --export lava=result.txt --export openmetrics=/var/lib/prometheus/node-exporter\n                                             # LAVA result lines, node exporter textfile"
 )]
 pub struct SuiteArgs {
     /// Short durations and a tiny load grid (the default): a few minutes.
@@ -65,6 +66,8 @@ pub struct SuiteArgs {
     /// usable (root, no lockdown), and the suite says in one line why not otherwise.
     #[arg(long)]
     pub no_forensics: bool,
+    #[command(flatten)]
+    pub export: super::export_args::ExportArgs,
 }
 
 pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
@@ -113,6 +116,7 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         // A wrong path is a usage error now, not after the suite.
         output::preflight(&[("--junit", j.as_path())], &[])?;
     }
+    a.export.preflight(&[])?;
     let tuning = if a.tuned {
         if !nix::unistd::geteuid().is_root() {
             return Err(Error::no_privilege(
@@ -158,6 +162,9 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         let xml = suite::junit(&m, &dir);
         crate::results::write_atomic(j, xml.as_bytes())?;
     }
+    if !a.export.targets.is_empty() {
+        export_results(&a.export, &m, &dir)?;
+    }
     if g.json {
         output::stdout(&format!(
             "{}\n",
@@ -170,4 +177,25 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         }
     }
     Ok(m.exit_code())
+}
+
+/// `--export FORMAT=PATH`: the suite's results (the files its manifest lists) and its stages.
+fn export_results(
+    e: &super::export_args::ExportArgs,
+    m: &Manifest,
+    dir: &std::path::Path,
+) -> Result<()> {
+    let mut inputs = Vec::new();
+    // A suite whose every stage was skipped has no result: its stages are still exported.
+    if let Ok(found) = crate::report::results_in(dir) {
+        for f in &found.files {
+            inputs.push(crate::report::load(f)?);
+        }
+    }
+    let input = crate::report::export::Export {
+        results: &inputs,
+        manifest: Some(m),
+    };
+    e.write(&input)?;
+    Ok(())
 }

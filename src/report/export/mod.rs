@@ -6,9 +6,14 @@
 pub use html::Html;
 pub use json::Json;
 pub use junit::Junit;
+pub use kcidb::Kcidb;
+pub use lava::Lava;
+pub use openmetrics::OpenMetrics;
 pub use text::Text;
 
 use super::Input;
+
+pub mod cases;
 use crate::error::Result;
 use crate::results::suite::Manifest;
 use std::io::Write;
@@ -48,7 +53,7 @@ pub trait Exporter: Sync {
 /// registered by one line (`file::Type`) and cannot be declared without being listed.
 macro_rules! formats {
     ($($file:ident :: $exporter:ident),* $(,)?) => {
-        $(mod $file;)*
+        $(pub mod $file;)*
         /// Every format, one line each in the `formats!` below.
         pub const EXPORTERS: &[&dyn Exporter] = &[$(&$file::$exporter),*];
     };
@@ -59,6 +64,9 @@ formats! {
     json::Json,
     html::Html,
     junit::Junit,
+    openmetrics::OpenMetrics,
+    lava::Lava,
+    kcidb::Kcidb,
 }
 
 /// The exporter a name stands for.
