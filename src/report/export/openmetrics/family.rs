@@ -28,11 +28,15 @@ impl Type {
 /// Label names and values of one series, in the order given.
 pub type Labels = Vec<(&'static str, String)>;
 
-/// One series: its labels and its samples (suffix, one extra label such as `le`, value).
+/// One sample of a series: name suffix (`_bucket`, `_sum`…), one extra label such as `le`,
+/// value.
+type Sample = (&'static str, Option<(&'static str, String)>, f64);
+
+/// One series: its labels and its samples.
 #[derive(Debug, Clone)]
 struct Series {
     labels: Labels,
-    samples: Vec<(&'static str, Option<(&'static str, String)>, f64)>,
+    samples: Vec<Sample>,
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,466 @@
+//! Fleet outputs checked by the real tools that read them: `promtool check metrics`, a
+//! node exporter serving a `--textfile` export scraped by a Prometheus server (both started
+//! here on loopback ports, stopped at the end), the KCIDB schema of `kcidb-io` (installed
+//! from PyPI into a venv under target/), and the bad inputs of `export` and `--export`.
+
+mod common;
+
+use common::{require, which, xrunlab};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every committed result file (each kind), one by one.
+fn fixture_files() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for d in ["results", "verdict", "forensics"] {
+        let dir = root().join("tests/fixtures").join(d);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+fn export(args: &[&str]) -> String {
+    let o = xrunlab().arg("export").args(args).output().unwrap();
+    assert!(o.status.success(), "{}", common::show(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A verdict over the verdict fixtures, written to `dir`.
+fn verdict_file(dir: &Path) -> PathBuf {
+    let v = dir.join("verdict.json");
+    let o = xrunlab()
+        .args(["verdict", "tests/fixtures/verdict", "-q", "-o"])
+        .arg(&v)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::show(&o));
+    v
+}
+
+fn promtool_check(text: &str, what: &str) {
+    let mut c = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "promtool rejects the metrics of {what}: {}{}\n{text}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn promtool_accepts_the_metrics_of_every_result_kind() {
+    if !require(
+        which("promtool").is_some(),
+        "promtool (Debian package prometheus)",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let v = verdict_file(tmp.path());
+    let mut all: Vec<String> = vec![v.display().to_string()];
+    for f in fixture_files() {
+        let text = export(&["--format", "openmetrics", f.to_str().unwrap()]);
+        promtool_check(&text, &f.display().to_string());
+        all.push(f.display().to_string());
+    }
+    let text = export(
+        &[
+            &["--format", "openmetrics"],
+            &all.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        ]
+        .concat(),
+    );
+    promtool_check(&text, "every fixture and a verdict together");
+    assert!(text.contains("xrunlab_verdict_pass{"), "{text}");
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The body of `GET path` on 127.0.0.1:port, or None while nothing answers.
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    let (head, body) = r.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then_some(())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then_some(()))?;
+    Some(body.to_string())
+}
+
+/// A daemon of the test's own, killed and reaped when dropped.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(limit: Duration, mut f: impl FnMut() -> Option<String>) -> Option<String> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+/// A PromQL query's single value, once the server has one.
+fn query(port: u16, q: &str) -> Option<f64> {
+    let enc: String = q
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let body = get(port, &format!("/api/v1/query?query={enc}"))?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let r = v["data"]["result"].as_array()?;
+    if r.len() != 1 {
+        return None;
+    }
+    r[0]["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn prometheus_scrapes_a_textfile_export_through_the_node_exporter() {
+    let have = ["prometheus", "prometheus-node-exporter"]
+        .iter()
+        .all(|p| which(p).is_some());
+    if !require(
+        have,
+        "prometheus and prometheus-node-exporter (Debian packages)",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let textdir = tmp.path().join("textfile");
+    std::fs::create_dir(&textdir).unwrap();
+    let o = xrunlab()
+        .args(["export", "--textfile"])
+        .arg(&textdir)
+        .arg(root().join("tests/fixtures/results/run.json"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::show(&o));
+    let names: Vec<String> = std::fs::read_dir(&textdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["xrunlab.prom"], "only the renamed file is left");
+
+    let ne_port = free_port();
+    let _ne = Daemon(
+        Command::new("prometheus-node-exporter")
+            .arg(format!("--web.listen-address=127.0.0.1:{ne_port}"))
+            .args(["--collector.disable-defaults", "--collector.textfile"])
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textdir.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus-node-exporter"),
+    );
+    let metrics = wait_for(Duration::from_secs(20), || get(ne_port, "/metrics"))
+        .expect("the node exporter answers on its port");
+    assert!(
+        metrics.contains("xrunlab_cycles_total{"),
+        "the node exporter serves the textfile:\n{metrics}"
+    );
+    assert!(metrics.contains("node_textfile_mtime_seconds{file="));
+    assert!(
+        metrics.lines().any(|l| l == "node_textfile_scrape_error 0"),
+        "the textfile collector reports an error:\n{metrics}"
+    );
+
+    let prom_port = free_port();
+    let cfg = tmp.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: board\n    static_configs:\n      - targets: ['127.0.0.1:{ne_port}']\n"
+        ),
+    )
+    .unwrap();
+    let _prom = Daemon(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                tmp.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    // run.json: 15 late wake-ups among its 17 xruns, 2226 cycles.
+    let q = "xrunlab_xruns_total{job=\"board\",cause=\"late-wakeup\",period=\"64\"}";
+    let late = wait_for(Duration::from_secs(60), || {
+        query(prom_port, q).map(|v| v.to_string())
+    })
+    .expect("Prometheus answers the query after scraping the node exporter");
+    assert_eq!(late, "15");
+    assert_eq!(
+        query(prom_port, "sum(xrunlab_xruns_total{job=\"board\"})"),
+        Some(17.0)
+    );
+    assert_eq!(
+        query(prom_port, "xrunlab_cycles_total{job=\"board\"}"),
+        Some(2226.0)
+    );
+    // The staleness alert's input: the textfile's age is known to the server.
+    assert!(query(
+        prom_port,
+        "time() - node_textfile_mtime_seconds{file=~\".*xrunlab.prom\"}"
+    )
+    .is_some_and(|age| (0.0..600.0).contains(&age)));
+}
+
+/// A venv under target/ with kcidb-io, made once; None (with the reason) when it cannot be.
+fn kcidb_python() -> Result<PathBuf, String> {
+    let venv = root().join("target/kcidb-venv");
+    let py = venv.join("bin/python");
+    let ok = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import kcidb_io"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ok(&py) {
+        return Ok(py);
+    }
+    let s = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !s.success() {
+        return Err("python3 -m venv failed (Debian: python3-venv)".into());
+    }
+    let o = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "kcidb-io"])
+        .output()
+        .map_err(|e| format!("pip: {e}"))?;
+    if !o.status.success() || !ok(&py) {
+        return Err(format!(
+            "pip install kcidb-io failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(py)
+}
+
+/// kcidb-io's verdict on `file`: Ok, or the validation error.
+fn kcidb_validate(py: &Path, file: &Path) -> Result<(), String> {
+    let o = Command::new(py)
+        .args([
+            "-c",
+            "import json,sys,kcidb_io\nkcidb_io.schema.LATEST.validate(json.load(open(sys.argv[1])))",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+    }
+}
+
+#[test]
+fn kcidb_output_validates_against_the_kcidb_io_schema() {
+    let py = kcidb_python();
+    if !require(
+        py.is_ok(),
+        &format!("kcidb-io from PyPI: {:?}", py.as_ref().err()),
+    ) {
+        return;
+    }
+    let py = py.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let v = verdict_file(tmp.path());
+    let out = tmp.path().join("kcidb.json");
+    let o = xrunlab()
+        .args(["export", "--format", "kcidb", "--origin", "test_lab", "-q"])
+        .arg(root().join("tests/fixtures/results"))
+        .arg(root().join("tests/fixtures/forensics/run-paper.json"))
+        .arg(&v)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::show(&o));
+    kcidb_validate(&py, &out).unwrap();
+    let doc: serde_json::Value = common::read_json(&out);
+    let tests = doc["tests"].as_array().unwrap();
+    assert!(tests
+        .iter()
+        .any(|t| t["status"] == "FAIL" && t["number"]["unit"] == "xruns"));
+    assert!(tests
+        .iter()
+        .any(|t| t["status"] == "PASS" && t["number"]["unit"] == "s"));
+    // The validator can fail: a status outside the schema's list is refused.
+    let mut bad = doc.clone();
+    bad["tests"][0]["status"] = "BOGUS".into();
+    let badf = tmp.path().join("bad.json");
+    std::fs::write(&badf, bad.to_string()).unwrap();
+    assert!(kcidb_validate(&py, &badf).is_err());
+}
+
+#[test]
+fn lava_lines_are_well_formed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = verdict_file(tmp.path());
+    let text = export(&[
+        "--format",
+        "lava",
+        root().join("tests/fixtures/results").to_str().unwrap(),
+        v.to_str().unwrap(),
+    ]);
+    let mut seen = std::collections::HashSet::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert!(f.len() == 2 || f.len() == 4, "{l}");
+        assert!(
+            f[0].chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{l}"
+        );
+        assert!(["pass", "fail", "skip"].contains(&f[1]), "{l}");
+        if f.len() == 4 {
+            assert!(f[2].parse::<f64>().is_ok_and(f64::is_finite), "{l}");
+            assert!(!f[3].is_empty(), "{l}");
+        }
+        assert!(seen.insert(f[0].to_string()), "{} twice", f[0]);
+    }
+    assert!(text.contains("\nrun-virtual-64-frames-idle-xruns fail 17 xruns\n"));
+}
+
+#[test]
+fn an_unknown_format_is_refused_with_the_list() {
+    let o = xrunlab()
+        .args([
+            "export",
+            "--format",
+            "csv",
+            "tests/fixtures/results/run.json",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("openmetrics") && err.contains("kcidb") && err.contains("lava"),
+        "{err}"
+    );
+    let o = xrunlab()
+        .args(["suite", "--smoke", "--export", "csv=x.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("openmetrics"));
+}
+
+/// A directory nobody may write: read-only tmpfs as root (root ignores modes), mode 0555
+/// otherwise. The guard unmounts it.
+struct ReadOnlyDir {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl ReadOnlyDir {
+    fn new() -> ReadOnlyDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = common::is_root()
+            && Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+        if !mounted {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        ReadOnlyDir { dir, mounted }
+    }
+}
+
+impl Drop for ReadOnlyDir {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.dir.path()).status();
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let _ =
+                std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+#[test]
+fn an_unwritable_directory_is_refused_before_anything_runs() {
+    let ro = ReadOnlyDir::new();
+    let o = xrunlab()
+        .args(["export", "--textfile"])
+        .arg(ro.dir.path())
+        .arg("tests/fixtures/results/run.json")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not writable"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("suite");
+    let started = Instant::now();
+    let o = xrunlab()
+        .args(["suite", "--smoke", "-o"])
+        .arg(&out)
+        .arg("--export")
+        .arg(format!("openmetrics={}", ro.dir.path().display()))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    assert!(!out.exists(), "no stage ran");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
