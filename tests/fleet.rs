@@ -464,3 +464,88 @@ fn an_unwritable_directory_is_refused_before_anything_runs() {
     assert!(!out.exists(), "no stage ran");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// The `run: steps:` of a LAVA test definition (its `- ` lines after `steps:`).
+fn lava_steps(yaml: &str) -> Vec<String> {
+    yaml.lines()
+        .skip_while(|l| l.trim() != "steps:")
+        .skip(1)
+        .map_while(|l| l.trim().strip_prefix("- ").map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_lava_definitions_steps_send_well_formed_test_cases() {
+    let repo = root();
+    let yaml = std::fs::read_to_string(repo.join("contrib/lava/xrunlab-suite.yaml")).unwrap();
+    let steps = lava_steps(&yaml);
+    assert!(steps.len() >= 2, "{steps:?}");
+    // A suite directory as `suite` leaves it: results, and a manifest with a skipped stage.
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    for f in ["latency.json", "run.json", "rtl.json"] {
+        std::fs::copy(repo.join("tests/fixtures/results").join(f), suite.join(f)).unwrap();
+    }
+    let mut m: serde_json::Value = serde_json::from_str(&common::manifest_listing(&[
+        "latency.json",
+        "run.json",
+        "rtl.json",
+    ]))
+    .unwrap();
+    m["stages"].as_array_mut().unwrap().push(serde_json::json!({
+        "stage": "sched", "argv": [], "status": "skipped", "reason": "not root", "note": null,
+        "exit_code": null, "duration_s": 0.0, "file": null, "log": null}));
+    std::fs::write(suite.join("manifest.json"), m.to_string()).unwrap();
+    let out = tmp.path().join("output");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(steps.join(" && "))
+        .current_dir(&repo)
+        .env("SUITE_ARGS", "--smoke")
+        .env("RESULTS", &suite)
+        .env("OUTPUT", &out)
+        .env("XRUNLAB", env!("CARGO_BIN_EXE_xrunlab"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::show(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let result_txt = std::fs::read_to_string(out.join("result.txt")).unwrap();
+    assert_eq!(lines.len(), result_txt.lines().count());
+    for l in &lines {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f[0], "lava-test-case", "{l}");
+        assert!(
+            f[1].chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{l}"
+        );
+        assert_eq!(f[2], "--result", "{l}");
+        assert!(["pass", "fail", "skip"].contains(&f[3]), "{l}");
+        match f.len() {
+            4 => {}
+            8 => {
+                assert_eq!((f[4], f[6]), ("--measurement", "--units"), "{l}");
+                assert!(f[5].parse::<f64>().is_ok(), "{l}");
+            }
+            _ => panic!("not a lava-test-case call: {l}"),
+        }
+    }
+    assert!(
+        lines.contains(&"lava-test-case suite-s0 --result pass"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"lava-test-case suite-sched --result skip"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"lava-test-case run-virtual-64-frames-idle-xruns --result fail --measurement 17 --units xruns"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"lava-test-case latency-idle-max-latency --result pass --measurement 13052.441 --units us"),
+        "{text}"
+    );
+}

@@ -8,6 +8,7 @@ mod event;
 mod export;
 pub mod export_args;
 mod forensics;
+mod generate;
 mod import;
 mod jack_args;
 mod latency;
@@ -87,6 +88,8 @@ pub enum Command {
     Export(export::ExportArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
+    #[command(name = "__generate", hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// (option, path) pairs: the files a command writes, then the files it reads.
@@ -121,7 +124,9 @@ impl Command {
         let mut inputs: Files = Vec::new();
         match self {
             // The suite's -o names a directory it creates; the stressor writes nothing.
-            Command::Suite(_) | Command::Stressor(_) => return (outputs, inputs),
+            Command::Suite(_) | Command::Stressor(_) | Command::Generate(_) => {
+                return (outputs, inputs)
+            }
             Command::Latency(a) => {
                 outputs.extend(a.histogram.as_deref().map(|p| ("--histogram", p)));
                 outputs.extend(a.forensics.csv_arg());
@@ -225,6 +230,7 @@ pub fn main() -> ExitCode {
         Command::Tune(a) => tune::run(a, &cli.global),
         Command::Export(a) => export::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
+        Command::Generate(a) => generate::run(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
