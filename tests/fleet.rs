@@ -549,3 +549,29 @@ fn the_lava_definitions_steps_send_well_formed_test_cases() {
         "{text}"
     );
 }
+
+#[test]
+fn the_alert_rules_fire_on_rising_xruns_and_stale_results() {
+    if !require(
+        which("promtool").is_some(),
+        "promtool (Debian package prometheus)",
+    ) {
+        return;
+    }
+    let dir = root().join("contrib/prometheus");
+    for args in [
+        ["check", "rules", "xrunlab.rules.yml"],
+        ["test", "rules", "xrunlab.rules.test.yml"],
+    ] {
+        let o = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool {args:?}: {}",
+            common::show(&o)
+        );
+    }
+}
