@@ -53,12 +53,19 @@ fn suite_smoke_end_to_end_then_resume() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let junit = tmp.path().join("junit.xml");
+    let lava = tmp.path().join("result.txt");
+    let prom = tmp.path().join("textfile");
+    std::fs::create_dir(&prom).unwrap();
     let t = Instant::now();
     let out = xrunlab()
         .args(["suite", "--smoke", "--junit"])
         .arg(&junit)
         .arg("-o")
         .arg(&dir)
+        .arg("--export")
+        .arg(format!("lava={}", lava.display()))
+        .arg("--export")
+        .arg(format!("openmetrics={}", prom.display()))
         .output()
         .unwrap();
     let took = t.elapsed();
@@ -163,6 +170,26 @@ fn suite_smoke_end_to_end_then_resume() {
         }
     }
     junit_matches(&std::fs::read_to_string(&junit).unwrap(), &m);
+    // --export: a LAVA line per stage, and the metrics in the textfile directory.
+    let lines = std::fs::read_to_string(&lava).unwrap();
+    for s in &m.stages {
+        let want = match s.status {
+            StageStatus::Ok => "pass",
+            StageStatus::Skipped => "skip",
+            StageStatus::Failed => "fail",
+        };
+        assert!(
+            lines.contains(&format!("suite-{} {want}\n", s.stage)),
+            "{}: {lines}",
+            s.stage
+        );
+    }
+    let metrics = std::fs::read_to_string(prom.join("xrunlab.prom")).unwrap();
+    assert!(
+        metrics.contains("xrunlab_suite_stage{stage=\"check\",status=\"ok\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("xrunlab_verdict_pass{"), "{metrics}");
     eprintln!("suite --smoke took {took:?}");
 
     // --resume keeps every complete result and says so; nothing is rerun.
