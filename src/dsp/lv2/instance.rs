@@ -501,6 +501,18 @@ impl Plugin for Lv2Plugin {
     fn latency_frames(&self) -> Option<u32> {
         Lv2Plugin::latency_frames(self)
     }
+
+    fn set_control(&mut self, index: usize, value: f32) -> bool {
+        // The caller names a control input of the description; the latency port is the one
+        // output slot here that a stray index could overwrite.
+        match self.controls.get_mut(index) {
+            Some(c) if Some(index) != self.latency_port => {
+                *c = value;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]
