@@ -92,10 +92,13 @@ mod shims {
         }
         // SAFETY: dlsym with valid C strings.
         let bound = unsafe {
-            libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) as usize
-                == malloc as *const () as usize
-                && libc::dlsym(libc::RTLD_DEFAULT, c"pthread_mutex_lock".as_ptr()) as usize
-                    == pthread_mutex_lock as *const () as usize
+            std::ptr::eq(
+                libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) as *const (),
+                malloc as *const (),
+            ) && std::ptr::eq(
+                libc::dlsym(libc::RTLD_DEFAULT, c"pthread_mutex_lock".as_ptr()) as *const (),
+                pthread_mutex_lock as *const (),
+            )
         };
         if bound {
             set_shims_present();

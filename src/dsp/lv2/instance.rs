@@ -513,6 +513,23 @@ impl Plugin for Lv2Plugin {
             _ => false,
         }
     }
+
+    fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
+        Some(super::state::save(
+            self.instance.instance(),
+            &self.controls,
+            self._features.features(),
+        ))
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Option<Result<()>> {
+        Some(super::state::restore(
+            self.instance.instance(),
+            &mut self.controls,
+            state,
+            self._features.features(),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 pub mod catalog;
 pub mod features;
 pub mod instance;
+pub mod state;
 pub mod worker;
 
 use super::format::PluginFormat;

@@ -138,7 +138,7 @@ pub fn checks(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Vec<Chec
     let mut feed = Feed::new(rate, frames);
     let instrument = s.is_instrument();
     let noise = |b: usize, p: &mut dyn crate::dsp::Plugin, f: &mut Feed| {
-        if instrument && b % 64 == 0 {
+        if instrument && b.is_multiple_of(64) {
             p.note_on();
         }
         f.fill(false);

@@ -31,13 +31,21 @@ impl OutStats {
     }
 }
 
-/// One setting's run: operations counted, blocks, output on noise and on silence.
-struct Run {
-    rate: u32,
-    frames: usize,
+/// What one counted phase of a setting saw.
+#[derive(Default)]
+struct Phase {
     blocks: usize,
     counted: probe::Counted,
     switches: u64,
+}
+
+/// One setting's run: operations counted while processing with the controls still (noise,
+/// then the silence after it) and while they move, and the output on noise and on silence.
+struct Run {
+    rate: u32,
+    frames: usize,
+    still: Phase,
+    moving: Phase,
     sound: OutStats,
     silence: OutStats,
 }
@@ -50,6 +58,17 @@ impl Run {
 
 /// A peak below this (−100 dBFS) is silence.
 const SILENT: f32 = 1e-5;
+
+/// Count what `f` does on this thread, with the thread's voluntary context switches.
+fn phase(blocks: usize, f: impl FnOnce()) -> Phase {
+    let switches = probe::voluntary_switches();
+    let ((), counted) = probe::counted(f);
+    Phase {
+        blocks,
+        counted,
+        switches: probe::voluntary_switches().saturating_sub(switches),
+    }
+}
 
 fn run_one(
     s: &Subject,
@@ -75,25 +94,14 @@ fn run_one(
     };
     let silence_blocks = blocks_for(0.1, rate, frames, 16);
     let (mut sound, mut silence) = (OutStats::default(), OutStats::default());
-    let switches = probe::voluntary_switches();
-    let ((), counted) = probe::counted(|| {
+    let still = phase(sound_blocks + silence_blocks, || {
         for b in 0..sound_blocks {
-            if instrument && b % 64 == 0 {
+            if instrument && b.is_multiple_of(64) {
                 p.note_on();
             }
             feed.fill(false);
             feed.process(p.as_mut());
             sound.add(&feed.l, &feed.r);
-        }
-        for b in 0..param_blocks {
-            // One triangle through each control's whole range, up and back down.
-            let ph = 2.0 * b as f32 / param_blocks as f32;
-            let x = if ph <= 1.0 { ph } else { 2.0 - ph };
-            for &(i, lo, hi) in controls {
-                p.set_control(i, lo + x * (hi - lo));
-            }
-            feed.fill(false);
-            feed.process(p.as_mut());
         }
         if instrument {
             p.note_off();
@@ -104,13 +112,23 @@ fn run_one(
             silence.add(&feed.l, &feed.r);
         }
     });
-    let switches = probe::voluntary_switches().saturating_sub(switches);
+    let moving = phase(param_blocks, || {
+        for b in 0..param_blocks {
+            // One triangle through each control's whole range, up and back down.
+            let ph = 2.0 * b as f32 / param_blocks as f32;
+            let x = if ph <= 1.0 { ph } else { 2.0 - ph };
+            for &(i, lo, hi) in controls {
+                p.set_control(i, lo + x * (hi - lo));
+            }
+            feed.fill(false);
+            feed.process(p.as_mut());
+        }
+    });
     Ok(Run {
         rate,
         frames,
-        blocks: sound_blocks + param_blocks + silence_blocks,
-        counted,
-        switches,
+        still,
+        moving,
         sound,
         silence,
     })
@@ -147,7 +165,7 @@ pub fn checks(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Vec<Chec
         }
         return out;
     }
-    out.extend(rt_checks(&runs, !controls.is_empty()));
+    out.extend(rt_checks(&runs));
     out.extend(output_checks(s, &runs));
     if !failed.is_empty() {
         // A setting the plugin refused is the user's to know, but not a real-time fault.
@@ -159,32 +177,68 @@ pub fn checks(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Vec<Chec
     out
 }
 
-/// Total of some ops over the runs, the first run that had any and its call site.
-fn tally(runs: &[Run], ops: &[Op]) -> (u64, Option<String>) {
+/// Of some ops over one phase of every run: the total, and where the first was seen.
+fn tally(runs: &[Run], moving: bool, ops: &[Op]) -> (u64, Option<String>) {
     let mut total = 0;
     let mut first = None;
     for r in runs {
-        let n: u64 = ops.iter().map(|&o| r.counted.counts[o as usize]).sum();
+        let ph = if moving { &r.moving } else { &r.still };
+        let n: u64 = ops.iter().map(|&o| ph.counted.counts[o as usize]).sum();
         if n > 0 && first.is_none() {
             let site = ops
                 .iter()
-                .find_map(|&o| r.counted.sites[o as usize].clone())
-                .map(|s| format!(", in {s}"))
+                .find_map(|&o| ph.counted.sites[o as usize].clone())
+                .map(|s| format!(" in {s}"))
                 .unwrap_or_default();
-            first = Some(format!("first at {}{site}", r.setting()));
+            first = Some(format!(
+                "first{} at {}{site}",
+                if moving { " with controls moving" } else { "" },
+                r.setting()
+            ));
         }
         total += n;
     }
     (total, first)
 }
 
-fn rt_checks(runs: &[Run], moved: bool) -> Vec<Check> {
-    let blocks: usize = runs.iter().map(|r| r.blocks).sum();
-    let scope = format!(
-        "{blocks} blocks at {} settings{}",
-        runs.len(),
-        if moved { ", controls moving" } else { "" }
-    );
+/// One real-time check: `what` counted over both phases, failing when any was seen.
+fn rt_check(id: &str, runs: &[Run], ops: &[Op], what: &str, scope: &str) -> Check {
+    let (still, first_still) = tally(runs, false, ops);
+    let (moving, first_moving) = tally(runs, true, ops);
+    if still + moving == 0 {
+        return Check::new(id, Verdict::Pass, format!("no {what} in {scope}")).value(0.0);
+    }
+    let by = |o: Op| {
+        runs.iter()
+            .map(|r| r.still.counted.counts[o as usize] + r.moving.counted.counts[o as usize])
+            .sum::<u64>()
+    };
+    let kinds = match id {
+        "rt.heap" => format!(
+            " ({} allocations, {} frees in all)",
+            by(Op::Alloc),
+            by(Op::Free)
+        ),
+        "rt.blocking" => format!(
+            " ({} waits, {} sleeps, {} read/write/poll in all)",
+            by(Op::Wait),
+            by(Op::Sleep),
+            by(Op::Io)
+        ),
+        _ => String::new(),
+    };
+    Check::new(
+        id,
+        Verdict::Fail,
+        format!(
+            "{still} {what} while processing, {moving} while controls moved{kinds}, in {scope}; {}",
+            first_still.or(first_moving).unwrap_or_default()
+        ),
+    )
+    .value((still + moving) as f64)
+}
+
+fn rt_checks(runs: &[Run]) -> Vec<Check> {
     if !probe::shims_present() {
         let why = "skipped: this process has no interposer (run through the xrunlab binary)";
         return ["rt.heap", "rt.locks", "rt.blocking"]
@@ -192,73 +246,43 @@ fn rt_checks(runs: &[Run], moved: bool) -> Vec<Check> {
             .map(|id| Check::new(id, Verdict::Skip, why))
             .collect();
     }
-    let mut out = Vec::new();
-    let (allocs, first) = tally(runs, &[Op::Alloc]);
-    let (frees, first_free) = tally(runs, &[Op::Free]);
-    out.push(if allocs + frees == 0 {
-        Check::new(
-            "rt.heap",
-            Verdict::Pass,
-            format!("no allocation or free in {scope}"),
-        )
-        .value(0.0)
-    } else {
-        Check::new(
-            "rt.heap",
-            Verdict::Fail,
-            format!(
-                "{allocs} allocations, {frees} frees in {scope}; {}",
-                first.or(first_free).unwrap_or_default()
-            ),
-        )
-        .value((allocs + frees) as f64)
-    });
-    let (locks, first) = tally(runs, &[Op::Lock]);
-    out.push(if locks == 0 {
-        Check::new(
-            "rt.locks",
-            Verdict::Pass,
-            format!("no mutex lock in {scope}"),
-        )
-        .value(0.0)
-    } else {
-        Check::new(
-            "rt.locks",
-            Verdict::Fail,
-            format!(
-                "{locks} mutex locks in {scope}; {}",
-                first.unwrap_or_default()
-            ),
-        )
-        .value(locks as f64)
-    });
-    let (blocking, first) = tally(runs, &[Op::Wait, Op::Sleep, Op::Io]);
-    let switches: u64 = runs.iter().map(|r| r.switches).sum();
-    out.push(if blocking > 0 {
-        let by = |o: Op| runs.iter().map(|r| r.counted.counts[o as usize]).sum::<u64>();
-        Check::new(
-            "rt.blocking",
-            Verdict::Fail,
-            format!(
-                "{blocking} blocking calls ({} waits, {} sleeps, {} read/write/poll) in {scope}; {}",
-                by(Op::Wait),
-                by(Op::Sleep),
-                by(Op::Io),
-                first.unwrap_or_default()
-            ),
-        )
-        .value(blocking as f64)
-    } else if switches > 0 {
-        Check::new(
+    let still: usize = runs.iter().map(|r| r.still.blocks).sum();
+    let moving: usize = runs.iter().map(|r| r.moving.blocks).sum();
+    let scope = format!(
+        "{} blocks at {} settings ({moving} with controls moving)",
+        still + moving,
+        runs.len()
+    );
+    let mut blocking = rt_check(
+        "rt.blocking",
+        runs,
+        &[Op::Wait, Op::Sleep, Op::Io],
+        "blocking calls",
+        &scope,
+    );
+    let switches: u64 = runs
+        .iter()
+        .map(|r| r.still.switches + r.moving.switches)
+        .sum();
+    if blocking.verdict == Verdict::Pass && switches > 0 {
+        blocking = Check::new(
             "rt.blocking",
             Verdict::Warn,
             format!("no blocking call seen, but the thread blocked {switches} times in the kernel (voluntary context switches) in {scope}"),
         )
-        .value(switches as f64)
-    } else {
-        Check::new("rt.blocking", Verdict::Pass, format!("no blocking call or sleep in {scope}")).value(0.0)
-    });
-    out
+        .value(switches as f64);
+    }
+    vec![
+        rt_check(
+            "rt.heap",
+            runs,
+            &[Op::Alloc, Op::Free],
+            "heap operations",
+            &scope,
+        ),
+        rt_check("rt.locks", runs, &[Op::Lock], "mutex locks", &scope),
+        blocking,
+    ]
 }
 
 fn output_checks(s: &Subject, runs: &[Run]) -> Vec<Check> {
