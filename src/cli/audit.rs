@@ -5,7 +5,8 @@ use super::output::{self, Measured, Started};
 use super::Global;
 use crate::dsp::registry;
 use crate::error::Result;
-use crate::measure::audit::{child, AuditConfig, Verdict};
+use crate::measure::audit::child::{self, Target};
+use crate::measure::audit::{AuditConfig, Verdict};
 use crate::results::{Body, Status};
 use clap::Args;
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ skip with the figure behind it (docs/methods.md \"Plugin audit\"):
 Examples:
   xrunlab plugins audit lv2:urn:zamaudio:ZamEQ2
   xrunlab plugins audit --all lv2
+  xrunlab plugins audit ~/.lv2/
   xrunlab plugins audit --strict 'lv2:ZamComp' reverb-light
   xrunlab -o audit.json plugins audit --all lv2 && xrunlab report audit.json -o audit.html";
 
@@ -41,35 +43,42 @@ pub struct AuditArgs {
     #[arg(long)]
     pub strict: bool,
     /// Seconds one plugin's audit may take before its child is killed as hung.
-    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub timeout: f64,
-    /// Plugins to audit: chain elements (lv2:URI, lv2:NAME, a built-in name).
+    /// Plugins to audit: chain elements (lv2:URI, lv2:NAME, a built-in name), or folders of
+    /// plugins (a path with a '/', searched as LV2_PATH would be), all of whose plugins are
+    /// audited.
     #[arg(value_name = "PLUGIN")]
     pub plugins: Vec<String>,
 }
 
-/// The child's arguments (hidden: `measure::audit::child` starts it).
+/// The child's arguments (hidden: `measure::audit::child` starts it): audit one plugin, or
+/// (--list) list a format's plugins.
 #[derive(Debug, Args)]
 pub struct AuditChildArgs {
     #[arg(long)]
     pub dir: PathBuf,
-    #[arg(long)]
-    pub config: String,
-    pub plugin: String,
+    #[arg(long, required_unless_present = "list")]
+    pub config: Option<String>,
+    #[arg(long, value_name = "FORMAT")]
+    pub list: Option<String>,
+    #[arg(required_unless_present = "list")]
+    pub plugin: Option<String>,
 }
 
 pub fn child(a: AuditChildArgs) -> Result<u8> {
-    let cfg: AuditConfig = serde_json::from_str(&a.config)
+    if let Some(key) = &a.list {
+        child::child_list(&a.dir, key)?;
+        return Ok(0);
+    }
+    let cfg: AuditConfig = serde_json::from_str(a.config.as_deref().unwrap_or_default())
         .map_err(|e| crate::error::Error::usage(format!("bad --config: {e}")))?;
-    child::child_main(&a.dir, &cfg, &a.plugin)?;
+    child::child_main(&a.dir, &cfg, a.plugin.as_deref().unwrap_or_default())?;
     Ok(0)
 }
 
-/// (element, name, why not hostable) for each plugin to audit.
-type Targets = Vec<(String, String, Option<String>)>;
-
-fn targets(a: &AuditArgs) -> Result<Targets> {
-    let mut out: Targets = Vec::new();
+fn targets(a: &AuditArgs) -> Result<Vec<Target>> {
+    let mut out: Vec<Target> = Vec::new();
     if let Some(key) = &a.all {
         let Some(f) = registry::by_key(key) else {
             let keys: Vec<&str> = registry::formats()
@@ -82,11 +91,12 @@ fn targets(a: &AuditArgs) -> Result<Targets> {
             ));
         };
         for d in f.list(a.filter.as_deref()) {
-            out.push((
-                format!("{}{}", f.prefix(), d.uri),
-                d.name.clone(),
-                d.unhostable.clone(),
-            ));
+            out.push(Target {
+                element: format!("{}{}", f.prefix(), d.uri),
+                name: d.name.clone(),
+                unhostable: d.unhostable.clone(),
+                env: None,
+            });
         }
         if out.is_empty() {
             return super::usage(format!(
@@ -101,6 +111,15 @@ fn targets(a: &AuditArgs) -> Result<Targets> {
         }
     }
     for p in &a.plugins {
+        let path = std::path::Path::new(p);
+        if (p.contains('/') || p == ".") && path.is_dir() {
+            let found = child::list_folder(path)?;
+            if found.is_empty() {
+                return super::usage(format!("{p}: no plugin found in this folder (it is searched as LV2_PATH would be: a folder of bundles)"));
+            }
+            out.extend(found);
+            continue;
+        }
         // Resolved here so that an unknown name is a usage error (exit 2) before any child.
         let s = crate::measure::audit::Subject::resolve(p)?;
         if let Some(d) = &s.desc {
@@ -118,7 +137,12 @@ fn targets(a: &AuditArgs) -> Result<Targets> {
                 },
             )?;
         }
-        out.push((s.element.to_string(), s.name(), None));
+        out.push(Target {
+            element: s.element.to_string(),
+            name: s.name(),
+            unhostable: None,
+            env: None,
+        });
     }
     if out.is_empty() {
         return super::usage(

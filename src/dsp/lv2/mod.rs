@@ -79,6 +79,10 @@ impl PluginFormat for Lv2 {
         "LV2"
     }
 
+    fn path_var(&self) -> Option<&'static str> {
+        Some("LV2_PATH")
+    }
+
     fn example(&self) -> &'static str {
         "urn:zamaudio:ZamComp"
     }

@@ -45,6 +45,76 @@ pub fn child_main(dir: &Path, cfg: &AuditConfig, plugin: &str) -> Result<()> {
         .map_err(|e| Error::io(format!("writing {}", dir.join(RESULT).display()), e))
 }
 
+/// One plugin to audit: its chain element, name, why it cannot be hosted (then it is
+/// skipped without a child), and the search-path variable and folder its child gets
+/// (`plugins audit DIR`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Target {
+    pub element: String,
+    pub name: String,
+    pub unhostable: Option<String>,
+    pub env: Option<(String, PathBuf)>,
+}
+
+/// The child's side of a folder listing: the plugins of format `key` it sees (its search
+/// path is the folder), written into `dir`.
+pub fn child_list(dir: &Path, key: &str) -> Result<()> {
+    let f = crate::dsp::registry::by_key(key)
+        .ok_or_else(|| Error::usage(format!("no plugin format '{key}'")))?;
+    let found: Vec<Target> = f
+        .list(None)
+        .into_iter()
+        .map(|d| Target {
+            element: format!("{}{}", f.prefix(), d.uri),
+            name: d.name,
+            unhostable: d.unhostable,
+            env: None,
+        })
+        .collect();
+    let text = serde_json::to_string(&found)
+        .map_err(|e| Error::cannot_measure(format!("serialising the listing: {e}")))?;
+    std::fs::write(dir.join(RESULT), text)
+        .map_err(|e| Error::io(format!("writing {}", dir.join(RESULT).display()), e))
+}
+
+/// The plugins of every format with a search-path variable that `folder` holds, each
+/// listed by a child whose search path is that folder (a format's catalogue is loaded once
+/// per process, from its own search path).
+pub fn list_folder(folder: &Path) -> Result<Vec<Target>> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding xrunlab's own binary", e))?;
+    let mut out = Vec::new();
+    for (n, f) in crate::dsp::registry::formats().enumerate() {
+        let Some(var) = f.path_var() else {
+            continue;
+        };
+        let dir = Scratch::new(10_000 + n)?;
+        let o = Command::new(&exe)
+            .args(CHILD_ARGS)
+            .arg("--dir")
+            .arg(&dir.0)
+            .args(["--list", f.key()])
+            .env(var, folder)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::io(format!("starting {}", exe.display()), e))?;
+        let text = std::fs::read_to_string(dir.0.join(RESULT)).map_err(|_| {
+            Error::cannot_measure(format!(
+                "listing the {} plugins of {} failed: {}",
+                f.title(),
+                folder.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))
+        })?;
+        let found: Vec<Target> = serde_json::from_str(&text)
+            .map_err(|e| Error::cannot_measure(format!("reading a listing: {e}")))?;
+        out.extend(found.into_iter().map(|t| Target {
+            env: Some((var.to_string(), folder.to_path_buf())),
+            ..t
+        }));
+    }
+    Ok(out)
+}
+
 pub fn skipped(plugin: &str, name: &str, reason: String) -> PluginAudit {
     PluginAudit {
         plugin: plugin.to_string(),
@@ -91,6 +161,7 @@ fn signal_name(sig: i32) -> String {
 pub fn audit_in_child(
     exe: &Path,
     plugin: &str,
+    env: Option<&(String, PathBuf)>,
     cfg: &AuditConfig,
     n: usize,
 ) -> Result<Option<PluginAudit>> {
@@ -103,7 +174,11 @@ pub fn audit_in_child(
         .try_clone()
         .map_err(|e| Error::io("duplicating a file handle", e))?;
     let t0 = Instant::now();
-    let mut child = Command::new(exe)
+    let mut cmd = Command::new(exe);
+    if let Some((var, folder)) = env {
+        cmd.env(var, folder);
+    }
+    let mut child = cmd
         .args(CHILD_ARGS)
         .arg("--dir")
         .arg(&dir.0)
@@ -174,27 +249,31 @@ pub fn audit_in_child(
     Ok(Some(audit))
 }
 
-/// Audit each of `plugins` in turn, each in its own child; a `Some` reason marks one not to
-/// run (unhostable). Stops at a Ctrl-C with what it has (the second value says so).
+/// Audit each target in turn, each in its own child; an unhostable one is skipped with the
+/// reason. Stops at a Ctrl-C with what it has (the second value says so).
 pub fn audit_all(
-    plugins: &[(String, String, Option<String>)],
+    targets: &[Target],
     cfg: &AuditConfig,
     progress: &dyn Progress,
 ) -> Result<(Vec<PluginAudit>, bool)> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding xrunlab's own binary", e))?;
-    progress.set_total(plugins.len() as u64);
+    progress.set_total(targets.len() as u64);
     let mut out = Vec::new();
-    for (i, (plugin, name, unhostable)) in plugins.iter().enumerate() {
-        progress.set_message(plugin);
+    for (i, t) in targets.iter().enumerate() {
+        progress.set_message(&t.element);
         progress.set_position(i as u64);
-        if let Some(why) = unhostable {
-            out.push(skipped(plugin, name, format!("cannot be hosted: {why}")));
+        if let Some(why) = &t.unhostable {
+            out.push(skipped(
+                &t.element,
+                &t.name,
+                format!("cannot be hosted: {why}"),
+            ));
             continue;
         }
-        match audit_in_child(&exe, plugin, cfg, i)? {
+        match audit_in_child(&exe, &t.element, t.env.as_ref(), cfg, i)? {
             Some(mut a) => {
                 if a.name.is_empty() {
-                    a.name = name.clone();
+                    a.name = t.name.clone();
                 }
                 out.push(a)
             }
@@ -204,7 +283,7 @@ pub fn audit_all(
             }
         }
     }
-    progress.set_position(plugins.len() as u64);
+    progress.set_position(targets.len() as u64);
     progress.finish();
     Ok((out, false))
 }

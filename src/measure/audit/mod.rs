@@ -150,7 +150,7 @@ impl Default for AuditConfig {
             cost_rate: 48000,
             cost_block: 256,
             cost_blocks: 1024,
-            timeout_s: 120.0,
+            timeout_s: 300.0,
             strict: false,
         }
     }
