@@ -2,6 +2,7 @@
 //! (docs/ARCHITECTURE.md §2). Measurement logic lives in the library modules.
 
 mod alsa_args;
+mod audit;
 mod check;
 mod compare;
 mod event;

@@ -39,6 +39,13 @@ pub enum PluginsCommand {
         after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json"
     )]
     Bench(BenchArgs),
+    /// Is this plugin safe to play live? Allocations, locks and blocking calls on the audio
+    /// thread, its output, its cost's tails and bursts, its latency and state; each plugin in
+    /// a child process.
+    #[command(after_help = super::audit::AUDIT_HELP)]
+    Audit(super::audit::AuditArgs),
+    #[command(hide = true)]
+    AuditChild(super::audit::AuditChildArgs),
 }
 
 #[derive(Debug, Args)]
@@ -105,6 +112,8 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
             Ok(0)
         }
         PluginsCommand::Bench(b) => bench(b, g),
+        PluginsCommand::Audit(a) => super::audit::run(a, g),
+        PluginsCommand::AuditChild(a) => super::audit::child(a),
     }
 }
 

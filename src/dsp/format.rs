@@ -27,6 +27,13 @@ pub trait PluginFormat: Sync {
     /// Where installed plugins are searched, for the message that found none.
     fn search_path(&self) -> String;
 
+    /// The environment variable that replaces the search path (`LV2_PATH`): a process
+    /// started with it set to a folder sees that folder's plugins only (`plugins audit
+    /// DIR`). `None` when the format has none.
+    fn path_var(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The installed plugins, sorted by identifier; with a filter only those whose identifier
     /// or name contains it (case-insensitive).
     fn list(&self, filter: Option<&str>) -> Vec<PluginDesc>;

@@ -72,6 +72,22 @@ pub trait Plugin: Send {
     fn latency_frames(&self) -> Option<u32> {
         None
     }
+    /// Set the control input `index` (a control-input port's index in the plugin's
+    /// [`format::PluginDesc`]) to `value`, as a host moving a parameter between blocks does;
+    /// false when the plugin cannot (the built-ins). Real-time safe. Used by `plugins audit`.
+    fn set_control(&mut self, _index: usize, _value: f32) -> bool {
+        false
+    }
+    /// The plugin's whole state (controls and what it keeps inside) as bytes that
+    /// [`Plugin::restore_state`] of a fresh instance of the same plugin reads back; `None`
+    /// when its format offers no state here. Not real-time. Used by `plugins audit`.
+    fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
+        None
+    }
+    /// Restore what [`Plugin::save_state`] gave; `None` when its format offers no state.
+    fn restore_state(&mut self, _state: &[u8]) -> Option<Result<()>> {
+        None
+    }
 }
 
 // The result schema carries this doc text (schema/result.schema.json): other formats' elements

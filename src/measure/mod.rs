@@ -1,6 +1,7 @@
 //! The analyses (docs/ARCHITECTURE.md §2 `measure/`): statistics shared by every measurement and the
 //! measurement-specific analyses built on them.
 
+pub mod audit;
 pub mod bench;
 pub mod event;
 pub mod latency;

@@ -89,6 +89,7 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         Body::Sched { .. } => sched(&docs, &header),
         // Kinds without a dedicated comparison yet: their fields side by side.
         Body::Stress { .. }
+        | Body::Audit { .. }
         | Body::Latencytest { .. }
         | Body::Event { .. }
         | Body::Predict { .. }

@@ -72,6 +72,11 @@ pub enum Body {
         config: crate::dsp::bench::BenchConfig,
         results: Vec<crate::dsp::bench::BenchResult>,
     },
+    /// `plugins audit`: per plugin, real-time safety, output, cost, latency and state checks.
+    Audit {
+        config: crate::measure::audit::AuditConfig,
+        results: Vec<crate::measure::audit::PluginAudit>,
+    },
     /// `latencytest`: Senoner's loop, idle and under each stress class.
     Latencytest {
         config: crate::measure::latencytest::LatencytestConfig,
@@ -120,6 +125,7 @@ impl Body {
             Body::Latency { .. } => "latency",
             Body::Run { .. } => "run",
             Body::Bench { .. } => "bench",
+            Body::Audit { .. } => "audit",
             Body::Latencytest { .. } => "latencytest",
             Body::Load { .. } => "load",
             Body::Sched { .. } => "sched",

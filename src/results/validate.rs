@@ -62,6 +62,12 @@ pub fn validate_body(body: &Body) -> Result<(), Problem> {
                 frames(&format!("results[{i}].buffer_frames"), r.buffer_frames)?;
             }
         }
+        Body::Audit { config, .. } => {
+            rate("config.cost_rate", config.cost_rate)?;
+            frames("config.cost_block", config.cost_block)?;
+            non_empty("config.blocks", &config.blocks)?;
+            non_empty("config.rates", &config.rates)?;
+        }
         Body::Latencytest { config, .. } => {
             rate("config.rate", config.rate)?;
             frames("config.fragment_frames", config.fragment_frames)?;

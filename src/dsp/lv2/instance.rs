@@ -501,6 +501,35 @@ impl Plugin for Lv2Plugin {
     fn latency_frames(&self) -> Option<u32> {
         Lv2Plugin::latency_frames(self)
     }
+
+    fn set_control(&mut self, index: usize, value: f32) -> bool {
+        // The caller names a control input of the description; the latency port is the one
+        // output slot here that a stray index could overwrite.
+        match self.controls.get_mut(index) {
+            Some(c) if Some(index) != self.latency_port => {
+                *c = value;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
+        Some(super::state::save(
+            self.instance.instance(),
+            &self.controls,
+            self._features.features(),
+        ))
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Option<Result<()>> {
+        Some(super::state::restore(
+            self.instance.instance(),
+            &mut self.controls,
+            state,
+            self._features.features(),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 pub mod catalog;
 pub mod features;
 pub mod instance;
+pub mod state;
 pub mod worker;
 
 use super::format::PluginFormat;
@@ -76,6 +77,10 @@ impl PluginFormat for Lv2 {
 
     fn title(&self) -> &'static str {
         "LV2"
+    }
+
+    fn path_var(&self) -> Option<&'static str> {
+        Some("LV2_PATH")
     }
 
     fn example(&self) -> &'static str {

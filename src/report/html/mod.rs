@@ -2,6 +2,7 @@
 //! One section per result: environment and warnings first, then the kind's own part
 //! (one module per kind; unknown kinds get [`generic`]).
 
+mod audit;
 mod bench;
 pub(crate) use bench::label as bench_label;
 mod check;
@@ -128,6 +129,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Latency { config, results } => (latency::section(config, results)),
                     Body::Run { config, results } => (run::section(config, results)),
                     Body::Bench { config, results } => (bench::section(config, results)),
+                    Body::Audit { config, results } => (audit::section(config, results)),
                     Body::Check { results, .. } => (check::section(results)),
                     Body::Stress { config, results } => (stress::section(config, results)),
                     Body::Latencytest { config, results } => (latencytest::section(config, results)),

@@ -2,6 +2,7 @@
 //! rendered from the result document's own types, so that a command printing what it just
 //! measured and `report FILE` printing it later say the same thing.
 
+pub mod audit;
 pub mod bench;
 pub mod check;
 pub mod event;
@@ -30,6 +31,7 @@ pub fn body(doc: &ResultDoc) -> String {
             bench::summary(results, config.rate, config.buffer_frames)
         }
         Body::Stress { results, .. } => stress::summary(results),
+        Body::Audit { results, .. } => audit::summary(results),
         Body::Load { config, results } => load::summary(config, results),
         Body::Latencytest { results, .. } => latencytest::summary(results),
         Body::Sched { results, .. } => sched::summary(results),
