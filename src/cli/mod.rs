@@ -26,6 +26,7 @@ mod suite;
 mod tune;
 mod values;
 mod verdict;
+mod watch;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -82,6 +83,7 @@ pub enum Command {
     Predict(predict::PredictArgs),
     Verdict(verdict::VerdictArgs),
     Tune(tune::TuneArgs),
+    Watch(watch::WatchArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
 }
@@ -214,6 +216,7 @@ pub fn main() -> ExitCode {
         Command::Predict(a) => predict::run(a, &cli.global),
         Command::Verdict(a) => verdict::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
+        Command::Watch(a) => watch::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
     };
     match outcome {

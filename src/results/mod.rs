@@ -109,6 +109,11 @@ pub enum Body {
         config: verdict::VerdictConfig,
         results: Box<verdict::VerdictResults>,
     },
+    /// `watch`: every xrun of a live JACK or PipeWire session.
+    Watch {
+        config: crate::measure::watch::WatchConfig,
+        results: Box<crate::measure::watch::WatchResults>,
+    },
 }
 
 impl Body {
@@ -127,6 +132,7 @@ impl Body {
             Body::Event { .. } => "event",
             Body::Predict { .. } => "predict",
             Body::Verdict { .. } => "verdict",
+            Body::Watch { .. } => "watch",
         }
     }
 
