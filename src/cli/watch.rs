@@ -19,8 +19,8 @@ use std::io::Write;
 Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  pw-jack xrunlab watch --server jack --duration 10m"
 )]
 pub struct WatchArgs {
-    /// The server: auto (PipeWire if its daemon answers, else jackd), jack, jack:NAME, or
-    /// pipewire.
+    /// The server: auto or jack (the JACK server libjack finds: jackd, or PipeWire's JACK
+    /// graph under pw-jack), jack:NAME, or pipewire (its profiler: not built yet).
     #[arg(long, value_name = "SERVER", default_value = "auto")]
     pub server: String,
     /// Stop after this long (e.g. 30s, 10m, 2h) [default: until Ctrl-C].

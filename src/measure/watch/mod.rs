@@ -26,7 +26,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ServerKind {
-    /// PipeWire if its daemon answers, else jackd.
+    /// The JACK server libjack finds (jackd, or PipeWire under pw-jack); PipeWire's
+    /// profiler once its adapter exists.
     #[default]
     Auto,
     Jack,
@@ -416,11 +417,9 @@ fn wait_for_server(
 pub fn forensics_note(cfg: &WatchConfig) -> String {
     let adds = "--forensics would add each client's wake-up and busy time per cycle, the late \
                 client of every xrun and what ran on its CPU instead";
-    if cfg.forensics {
-        return format!("{adds}; it is not built for watch yet");
-    }
+    let _ = cfg;
     match crate::trace::probe() {
-        Ok(()) => format!("{adds} (root and tracefs are available here)"),
-        Err(e) => format!("{adds}; it needs root and tracefs ({e})"),
+        Ok(()) => format!("{adds}; root and tracefs are here, but watch has no --forensics in this build yet"),
+        Err(e) => format!("{adds}; it needs root and tracefs ({e}), and watch has no --forensics in this build yet"),
     }
 }
