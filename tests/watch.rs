@@ -45,23 +45,56 @@ impl jack::ProcessHandler for Slow {
     }
 }
 
-/// The injected slow client on `server`: 3 periods long once a second.
-fn slow_client(server: &JackdServer) -> (jack::AsyncClient<(), Slow>, Arc<AtomicU64>) {
+fn period() -> Duration {
+    Duration::from_nanos(FRAMES as u64 * 1_000_000_000 / RATE as u64)
+}
+
+type SlowClient = (jack::AsyncClient<(), Slow>, jack::Port<jack::AudioOut>);
+
+/// The injected slow client on `server`: `spin` long once a second, with a port (so the
+/// session lists its name); activated from a thread pinned to `cpu` when given, so that
+/// libjack's process thread inherits the pinning.
+fn slow_client_with(
+    server: &JackdServer,
+    spin: Duration,
+    cpu: Option<usize>,
+) -> (SlowClient, Arc<AtomicU64>) {
     server.apply_env_to_self();
-    let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
-        .expect("slow client opens");
-    let period = Duration::from_nanos(FRAMES as u64 * 1_000_000_000 / RATE as u64);
     let slow = Arc::new(AtomicU64::new(0));
-    let h = Slow {
-        n: 0,
-        every: (RATE / FRAMES) as u64,
-        spin: period * 3,
-        slow: slow.clone(),
-    };
-    (
-        c.activate_async((), h).expect("slow client activates"),
-        slow,
-    )
+    let s2 = slow.clone();
+    let c = std::thread::spawn(move || {
+        // libjack's process thread inherits this thread's name (and pinning).
+        match cpu {
+            Some(cpu) => common::trace::pin_self(c"xrl-slowpoke", cpu, None),
+            // SAFETY: names the calling thread.
+            None => unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"xrl-slowpoke".as_ptr());
+            },
+        }
+        let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
+            .expect("slow client opens");
+        let port = c
+            .register_port("out", jack::AudioOut::default())
+            .expect("port");
+        let h = Slow {
+            n: 0,
+            every: (RATE / FRAMES) as u64,
+            spin,
+            slow: s2,
+        };
+        (
+            c.activate_async((), h).expect("slow client activates"),
+            port,
+        )
+    })
+    .join()
+    .unwrap();
+    (c, slow)
+}
+
+/// The injected slow client on `server`: 3 periods long once a second.
+fn slow_client(server: &JackdServer) -> (SlowClient, Arc<AtomicU64>) {
+    slow_client_with(server, period() * 3, None)
 }
 
 fn watch(server: &dyn AudioServer, args: &[&str]) -> Command {
@@ -222,4 +255,172 @@ fn no_server_is_exit_3_naming_what_was_looked_for() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+/// Two innocent clients in processes of their own (`jack_simple_client`), killed on drop.
+struct Innocents(Vec<std::process::Child>);
+
+impl Innocents {
+    fn start(server: &JackdServer) -> Option<Innocents> {
+        let prog = common::which("jack_simple_client")?;
+        let kids = (0..2)
+            .map(|_| {
+                server
+                    .command(&prog)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        Some(Innocents(kids))
+    }
+}
+
+impl Drop for Innocents {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+}
+
+/// `watch --forensics` for `secs` on `server`: its JSON result and the output.
+fn forensic_watch(server: &JackdServer, secs: u32) -> (serde_json::Value, std::process::Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let name = format!("jack:{}", server.name);
+    let dur = format!("{secs}s");
+    let o = watch(
+        server,
+        &["--server", &name, "--forensics", "--duration", &dur, "-o"],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    (read_json(&out), o)
+}
+
+/// The late client's name, the slow one reduced to its thread's name.
+fn late_name(x: &serde_json::Value) -> &str {
+    let n = x["late"]["name"].as_str().unwrap_or("");
+    if n.ends_with("/xrl-slowpoke") {
+        "xrl-slowpoke"
+    } else {
+        n
+    }
+}
+
+#[test]
+fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
+    let Some((_t, _m)) = common::trace::setup() else {
+        return;
+    };
+    let _g = serial();
+    let Some(server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let Some(_innocents) = Innocents::start(&server) else {
+        assert!(require(
+            false,
+            "jack_simple_client (jackd2's example clients)"
+        ));
+        return;
+    };
+    let (client, _) = slow_client(&server);
+    let (j, o) = forensic_watch(&server, 5);
+    drop(client);
+    let r = &j["results"];
+    let xruns = r["xruns"].as_array().unwrap();
+    assert!(xruns.len() >= 3, "{}", show(&o));
+    let named = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .count();
+    assert!(
+        named * 10 >= xruns.len() * 9,
+        "{named} of {} xruns name the slow client\n{}",
+        xruns.len(),
+        show(&o)
+    );
+    assert!(
+        xruns.iter().all(|x| !late_name(x).contains("simple")),
+        "an innocent client was blamed\n{}",
+        show(&o)
+    );
+    // Its excess is the injected 3 periods, within 20 % (median over its xruns).
+    let spin = (period() * 3).as_nanos() as u64;
+    let mut ex: Vec<u64> = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .map(|x| u(&x["late"]["excess_ns"]))
+        .collect();
+    ex.sort_unstable();
+    let med = ex[ex.len() / 2];
+    assert!(
+        med.abs_diff(spin) * 5 <= spin,
+        "median excess {med} ns for a {spin} ns spin\n{}",
+        show(&o)
+    );
+    let clients = r["clients"].as_array().unwrap();
+    assert!(
+        clients
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap_or("").contains("simple"))
+            .count()
+            >= 2,
+        "{}",
+        r["clients"]
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("/xrl-slowpoke' ran long"), "{stdout}");
+}
+
+#[test]
+fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
+    let Some((_t, _m)) = common::trace::setup() else {
+        return;
+    };
+    let _g = serial();
+    let Some(server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    // The client itself is quick; a FIFO 70 thread takes its CPU for 3 periods once a second.
+    let (client, _) = slow_client_with(&server, Duration::ZERO, Some(1));
+    let burst = common::trace::Culprit::start(
+        "xrl-burst",
+        1,
+        Some(70),
+        period() * 3,
+        Duration::from_millis(1000),
+    );
+    let (j, o) = forensic_watch(&server, 5);
+    let spans = burst.stop();
+    drop(client);
+    let xruns = j["results"]["xruns"].as_array().unwrap();
+    // The xruns the burst caused: those whose late client is the slow one.
+    let caused: Vec<_> = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .collect();
+    assert!(caused.len() >= 2, "{} bursts, {}", spans.len(), show(&o));
+    let named = caused
+        .iter()
+        .filter(|x| {
+            x["late"]["culprit"]
+                .as_str()
+                .unwrap_or("")
+                .contains("xrl-burst")
+        })
+        .count();
+    assert!(
+        named * 10 >= caused.len() * 9,
+        "the burst named in {named} of {} xruns\n{}",
+        caused.len(),
+        show(&o)
+    );
 }

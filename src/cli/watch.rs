@@ -16,7 +16,7 @@ use std::io::Write;
 #[command(
     after_help = "Ends on Ctrl-C, after --duration, or when the server goes away (exit 3, the result written; \
 --follow waits for it instead and records the gap). No server at all: exit 3, saying what was looked for.\n\n\
-Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  pw-jack xrunlab watch --server jack --duration 10m"
+Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m"
 )]
 pub struct WatchArgs {
     /// The server: auto or jack (the JACK server libjack finds: jackd, or PipeWire's JACK
@@ -29,6 +29,10 @@ pub struct WatchArgs {
     /// When the server goes away, wait for it to come back and go on (the gap is recorded).
     #[arg(long)]
     pub follow: bool,
+    /// Trace the session's real-time threads (root and tracefs): each client's wake-up and
+    /// busy time per cycle, the late client of every xrun and what ran on its CPU instead.
+    #[arg(long)]
+    pub forensics: bool,
 }
 
 /// `--server` as typed: its kind and, for `jack:NAME`, the name.
@@ -66,9 +70,12 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
         server_name,
         duration_ns,
         follow: a.follow,
-        forensics: false,
+        forensics: a.forensics,
     };
-    let mut session = output::session(g.quiet, 0, Vec::new());
+    let mut session = output::session(g.quiet, 0, Vec::new()).with_forensics(
+        a.forensics
+            .then(crate::measure::session::ForensicsPlan::default),
+    );
     let live = Live::default();
     let tty = crate::progress::wanted(g.quiet);
     let quiet = g.quiet;

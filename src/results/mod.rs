@@ -145,6 +145,7 @@ impl Body {
             Body::Sched { results, .. } => results.forensics.as_ref(),
             Body::Latencytest { results, .. } => results.forensics.as_ref(),
             Body::Event { results, .. } => results.forensics.as_ref(),
+            Body::Watch { results, .. } => results.forensics.as_ref(),
             _ => None,
         }
     }

@@ -194,6 +194,7 @@ impl Adapter for JackAdapter {
                 cycle: frame / frames,
                 delayed_us: if delayed.is_finite() { delayed } else { 0.0 },
                 dsp_load_pct: if load.is_finite() { load } else { 0.0 },
+                late: None,
             });
         }
         (!s.gone.load(Ordering::Acquire), lost)

@@ -12,6 +12,7 @@
 //! snapshot them at any time without taking a lock the watcher's loop or libjack's
 //! notification thread could hold.
 
+pub mod clients;
 pub mod jack;
 
 use crate::common::Status;
@@ -89,6 +90,9 @@ pub struct WatchXrun {
     pub delayed_us: f64,
     /// The server's DSP load (`jack_cpu_load`, %) right after the xrun.
     pub dsp_load_pct: f64,
+    /// `--forensics`: the client that was late, by how much, and what took its CPU.
+    #[serde(default)]
+    pub late: Option<clients::LateClient>,
 }
 
 /// A span without a server (`--follow`).
@@ -139,6 +143,13 @@ pub struct WatchResults {
     /// What `--forensics` would add, or why it is off; None when it ran.
     #[serde(default)]
     pub forensics_note: Option<String>,
+    /// `--forensics`: each client's real-time thread, its busy time and wake-up delay per
+    /// cycle, and the xruns it was late in.
+    #[serde(default)]
+    pub clients: Vec<clients::ClientTiming>,
+    /// `--forensics`: the attribution of each late client's run (what ran on its CPU).
+    #[serde(default)]
+    pub forensics: Option<crate::trace::Forensics>,
 }
 
 impl WatchResults {
@@ -245,6 +256,10 @@ pub trait Adapter {
     fn dsp_load(&self) -> f64;
     /// The server's largest driver delay so far, µs.
     fn max_delayed_us(&self) -> f64;
+    /// The session's client names by process id (for naming their threads).
+    fn client_names(&self) -> std::collections::HashMap<i32, Vec<String>> {
+        Default::default()
+    }
 }
 
 /// How often the loop polls: xruns are timed by the notification itself, so this only
@@ -308,12 +323,21 @@ pub fn run(
     live: &Live,
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome<WatchConfig, WatchResults>> {
-    let _ = session;
     let mut adapter = attach(cfg)?;
     let mut r = WatchResults {
         server: adapter.info(),
         forensics_note: Some(forensics_note(cfg)),
         ..WatchResults::default()
+    };
+    let recorder = if cfg.forensics {
+        session.start_trace(&[], cfg.duration_ns.unwrap_or(0))
+    } else {
+        None
+    };
+    let mut threads = if recorder.is_some() {
+        clients::session_threads(&adapter.client_names())
+    } else {
+        Vec::new()
     };
     live.server(&r.server, true);
     on(Event::Attached(&r.server));
@@ -354,7 +378,11 @@ pub fn run(
             if !cfg.follow {
                 break Status::ServerShutdown;
             }
-            drop(adapter);
+            if recorder.is_some() {
+                more_threads(&mut threads, adapter.as_ref());
+            }
+            // Closes the client of the server that went away.
+            adapter = Box::new(Away);
             r.gaps.push(WatchGap {
                 from_ns: now - t0,
                 to_ns: None,
@@ -385,12 +413,53 @@ pub fn run(
     };
     r.watched_ns = crate::rt::clock::monotonic_ns() - t0;
     live.watched_ns.store(r.watched_ns, Ordering::Relaxed);
+    let mut warnings = Vec::new();
+    if let Some(rec) = recorder {
+        if status != Status::ServerShutdown {
+            more_threads(&mut threads, adapter.as_ref());
+        }
+        let recording = rec.finish();
+        let (timings, mut f, w) =
+            clients::explain(&recording, &threads, &mut r.xruns, t0, r.server.period_ns());
+        session.keep(&mut f, &mut warnings);
+        warnings.extend(w);
+        r.clients = timings;
+        r.forensics = Some(f);
+        r.forensics_note = None;
+    }
     Ok(Outcome {
         status,
         config: cfg.clone(),
         results: r,
-        warnings: Vec::new(),
+        warnings,
     })
+}
+
+/// The adapter while the server is away (`follow`): nothing to read.
+struct Away;
+
+impl Adapter for Away {
+    fn info(&self) -> ServerInfo {
+        ServerInfo::default()
+    }
+    fn poll(&mut self, _: u64, _: &mut Vec<WatchXrun>) -> (bool, u64) {
+        (false, 0)
+    }
+    fn dsp_load(&self) -> f64 {
+        0.0
+    }
+    fn max_delayed_us(&self) -> f64 {
+        0.0
+    }
+}
+
+/// Add the session's real-time threads not seen yet (clients started during the watch).
+fn more_threads(threads: &mut Vec<clients::ClientThread>, adapter: &dyn Adapter) {
+    for t in clients::session_threads(&adapter.client_names()) {
+        if !threads.iter().any(|o| o.tid == t.tid) {
+            threads.push(t);
+        }
+    }
 }
 
 /// Ask for the server until it answers, the watch's end passes or Ctrl-C.
@@ -417,9 +486,11 @@ fn wait_for_server(
 pub fn forensics_note(cfg: &WatchConfig) -> String {
     let adds = "--forensics would add each client's wake-up and busy time per cycle, the late \
                 client of every xrun and what ran on its CPU instead";
-    let _ = cfg;
+    if cfg.forensics {
+        return format!("{adds}, but it could not record here (see the line above)");
+    }
     match crate::trace::probe() {
-        Ok(()) => format!("{adds}; root and tracefs are here, but watch has no --forensics in this build yet"),
-        Err(e) => format!("{adds}; it needs root and tracefs ({e}), and watch has no --forensics in this build yet"),
+        Ok(()) => format!("{adds}; root and tracefs are here, add --forensics"),
+        Err(e) => format!("{adds}; it needs root and tracefs ({e})"),
     }
 }

@@ -75,6 +75,13 @@ pub fn answer(r: &WatchResults) -> String {
         );
     }
     let per_min = n as f64 / (r.watched_ns.max(1) as f64 / 60e9);
+    if let Some(late) = late_clause(r) {
+        return format!(
+            "{n} xrun{} in {} on {server} ({per_min:.1}/min){gaps}; {late}; {load}.",
+            if n == 1 { "" } else { "s" },
+            span(r.watched_ns)
+        );
+    }
     let delayed = r.xruns.iter().filter(|x| x.delayed_us > 0.0).count();
     let cause = if delayed == 0 {
         "the server reported no driver delay for any, so clients finished late".to_string()
@@ -90,6 +97,87 @@ pub fn answer(r: &WatchResults) -> String {
         if n == 1 { "" } else { "s" },
         span(r.watched_ns)
     )
+}
+
+/// "K of them while 'CLIENT' ran long (usual busy …, worst …) behind CULPRIT": the client
+/// late most often, and the culprit most often on its CPU then; None without forensics.
+fn late_clause(r: &WatchResults) -> Option<String> {
+    let mut by: Vec<(&str, u64)> = Vec::new();
+    for l in r.xruns.iter().filter_map(|x| x.late.as_ref()) {
+        match by.iter_mut().find(|(n, _)| *n == l.name) {
+            Some(e) => e.1 += 1,
+            None => by.push((&l.name, 1)),
+        }
+    }
+    by.sort_by(|a, b| b.1.cmp(&a.1));
+    let (name, k) = *by.first()?;
+    let mine: Vec<_> = r
+        .xruns
+        .iter()
+        .filter_map(|x| x.late.as_ref())
+        .filter(|l| l.name == name)
+        .collect();
+    let ran_long = mine.iter().filter(|l| !l.woke_late).count();
+    let how = if ran_long * 2 >= mine.len() {
+        let worst = mine.iter().map(|l| l.run_ns).max().unwrap_or(0);
+        format!(
+            "ran long (usually {}, up to {})",
+            format_ns(mine[0].usual_run_ns),
+            format_ns(worst)
+        )
+    } else {
+        let worst = mine.iter().map(|l| l.wake_delay_ns).max().unwrap_or(0);
+        format!(
+            "woke late (usual delay {}, worst {})",
+            format_ns(mine[0].usual_wake_delay_ns),
+            format_ns(worst)
+        )
+    };
+    let mut culprits: Vec<(&str, usize)> = Vec::new();
+    for c in mine.iter().filter_map(|l| l.culprit.as_deref()) {
+        match culprits.iter_mut().find(|(n, _)| *n == c) {
+            Some(e) => e.1 += 1,
+            None => culprits.push((c, 1)),
+        }
+    }
+    culprits.sort_by(|a, b| b.1.cmp(&a.1));
+    let behind = match culprits.first() {
+        Some((c, m)) if m * 2 > mine.len() => format!(" behind {c} on its CPU"),
+        _ => String::new(),
+    };
+    let all = if k == r.total_xruns() {
+        "all".to_string()
+    } else {
+        format!("{k} of them")
+    };
+    Some(format!("{all} while '{name}' {how}{behind}"))
+}
+
+/// The late client of an xrun, as the summary's table shows it.
+fn late_cell(x: &WatchXrun) -> String {
+    let Some(l) = &x.late else {
+        return "-".into();
+    };
+    let mut s = if l.woke_late {
+        format!(
+            "'{}' woke {} late (usual {})",
+            l.name,
+            format_ns(l.wake_delay_ns),
+            format_ns(l.usual_wake_delay_ns)
+        )
+    } else {
+        format!(
+            "'{}' ran {} (usual {}; busy {})",
+            l.name,
+            format_ns(l.run_ns),
+            format_ns(l.usual_run_ns),
+            format_ns(l.busy_ns)
+        )
+    };
+    if let Some(c) = &l.culprit {
+        s.push_str(&format!(" ← {c} {}", format_ns(l.culprit_ns)));
+    }
+    s
 }
 
 /// The end summary: what was watched, the xruns, the gaps, the answer.
@@ -110,10 +198,15 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
         _ => {}
     }
     if !r.xruns.is_empty() {
-        let mut t = new_table(&["#", "time", "cycle", "driver delay", "DSP load"]);
+        let traced = r.forensics.is_some();
+        let mut head = vec!["#", "time", "cycle", "driver delay", "DSP load"];
+        if traced {
+            head.push("late client ← what ran on its CPU");
+        }
+        let mut t = new_table(&head);
         const SHOWN: usize = 20;
         for x in r.xruns.iter().take(SHOWN) {
-            t.add_row(vec![
+            let mut row = vec![
                 num(x.index),
                 clock(&x.wall).into(),
                 num(x.cycle),
@@ -123,7 +216,11 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
                     "-".into()
                 }),
                 num(format!("{:.0} %", x.dsp_load_pct)),
-            ]);
+            ];
+            if traced {
+                row.push(late_cell(x).into());
+            }
+            t.add_row(row);
         }
         s.push_str(&format!("{t}\n"));
         if r.xruns.len() > SHOWN {
@@ -149,6 +246,40 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
             ),
             None => format!("server away from {} until the end\n", span(g.from_ns)),
         });
+    }
+    if !r.clients.is_empty() {
+        let mut t = new_table(&[
+            "client thread",
+            "pid/tid",
+            "cycles",
+            "busy p50 / p99 / max",
+            "wake-up delay p50 / p99 / max",
+            "xruns late",
+        ]);
+        let mut cs: Vec<_> = r.clients.iter().collect();
+        cs.sort_by(|a, b| b.xruns_late.cmp(&a.xruns_late));
+        for c in cs {
+            let f = |t: &crate::measure::watch::clients::Timing| {
+                format!(
+                    "{} / {} / {}",
+                    format_ns(t.p50),
+                    format_ns(t.p99),
+                    format_ns(t.max)
+                )
+            };
+            t.add_row(vec![
+                c.name.clone().into(),
+                format!("{}/{}", c.pid, c.tid).into(),
+                num(c.busy_ns.count),
+                num(f(&c.busy_ns)),
+                num(f(&c.wake_delay_ns)),
+                num(c.xruns_late),
+            ]);
+        }
+        s.push_str(&format!("clients by xruns they were late in:\n{t}\n"));
+    }
+    if let Some(f) = &r.forensics {
+        s.push_str(&super::forensics::section(f));
     }
     if r.max_delayed_us > 0.0 {
         s.push_str(&format!(
@@ -199,6 +330,7 @@ mod tests {
             cycle: 1000 * i / 256,
             delayed_us,
             dsp_load_pct: 50.0,
+            late: None,
         }
     }
 
