@@ -337,14 +337,16 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
     let r = &j["results"];
     let xruns = r["xruns"].as_array().unwrap();
     assert!(xruns.len() >= 3, "{}", show(&o));
+    // Of the xruns with a client past its usual figures (the VM's own stalls make xruns
+    // where none is: the driver reports them late), ≥ 90 % name the slow client.
     let named = xruns
         .iter()
         .filter(|x| late_name(x) == "xrl-slowpoke")
         .count();
+    let with_late = xruns.iter().filter(|x| !x["late"].is_null()).count();
     assert!(
-        named * 10 >= xruns.len() * 9,
-        "{named} of {} xruns name the slow client\n{}",
-        xruns.len(),
+        named >= 3 && named * 10 >= with_late * 9,
+        "{named} of {with_late} xruns with a late client name the slow client\n{}",
         show(&o)
     );
     assert!(

@@ -3,7 +3,8 @@
 //! (`sched_switch` in and out, preemptions summed) and sleeps again once per cycle. That
 //! run is the client's cycle: its wake-up delay (waking → first on CPU) and its busy time
 //! (time on CPU until it sleeps). An xrun's late client is the one whose run around the
-//! notification exceeds its own usual figures the most; the rest of the trace says what ran
+//! notification (woken before it, ended at most two periods before it) exceeds its own usual
+//! figures the most; the rest of the trace says what ran
 //! on its CPU instead (`trace::attribute`).
 //!
 //! Pure functions over the trace; the threads are found in `/proc` by [`session_threads`].
@@ -212,7 +213,7 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
 /// The late client of an xrun notified at `at_ns` (absolute CLOCK_MONOTONIC) with period
 /// `period_ns`: among each thread's run that started before the notification and ended at
 /// most two periods before it, the one exceeding its thread's usual figures (`usual`: median
-/// wake-up delay and run, per thread) the most.
+/// wake-up delay and run, per thread) the most, by at least a twentieth of a period.
 /// Returns the thread's index in `threads` and the run.
 pub fn late_client(
     threads: &[ClientThread],
@@ -228,7 +229,7 @@ pub fn late_client(
         let Some(r) = rs
             .iter()
             .rev()
-            .find(|r| r.start_ns <= at_ns && r.end_ns + 2 * period_ns >= at_ns)
+            .find(|r| r.waking_ns <= at_ns && r.end_ns + 2 * period_ns >= at_ns)
         else {
             continue;
         };
@@ -236,7 +237,8 @@ pub fn late_client(
         let ran = r.run_ns().saturating_sub(ur);
         let woke = r.wake_delay_ns().saturating_sub(uw);
         let excess = ran.max(woke);
-        if excess > best.as_ref().map_or(0, |b| b.2) {
+        // A twentieth of a period past its usual is jitter, not what made the cycle late.
+        if excess >= period_ns / 20 && excess > best.as_ref().map_or(0, |b| b.2) {
             best = Some((i, *r, excess, woke > ran));
         }
     }
