@@ -34,7 +34,7 @@ struct Slow {
 impl jack::ProcessHandler for Slow {
     fn process(&mut self, _: &jack::Client, _: &jack::ProcessScope) -> jack::Control {
         self.n += 1;
-        if self.n % self.every == 0 {
+        if self.n.is_multiple_of(self.every) {
             let t = Instant::now();
             while t.elapsed() < self.spin {
                 std::hint::spin_loop();

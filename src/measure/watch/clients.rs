@@ -140,10 +140,8 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
     for e in evs {
         last = e.ts_ns;
         match e.kind {
-            Kind::Waking { pid, .. } => {
-                if !open.contains_key(&pid) {
-                    woken.entry(pid).or_insert(e.ts_ns);
-                }
+            Kind::Waking { pid, .. } if !open.contains_key(&pid) => {
+                woken.entry(pid).or_insert(e.ts_ns);
             }
             Kind::Switch {
                 prev_pid,
@@ -306,7 +304,7 @@ pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
             }
         })
         .collect();
-    out.sort_by(|a, b| (a.pid, a.tid).cmp(&(b.pid, b.tid)));
+    out.sort_by_key(|t| (t.pid, t.tid));
     out
 }
 
@@ -433,18 +431,16 @@ mod tests {
 
     #[test]
     fn a_run_sums_its_time_on_cpu_and_ends_when_it_sleeps() {
-        let trace = Trace {
-            events: vec![
-                wk(100, 7),
-                sw(110, 0, false, 7),
-                sw(150, 7, true, 9), // preempted
-                sw(170, 9, false, 7),
-                sw(200, 7, false, 0), // asleep
-                wk(1000, 7),
-                sw(1300, 0, false, 7),
-            ],
-            ..Trace::default()
-        };
+        let mut trace = Trace::default();
+        trace.events = vec![
+            wk(100, 7),
+            sw(110, 0, false, 7),
+            sw(150, 7, true, 9), // preempted
+            sw(170, 9, false, 7),
+            sw(200, 7, false, 0), // asleep
+            wk(1000, 7),
+            sw(1300, 0, false, 7),
+        ];
         let r = runs(&trace, &[7]);
         assert_eq!(
             r[&7],
@@ -467,10 +463,8 @@ mod tests {
         );
         assert_eq!(r[&7][1].wake_delay_ns(), 300);
         // A thread already running when the trace began: its run starts with the trace.
-        let trace = Trace {
-            events: vec![sw(50, 3, true, 3), sw(90, 7, false, 0)],
-            ..Trace::default()
-        };
+        let mut trace = Trace::default();
+        trace.events = vec![sw(50, 3, true, 3), sw(90, 7, false, 0)];
         let r = runs(&trace, &[7]);
         assert_eq!(
             (r[&7][0].start_ns, r[&7][0].end_ns, r[&7][0].busy_ns),

@@ -109,7 +109,7 @@ fn late_clause(r: &WatchResults) -> Option<String> {
             None => by.push((&l.name, 1)),
         }
     }
-    by.sort_by(|a, b| b.1.cmp(&a.1));
+    by.sort_by_key(|e| std::cmp::Reverse(e.1));
     let (name, k) = *by.first()?;
     let mine: Vec<_> = r
         .xruns
@@ -140,7 +140,7 @@ fn late_clause(r: &WatchResults) -> Option<String> {
             None => culprits.push((c, 1)),
         }
     }
-    culprits.sort_by(|a, b| b.1.cmp(&a.1));
+    culprits.sort_by_key(|e| std::cmp::Reverse(e.1));
     let behind = match culprits.first() {
         Some((c, m)) if m * 2 > mine.len() => format!(" behind {c} on its CPU"),
         _ => String::new(),
@@ -257,7 +257,7 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
             "xruns late",
         ]);
         let mut cs: Vec<_> = r.clients.iter().collect();
-        cs.sort_by(|a, b| b.xruns_late.cmp(&a.xruns_late));
+        cs.sort_by_key(|c| std::cmp::Reverse(c.xruns_late));
         for c in cs {
             let f = |t: &crate::measure::watch::clients::Timing| {
                 format!(
