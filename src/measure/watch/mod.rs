@@ -265,6 +265,8 @@ pub trait Adapter {
 /// How often the loop polls: xruns are timed by the notification itself, so this only
 /// bounds how late a line appears and how fine the DSP-load samples are.
 const POLL: Duration = Duration::from_millis(100);
+/// How often `--forensics` looks for the session's threads again (a scan of /proc).
+const SCAN_NS: u64 = 2_000_000_000;
 /// How often `follow` asks whether the server is back.
 const RECONNECT: Duration = Duration::from_millis(250);
 
@@ -345,6 +347,7 @@ pub fn run(
     let end = cfg.duration_ns.map(|d| t0.saturating_add(d));
     let mut fresh = Vec::new();
     let mut next_tick = t0;
+    let mut next_scan = t0 + SCAN_NS;
     let status = loop {
         let now = crate::rt::clock::monotonic_ns();
         let (up, lost) = adapter.poll(t0, &mut fresh);
@@ -408,6 +411,11 @@ pub fn run(
         if now >= next_tick {
             on(Event::Tick(live.snapshot()));
             next_tick = now + 1_000_000_000;
+        }
+        if recorder.is_some() && now >= next_scan {
+            // Clients that come and go during the watch are caught while they run.
+            more_threads(&mut threads, adapter.as_ref());
+            next_scan = now + SCAN_NS;
         }
         std::thread::sleep(POLL);
     };
