@@ -30,6 +30,7 @@ mod suite;
 mod tune;
 mod values;
 mod verdict;
+mod watch;
 
 use crate::error::Error;
 use clap::{Args, Parser, Subcommand};
@@ -86,6 +87,7 @@ pub enum Command {
     Predict(predict::PredictArgs),
     Verdict(verdict::VerdictArgs),
     Tune(tune::TuneArgs),
+    Watch(watch::WatchArgs),
     Export(export::ExportArgs),
     #[command(name = "__stressor", hide = true)]
     Stressor(stress::StressorArgs),
@@ -229,6 +231,7 @@ pub fn main() -> ExitCode {
         Command::Predict(a) => predict::run(a, &cli.global),
         Command::Verdict(a) => verdict::run(a, &cli.global),
         Command::Tune(a) => tune::run(a, &cli.global),
+        Command::Watch(a) => watch::run(a, &cli.global),
         Command::Export(a) => export::run(a, &cli.global),
         Command::Stressor(a) => stress::run_stressor(a),
         Command::Generate(a) => generate::run(a),

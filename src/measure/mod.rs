@@ -15,3 +15,4 @@ pub mod sched;
 pub mod sched_observe;
 pub mod session;
 pub mod stats;
+pub mod watch;

@@ -87,6 +87,7 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         Body::Rtl { .. } => rtl(&docs, &header),
         Body::Load { .. } => load(&docs, &header),
         Body::Sched { .. } => sched(&docs, &header),
+        Body::Watch { .. } => watch(&docs, &header),
         // Kinds without a dedicated comparison yet: their fields side by side.
         Body::Stress { .. }
         | Body::Audit { .. }
@@ -214,6 +215,52 @@ fn runs(docs: &[&Body], header: &[String]) -> Vec<Table> {
         format!("{} / {}", format_ns(s.p99), format_ns(s.max))
     });
     vec![by_metric("Engine runs", header, m)]
+}
+
+/// Watches side by side: the server, how long, the xruns and the load.
+fn watch(docs: &[&Body], header: &[String]) -> Vec<Table> {
+    let mut m: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: &str, f: &dyn Fn(&crate::measure::watch::WatchResults) -> String| {
+        m.push((
+            name.into(),
+            docs.iter()
+                .map(|b| match b {
+                    Body::Watch { results, .. } => f(results),
+                    _ => "-".into(),
+                })
+                .collect(),
+        ));
+    };
+    add("server", &|r| {
+        format!("{} '{}'", r.server.kind, r.server.name)
+    });
+    add("buffer", &|r| {
+        format!("{} @ {} Hz", r.server.frames, r.server.rate)
+    });
+    add("watched", &|r| super::format::span(r.watched_ns));
+    add("xruns", &|r| r.total_xruns().to_string());
+    add("xruns / min", &|r| {
+        format!(
+            "{:.2}",
+            r.total_xruns() as f64 / (r.watched_ns.max(1) as f64 / 60e9)
+        )
+    });
+    add("  with a driver delay", &|r| {
+        r.xruns
+            .iter()
+            .filter(|x| x.delayed_us > 0.0)
+            .count()
+            .to_string()
+    });
+    add("worst driver delay", &|r| {
+        let w = r.xruns.iter().map(|x| x.delayed_us).fold(0.0, f64::max);
+        format!("{:.2} ms", w / 1000.0)
+    });
+    add("DSP load mean / max %", &|r| {
+        format!("{:.1} / {:.1}", r.dsp_load.mean_pct, r.dsp_load.max_pct)
+    });
+    add("server away", &|r| r.gaps.len().to_string());
+    vec![by_metric("Watches", header, m)]
 }
 
 /// Plugin cost per frame, one row per plugin any of the results measured.

@@ -114,6 +114,11 @@ pub enum Body {
         config: verdict::VerdictConfig,
         results: Box<verdict::VerdictResults>,
     },
+    /// `watch`: every xrun of a live JACK or PipeWire session.
+    Watch {
+        config: crate::measure::watch::WatchConfig,
+        results: Box<crate::measure::watch::WatchResults>,
+    },
 }
 
 impl Body {
@@ -133,6 +138,7 @@ impl Body {
             Body::Event { .. } => "event",
             Body::Predict { .. } => "predict",
             Body::Verdict { .. } => "verdict",
+            Body::Watch { .. } => "watch",
         }
     }
 
@@ -145,6 +151,7 @@ impl Body {
             Body::Sched { results, .. } => results.forensics.as_ref(),
             Body::Latencytest { results, .. } => results.forensics.as_ref(),
             Body::Event { results, .. } => results.forensics.as_ref(),
+            Body::Watch { results, .. } => results.forensics.as_ref(),
             _ => None,
         }
     }

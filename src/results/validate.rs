@@ -23,6 +23,15 @@ pub type Problem = String;
 pub fn validate_body(body: &Body) -> Result<(), Problem> {
     match body {
         Body::Check { .. } | Body::Stress { .. } => {}
+        Body::Watch { results, .. } => {
+            rate("results.server.rate", results.server.rate)?;
+            frames("results.server.frames", results.server.frames)?;
+            for (i, x) in results.xruns.iter().enumerate() {
+                if x.at_ns > results.watched_ns {
+                    return Err(format!("results.xruns[{i}].at_ns is after the watch ended"));
+                }
+            }
+        }
         Body::Predict { config, results } => {
             rate("config.rate", config.rate)?;
             non_empty("config.buffers", &config.buffers)?;

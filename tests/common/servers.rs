@@ -93,9 +93,15 @@ impl JackdServer {
     /// Start `jackd -n NAME -d dummy -r RATE -p FRAMES` and wait until a client can
     /// connect (`jack_wait -w`), at most 10 s.
     pub fn start(rate: u32, frames: u32) -> Result<Self, String> {
+        Self::start_named(&unique("xrl"), rate, frames)
+    }
+
+    /// As [`JackdServer::start`], under a given name: a server restarted under the name of
+    /// one that stopped (what a client that follows its server sees).
+    pub fn start_named(name: &str, rate: u32, frames: u32) -> Result<Self, String> {
         let jackd = super::which("jackd").ok_or("jackd not installed (apt install jackd2)")?;
         let jack_wait = super::which("jack_wait").ok_or("jack_wait not installed")?;
-        let name = unique("xrl");
+        let name = name.to_string();
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let log = dir.path().join("jackd.log");
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;

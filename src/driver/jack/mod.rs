@@ -127,7 +127,7 @@ pub struct JackClient {
 }
 
 /// Version string of the loaded libjack, and which server it speaks to.
-fn library_identity() -> (String, String) {
+pub(crate) fn library_identity() -> (String, String) {
     // SAFETY: RTLD_NOLOAD only returns the libjack the jack crate already loaded (or null);
     // jack_get_version_string takes no arguments and returns a static NUL-terminated string
     // in both jackd2's and PipeWire's libjack.

@@ -22,6 +22,7 @@ pub(crate) use sched::set_q as sched_set_q;
 mod stress;
 mod tuning;
 mod verdict;
+mod watch;
 
 use super::{Input, Loaded};
 use crate::results::Body;
@@ -139,6 +140,7 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Event { config, results } => (event::section(config, results)),
                     Body::Predict { config, results } => (predict::section(config, results)),
                     Body::Verdict { config, results } => (verdict::section(config, results)),
+                    Body::Watch { config, results } => (watch::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
             }

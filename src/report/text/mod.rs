@@ -17,6 +17,7 @@ pub mod sched;
 pub mod stress;
 pub mod style;
 pub mod verdict;
+pub mod watch;
 
 use super::{Input, Loaded};
 use crate::results::{Body, ResultDoc};
@@ -39,6 +40,7 @@ pub fn body(doc: &ResultDoc) -> String {
         Body::Predict { config, results } => predict::summary(config, results),
         Body::Verdict { config, results } => verdict::summary(config, results),
         Body::Event { config, results } => event::summary(config, results),
+        Body::Watch { config, results } => watch::summary(config, results, doc.status),
     }
 }
 

@@ -1,0 +1,513 @@
+//! Per-client timing of a JACK session from a kernel trace (`watch --forensics`,
+//! docs/methods.md "Watch"): each client's real-time thread wakes (`sched_waking`), runs
+//! (`sched_switch` in and out, preemptions summed) and sleeps again once per cycle. That
+//! run is the client's cycle: its wake-up delay (waking → first on CPU) and its busy time
+//! (time on CPU until it sleeps). An xrun's late client is the one whose run around the
+//! notification (woken before it, ended at most two periods before it) exceeds its own usual
+//! figures the most; the rest of the trace says what ran
+//! on its CPU instead (`trace::attribute`).
+//!
+//! Pure functions over the trace; the threads are found in `/proc` by [`session_threads`].
+
+use crate::trace::parse::{Kind, Trace};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// A real-time thread of a JACK client (or of the server) of the watched session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClientThread {
+    /// The JACK client names of its process when known (`names`), else the process's comm,
+    /// with `/THREAD` when the thread's own name differs (libjack's process thread inherits
+    /// the name of the thread that activated the client); the server's are `server:COMM`.
+    pub name: String,
+    pub pid: i32,
+    pub tid: i32,
+}
+
+/// One cycle of a thread: woken, first on CPU, asleep again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub waking_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub busy_ns: u64,
+    /// Still running when the trace ended.
+    pub open: bool,
+}
+
+impl Run {
+    pub fn wake_delay_ns(&self) -> u64 {
+        self.start_ns.saturating_sub(self.waking_ns)
+    }
+
+    /// First on CPU to asleep again: its busy time plus any preemption.
+    pub fn run_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Count and p50 / p99 / max of a set of durations, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Timing {
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Timing {
+    pub fn of(mut v: Vec<u64>) -> Timing {
+        if v.is_empty() {
+            return Timing::default();
+        }
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        Timing {
+            count: v.len() as u64,
+            p50: at(0.5),
+            p99: at(0.99),
+            max: *v.last().expect("not empty"),
+        }
+    }
+}
+
+/// A client's timing over the whole watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClientTiming {
+    pub name: String,
+    pub pid: i32,
+    pub tid: i32,
+    pub busy_ns: Timing,
+    /// First on CPU to asleep again (busy plus preemptions).
+    pub run_ns: Timing,
+    pub wake_delay_ns: Timing,
+    /// Xruns it was named late in.
+    pub xruns_late: u64,
+}
+
+/// The client named late in one xrun.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LateClient {
+    pub name: String,
+    pub tid: i32,
+    /// Its run around the xrun.
+    pub wake_delay_ns: u64,
+    pub busy_ns: u64,
+    pub run_ns: u64,
+    /// Its usual (median) figures.
+    pub usual_wake_delay_ns: u64,
+    pub usual_busy_ns: u64,
+    pub usual_run_ns: u64,
+    /// By how much it exceeded its usual figures (the larger of the two excesses).
+    pub excess_ns: u64,
+    /// It woke late (the wake-up delay exceeded more than its run did), else it ran long
+    /// (busy, or kept off the CPU once running).
+    pub woke_late: bool,
+    /// What took its CPU most in that run (from the attribution), with the time it took.
+    #[serde(default)]
+    pub culprit: Option<String>,
+    #[serde(default)]
+    pub culprit_ns: u64,
+}
+
+/// Each thread's runs, from the trace's scheduler events.
+pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
+    #[derive(Clone, Copy)]
+    struct Open {
+        waking: u64,
+        start: u64,
+        last_in: Option<u64>,
+        busy: u64,
+    }
+    let mut evs: Vec<_> = trace
+        .events
+        .iter()
+        .filter(|e| match e.kind {
+            Kind::Switch {
+                prev_pid, next_pid, ..
+            } => tids.contains(&prev_pid) || tids.contains(&next_pid),
+            Kind::Waking { pid, .. } => tids.contains(&pid),
+            _ => false,
+        })
+        .collect();
+    evs.sort_by_key(|e| e.ts_ns);
+    let mut out: HashMap<i32, Vec<Run>> = tids.iter().map(|&t| (t, Vec::new())).collect();
+    let mut open: HashMap<i32, Open> = HashMap::new();
+    let mut woken: HashMap<i32, u64> = HashMap::new();
+    let first = trace.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
+    let mut last = 0;
+    for e in evs {
+        last = e.ts_ns;
+        match e.kind {
+            Kind::Waking { pid, .. } if !open.contains_key(&pid) => {
+                woken.entry(pid).or_insert(e.ts_ns);
+            }
+            Kind::Switch {
+                prev_pid,
+                prev_runnable,
+                next_pid,
+                ..
+            } => {
+                if tids.contains(&prev_pid)
+                    && !open.contains_key(&prev_pid)
+                    && out.get(&prev_pid).is_some_and(Vec::is_empty)
+                {
+                    // Running when the trace started: its run is known from there on.
+                    open.insert(
+                        prev_pid,
+                        Open {
+                            waking: first,
+                            start: first,
+                            last_in: Some(first),
+                            busy: 0,
+                        },
+                    );
+                }
+                if let Some(o) = open.get_mut(&prev_pid) {
+                    if let Some(t) = o.last_in.take() {
+                        o.busy += e.ts_ns.saturating_sub(t);
+                    }
+                    if !prev_runnable {
+                        let o = open.remove(&prev_pid).expect("present");
+                        out.entry(prev_pid).or_default().push(Run {
+                            waking_ns: o.waking,
+                            start_ns: o.start,
+                            end_ns: e.ts_ns,
+                            busy_ns: o.busy,
+                            open: false,
+                        });
+                    }
+                }
+                if tids.contains(&next_pid) {
+                    let o = open.entry(next_pid).or_insert_with(|| {
+                        let w = woken.remove(&next_pid).unwrap_or(e.ts_ns);
+                        Open {
+                            waking: w.min(e.ts_ns),
+                            start: e.ts_ns,
+                            last_in: None,
+                            busy: 0,
+                        }
+                    });
+                    o.last_in = Some(e.ts_ns);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (tid, o) in open {
+        let busy = o.busy + o.last_in.map_or(0, |t| last.saturating_sub(t));
+        out.entry(tid).or_default().push(Run {
+            waking_ns: o.waking,
+            start_ns: o.start,
+            end_ns: last,
+            busy_ns: busy,
+            open: true,
+        });
+    }
+    out
+}
+
+/// The late client of an xrun notified at `at_ns` (absolute CLOCK_MONOTONIC) with period
+/// `period_ns`: among each thread's run that started before the notification and ended at
+/// most two periods before it, the one exceeding its thread's usual figures (`usual`: median
+/// wake-up delay and run, per thread) the most, by at least a twentieth of a period.
+/// Returns the thread's index in `threads` and the run.
+pub fn late_client(
+    threads: &[ClientThread],
+    runs: &HashMap<i32, Vec<Run>>,
+    usual: &[(u64, u64)],
+    at_ns: u64,
+    period_ns: u64,
+) -> Option<(usize, Run, u64, bool)> {
+    let mut best: Option<(usize, Run, u64, bool)> = None;
+    for (i, t) in threads.iter().enumerate() {
+        let Some(rs) = runs.get(&t.tid) else { continue };
+        // Runs are in end order: the last that started before the notification.
+        let Some(r) = rs
+            .iter()
+            .rev()
+            .find(|r| r.waking_ns <= at_ns && r.end_ns + 2 * period_ns >= at_ns)
+        else {
+            continue;
+        };
+        let (uw, ur) = usual[i];
+        let ran = r.run_ns().saturating_sub(ur);
+        let woke = r.wake_delay_ns().saturating_sub(uw);
+        let excess = ran.max(woke);
+        // A twentieth of a period past its usual is jitter, not what made the cycle late.
+        if excess >= period_ns / 20 && excess > best.as_ref().map_or(0, |b| b.2) {
+            best = Some((i, *r, excess, woke > ran));
+        }
+    }
+    best
+}
+
+/// The real-time threads (FIFO or RR) of every process that is a JACK client or server of
+/// the session we are a client of, named by `names` (pid → JACK client names), ours left
+/// out.
+pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
+    let root = crate::system::Root::default();
+    let own = std::process::id() as i32;
+    let mut rt: Vec<i32> = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            // SAFETY: sched_getscheduler reads another thread's policy; no memory passed.
+            let policy = unsafe { libc::sched_getscheduler(tid) };
+            if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+                rt.push(tid);
+            }
+        }
+    }
+    let audio = crate::trace::clients::identify(&root, &rt, own);
+    let mut out: Vec<ClientThread> = audio
+        .into_iter()
+        .filter(|(_, c)| {
+            matches!(
+                c.role,
+                crate::trace::AudioRole::JackClient | crate::trace::AudioRole::JackServer
+            )
+        })
+        .map(|(tid, c)| {
+            let thread = root
+                .read(&format!("/proc/{}/task/{tid}/comm", c.pid))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            let process = match names.get(&c.pid) {
+                Some(n) if !n.is_empty() => n.join("+"),
+                _ => c.process.clone(),
+            };
+            let name = match c.role {
+                crate::trace::AudioRole::JackServer => format!("server:{}", c.process),
+                _ if !thread.is_empty() && thread != c.process => format!("{process}/{thread}"),
+                _ => process,
+            };
+            ClientThread {
+                name,
+                pid: c.pid,
+                tid,
+            }
+        })
+        .collect();
+    out.sort_by_key(|t| (t.pid, t.tid));
+    out
+}
+
+/// What `--forensics` adds to a watch: each client's timing, the late client of each xrun
+/// (written into `xruns`), and the attribution of each late run (the `forensics` section),
+/// with the warnings the recording carries. `t0` is the watch's start (CLOCK_MONOTONIC).
+pub fn explain(
+    recording: &crate::trace::Recording,
+    threads: &[ClientThread],
+    xruns: &mut [super::WatchXrun],
+    t0: u64,
+    period_ns: u64,
+) -> (Vec<ClientTiming>, crate::trace::Forensics, Vec<String>) {
+    let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
+    let all = runs(&recording.trace, &tids);
+    let mut timings: Vec<ClientTiming> = threads
+        .iter()
+        .map(|t| {
+            let rs = all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+            ClientTiming {
+                name: t.name.clone(),
+                pid: t.pid,
+                tid: t.tid,
+                busy_ns: Timing::of(rs.iter().map(|r| r.busy_ns).collect()),
+                run_ns: Timing::of(rs.iter().map(Run::run_ns).collect()),
+                wake_delay_ns: Timing::of(rs.iter().map(Run::wake_delay_ns).collect()),
+                xruns_late: 0,
+            }
+        })
+        .collect();
+    let usual: Vec<(u64, u64)> = timings
+        .iter()
+        .map(|t| (t.wake_delay_ns.p50, t.run_ns.p50))
+        .collect();
+    let mut windows = Vec::new();
+    for x in xruns.iter_mut() {
+        let Some((i, run, excess, woke_late)) =
+            late_client(threads, &all, &usual, t0 + x.at_ns, period_ns)
+        else {
+            continue;
+        };
+        timings[i].xruns_late += 1;
+        x.late = Some(LateClient {
+            name: threads[i].name.clone(),
+            tid: threads[i].tid,
+            wake_delay_ns: run.wake_delay_ns(),
+            busy_ns: run.busy_ns,
+            run_ns: run.run_ns(),
+            usual_wake_delay_ns: usual[i].0,
+            usual_busy_ns: timings[i].busy_ns.p50,
+            usual_run_ns: usual[i].1,
+            excess_ns: excess,
+            woke_late,
+            culprit: None,
+            culprit_ns: 0,
+        });
+        windows.push(crate::trace::Window {
+            id: x.index,
+            tid: threads[i].tid,
+            cpu: None,
+            t_ideal_ns: run.waking_ns,
+            wake_ns: run.start_ns,
+            end_ns: run.end_ns,
+            own_cpu_ns: Some(run.busy_ns),
+        });
+    }
+    let ours: Vec<i32> = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let f = recording.explain("xrun", &windows, &ours);
+    for w in &f.windows {
+        let Some(x) = xruns.iter_mut().find(|x| x.index == w.id) else {
+            continue;
+        };
+        // A run that was busy nearly all along was its own work: nothing took its CPU.
+        let own_work = |l: &LateClient| !l.woke_late && l.busy_ns * 10 >= l.run_ns * 9;
+        if let (Some(l), Some(top)) = (x.late.as_mut(), w.top.first()) {
+            if !own_work(l) {
+                l.culprit = Some(top.culprit.label());
+                l.culprit_ns = top.ns;
+            }
+        }
+    }
+    let warnings = recording.warnings(&f);
+    (timings, f, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::parse::Event;
+
+    fn sw(ts: u64, prev: i32, runnable: bool, next: i32) -> Event {
+        Event {
+            ts_ns: ts,
+            cpu: 0,
+            pid: prev,
+            kind: Kind::Switch {
+                prev_pid: prev,
+                prev_prio: 120,
+                prev_runnable: runnable,
+                next_pid: next,
+                next_prio: 120,
+            },
+        }
+    }
+
+    fn wk(ts: u64, pid: i32) -> Event {
+        Event {
+            ts_ns: ts,
+            cpu: 0,
+            pid: 0,
+            kind: Kind::Waking {
+                pid,
+                prio: 10,
+                target_cpu: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn a_run_sums_its_time_on_cpu_and_ends_when_it_sleeps() {
+        let mut trace = Trace::default();
+        trace.events = vec![
+            wk(100, 7),
+            sw(110, 0, false, 7),
+            sw(150, 7, true, 9), // preempted
+            sw(170, 9, false, 7),
+            sw(200, 7, false, 0), // asleep
+            wk(1000, 7),
+            sw(1300, 0, false, 7),
+        ];
+        let r = runs(&trace, &[7]);
+        assert_eq!(
+            r[&7],
+            vec![
+                Run {
+                    waking_ns: 100,
+                    start_ns: 110,
+                    end_ns: 200,
+                    busy_ns: 40 + 30,
+                    open: false
+                },
+                Run {
+                    waking_ns: 1000,
+                    start_ns: 1300,
+                    end_ns: 1300,
+                    busy_ns: 0,
+                    open: true
+                }
+            ]
+        );
+        assert_eq!(r[&7][1].wake_delay_ns(), 300);
+        // A thread already running when the trace began: its run starts with the trace.
+        let mut trace = Trace::default();
+        trace.events = vec![sw(50, 3, true, 3), sw(90, 7, false, 0)];
+        let r = runs(&trace, &[7]);
+        assert_eq!(
+            (r[&7][0].start_ns, r[&7][0].end_ns, r[&7][0].busy_ns),
+            (50, 90, 40)
+        );
+    }
+
+    #[test]
+    fn the_late_client_is_the_one_past_its_own_usual_figures() {
+        let threads = vec![
+            ClientThread {
+                name: "busy-but-usual".into(),
+                pid: 1,
+                tid: 1,
+            },
+            ClientThread {
+                name: "slow".into(),
+                pid: 2,
+                tid: 2,
+            },
+        ];
+        let run = |s: u64, busy: u64| Run {
+            waking_ns: s,
+            start_ns: s,
+            end_ns: s + busy,
+            busy_ns: busy,
+            open: false,
+        };
+        let mut m = HashMap::new();
+        m.insert(1, vec![run(0, 4_000_000)]);
+        m.insert(2, vec![run(0, 3_000_000)]);
+        let usual = [(0, 4_000_000), (0, 100_000)];
+        let (i, _, excess, woke) = late_client(&threads, &m, &usual, 5_000_000, 5_333_333).unwrap();
+        assert_eq!((i, excess, woke), (1, 2_900_000, false));
+        // Nothing past its usual figures: nobody is named.
+        let usual = [(0, 4_000_000), (0, 3_000_000)];
+        assert!(late_client(&threads, &m, &usual, 5_000_000, 5_333_333).is_none());
+    }
+
+    #[test]
+    fn timings_take_percentiles_of_what_they_are_given() {
+        let t = Timing::of((1..=100).collect());
+        assert_eq!((t.count, t.p50, t.p99, t.max), (100, 51, 99, 100));
+        assert_eq!(Timing::of(vec![]), Timing::default());
+    }
+}

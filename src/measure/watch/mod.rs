@@ -1,0 +1,504 @@
+//! `xrunlab watch` (docs/methods.md "Watch"): every xrun of the user's own live audio
+//! session, recorded while it runs, without adding work to its graph.
+//!
+//! One file per server adapter (`jack.rs`; PipeWire's profiler is to come). An adapter
+//! attaches, reports the server's identity and hands over the xruns it saw since the last
+//! poll; this file owns the loop that is server-agnostic: the duration, Ctrl-C, a server
+//! that goes away (the result ends `server-shutdown`, or with `follow` the gap is recorded
+//! and the watch goes on once the server is back) and the DSP-load samples. The one-sentence
+//! answer is the report's (`report::text::watch::answer`).
+//!
+//! The live counters are [`Live`], atomics only, so another thread (a metrics endpoint) can
+//! snapshot them at any time without taking a lock the watcher's loop or libjack's
+//! notification thread could hold.
+
+pub mod clients;
+pub mod jack;
+
+use crate::common::Status;
+use crate::error::{Error, Result};
+use crate::measure::session::{Outcome, Session};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Which server to watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// The JACK server libjack finds (jackd, or PipeWire under pw-jack); PipeWire's
+    /// profiler once its adapter exists.
+    #[default]
+    Auto,
+    Jack,
+    Pipewire,
+}
+
+/// What `watch` was asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchConfig {
+    pub server: ServerKind,
+    /// The JACK server's name (`--server jack:NAME`); None = $JACK_DEFAULT_SERVER or "default".
+    #[serde(default)]
+    pub server_name: Option<String>,
+    /// Stop after this long; None = until Ctrl-C or the server going away.
+    #[serde(default)]
+    pub duration_ns: Option<u64>,
+    /// Wait for a server that went away and go on (the gap is recorded).
+    #[serde(default)]
+    pub follow: bool,
+    /// `--forensics` was asked.
+    #[serde(default)]
+    pub forensics: bool,
+}
+
+/// The server as the watch found it (the last one, after a `follow` reconnect).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    /// `jackd2` or `pipewire` (pipewire-jack's libjack).
+    pub kind: String,
+    /// The JACK server name watched.
+    pub name: String,
+    /// The client library's version string.
+    pub version: String,
+    pub rate: u32,
+    pub frames: u32,
+}
+
+impl ServerInfo {
+    pub fn period_ns(&self) -> u64 {
+        crate::common::device::ns_of_frames(self.frames as u64, self.rate)
+    }
+}
+
+/// One xrun the server reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchXrun {
+    /// 1, 2, … in the order seen.
+    pub index: u64,
+    /// CLOCK_MONOTONIC when the notification arrived, ns after the watch started.
+    pub at_ns: u64,
+    /// Wall-clock time of the notification (RFC 3339, ms).
+    pub wall: String,
+    /// The server's frame time when it was noticed (JACK's `jack_frame_time`).
+    pub frame: u64,
+    /// `frame / buffer frames`: the graph cycle it fell in.
+    pub cycle: u64,
+    /// `jack_get_xrun_delayed_usecs`: how late the driver said it was, µs (0 when the
+    /// driver does not say: jackd's dummy driver, a client that was not finished).
+    pub delayed_us: f64,
+    /// The server's DSP load (`jack_cpu_load`, %) right after the xrun.
+    pub dsp_load_pct: f64,
+    /// `--forensics`: the client that was late, by how much, and what took its CPU.
+    #[serde(default)]
+    pub late: Option<clients::LateClient>,
+}
+
+/// A span without a server (`--follow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchGap {
+    /// When the server went away, ns after the watch started.
+    pub from_ns: u64,
+    /// When it answered again; None = it never came back before the watch ended.
+    pub to_ns: Option<u64>,
+}
+
+/// The server's DSP load, sampled every poll (10 per second).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct LoadSamples {
+    pub samples: u64,
+    pub mean_pct: f64,
+    pub max_pct: f64,
+}
+
+impl LoadSamples {
+    fn add(&mut self, pct: f64) {
+        if !pct.is_finite() {
+            return;
+        }
+        self.samples += 1;
+        self.mean_pct += (pct - self.mean_pct) / self.samples as f64;
+        self.max_pct = self.max_pct.max(pct);
+    }
+}
+
+/// What `watch` recorded.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct WatchResults {
+    pub server: ServerInfo,
+    /// How long the watch ran, gaps included, ns.
+    pub watched_ns: u64,
+    pub xruns: Vec<WatchXrun>,
+    /// Xrun notifications that arrived faster than the watcher drained them (their count
+    /// is known, their details are not): never silent.
+    #[serde(default)]
+    pub xruns_lost: u64,
+    pub dsp_load: LoadSamples,
+    /// `jack_get_max_delayed_usecs` at the end, µs.
+    #[serde(default)]
+    pub max_delayed_us: f64,
+    #[serde(default)]
+    pub gaps: Vec<WatchGap>,
+    /// What `--forensics` would add, or why it is off; None when it ran.
+    #[serde(default)]
+    pub forensics_note: Option<String>,
+    /// `--forensics`: each client's real-time thread, its busy time and wake-up delay per
+    /// cycle, and the xruns it was late in.
+    #[serde(default)]
+    pub clients: Vec<clients::ClientTiming>,
+    /// `--forensics`: the attribution of each late client's run (what ran on its CPU).
+    #[serde(default)]
+    pub forensics: Option<crate::trace::Forensics>,
+}
+
+impl WatchResults {
+    /// Xruns seen, lost ones included.
+    pub fn total_xruns(&self) -> u64 {
+        self.xruns.len() as u64 + self.xruns_lost
+    }
+}
+
+/// The live counters, shared with whoever wants a snapshot (a status line, a metrics
+/// endpoint): atomics only, written by the watcher's loop.
+#[derive(Debug, Default)]
+pub struct Live {
+    xruns: AtomicU64,
+    lost: AtomicU64,
+    worst_delay_ns: AtomicU64,
+    /// DSP load in thousandths of a percent.
+    dsp_load_milli: AtomicU32,
+    dsp_load_max_milli: AtomicU32,
+    watched_ns: AtomicU64,
+    gaps: AtomicU64,
+    server_up: AtomicBool,
+    frames: AtomicU32,
+    rate: AtomicU32,
+}
+
+/// One reading of [`Live`] (each field is read atomically; a snapshot taken while an xrun
+/// is being counted may show the count before the delay: harmless).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LiveSnapshot {
+    pub xruns: u64,
+    pub lost: u64,
+    pub worst_delay_ns: u64,
+    pub dsp_load_pct: f64,
+    pub dsp_load_max_pct: f64,
+    pub watched_ns: u64,
+    pub gaps: u64,
+    pub server_up: bool,
+    pub frames: u32,
+    pub rate: u32,
+}
+
+impl Live {
+    pub fn snapshot(&self) -> LiveSnapshot {
+        let r = Ordering::Relaxed;
+        LiveSnapshot {
+            xruns: self.xruns.load(r),
+            lost: self.lost.load(r),
+            worst_delay_ns: self.worst_delay_ns.load(r),
+            dsp_load_pct: self.dsp_load_milli.load(r) as f64 / 1000.0,
+            dsp_load_max_pct: self.dsp_load_max_milli.load(r) as f64 / 1000.0,
+            watched_ns: self.watched_ns.load(r),
+            gaps: self.gaps.load(r),
+            server_up: self.server_up.load(r),
+            frames: self.frames.load(r),
+            rate: self.rate.load(r),
+        }
+    }
+
+    fn server(&self, s: &ServerInfo, up: bool) {
+        self.server_up.store(up, Ordering::Relaxed);
+        self.frames.store(s.frames, Ordering::Relaxed);
+        self.rate.store(s.rate, Ordering::Relaxed);
+    }
+
+    fn load(&self, pct: f64) {
+        let m = (pct.clamp(0.0, 1e6) * 1000.0) as u32;
+        self.dsp_load_milli.store(m, Ordering::Relaxed);
+        self.dsp_load_max_milli.fetch_max(m, Ordering::Relaxed);
+    }
+
+    fn xrun(&self, x: &WatchXrun) {
+        self.xruns.fetch_add(1, Ordering::Relaxed);
+        let d = (x.delayed_us.max(0.0) * 1000.0) as u64;
+        self.worst_delay_ns.fetch_max(d, Ordering::Relaxed);
+    }
+}
+
+/// What the watch tells its caller as it goes (the CLI prints them).
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// Attached; the server as found.
+    Attached(&'a ServerInfo),
+    Xrun(&'a WatchXrun, &'a ServerInfo),
+    /// Notifications lost (counted, not detailed).
+    Lost(u64),
+    /// About once a second.
+    Tick(LiveSnapshot),
+    /// The server went away; `follow` says whether the watch waits for it.
+    ServerGone {
+        follow: bool,
+    },
+    /// It answered again after `gap_ns`.
+    ServerBack(&'a ServerInfo, u64),
+}
+
+/// A server adapter: attached to one server until it goes away.
+pub trait Adapter {
+    fn info(&self) -> ServerInfo;
+    /// Xruns since the last poll, into `out` (at_ns relative to `t0`), and how many were
+    /// lost; false once the server has gone away.
+    fn poll(&mut self, t0: u64, out: &mut Vec<WatchXrun>) -> (bool, u64);
+    /// The server's DSP load now, %.
+    fn dsp_load(&self) -> f64;
+    /// The server's largest driver delay so far, µs.
+    fn max_delayed_us(&self) -> f64;
+    /// The session's client names by process id (for naming their threads).
+    fn client_names(&self) -> std::collections::HashMap<i32, Vec<String>> {
+        Default::default()
+    }
+}
+
+/// How often the loop polls: xruns are timed by the notification itself, so this only
+/// bounds how late a line appears and how fine the DSP-load samples are.
+const POLL: Duration = Duration::from_millis(100);
+/// How often `--forensics` looks for the session's threads again (a scan of /proc).
+const SCAN_NS: u64 = 2_000_000_000;
+/// How often `follow` asks whether the server is back.
+const RECONNECT: Duration = Duration::from_millis(250);
+
+/// Attach to the configured server.
+pub fn attach(cfg: &WatchConfig) -> Result<Box<dyn Adapter>> {
+    match cfg.server {
+        ServerKind::Pipewire => Err(Error::usage(
+            "--server pipewire: watching PipeWire through its profiler is not built yet; \
+             watch PipeWire through its JACK interface with `pw-jack xrunlab watch --server jack`",
+        )),
+        ServerKind::Auto | ServerKind::Jack => match jack::JackAdapter::attach(cfg) {
+            Ok(a) => Ok(Box::new(a)),
+            Err(e) if e.kind() == crate::error::ErrorKind::NoServer => {
+                Err(Error::no_server(no_server_message(cfg)))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// What was looked for and how to start it.
+pub fn no_server_message(cfg: &WatchConfig) -> String {
+    let name = cfg
+        .server_name
+        .clone()
+        .or_else(|| std::env::var("JACK_DEFAULT_SERVER").ok())
+        .unwrap_or_else(|| "default".into());
+    let pw_line = match pipewire_socket() {
+        Some(p) if p.exists() => format!(
+            "; a PipeWire daemon answers at {} but watching PipeWire directly is not built yet: \
+             run `pw-jack xrunlab watch --server jack` to watch it through its JACK interface",
+            p.display()
+        ),
+        Some(p) => format!("; no PipeWire daemon at {}", p.display()),
+        None => "; no PipeWire daemon (XDG_RUNTIME_DIR is not set)".into(),
+    };
+    format!(
+        "nothing to watch: no JACK server named '{name}' is running{pw_line}. Start one \
+         (`jackd -d alsa -d hw:0 -p 256`, or `jackd -d dummy` to try) or start PipeWire \
+         (`systemctl --user start pipewire`), then watch again"
+    )
+}
+
+fn pipewire_socket() -> Option<std::path::PathBuf> {
+    let dir =
+        std::env::var_os("PIPEWIRE_RUNTIME_DIR").or_else(|| std::env::var_os("XDG_RUNTIME_DIR"))?;
+    let name = std::env::var("PIPEWIRE_REMOTE").unwrap_or_else(|_| "pipewire-0".into());
+    Some(std::path::Path::new(&dir).join(name))
+}
+
+/// Watch until the duration, Ctrl-C, or the server going away (with `follow`: until the
+/// duration or Ctrl-C). `on` hears each event as it happens; `live` is kept current.
+pub fn run(
+    cfg: &WatchConfig,
+    session: &mut Session,
+    live: &Live,
+    on: &mut dyn FnMut(Event),
+) -> Result<Outcome<WatchConfig, WatchResults>> {
+    let mut adapter = attach(cfg)?;
+    let mut r = WatchResults {
+        server: adapter.info(),
+        forensics_note: Some(forensics_note(cfg)),
+        ..WatchResults::default()
+    };
+    let recorder = if cfg.forensics {
+        session.start_trace(&[], cfg.duration_ns.unwrap_or(0))
+    } else {
+        None
+    };
+    let mut threads = if recorder.is_some() {
+        clients::session_threads(&adapter.client_names())
+    } else {
+        Vec::new()
+    };
+    live.server(&r.server, true);
+    on(Event::Attached(&r.server));
+    let t0 = crate::rt::clock::monotonic_ns();
+    let end = cfg.duration_ns.map(|d| t0.saturating_add(d));
+    let mut fresh = Vec::new();
+    let mut next_tick = t0;
+    let mut next_scan = t0 + SCAN_NS;
+    let status = loop {
+        let now = crate::rt::clock::monotonic_ns();
+        let (up, lost) = adapter.poll(t0, &mut fresh);
+        for mut x in fresh.drain(..) {
+            x.index = r.total_xruns() + 1;
+            live.xrun(&x);
+            on(Event::Xrun(&x, &r.server));
+            r.xruns.push(x);
+        }
+        if lost > 0 {
+            r.xruns_lost += lost;
+            live.lost.fetch_add(lost, Ordering::Relaxed);
+            on(Event::Lost(lost));
+        }
+        if up {
+            let l = adapter.dsp_load();
+            r.dsp_load.add(l);
+            live.load(l);
+            r.max_delayed_us = r.max_delayed_us.max(adapter.max_delayed_us());
+        }
+        live.watched_ns.store(now - t0, Ordering::Relaxed);
+        if crate::rt::interrupt::requested() {
+            break Status::Interrupted;
+        }
+        if end.is_some_and(|e| now >= e) {
+            break Status::Complete;
+        }
+        if !up {
+            live.server(&r.server, false);
+            on(Event::ServerGone { follow: cfg.follow });
+            if !cfg.follow {
+                break Status::ServerShutdown;
+            }
+            if recorder.is_some() {
+                more_threads(&mut threads, adapter.as_ref());
+            }
+            // Closes the client of the server that went away.
+            adapter = Box::new(Away);
+            r.gaps.push(WatchGap {
+                from_ns: now - t0,
+                to_ns: None,
+            });
+            live.gaps.fetch_add(1, Ordering::Relaxed);
+            match wait_for_server(cfg, end, live, t0) {
+                Some(a) => {
+                    adapter = a;
+                    let back = crate::rt::clock::monotonic_ns() - t0;
+                    let from = r.gaps.last().map_or(back, |g| g.from_ns);
+                    if let Some(g) = r.gaps.last_mut() {
+                        g.to_ns = Some(back);
+                    }
+                    r.server = adapter.info();
+                    live.server(&r.server, true);
+                    on(Event::ServerBack(&r.server, back - from));
+                    continue;
+                }
+                None if crate::rt::interrupt::requested() => break Status::Interrupted,
+                None => break Status::Complete,
+            }
+        }
+        if now >= next_tick {
+            on(Event::Tick(live.snapshot()));
+            next_tick = now + 1_000_000_000;
+        }
+        if recorder.is_some() && now >= next_scan {
+            // Clients that come and go during the watch are caught while they run.
+            more_threads(&mut threads, adapter.as_ref());
+            next_scan = now + SCAN_NS;
+        }
+        std::thread::sleep(POLL);
+    };
+    r.watched_ns = crate::rt::clock::monotonic_ns() - t0;
+    live.watched_ns.store(r.watched_ns, Ordering::Relaxed);
+    let mut warnings = Vec::new();
+    if let Some(rec) = recorder {
+        if status != Status::ServerShutdown {
+            more_threads(&mut threads, adapter.as_ref());
+        }
+        let recording = rec.finish();
+        let (timings, mut f, w) =
+            clients::explain(&recording, &threads, &mut r.xruns, t0, r.server.period_ns());
+        session.keep(&mut f, &mut warnings);
+        warnings.extend(w);
+        r.clients = timings;
+        r.forensics = Some(f);
+        r.forensics_note = None;
+    }
+    Ok(Outcome {
+        status,
+        config: cfg.clone(),
+        results: r,
+        warnings,
+    })
+}
+
+/// The adapter while the server is away (`follow`): nothing to read.
+struct Away;
+
+impl Adapter for Away {
+    fn info(&self) -> ServerInfo {
+        ServerInfo::default()
+    }
+    fn poll(&mut self, _: u64, _: &mut Vec<WatchXrun>) -> (bool, u64) {
+        (false, 0)
+    }
+    fn dsp_load(&self) -> f64 {
+        0.0
+    }
+    fn max_delayed_us(&self) -> f64 {
+        0.0
+    }
+}
+
+/// Add the session's real-time threads not seen yet (clients started during the watch).
+fn more_threads(threads: &mut Vec<clients::ClientThread>, adapter: &dyn Adapter) {
+    for t in clients::session_threads(&adapter.client_names()) {
+        if !threads.iter().any(|o| o.tid == t.tid) {
+            threads.push(t);
+        }
+    }
+}
+
+/// Ask for the server until it answers, the watch's end passes or Ctrl-C.
+fn wait_for_server(
+    cfg: &WatchConfig,
+    end: Option<u64>,
+    live: &Live,
+    t0: u64,
+) -> Option<Box<dyn Adapter>> {
+    loop {
+        let now = crate::rt::clock::monotonic_ns();
+        live.watched_ns.store(now - t0, Ordering::Relaxed);
+        if crate::rt::interrupt::requested() || end.is_some_and(|e| now >= e) {
+            return None;
+        }
+        if let Ok(a) = attach(cfg) {
+            return Some(a);
+        }
+        std::thread::sleep(RECONNECT);
+    }
+}
+
+/// What `--forensics` would add, or why it cannot run here.
+pub fn forensics_note(cfg: &WatchConfig) -> String {
+    let adds = "--forensics would add each client's wake-up and busy time per cycle, the late \
+                client of every xrun and what ran on its CPU instead";
+    if cfg.forensics {
+        return format!("{adds}, but it could not record here (see the line above)");
+    }
+    match crate::trace::probe() {
+        Ok(()) => format!("{adds}; root and tracefs are here, add --forensics"),
+        Err(e) => format!("{adds}; it needs root and tracefs ({e})"),
+    }
+}

@@ -1,0 +1,374 @@
+//! `watch`: the line per xrun and the status line printed while watching, the end summary
+//! and its one-sentence answer (docs/methods.md "Watch").
+
+use super::style::{new_table, num};
+use crate::common::Status;
+use crate::measure::watch::{LiveSnapshot, ServerInfo, WatchConfig, WatchResults, WatchXrun};
+use crate::report::format::span;
+use crate::units::format_ns;
+
+/// The clock time of a wall stamp (`…T14:03:22.120Z` → `14:03:22.120`).
+fn clock(wall: &str) -> &str {
+    wall.split_once('T')
+        .map(|(_, t)| t.trim_end_matches('Z'))
+        .unwrap_or(wall)
+}
+
+/// One xrun as it is printed the moment it is seen.
+pub fn xrun_line(x: &WatchXrun, s: &ServerInfo) -> String {
+    let delay = if x.delayed_us > 0.0 {
+        format!("driver {:.2} ms late", x.delayed_us / 1000.0)
+    } else {
+        "no driver delay (a client was not finished)".into()
+    };
+    format!(
+        "{}  xrun {}  {}/{}  cycle {}  {}  DSP {:.0} %",
+        clock(&x.wall),
+        x.index,
+        s.frames,
+        s.rate,
+        x.cycle,
+        delay,
+        x.dsp_load_pct
+    )
+}
+
+/// The status line a terminal shows while watching.
+pub fn status_line(l: &LiveSnapshot) -> String {
+    let secs = l.watched_ns / 1_000_000_000;
+    let mut s = format!(
+        "watching {:02}:{:02}:{:02}  xruns {}  worst delay {}  DSP {:.0} % (max {:.0} %)",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        l.xruns + l.lost,
+        format_ns(l.worst_delay_ns),
+        l.dsp_load_pct,
+        l.dsp_load_max_pct
+    );
+    if !l.server_up {
+        s.push_str("  server away, waiting");
+    }
+    s
+}
+
+/// The one-sentence answer.
+pub fn answer(r: &WatchResults) -> String {
+    let n = r.total_xruns();
+    let server = format!(
+        "{} '{}' at {}/{}",
+        r.server.kind, r.server.name, r.server.frames, r.server.rate
+    );
+    let gaps = match r.gaps.len() {
+        0 => String::new(),
+        1 => " (the server was away once)".into(),
+        g => format!(" (the server was away {g} times)"),
+    };
+    let load = format!(
+        "DSP load mean {:.0} %, max {:.0} %",
+        r.dsp_load.mean_pct, r.dsp_load.max_pct
+    );
+    if n == 0 {
+        return format!(
+            "No xruns in {} on {server}{gaps}: the session ran clean ({load}).",
+            span(r.watched_ns)
+        );
+    }
+    let per_min = n as f64 / (r.watched_ns.max(1) as f64 / 60e9);
+    if let Some(late) = late_clause(r) {
+        return format!(
+            "{n} xrun{} in {} on {server} ({per_min:.1}/min){gaps}; {late}; {load}.",
+            if n == 1 { "" } else { "s" },
+            span(r.watched_ns)
+        );
+    }
+    let delayed = r.xruns.iter().filter(|x| x.delayed_us > 0.0).count();
+    let cause = if delayed == 0 {
+        "the server reported no driver delay for any, so clients finished late".to_string()
+    } else {
+        let worst = r.xruns.iter().map(|x| x.delayed_us).fold(0.0, f64::max);
+        format!(
+            "{delayed} came with a late driver wake-up (worst {:.2} ms)",
+            worst / 1000.0
+        )
+    };
+    format!(
+        "{n} xrun{} in {} on {server} ({per_min:.1}/min){gaps}; {cause}; {load}.",
+        if n == 1 { "" } else { "s" },
+        span(r.watched_ns)
+    )
+}
+
+/// "K of them while 'CLIENT' ran long (usual busy …, worst …) behind CULPRIT": the client
+/// late most often, and the culprit most often on its CPU then; None without forensics.
+fn late_clause(r: &WatchResults) -> Option<String> {
+    let mut by: Vec<(&str, u64)> = Vec::new();
+    for l in r.xruns.iter().filter_map(|x| x.late.as_ref()) {
+        match by.iter_mut().find(|(n, _)| *n == l.name) {
+            Some(e) => e.1 += 1,
+            None => by.push((&l.name, 1)),
+        }
+    }
+    by.sort_by_key(|e| std::cmp::Reverse(e.1));
+    let (name, k) = *by.first()?;
+    let mine: Vec<_> = r
+        .xruns
+        .iter()
+        .filter_map(|x| x.late.as_ref())
+        .filter(|l| l.name == name)
+        .collect();
+    let ran_long = mine.iter().filter(|l| !l.woke_late).count();
+    let how = if ran_long * 2 >= mine.len() {
+        let worst = mine.iter().map(|l| l.run_ns).max().unwrap_or(0);
+        format!(
+            "ran long (usually {}, up to {})",
+            format_ns(mine[0].usual_run_ns),
+            format_ns(worst)
+        )
+    } else {
+        let worst = mine.iter().map(|l| l.wake_delay_ns).max().unwrap_or(0);
+        format!(
+            "woke late (usual delay {}, worst {})",
+            format_ns(mine[0].usual_wake_delay_ns),
+            format_ns(worst)
+        )
+    };
+    let mut culprits: Vec<(&str, usize)> = Vec::new();
+    for c in mine.iter().filter_map(|l| l.culprit.as_deref()) {
+        match culprits.iter_mut().find(|(n, _)| *n == c) {
+            Some(e) => e.1 += 1,
+            None => culprits.push((c, 1)),
+        }
+    }
+    culprits.sort_by_key(|e| std::cmp::Reverse(e.1));
+    let behind = match culprits.first() {
+        Some((c, m)) if m * 2 > mine.len() => format!(" behind {c} on its CPU"),
+        _ => String::new(),
+    };
+    let all = if k == r.total_xruns() {
+        "all".to_string()
+    } else {
+        format!("{k} of them")
+    };
+    Some(format!("{all} while '{name}' {how}{behind}"))
+}
+
+/// The late client of an xrun, as the summary's table shows it.
+fn late_cell(x: &WatchXrun) -> String {
+    let Some(l) = &x.late else {
+        return "-".into();
+    };
+    let mut s = if l.woke_late {
+        format!(
+            "'{}' woke {} late (usual {})",
+            l.name,
+            format_ns(l.wake_delay_ns),
+            format_ns(l.usual_wake_delay_ns)
+        )
+    } else {
+        format!(
+            "'{}' ran {} (usual {}; busy {})",
+            l.name,
+            format_ns(l.run_ns),
+            format_ns(l.usual_run_ns),
+            format_ns(l.busy_ns)
+        )
+    };
+    if let Some(c) = &l.culprit {
+        s.push_str(&format!(" ← {c} {}", format_ns(l.culprit_ns)));
+    }
+    s
+}
+
+/// The end summary: what was watched, the xruns, the gaps, the answer.
+pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
+    let mut s = format!(
+        "watch: {} '{}' ({}), {} frames at {} Hz ({}), watched {}\n",
+        r.server.kind,
+        r.server.name,
+        r.server.version,
+        r.server.frames,
+        r.server.rate,
+        format_ns(r.server.period_ns()),
+        span(r.watched_ns)
+    );
+    match status {
+        Status::ServerShutdown => s.push_str("the server went away: the watch ended there\n"),
+        Status::Interrupted => s.push_str("interrupted: what was seen until then\n"),
+        _ => {}
+    }
+    if !r.xruns.is_empty() {
+        let traced = r.forensics.is_some();
+        let mut head = vec!["#", "time", "cycle", "driver delay", "DSP load"];
+        if traced {
+            head.push("late client ← what ran on its CPU");
+        }
+        let mut t = new_table(&head);
+        const SHOWN: usize = 20;
+        for x in r.xruns.iter().take(SHOWN) {
+            let mut row = vec![
+                num(x.index),
+                clock(&x.wall).into(),
+                num(x.cycle),
+                num(if x.delayed_us > 0.0 {
+                    format!("{:.2} ms", x.delayed_us / 1000.0)
+                } else {
+                    "-".into()
+                }),
+                num(format!("{:.0} %", x.dsp_load_pct)),
+            ];
+            if traced {
+                row.push(late_cell(x).into());
+            }
+            t.add_row(row);
+        }
+        s.push_str(&format!("{t}\n"));
+        if r.xruns.len() > SHOWN {
+            s.push_str(&format!(
+                "… and {} more (all are in the JSON result)\n",
+                r.xruns.len() - SHOWN
+            ));
+        }
+    }
+    if r.xruns_lost > 0 {
+        s.push_str(&format!(
+            "{} xrun notification(s) came faster than they were read: counted, not detailed\n",
+            r.xruns_lost
+        ));
+    }
+    for g in &r.gaps {
+        s.push_str(&match g.to_ns {
+            Some(to) => format!(
+                "server away from {} to {} ({})\n",
+                span(g.from_ns),
+                span(to),
+                format_ns(to.saturating_sub(g.from_ns))
+            ),
+            None => format!("server away from {} until the end\n", span(g.from_ns)),
+        });
+    }
+    if !r.clients.is_empty() {
+        let mut t = new_table(&[
+            "client thread",
+            "pid/tid",
+            "cycles",
+            "busy p50 / p99 / max",
+            "wake-up delay p50 / p99 / max",
+            "xruns late",
+        ]);
+        let mut cs: Vec<_> = r.clients.iter().collect();
+        cs.sort_by_key(|c| std::cmp::Reverse(c.xruns_late));
+        for c in cs {
+            let f = |t: &crate::measure::watch::clients::Timing| {
+                format!(
+                    "{} / {} / {}",
+                    format_ns(t.p50),
+                    format_ns(t.p99),
+                    format_ns(t.max)
+                )
+            };
+            t.add_row(vec![
+                c.name.clone().into(),
+                format!("{}/{}", c.pid, c.tid).into(),
+                num(c.busy_ns.count),
+                num(f(&c.busy_ns)),
+                num(f(&c.wake_delay_ns)),
+                num(c.xruns_late),
+            ]);
+        }
+        s.push_str(&format!("clients by xruns they were late in:\n{t}\n"));
+    }
+    if let Some(f) = &r.forensics {
+        s.push_str(&super::forensics::section(f));
+    }
+    if r.max_delayed_us > 0.0 {
+        s.push_str(&format!(
+            "largest driver delay the server recorded: {:.2} ms\n",
+            r.max_delayed_us / 1000.0
+        ));
+    }
+    if let Some(n) = &r.forensics_note {
+        if !cfg.forensics || r.total_xruns() > 0 {
+            s.push_str(&format!("note: {n}\n"));
+        }
+    }
+    s.push_str(&format!("answer: {}\n", answer(r)));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::watch::{LoadSamples, WatchGap};
+
+    fn results(xruns: Vec<WatchXrun>) -> WatchResults {
+        WatchResults {
+            server: ServerInfo {
+                kind: "jackd2".into(),
+                name: "default".into(),
+                version: "1.9.21".into(),
+                rate: 48000,
+                frames: 256,
+            },
+            watched_ns: 600_000_000_000,
+            xruns,
+            dsp_load: LoadSamples {
+                samples: 10,
+                mean_pct: 12.4,
+                max_pct: 80.2,
+            },
+            ..WatchResults::default()
+        }
+    }
+
+    fn x(i: u64, delayed_us: f64) -> WatchXrun {
+        WatchXrun {
+            index: i,
+            at_ns: i * 1_000_000_000,
+            wall: "2026-11-26T14:03:22.120Z".into(),
+            frame: 1000 * i,
+            cycle: 1000 * i / 256,
+            delayed_us,
+            dsp_load_pct: 50.0,
+            late: None,
+        }
+    }
+
+    #[test]
+    fn a_clean_watch_says_so() {
+        let a = answer(&results(vec![]));
+        assert_eq!(
+            a,
+            "No xruns in 10 min on jackd2 'default' at 256/48000: the session ran clean (DSP load mean 12 %, max 80 %)."
+        );
+    }
+
+    #[test]
+    fn xruns_are_counted_with_rate_delay_and_gaps() {
+        let mut r = results(vec![x(1, 0.0), x(2, 1500.0), x(3, 0.0)]);
+        r.gaps.push(WatchGap {
+            from_ns: 1,
+            to_ns: Some(2),
+        });
+        let a = answer(&r);
+        assert!(a.starts_with("3 xruns in 10 min on jackd2 'default' at 256/48000 (0.3/min) (the server was away once); 1 came with a late driver wake-up (worst 1.50 ms)"), "{a}");
+        let line = xrun_line(&r.xruns[1], &r.server);
+        assert_eq!(
+            line,
+            "14:03:22.120  xrun 2  256/48000  cycle 7  driver 1.50 ms late  DSP 50 %"
+        );
+        let s = summary(
+            &WatchConfig {
+                server: Default::default(),
+                server_name: None,
+                duration_ns: None,
+                follow: true,
+                forensics: false,
+            },
+            &r,
+            Status::Complete,
+        );
+        assert!(s.contains("server away from 1 s to 1 s"), "{s}");
+        assert!(s.ends_with(&format!("answer: {a}\n")));
+    }
+}

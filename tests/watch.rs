@@ -1,0 +1,428 @@
+//! `xrunlab watch` against private jackd2 dummy servers started by the tests, with an
+//! injected slow client of the test's own: a JACK client in this process, named
+//! `xrl-slowpoke`, that runs 3 periods long in one cycle every second. Bounds are generous:
+//! the machines this runs on are noisy VMs (docs/ARCHITECTURE.md §4).
+
+mod common;
+
+use common::servers::{require_jackd, AudioServer, JackdServer};
+use common::{bin, read_json, require, show, u};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const RATE: u32 = 48000;
+const FRAMES: u32 = 256;
+
+/// One server test at a time: they set this process's JACK_DEFAULT_SERVER for the slow
+/// client, and two at once would measure each other on a 2-core VM.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `spin` long in one cycle of every `every`; counts its slow cycles.
+struct Slow {
+    n: u64,
+    every: u64,
+    spin: Duration,
+    slow: Arc<AtomicU64>,
+}
+
+impl jack::ProcessHandler for Slow {
+    fn process(&mut self, _: &jack::Client, _: &jack::ProcessScope) -> jack::Control {
+        self.n += 1;
+        if self.n.is_multiple_of(self.every) {
+            let t = Instant::now();
+            while t.elapsed() < self.spin {
+                std::hint::spin_loop();
+            }
+            self.slow.fetch_add(1, Ordering::Relaxed);
+        }
+        jack::Control::Continue
+    }
+}
+
+fn period() -> Duration {
+    Duration::from_nanos(FRAMES as u64 * 1_000_000_000 / RATE as u64)
+}
+
+type SlowClient = (jack::AsyncClient<(), Slow>, jack::Port<jack::AudioOut>);
+
+/// The injected slow client on `server`: `spin` long once a second, with a port (so the
+/// session lists its name); activated from a thread pinned to `cpu` when given, so that
+/// libjack's process thread inherits the pinning.
+fn slow_client_with(
+    server: &JackdServer,
+    spin: Duration,
+    cpu: Option<usize>,
+) -> (SlowClient, Arc<AtomicU64>) {
+    server.apply_env_to_self();
+    let slow = Arc::new(AtomicU64::new(0));
+    let s2 = slow.clone();
+    let c = std::thread::spawn(move || {
+        // libjack's process thread inherits this thread's name (and pinning).
+        match cpu {
+            Some(cpu) => common::trace::pin_self(c"xrl-slowpoke", cpu, None),
+            // SAFETY: names the calling thread.
+            None => unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"xrl-slowpoke".as_ptr());
+            },
+        }
+        let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
+            .expect("slow client opens");
+        let port = c
+            .register_port("out", jack::AudioOut::default())
+            .expect("port");
+        let h = Slow {
+            n: 0,
+            every: (RATE / FRAMES) as u64,
+            spin,
+            slow: s2,
+        };
+        (
+            c.activate_async((), h).expect("slow client activates"),
+            port,
+        )
+    })
+    .join()
+    .unwrap();
+    (c, slow)
+}
+
+/// The injected slow client on `server`: 3 periods long once a second.
+fn slow_client(server: &JackdServer) -> (SlowClient, Arc<AtomicU64>) {
+    slow_client_with(server, period() * 3, None)
+}
+
+fn watch(server: &dyn AudioServer, args: &[&str]) -> Command {
+    let mut c = server.command(&bin());
+    c.arg("watch").args(args).stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn watch_records_the_injected_xruns_and_says_what_forensics_adds() {
+    let _g = serial();
+    let Some(server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let (client, slow) = slow_client(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let name = format!("jack:{}", server.name);
+    let o = watch(&server, &["--server", &name, "--duration", "4s", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let injected = slow.load(Ordering::Relaxed);
+    drop(client);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let j = read_json(&out);
+    assert_eq!(j["kind"], "watch");
+    assert_eq!(j["status"], "complete");
+    let r = &j["results"];
+    assert_eq!(u(&r["server"]["frames"]), FRAMES as u64);
+    assert_eq!(r["server"]["name"], server.name.as_str());
+    let xruns = r["xruns"].as_array().unwrap();
+    // Each slow cycle overruns the next one or more: at least one xrun per injection
+    // seen while watching, bounded by the cycles it can spoil; the watch starts a moment
+    // after the slow client, so allow one injection outside it.
+    assert!(injected >= 3, "{injected} injections in 4 s");
+    assert!(
+        xruns.len() as u64 + 1 >= injected.min(4) && xruns.len() as u64 <= injected * 4 + 2,
+        "{} xruns for {injected} injections\n{}",
+        xruns.len(),
+        show(&o)
+    );
+    for (i, x) in xruns.iter().enumerate() {
+        assert_eq!(u(&x["index"]), i as u64 + 1);
+        assert!(u(&x["at_ns"]) <= u(&r["watched_ns"]));
+    }
+    // One line per xrun on stderr as it happened, the answer in the summary.
+    let lines = stderr.lines().filter(|l| l.contains("  xrun ")).count();
+    assert_eq!(lines, xruns.len(), "{stderr}");
+    assert!(
+        stdout.contains(&format!("answer: {} xrun", xruns.len())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--forensics would add each client's wake-up and busy time"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_server_killed_mid_watch_ends_it_with_its_result_and_exit_3() {
+    let _g = serial();
+    let Some(mut server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let name = format!("jack:{}", server.name);
+    let mut child = watch(&server, &["--server", &name, "--quiet", "-o"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill_now();
+    let t = Instant::now();
+    let o = loop {
+        if let Some(_st) = child.try_wait().unwrap() {
+            break child.wait_with_output().unwrap();
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("watch did not end within 10 s of its server's death");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let j = read_json(&out);
+    assert_eq!(j["status"], "server-shutdown");
+    assert!(u(&j["results"]["watched_ns"]) >= 1_000_000_000);
+}
+
+#[test]
+fn follow_waits_across_a_jackd_restart_and_records_the_gap() {
+    let _g = serial();
+    let Some(mut server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let name = format!("jack:{}", server.name);
+    let child = watch(
+        &server,
+        &["--server", &name, "--follow", "--duration", "6s", "-o"],
+    )
+    .arg(&out)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill_now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let again = JackdServer::start_named(&server.name, RATE, FRAMES);
+    let o = child.wait_with_output().unwrap();
+    let again = again.expect("jackd restarts under the same name");
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let j = read_json(&out);
+    assert_eq!(j["status"], "complete");
+    let gaps = j["results"]["gaps"].as_array().unwrap();
+    assert_eq!(gaps.len(), 1, "{}", j["results"]);
+    let (from, to) = (u(&gaps[0]["from_ns"]), u(&gaps[0]["to_ns"]));
+    assert!(to > from && to - from >= 500_000_000, "{from}..{to}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("the server is back after"), "{stderr}");
+    drop(again);
+}
+
+#[test]
+fn no_server_is_exit_3_naming_what_was_looked_for() {
+    if !require(common::which("jackd").is_some(), "jackd installed") {
+        return;
+    }
+    let o = Command::new(bin())
+        .args([
+            "watch",
+            "--server",
+            "jack:xrl-nobody-runs-this",
+            "--duration",
+            "1s",
+        ])
+        .env("JACK_NO_START_SERVER", "1")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("no JACK server named 'xrl-nobody-runs-this' is running")
+            && e.contains("jackd -d dummy"),
+        "{e}"
+    );
+    let o = Command::new(bin())
+        .args(["watch", "--server", "alsa"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+/// Two innocent clients in processes of their own (`jack_simple_client`), killed on drop.
+struct Innocents(Vec<std::process::Child>);
+
+impl Innocents {
+    fn start(server: &JackdServer) -> Option<Innocents> {
+        let prog = common::which("jack_simple_client")?;
+        let kids = (0..2)
+            .map(|_| {
+                server
+                    .command(&prog)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        Some(Innocents(kids))
+    }
+}
+
+impl Drop for Innocents {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+}
+
+/// `watch --forensics` for `secs` on `server`: its JSON result and the output.
+fn forensic_watch(server: &JackdServer, secs: u32) -> (serde_json::Value, std::process::Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let name = format!("jack:{}", server.name);
+    let dur = format!("{secs}s");
+    let o = watch(
+        server,
+        &["--server", &name, "--forensics", "--duration", &dur, "-o"],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    (read_json(&out), o)
+}
+
+/// The late client's name, the slow one reduced to its thread's name.
+fn late_name(x: &serde_json::Value) -> &str {
+    let n = x["late"]["name"].as_str().unwrap_or("");
+    if n.ends_with("/xrl-slowpoke") {
+        "xrl-slowpoke"
+    } else {
+        n
+    }
+}
+
+#[test]
+fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
+    let Some((_t, _m)) = common::trace::setup() else {
+        return;
+    };
+    let _g = serial();
+    let Some(server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    let Some(_innocents) = Innocents::start(&server) else {
+        assert!(require(
+            false,
+            "jack_simple_client (jackd2's example clients)"
+        ));
+        return;
+    };
+    let (client, _) = slow_client(&server);
+    let (j, o) = forensic_watch(&server, 5);
+    drop(client);
+    let r = &j["results"];
+    let xruns = r["xruns"].as_array().unwrap();
+    assert!(xruns.len() >= 3, "{}", show(&o));
+    // Of the xruns with a client past its usual figures (the VM's own stalls make xruns
+    // where none is: the driver reports them late), ≥ 90 % name the slow client.
+    let named = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .count();
+    let with_late = xruns.iter().filter(|x| !x["late"].is_null()).count();
+    assert!(
+        named >= 3 && named * 10 >= with_late * 9,
+        "{named} of {with_late} xruns with a late client name the slow client\n{}",
+        show(&o)
+    );
+    assert!(
+        xruns.iter().all(|x| !late_name(x).contains("simple")),
+        "an innocent client was blamed\n{}",
+        show(&o)
+    );
+    // Its excess is the injected 3 periods, within 20 % (median over its xruns).
+    let spin = (period() * 3).as_nanos() as u64;
+    let mut ex: Vec<u64> = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .map(|x| u(&x["late"]["excess_ns"]))
+        .collect();
+    ex.sort_unstable();
+    let med = ex[ex.len() / 2];
+    assert!(
+        med.abs_diff(spin) * 5 <= spin,
+        "median excess {med} ns for a {spin} ns spin\n{}",
+        show(&o)
+    );
+    let clients = r["clients"].as_array().unwrap();
+    assert!(
+        clients
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap_or("").contains("simple"))
+            .count()
+            >= 2,
+        "{}",
+        r["clients"]
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("/xrl-slowpoke' ran long"), "{stdout}");
+}
+
+#[test]
+fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
+    let Some((_t, _m)) = common::trace::setup() else {
+        return;
+    };
+    let _g = serial();
+    let Some(server) = require_jackd(RATE, FRAMES) else {
+        return;
+    };
+    // The client itself is quick; a FIFO 70 thread takes its CPU for 3 periods once a second.
+    let (client, _) = slow_client_with(&server, Duration::ZERO, Some(1));
+    let burst = common::trace::Culprit::start(
+        "xrl-burst",
+        1,
+        Some(70),
+        period() * 3,
+        Duration::from_millis(1000),
+    );
+    let (j, o) = forensic_watch(&server, 5);
+    let spans = burst.stop();
+    drop(client);
+    let xruns = j["results"]["xruns"].as_array().unwrap();
+    // The xruns the burst caused: those whose late client is the slow one.
+    let caused: Vec<_> = xruns
+        .iter()
+        .filter(|x| late_name(x) == "xrl-slowpoke")
+        .collect();
+    assert!(caused.len() >= 2, "{} bursts, {}", spans.len(), show(&o));
+    let named = caused
+        .iter()
+        .filter(|x| {
+            x["late"]["culprit"]
+                .as_str()
+                .unwrap_or("")
+                .contains("xrl-burst")
+        })
+        .count();
+    assert!(
+        named * 10 >= caused.len() * 9,
+        "the burst named in {named} of {} xruns\n{}",
+        caused.len(),
+        show(&o)
+    );
+}
