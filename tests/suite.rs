@@ -143,13 +143,29 @@ fn suite_smoke_end_to_end_then_resume() {
     }
     assert!(!html.to_lowercase().contains("<script"));
     // The answer comes first: the verdict's section precedes the stage table, and the
-    // terminal output ends with it.
+    // terminal output starts with it.
     let verdict_at = html
         .find("data-kind=\"verdict\"")
         .expect("a verdict section");
     assert!(verdict_at < html.find("<section class=\"suite\"").unwrap());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("VERDICT: "), "{stdout}");
+    // The terminal's first line is the verdict's one sentence.
+    let v = common::read_json(
+        &dir.join(
+            m.stages
+                .iter()
+                .find(|s| s.stage == "verdict")
+                .unwrap()
+                .file
+                .as_ref()
+                .unwrap(),
+        ),
+    );
+    assert_eq!(
+        stdout.lines().next(),
+        v["results"]["headline"].as_str(),
+        "{stdout}"
+    );
     // The suite's stage table heads it: what ran, and why anything did not.
     assert!(html.contains("<section class=\"suite\""));
     for s in m.stages.iter().filter(|s| s.stage != "report") {

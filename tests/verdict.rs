@@ -49,7 +49,21 @@ fn verdict_of_the_committed_results_is_golden() {
         .output()
         .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.starts_with("VERDICT: "), "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("Not decided yet: 512 frames glitches "),
+        "{text}"
+    );
+    assert_eq!(first, r["headline"].as_str().unwrap());
+    // Undecided: the exact command that settles it comes next, and no colour off a terminal.
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("next: xrunlab latency --stress paper --duration "),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text}");
     insta::assert_snapshot!("verdict_fixtures_text", text);
 }
 
@@ -111,7 +125,24 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
             (1024, json!(true)),
         ]
     );
-    assert!(r["headline"].as_str().unwrap().starts_with("512 frames"));
+    // Decided: which size, how often it glitches, what the next size down does; no next step.
+    assert!(
+        r["headline"]
+            .as_str()
+            .unwrap()
+            .starts_with("This machine can run 512 frames at 48 kHz (2 periods, "),
+        "{}",
+        r["headline"]
+    );
+    assert!(r["headline"]
+        .as_str()
+        .unwrap()
+        .contains("at most 1 glitch in 87 min idle"));
+    assert!(r["headline"]
+        .as_str()
+        .unwrap()
+        .ends_with("; 256 frames is not decided yet."));
+    assert_eq!(r.get("next"), None);
     // Undecided sizes say how long to measure.
     assert!(r["gaps"]
         .as_array()
@@ -142,6 +173,28 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
     assert_eq!(
         heavy["results"]["recommended_frames"],
         serde_json::Value::Null
+    );
+    // Decided, failing: the sentence says so and why; tuning cannot lengthen the period, so
+    // no next command. On latency alone (16 frames only), tuning is the next step.
+    assert_eq!(
+        heavy["results"]["headline"],
+        "This machine cannot run even 1024 frames at 48 kHz within 1 glitch an hour idle \
+         (not measured under load): it cannot keep up (the DSP fills the period)."
+    );
+    assert_eq!(heavy["results"].get("next"), None);
+    let small = xrunlab()
+        .args(["verdict", s(&lat), "--json", "-q", "--buffers", "16"])
+        .output()
+        .unwrap();
+    let small: serde_json::Value = serde_json::from_slice(&small.stdout).unwrap();
+    let said = small["results"]["headline"].as_str().unwrap();
+    assert!(
+        said.starts_with("This machine cannot run even 16 frames at 48 kHz within 1 glitch an hour idle (not measured under load): it glitches about "),
+        "{said}"
+    );
+    assert_eq!(
+        small["results"]["next"],
+        "sudo xrunlab suite --tuned --quick -o xrunlab-tuned"
     );
     assert!(heavy["results"]["rows"]
         .as_array()
@@ -238,7 +291,21 @@ fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
         assert_eq!(out.status.code(), Some(0), "{listed:?}: {err}");
         let note = format!("read the {} *.json file(s) in", names.len());
         assert!(err.contains(says) && err.contains(&note), "{err}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // A suite's directory is resumed to measure longer; loose files get a latency command.
+        let next = v["results"]
+            .as_object_mut()
+            .unwrap()
+            .remove("next")
+            .unwrap();
+        assert!(
+            next.as_str()
+                .unwrap()
+                .starts_with("xrunlab suite --resume "),
+            "{next}"
+        );
+        let mut golden = golden.clone();
+        golden["results"].as_object_mut().unwrap().remove("next");
         assert_eq!(v["results"], golden["results"], "{listed:?}");
         assert!(v["warnings"][0].as_str().unwrap().contains(says));
     }
@@ -411,4 +478,68 @@ fn culprits_of_traced_runs_are_summed_into_the_verdict() {
     let explained: Vec<u64> = c.iter().map(|x| x["explained"].as_u64().unwrap()).collect();
     assert!(explained.windows(2).all(|w| w[0] >= w[1]));
     assert!(c.iter().all(|x| x["culprit"] != "idle"));
+}
+
+/// The suite's adaptive stretches: two stretches of one latency measurement are pooled into
+/// one longer measurement, which decides a size neither decides alone (10 simulated hours
+/// bound 256 frames at 1.38/h, 20 hours at 0.69/h); and the knee the suite extends for is
+/// the first undecided size above the largest failing one, with the time it still needs.
+#[test]
+fn stretches_of_one_measurement_are_pooled_and_the_knee_is_found() {
+    let d = tempfile::tempdir().unwrap();
+    let one = sim_latency(d.path());
+    let two = d.path().join("lat2.json");
+    xrunlab()
+        .args([
+            "latency",
+            "--sim-latency",
+            "normal:100us,20us",
+            "-i",
+            "20ms",
+        ])
+        .args(["--duration", "10h", "--seed", "2", "-q", "-o", s(&two)])
+        .assert()
+        .success();
+    let out = xrunlab()
+        .args(["verdict", s(&one), s(&two), "--json", "-q"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["results"]["recommended_frames"], 256, "{v}");
+    let r256 = &v["results"]["rows"][4];
+    assert_eq!(r256["buffer_frames"], 256);
+    assert_eq!(r256["idle"]["latency"], "lat + 1 more");
+
+    // The committed suite-like results: 512 frames and below fail, 1024 is undecided.
+    use xrunlab::suite::{adapt, Manifest, Mode, StageRecord, StageStatus, SuiteStatus};
+    let stages = std::fs::read_dir(fixtures())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .map(|n| StageRecord {
+            status: StageStatus::Ok,
+            file: Some(n.clone()),
+            ..StageRecord::not_run(&n, vec![])
+        })
+        .collect();
+    let m = Manifest {
+        tool: xrunlab::results::Tool::default(),
+        mode: Mode::Quick,
+        driver: "virtual".into(),
+        status: SuiteStatus::Running,
+        reason: None,
+        started_at: String::new(),
+        ended_at: None,
+        stages,
+        report: None,
+        tuning: None,
+    };
+    let k = adapt::knee(&m, &fixtures()).expect("1024 frames is undecided");
+    assert_eq!(k.frames, 1024);
+    // The verdict's own note says about 51 s; the stressed fixture ran 10 s.
+    assert_eq!(k.need.as_secs(), 50, "{k:?}");
+    assert_eq!(k.measured.as_secs(), 10, "{k:?}");
+    let next = adapt::stretch(&k, std::time::Duration::from_secs(600)).unwrap();
+    assert_eq!(next.as_secs(), 53);
 }

@@ -149,8 +149,11 @@ pub struct Advice {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VerdictResults {
-    /// The one-line answer.
+    /// The one-sentence answer (report::answer).
     pub headline: String,
+    /// The exact command to run next when a size is undecided or every size fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
     /// The condition the recommendation is judged on: stressed when a stressed latency
     /// exists, else idle.
     pub judged_on: Option<Condition>,

@@ -57,3 +57,29 @@ pub fn system_line(env: &Environment) -> String {
 pub fn us(ns: impl Into<f64>) -> String {
     format!("{:.1}", ns.into() / 1e3)
 }
+
+/// Whether terminal text is coloured: the CLI turns it on for a terminal without `NO_COLOR`;
+/// off, every text is plain (files, pipes, golden tests).
+static COLOUR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_colour(on: bool) {
+    COLOUR.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn colour() -> bool {
+    COLOUR.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `s` in bold green, yellow or red by `tone` when colour is on, else as it is.
+pub fn paint(s: &str, tone: crate::report::answer::Tone) -> String {
+    use crate::report::answer::Tone;
+    if !colour() {
+        return s.to_string();
+    }
+    let code = match tone {
+        Tone::Ok => "1;32",
+        Tone::Warn => "1;33",
+        Tone::Fail => "1;31",
+    };
+    format!("\x1b[{code}m{s}\x1b[0m")
+}

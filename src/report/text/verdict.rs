@@ -10,7 +10,11 @@ pub fn summary(
     r: &crate::results::verdict::VerdictResults,
 ) -> String {
     use crate::report::verdict::{row_cells, HEADER, PLUGINS_COLUMN};
-    let mut s = format!("VERDICT: {}\n", r.headline);
+    let tone = crate::report::answer::tone(r.recommended_frames, &r.rows, r.judged_on);
+    let mut s = format!("{}\n", super::style::paint(&r.headline, tone));
+    if let Some(n) = &r.next {
+        s.push_str(&format!("next: {n}\n"));
+    }
     s.push_str(&format!(
         "{} Hz, {} periods, target {}/h; {}; compute: {}\n",
         cfg.rate,
