@@ -49,22 +49,39 @@ fn verdict_of_the_committed_results_is_golden() {
         .output()
         .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
-    let first = text.lines().next().unwrap();
+    // The answer opens it, wrapped at 80 columns; undecided, the exact command that settles
+    // it comes next; no colour off a terminal.
+    let answer = r["headline"].as_str().unwrap();
     assert!(
-        first.starts_with("Not decided yet: 512 frames glitches "),
+        answer.starts_with("Not decided yet: 512 frames glitches "),
         "{text}"
     );
-    assert_eq!(first, r["headline"].as_str().unwrap());
-    // Undecided: the exact command that settles it comes next, and no colour off a terminal.
+    let opening: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("next:"))
+        .collect();
+    assert_eq!(opening.join(" "), answer);
     assert!(
-        text.lines()
-            .nth(1)
-            .unwrap()
-            .starts_with("next: xrunlab latency --stress paper --duration "),
+        text.contains("\nnext:\n  xrunlab latency --stress paper --duration 1m -o "),
         "{text}"
     );
     assert!(!text.contains('\x1b'), "{text}");
+    fits_80_columns(&text, 7);
     insta::assert_snapshot!("verdict_fixtures_text", text);
+}
+
+/// Every line of a terminal summary fits 80 columns, and its table (`rows` rows) has one
+/// line per row: a cell wrapped onto a second line would split a number.
+fn fits_80_columns(text: &str, rows: usize) {
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    let table = text.lines().filter(|l| l.starts_with('│')).count();
+    assert_eq!(table, rows + 1, "a wrapped table row:\n{text}");
 }
 
 /// A latency drawn from normal(100 µs, 20 µs) every 20 ms for 10 simulated hours, in `dir`.

@@ -235,7 +235,7 @@ pub fn next_command(
             minutes(ns) + 2
         )),
         (Some(ns), None) => Some(format!(
-            "xrunlab latency{} --duration {}m -o lat-more.json, then xrunlab verdict with it added",
+            "xrunlab latency{} --duration {}m -o lat-more.json",
             if on == Condition::Stressed {
                 " --stress paper"
             } else {

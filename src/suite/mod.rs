@@ -893,6 +893,7 @@ pub fn junit(m: &Manifest, dir: &Path) -> String {
 pub fn summary(m: &Manifest, dir: &Path) -> String {
     use crate::report::text::style::{new_table, num};
     let mut t = new_table(&["stage", "status", "time", "result / reason"]);
+    t.set_width(crate::report::text::style::WIDTH as u16);
     for s in &m.stages {
         t.add_row(vec![
             comfy_table::Cell::new(&s.stage),

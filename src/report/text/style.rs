@@ -83,3 +83,30 @@ pub fn paint(s: &str, tone: crate::report::answer::Tone) -> String {
     };
     format!("\x1b[{code}m{s}\x1b[0m")
 }
+
+/// The width terminal summaries keep to: any terminal shows 80 columns.
+pub const WIDTH: usize = 80;
+
+/// `text` wrapped at spaces to [`WIDTH`], later lines indented by `indent` spaces; a word
+/// longer than a line (a path, a command's argument) stays whole on its own line, so no
+/// number or argument is ever split.
+pub fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    let pad = " ".repeat(indent);
+    let lead = text.len() - text.trim_start_matches(' ').len();
+    line.push_str(&text[..lead]);
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if line.trim_start().chars().count() > 0 && len + 1 + word.chars().count() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = pad.clone();
+        } else if line.chars().any(|c| c != ' ') && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out
+}
