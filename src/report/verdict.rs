@@ -492,17 +492,47 @@ fn causes(inputs: &[Input]) -> Vec<CauseLine> {
     out
 }
 
-/// The culprits of every traced result, the same culprit summed across results, most
-/// windows explained first (the trace's own "self" and "idle" are not culprits).
+/// Whose a culprit is: xrunlab's own threads and test load (another thread of ours, a chain
+/// element or burn track of the engine, a competing `xr-*` task a stage started, the
+/// stressors of `--stress`) are "ours", never the machine's.
+fn is_ours(c: &crate::trace::attribute::Culprit) -> bool {
+    use crate::trace::attribute::CulpritKind;
+    matches!(c.kind, CulpritKind::Ours | CulpritKind::Element)
+        || (c.kind == CulpritKind::Task
+            && ["xr-", "xrunlab", "stress-ng"]
+                .iter()
+                .any(|p| c.name.starts_with(p)))
+}
+
+/// What the trace could not give to anyone is named for what it is: on a guest whose host
+/// stole CPU time during the result, the vCPU not running; otherwise untraced.
+pub const HYPERVISOR: &str = "hypervisor: the vCPU was not running";
+pub const UNTRACED: &str = "untraced";
+
+fn culprit_label(c: &crate::trace::attribute::Culprit, i: &Input) -> String {
+    if c.kind != crate::trace::attribute::CulpritKind::Unaccounted {
+        return c.label();
+    }
+    let steal = i
+        .environment()
+        .and_then(|e| e.hypervisor_steal)
+        .is_some_and(|s| s.stolen_ms > 0.0);
+    if steal { HYPERVISOR } else { UNTRACED }.into()
+}
+
+/// The culprits of every traced result that were the top culprit of at least one xrun or
+/// spike, the same culprit summed across results, most windows explained first (the trace's
+/// own "self" and "idle" are not culprits); the machine's and ours apart.
 fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
     let mut out: Vec<CulpritLine> = Vec::new();
     for i in inputs {
         let Loaded::Doc(d) = &i.item else { continue };
         for row in d.body.forensics().into_iter().flat_map(|f| &f.culprits) {
-            if !row.culprit.is_culprit() {
+            if !row.culprit.is_culprit() || row.explained == 0 {
                 continue;
             }
-            let label = row.culprit.label();
+            let label = culprit_label(&row.culprit, i);
+            let ours = is_ours(&row.culprit);
             let file = name(i);
             match out.iter_mut().find(|c| c.culprit == label) {
                 Some(c) => {
@@ -519,16 +549,24 @@ fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
                     total_ns: row.total_ns,
                     worst_ns: row.worst_ns,
                     files: vec![file],
+                    ours,
                 }),
             }
         }
     }
     out.sort_by(|a, b| {
-        b.explained
-            .cmp(&a.explained)
+        a.ours
+            .cmp(&b.ours)
+            .then(b.explained.cmp(&a.explained))
             .then(b.total_ns.cmp(&a.total_ns))
     });
-    out.truncate(10);
+    // Ten of the machine's at most, and ten of ours.
+    let mut kept = (0, 0);
+    out.retain(|c| {
+        let n = if c.ours { &mut kept.1 } else { &mut kept.0 };
+        *n += 1;
+        *n <= 10
+    });
     out
 }
 

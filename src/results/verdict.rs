@@ -123,13 +123,18 @@ pub struct CauseLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CulpritLine {
     /// As the forensics table names it: `comm[pid] rt:N`, `irq N action`, `softirq RCU`,
-    /// `unaccounted`…
+    /// `unaccounted` (said `hypervisor: the vCPU was not running` where the host stole
+    /// time, `untraced` otherwise)…
     pub culprit: String,
     /// Xruns (run) or late wake-ups (latency) in which it was the top culprit.
     pub explained: u64,
     pub total_ns: u64,
     pub worst_ns: u64,
     pub files: Vec<String>,
+    /// xrunlab's own threads or test load (a stage's competing task, an engine track): not
+    /// the machine's culprit, listed apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ours: bool,
 }
 
 /// A `check` finding, ranked by how much fixing it is expected to help here.

@@ -96,7 +96,21 @@ pub fn wrap(text: &str, indent: usize) -> String {
     let pad = " ".repeat(indent);
     let lead = text.len() - text.trim_start_matches(' ').len();
     line.push_str(&text[..lead]);
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
+    // A unit stays with its number: "8133.9 µs" is one word to the wrapping.
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split(' ').filter(|w| !w.is_empty()) {
+        let unit = ["ns", "µs", "ms", "s", "min", "h", "%", "Hz", "kHz", "MiB"]
+            .contains(&w.trim_end_matches([',', ';', ')', '.', ':']));
+        match words.last_mut() {
+            Some(prev) if unit && prev.ends_with(|c: char| c.is_ascii_digit()) => {
+                prev.push(' ');
+                prev.push_str(w);
+            }
+            _ => words.push(w.to_string()),
+        }
+    }
+    for word in &words {
+        let word = word.as_str();
         let len = line.chars().count();
         if line.trim_start().chars().count() > 0 && len + 1 + word.chars().count() > WIDTH {
             out.push_str(&line);

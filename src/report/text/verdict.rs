@@ -163,9 +163,10 @@ pub fn summary(
             s.push('\n');
         }
     }
-    if !r.culprits.is_empty() {
-        s.push_str("Culprits named by kernel tracing (--forensics):\n");
-        for c in &r.culprits {
+    let (ours, machine): (Vec<_>, Vec<_>) = r.culprits.iter().partition(|c| c.ours);
+    if !machine.is_empty() {
+        s.push_str("Culprits named by kernel tracing (--forensics), top in at least one:\n");
+        for c in &machine {
             s.push_str(&wrap(
                 &format!(
                     "  {}: top in {}, took {} in all, worst {} ({})",
@@ -179,6 +180,36 @@ pub fn summary(
             ));
             s.push('\n');
         }
+        let names: Vec<&str> = machine.iter().map(|c| c.culprit.as_str()).collect();
+        if names.contains(&crate::report::verdict::HYPERVISOR) {
+            s.push_str(&wrap(
+                "  (hypervisor: the host ran something else on this vCPU, so the guest's \
+                 trace shows a gap no task of the guest filled)",
+                3,
+            ));
+            s.push('\n');
+        } else if names.contains(&crate::report::verdict::UNTRACED) {
+            s.push_str(&wrap(
+                "  (untraced: time inside the window no traced event accounts for: \
+                 firmware (SMI), or events the trace lost)",
+                3,
+            ));
+            s.push('\n');
+        }
+    }
+    if !ours.is_empty() {
+        let names: Vec<String> = ours
+            .iter()
+            .map(|c| format!("{} (top in {})", c.culprit, c.explained))
+            .collect();
+        s.push_str(&wrap(
+            &format!(
+                "Ours (xrunlab's own threads and test load, not the machine's): {}",
+                names.join(", ")
+            ),
+            2,
+        ));
+        s.push('\n');
     }
     if !r.advice.is_empty() {
         s.push_str("What to fix first:\n");
