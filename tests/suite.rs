@@ -575,3 +575,70 @@ fn a_manifest_that_cannot_be_rewritten_is_reported_on_stderr() {
     assert!(err.contains("could not be rewritten"), "{err}");
     assert!(err.contains("still says running"), "{err}");
 }
+
+/// A user without real-time rights (here `nobody`, RLIMIT_RTPRIO 0, no CAP_SYS_NICE, no
+/// memlock): the suite says in one pre-flight what is missing with both remedies, measures
+/// anyway with SCHED_OTHER, and its verdict is labelled not real-time.
+#[test]
+fn suite_without_rt_rights_measures_and_labels_its_verdict() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let mut cmd = if is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(bin());
+        c
+    } else if xrunlab::system::probe::try_rt_priority().obtained {
+        let why = "this user has real-time rights and cannot drop them without root";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    } else {
+        std::process::Command::new(bin())
+    };
+    let out = cmd
+        .args(["suite", "--smoke", "--no-forensics", "-o"])
+        .arg(&dir)
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // One pre-flight, every missing right in it, both remedies.
+    assert_eq!(err.matches("pre-flight:").count(), 1, "{err}");
+    let pre = &err[err.find("pre-flight:").unwrap()..];
+    assert!(
+        pre.contains("SCHED_FIFO") && pre.contains("sudo xrunlab suite"),
+        "{err}"
+    );
+    assert!(pre.contains("--policy other"), "{err}");
+    let m = manifest(&dir);
+    let by = |n: &str| m.stages.iter().find(|s| s.stage == n).unwrap();
+    for n in ["latency-idle", "latency-stress", "verdict"] {
+        assert_eq!(
+            by(n).status,
+            StageStatus::Ok,
+            "{n}: {:?}\n{err}",
+            by(n).reason
+        );
+    }
+    assert!(by("latency-stress")
+        .argv
+        .windows(2)
+        .any(|w| w == ["--policy", "other"]));
+    let v = read_json(&dir.join(by("verdict").file.as_ref().unwrap()));
+    let headline = v["results"]["headline"].as_str().unwrap();
+    assert!(
+        headline.starts_with("Not real-time (what an audio thread without RT priority gets"),
+        "{headline}"
+    );
+    assert!(stdout.starts_with("Not real-time"), "{stdout}");
+}

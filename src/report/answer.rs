@@ -6,6 +6,11 @@ use crate::measure::predict::Rate;
 use crate::results::verdict::{Condition, Predicted, VerdictConfig, VerdictRow};
 use std::path::Path;
 
+/// The label of a verdict whose latency was measured under SCHED_OTHER (a suite without
+/// real-time rights).
+pub const NOT_REALTIME: &str =
+    "Not real-time (what an audio thread without RT priority gets, as PipeWire without rtkit)";
+
 /// How the answer reads at a glance: the colour of the first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {

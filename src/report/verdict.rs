@@ -314,7 +314,10 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         Some(limit) => recommended_frames.is_none_or(|f| f > limit),
         None => false,
     };
-    let headline = super::answer::sentence(cfg, &rows, recommended_frames, judged_on);
+    let mut headline = super::answer::sentence(cfg, &rows, recommended_frames, judged_on);
+    if not_realtime(inputs) {
+        headline = format!("{}: {headline}", super::answer::NOT_REALTIME);
+    }
     let next = super::answer::next_command(
         &rows,
         recommended_frames,
@@ -333,6 +336,17 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         advice,
         gaps,
         failed_threshold,
+    })
+}
+
+/// Some latency behind the predictions was measured without a real-time policy.
+fn not_realtime(inputs: &[Input]) -> bool {
+    docs(inputs).any(|b| match b {
+        Body::Latency { config, .. } => {
+            config.source == crate::measure::latency::LatencySource::Measured
+                && config.policy.as_ref().is_some_and(|p| !p.is_realtime())
+        }
+        _ => false,
     })
 }
 

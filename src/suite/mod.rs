@@ -4,6 +4,7 @@
 //! (DIR/manifest.json, rewritten after every stage) and ends with `xrunlab report`.
 
 pub mod adapt;
+pub mod rights;
 pub mod stages;
 
 pub use crate::results::suite::{
@@ -518,7 +519,11 @@ fn run_steps(
             .map(|p| crate::rt::affinity::format_cpu_list(&p.audio_cpus)),
         // The stages (and their tuned repeats), then the verdict and the report.
         total: STAGES.len() + tuned.len() + 2,
+        missing: rights::missing(),
     };
+    if !runner.missing.is_empty() {
+        say(cfg, rights::say(&runner.missing));
+    }
     match &runner.forensics {
         Some(Ok(())) => say(cfg, format!(
             "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
@@ -554,10 +559,21 @@ struct Runner<'a> {
     /// `--tuned`: the audio CPUs the tuned stages run on, before as after.
     audio: Option<String>,
     total: usize,
+    /// The real-time rights this user lacks (rights.rs): each stage does without them.
+    missing: Vec<rights::Missing>,
 }
 
 impl Runner<'_> {
-    fn argv(&self, stage: &Stage) -> Vec<String> {
+    fn argv(&mut self, stage: &Stage) -> Vec<String> {
+        let argv = self.argv_as_planned(stage);
+        if self.missing.is_empty() {
+            return argv;
+        }
+        let help = self.probe.help(stage.command()).unwrap_or("").to_string();
+        rights::without(argv, &self.missing, &help)
+    }
+
+    fn argv_as_planned(&self, stage: &Stage) -> Vec<String> {
         let mut argv = stage.argv(self.cfg.mode, &self.cfg.driver);
         if matches!(self.forensics, Some(Ok(()))) && stages::FORENSICS.contains(&stage.command()) {
             argv.push("--forensics".into());
