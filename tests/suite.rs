@@ -150,13 +150,33 @@ fn suite_smoke_end_to_end_then_resume() {
     }
     assert!(!html.to_lowercase().contains("<script"));
     // The answer comes first: the verdict's section precedes the stage table, and the
-    // terminal output ends with it.
+    // terminal output starts with it.
     let verdict_at = html
         .find("data-kind=\"verdict\"")
         .expect("a verdict section");
     assert!(verdict_at < html.find("<section class=\"suite\"").unwrap());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("VERDICT: "), "{stdout}");
+    // The terminal opens with the verdict's one sentence (wrapped at 80 columns).
+    let v = common::read_json(
+        &dir.join(
+            m.stages
+                .iter()
+                .find(|s| s.stage == "verdict")
+                .unwrap()
+                .file
+                .as_ref()
+                .unwrap(),
+        ),
+    );
+    let opening: Vec<&str> = stdout
+        .lines()
+        .take_while(|l| !l.is_empty() && !l.starts_with("next:"))
+        .collect();
+    assert_eq!(
+        Some(opening.join(" ").as_str()),
+        v["results"]["headline"].as_str(),
+        "{stdout}"
+    );
     // The suite's stage table heads it: what ran, and why anything did not.
     assert!(html.contains("<section class=\"suite\""));
     for s in m.stages.iter().filter(|s| s.stage != "report") {
@@ -581,4 +601,71 @@ fn a_manifest_that_cannot_be_rewritten_is_reported_on_stderr() {
     assert_eq!(m.status, SuiteStatus::Running, "{text}");
     assert!(err.contains("could not be rewritten"), "{err}");
     assert!(err.contains("still says running"), "{err}");
+}
+
+/// A user without real-time rights (here `nobody`, RLIMIT_RTPRIO 0, no CAP_SYS_NICE, no
+/// memlock): the suite says in one pre-flight what is missing with both remedies, measures
+/// anyway with SCHED_OTHER, and its verdict is labelled not real-time.
+#[test]
+fn suite_without_rt_rights_measures_and_labels_its_verdict() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let mut cmd = if is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(bin());
+        c
+    } else if xrunlab::system::probe::try_rt_priority().obtained {
+        let why = "this user has real-time rights and cannot drop them without root";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    } else {
+        std::process::Command::new(bin())
+    };
+    let out = cmd
+        .args(["suite", "--smoke", "--no-forensics", "-o"])
+        .arg(&dir)
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // One pre-flight, every missing right in it, both remedies.
+    assert_eq!(err.matches("pre-flight:").count(), 1, "{err}");
+    let pre = &err[err.find("pre-flight:").unwrap()..];
+    assert!(
+        pre.contains("SCHED_FIFO") && pre.contains("sudo xrunlab suite"),
+        "{err}"
+    );
+    assert!(pre.contains("--policy other"), "{err}");
+    let m = manifest(&dir);
+    let by = |n: &str| m.stages.iter().find(|s| s.stage == n).unwrap();
+    for n in ["latency-idle", "latency-stress", "verdict"] {
+        assert_eq!(
+            by(n).status,
+            StageStatus::Ok,
+            "{n}: {:?}\n{err}",
+            by(n).reason
+        );
+    }
+    assert!(by("latency-stress")
+        .argv
+        .windows(2)
+        .any(|w| w == ["--policy", "other"]));
+    let v = read_json(&dir.join(by("verdict").file.as_ref().unwrap()));
+    let headline = v["results"]["headline"].as_str().unwrap();
+    assert!(
+        headline.starts_with("Not real-time (what an audio thread without RT priority gets"),
+        "{headline}"
+    );
+    assert!(stdout.starts_with("Not real-time"), "{stdout}");
 }

@@ -38,7 +38,7 @@ pub fn run(a: CheckArgs, g: &Global) -> Result<u8> {
     let failed = report.fail > 0;
     let human = format!(
         "{}\n{}",
-        text::style::system_line(&env),
+        text::style::wrap(&text::style::system_line(&env), 2),
         text::check::summary(&report)
     );
     let body = Body::Check {

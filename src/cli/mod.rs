@@ -209,6 +209,7 @@ pub fn main() -> ExitCode {
         output::stderr(&format!("xrunlab: error: {e}\n"));
         return ExitCode::from(e.exit_code());
     }
+    output::init_colour();
     if cli.command.measures_audio() {
         output::join_tuned_cpuset(&cli.global);
     }

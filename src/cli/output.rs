@@ -18,6 +18,14 @@ pub fn stdout(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
+/// Colour the answers when stdout is a terminal and `NO_COLOR` (no-color.org) is unset or
+/// empty.
+pub fn init_colour() {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    crate::report::text::style::set_colour(!no_color && std::io::stdout().is_terminal());
+}
+
 /// Like [`stdout`], for stderr.
 pub fn stderr(text: &str) {
     let mut err = std::io::stderr().lock();

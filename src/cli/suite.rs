@@ -21,7 +21,8 @@ as skipped with the reason. A failed stage does not stop the suite; the exit cod
 the running stage as it would by hand, writes the manifest and exits 3. An error of the suite's own (a file \
 it cannot write: a full disk) stops it with the manifest's status failed and the reason, exit 3; a manifest \
 that cannot be rewritten either is said on stderr.\n\n\
-Examples:\n  xrunlab suite --quick                      # about 3 minutes → ./xrunlab-suite/report.html\n  \
+Examples:\n  xrunlab suite --quick                      # at most 5 minutes → ./xrunlab-suite/report.html\n  \
+xrunlab suite --quick --budget 20m         # measure longer until 128…512 frames are decided\n  \
 sudo xrunlab suite --quick -o results       # as root the sched stage runs too\n  \
 xrunlab suite --full -o full                # the studies' durations: days (the load grid alone)\n  \
 xrunlab suite --resume full                 # after Ctrl-C: keeps the stages already complete\n  \
@@ -62,6 +63,11 @@ pub struct SuiteArgs {
     /// GitLab, Jenkins and GitHub Actions.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Wall time the suite may take (30s, 5m, 1h): after the protocol it measures latency
+    /// under stress longer, in stretches, until the buffer sizes around the knee are decided
+    /// or the budget is spent; 0 measures no more [default: 5m with --quick, 0 otherwise].
+    #[arg(long, value_name = "DURATION")]
+    pub budget: Option<String>,
     /// Do not trace: by default the stages that measure run with --forensics when tracefs is
     /// usable (root, no lockdown), and the suite says in one line why not otherwise.
     #[arg(long)]
@@ -138,6 +144,14 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
     } else {
         None
     };
+    let budget = match &a.budget {
+        Some(b) => Some(std::time::Duration::from_nanos(
+            crate::units::parse_duration_ns(b)?,
+        )),
+        None if mode == Mode::Quick => Some(std::time::Duration::from_secs(300)),
+        None => None,
+    }
+    .filter(|b| !b.is_zero());
     let exe = std::env::current_exe()
         .map_err(|e| Error::cannot_measure(format!("cannot find this binary: {e}")))?;
     let quiet = g.quiet;
@@ -156,6 +170,7 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         }),
         tuning,
         forensics: !a.no_forensics,
+        budget,
     };
     let m = suite::run(&cfg)?;
     if let Some(j) = &a.junit {
@@ -171,9 +186,10 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
             serde_json::to_string_pretty(&m).expect("manifest serialises")
         ));
     } else if !g.quiet {
-        output::stdout(&suite::summary(&m, &dir));
-        if let Some(v) = suite::verdict_text(&m, &dir) {
-            output::stdout(&format!("\n{v}"));
+        // The answer first, the stages after it.
+        match suite::verdict_text(&m, &dir) {
+            Some(v) => output::stdout(&format!("{v}\n{}", suite::summary(&m, &dir))),
+            None => output::stdout(&suite::summary(&m, &dir)),
         }
     }
     Ok(m.exit_code())

@@ -6,6 +6,7 @@
 //! newer xrunlab) still loads as [`Loaded::Other`] and gets a generic section, so a report
 //! never fails on it.
 
+pub mod answer;
 pub mod compare;
 pub mod export;
 pub mod format;

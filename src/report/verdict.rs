@@ -160,6 +160,44 @@ fn predicted(label: &str, r: &PredictRow) -> Predicted {
     }
 }
 
+/// Add a latency input, or pool it with one measured the same way (same condition, stress,
+/// interval and CPUs): the suite extends a measurement that was too short with more of the
+/// same, and two stretches of one measurement are one longer measurement.
+fn pool_or_push(lat: &mut Vec<(LatencyInput, Condition)>, l: LatencyInput, c: Condition) {
+    let same = |(m, mc): &&mut (LatencyInput, Condition)| {
+        *mc == c
+            && m.info.source == l.info.source
+            && m.info.stress == l.info.stress
+            && m.info.interval_ns == l.info.interval_ns
+            && m.info.cpus == l.info.cpus
+    };
+    let Some((m, _)) = lat.iter_mut().find(|x| same(x)) else {
+        lat.push((l, c));
+        return;
+    };
+    let (d, o) = (&mut m.data, l.data);
+    d.buckets.extend(o.buckets);
+    d.censored.extend(o.censored);
+    d.samples += o.samples;
+    d.observed_ns += o.observed_ns;
+    let i = &mut m.info;
+    i.samples += l.info.samples;
+    i.observed_ns += l.info.observed_ns;
+    i.max_ns = i.max_ns.max(l.info.max_ns);
+    i.censored += l.info.censored;
+    i.label = match i.label.split_once(" + ") {
+        Some((first, more)) => {
+            let n: u32 = more
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            format!("{first} + {} more", n + 1)
+        }
+        None => format!("{} + 1 more", i.label),
+    };
+}
+
 /// The verdict over `inputs` (their latency results must hold histograms: an error names the
 /// file otherwise, exit 2).
 pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<VerdictResults> {
@@ -180,7 +218,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
                     } else {
                         Condition::Stressed
                     };
-                    lat.push((l, c));
+                    pool_or_push(&mut lat, l, c);
                 }
             }
         }
@@ -276,9 +314,19 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         Some(limit) => recommended_frames.is_none_or(|f| f > limit),
         None => false,
     };
-    let headline = headline(cfg, &rows, recommended_frames, judged_on);
+    let mut headline = super::answer::sentence(cfg, &rows, recommended_frames, judged_on);
+    if not_realtime(inputs) {
+        headline = format!("{}: {headline}", super::answer::NOT_REALTIME);
+    }
+    let next = super::answer::next_command(
+        &rows,
+        recommended_frames,
+        judged_on,
+        super::answer::suite_dir(inputs),
+    );
     Ok(VerdictResults {
         headline,
+        next,
         judged_on,
         recommended_frames,
         compute: cost.description.clone(),
@@ -288,6 +336,17 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         advice,
         gaps,
         failed_threshold,
+    })
+}
+
+/// Some latency behind the predictions was measured without a real-time policy.
+fn not_realtime(inputs: &[Input]) -> bool {
+    docs(inputs).any(|b| match b {
+        Body::Latency { config, .. } => {
+            config.source == crate::measure::latency::LatencySource::Measured
+                && config.policy.as_ref().is_some_and(|p| !p.is_realtime())
+        }
+        _ => false,
     })
 }
 
@@ -447,17 +506,47 @@ fn causes(inputs: &[Input]) -> Vec<CauseLine> {
     out
 }
 
-/// The culprits of every traced result, the same culprit summed across results, most
-/// windows explained first (the trace's own "self" and "idle" are not culprits).
+/// Whose a culprit is: xrunlab's own threads and test load (another thread of ours, a chain
+/// element or burn track of the engine, a competing `xr-*` task a stage started, the
+/// stressors of `--stress`) are "ours", never the machine's.
+fn is_ours(c: &crate::trace::attribute::Culprit) -> bool {
+    use crate::trace::attribute::CulpritKind;
+    matches!(c.kind, CulpritKind::Ours | CulpritKind::Element)
+        || (c.kind == CulpritKind::Task
+            && ["xr-", "xrunlab", "stress-ng"]
+                .iter()
+                .any(|p| c.name.starts_with(p)))
+}
+
+/// What the trace could not give to anyone is named for what it is: on a guest whose host
+/// stole CPU time during the result, the vCPU not running; otherwise untraced.
+pub const HYPERVISOR: &str = "hypervisor: the vCPU was not running";
+pub const UNTRACED: &str = "untraced";
+
+fn culprit_label(c: &crate::trace::attribute::Culprit, i: &Input) -> String {
+    if c.kind != crate::trace::attribute::CulpritKind::Unaccounted {
+        return c.label();
+    }
+    let steal = i
+        .environment()
+        .and_then(|e| e.hypervisor_steal)
+        .is_some_and(|s| s.stolen_ms > 0.0);
+    if steal { HYPERVISOR } else { UNTRACED }.into()
+}
+
+/// The culprits of every traced result that were the top culprit of at least one xrun or
+/// spike, the same culprit summed across results, most windows explained first (the trace's
+/// own "self" and "idle" are not culprits); the machine's and ours apart.
 fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
     let mut out: Vec<CulpritLine> = Vec::new();
     for i in inputs {
         let Loaded::Doc(d) = &i.item else { continue };
         for row in d.body.forensics().into_iter().flat_map(|f| &f.culprits) {
-            if !row.culprit.is_culprit() {
+            if !row.culprit.is_culprit() || row.explained == 0 {
                 continue;
             }
-            let label = row.culprit.label();
+            let label = culprit_label(&row.culprit, i);
+            let ours = is_ours(&row.culprit);
             let file = name(i);
             match out.iter_mut().find(|c| c.culprit == label) {
                 Some(c) => {
@@ -474,16 +563,24 @@ fn culprits(inputs: &[Input]) -> Vec<CulpritLine> {
                     total_ns: row.total_ns,
                     worst_ns: row.worst_ns,
                     files: vec![file],
+                    ours,
                 }),
             }
         }
     }
     out.sort_by(|a, b| {
-        b.explained
-            .cmp(&a.explained)
+        a.ours
+            .cmp(&b.ours)
+            .then(b.explained.cmp(&a.explained))
             .then(b.total_ns.cmp(&a.total_ns))
     });
-    out.truncate(10);
+    // Ten of the machine's at most, and ten of ours.
+    let mut kept = (0, 0);
+    out.retain(|c| {
+        let n = if c.ours { &mut kept.1 } else { &mut kept.0 };
+        *n += 1;
+        *n <= 10
+    });
     out
 }
 
@@ -673,52 +770,6 @@ fn gaps(
         out.push("no check result: no configuration advice (xrunlab check)".into());
     }
     out
-}
-
-fn headline(
-    cfg: &VerdictConfig,
-    rows: &[VerdictRow],
-    recommended: Option<u32>,
-    judged_on: Option<Condition>,
-) -> String {
-    let target = super::format::per_hour(cfg.target_per_hour);
-    let Some(cond) = judged_on else {
-        return "no verdict: no latency result to predict from".into();
-    };
-    let cond = match cond {
-        Condition::Stressed => "under stress",
-        Condition::Idle => "idle (no stressed measurement)",
-    };
-    match recommended.and_then(|f| rows.iter().find(|r| r.buffer_frames == f)) {
-        Some(r) => format!(
-            "{} frames ({:.2} ms at {} Hz, {} periods) is the smallest buffer size shown to stay within {target} glitch/h {cond}; round trip {:.1} ms{}",
-            r.buffer_frames,
-            r.period_ms,
-            cfg.rate,
-            cfg.periods,
-            r.rtl_measured_ms.unwrap_or(r.rtl_model_ms),
-            if r.rtl_measured_ms.is_some() { " measured" } else { " modelled" },
-        ),
-        None => {
-            let failing_below = rows
-                .iter()
-                .filter(|r| r.meets_target == Some(false))
-                .map(|r| r.buffer_frames)
-                .max();
-            let undecided = rows.iter().find(|r| r.meets_target.is_none());
-            match (failing_below, undecided) {
-                (_, Some(u)) => format!(
-                    "no buffer size is shown to stay within {target} glitch/h {cond}{}: from {} frames up the data is too short to tell (see below how long to measure)",
-                    failing_below.map(|f| format!(" ({f} frames and below fail)")).unwrap_or_default(),
-                    u.buffer_frames
-                ),
-                (Some(f), None) => format!(
-                    "no buffer size up to {f} frames stays within {target} glitch/h {cond}"
-                ),
-                (None, None) => format!("no buffer size stays within {target} glitch/h {cond}"),
-            }
-        }
-    }
 }
 
 /// The column of [`HEADER`] the terminal prints below its table.

@@ -123,13 +123,18 @@ pub struct CauseLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CulpritLine {
     /// As the forensics table names it: `comm[pid] rt:N`, `irq N action`, `softirq RCU`,
-    /// `unaccounted`…
+    /// `unaccounted` (said `hypervisor: the vCPU was not running` where the host stole
+    /// time, `untraced` otherwise)…
     pub culprit: String,
     /// Xruns (run) or late wake-ups (latency) in which it was the top culprit.
     pub explained: u64,
     pub total_ns: u64,
     pub worst_ns: u64,
     pub files: Vec<String>,
+    /// xrunlab's own threads or test load (a stage's competing task, an engine track): not
+    /// the machine's culprit, listed apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ours: bool,
 }
 
 /// A `check` finding, ranked by how much fixing it is expected to help here.
@@ -149,8 +154,11 @@ pub struct Advice {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VerdictResults {
-    /// The one-line answer.
+    /// The one-sentence answer (report::answer).
     pub headline: String,
+    /// The exact command to run next when a size is undecided or every size fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
     /// The condition the recommendation is judged on: stressed when a stressed latency
     /// exists, else idle.
     pub judged_on: Option<Condition>,

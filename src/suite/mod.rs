@@ -3,6 +3,8 @@
 //! output is exactly what the user would get by hand; the suite only plans, runs, records
 //! (DIR/manifest.json, rewritten after every stage) and ends with `xrunlab report`.
 
+pub mod adapt;
+pub mod rights;
 pub mod stages;
 
 pub use crate::results::suite::{
@@ -35,6 +37,9 @@ pub struct SuiteConfig {
     /// `--forensics` on the stages that measure, when tracing is usable here (the suite
     /// says why not otherwise); false: `--no-forensics`.
     pub forensics: bool,
+    /// `--budget`: the wall time the suite may take; after the protocol it measures the
+    /// stressed latency longer (adapt.rs) while the budget lasts. None: no extension.
+    pub budget: Option<Duration>,
 }
 
 /// What the planner learnt about this build and machine; asked once per suite.
@@ -514,7 +519,11 @@ fn run_steps(
             .map(|p| crate::rt::affinity::format_cpu_list(&p.audio_cpus)),
         // The stages (and their tuned repeats), then the verdict and the report.
         total: STAGES.len() + tuned.len() + 2,
+        missing: rights::missing(),
     };
+    if !runner.missing.is_empty() {
+        say(cfg, rights::say(&runner.missing));
+    }
     match &runner.forensics {
         Some(Ok(())) => say(cfg, format!(
             "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
@@ -523,8 +532,12 @@ fn run_steps(
         Some(Err(why)) => say(cfg, format!("forensics: off: {why}")),
         None => {}
     }
+    let started = Instant::now();
     for (i, stage) in STAGES.iter().enumerate() {
         runner.step(i + 1, stage.name.to_string(), stage, manifest)?;
+    }
+    if let Some(budget) = cfg.budget {
+        runner.extend(manifest, started, budget)?;
     }
     if let Some(plan) = &plan {
         run_tuned(&mut runner, &tuned, plan, root, journal, manifest)?;
@@ -546,10 +559,21 @@ struct Runner<'a> {
     /// `--tuned`: the audio CPUs the tuned stages run on, before as after.
     audio: Option<String>,
     total: usize,
+    /// The real-time rights this user lacks (rights.rs): each stage does without them.
+    missing: Vec<rights::Missing>,
 }
 
 impl Runner<'_> {
-    fn argv(&self, stage: &Stage) -> Vec<String> {
+    fn argv(&mut self, stage: &Stage) -> Vec<String> {
+        let argv = self.argv_as_planned(stage);
+        if self.missing.is_empty() {
+            return argv;
+        }
+        let help = self.probe.help(stage.command()).unwrap_or("").to_string();
+        rights::without(argv, &self.missing, &help)
+    }
+
+    fn argv_as_planned(&self, stage: &Stage) -> Vec<String> {
         let mut argv = stage.argv(self.cfg.mode, &self.cfg.driver);
         if matches!(self.forensics, Some(Ok(()))) && stages::FORENSICS.contains(&stage.command()) {
             argv.push("--forensics".into());
@@ -583,6 +607,63 @@ impl Runner<'_> {
             say(cfg, s)
         })
     }
+
+    /// The adaptive stretches (adapt.rs): the stressed latency again, as long as the knee
+    /// needs and the budget leaves (a few seconds kept for the verdict and the report).
+    fn extend(
+        &mut self,
+        manifest: &mut Manifest,
+        started: Instant,
+        budget: Duration,
+    ) -> Result<()> {
+        const KEEP: Duration = Duration::from_secs(8);
+        let stage = adapt::stage();
+        let base = self.argv(stage);
+        let mut k = 0;
+        while !crate::rt::interrupt::requested() {
+            let Some(knee) = adapt::knee(manifest, &self.cfg.dir) else {
+                break;
+            };
+            let left = budget.saturating_sub(started.elapsed() + KEEP);
+            let Some(secs) = adapt::stretch(&knee, left) else {
+                say(self.cfg, format!(
+                    "adaptive: {} frames is still undecided; it needs about {} s more of latency under stress, beyond --budget",
+                    knee.frames,
+                    knee.need.saturating_sub(knee.measured).as_secs()
+                ));
+                break;
+            };
+            k += 1;
+            self.total += 1;
+            say(
+                self.cfg,
+                format!(
+                "adaptive: {} frames is undecided after {} s of latency under stress: {} s more",
+                knee.frames,
+                knee.measured.as_secs(),
+                secs.as_secs()
+            ),
+            );
+            let step = Step {
+                n: STAGES.len() + k,
+                name: format!("{}{k}", adapt::MORE),
+                stage,
+                argv: adapt::argv(&base, secs.as_secs()),
+            };
+            let cfg = self.cfg;
+            run_stage(cfg, step, self.total, &mut self.probe, manifest, &|s| {
+                say(cfg, s)
+            })?;
+            if manifest
+                .stages
+                .last()
+                .is_some_and(|s| s.status != StageStatus::Ok)
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `suite --tuned` after the stages: the tuned stages again with the profile applied, then
@@ -597,7 +678,8 @@ fn run_tuned(
 ) -> Result<()> {
     use crate::system::tune;
     let cfg = runner.cfg;
-    let first = STAGES.len() + 1;
+    // After the adaptive stretches; the verdict and the report come last.
+    let first = runner.total - tuned.len() - 1;
     let mut record = crate::results::suite::Tuning {
         profile: plan.profile,
         audio_cpus: plan.audio_cpus.clone(),
@@ -827,6 +909,7 @@ pub fn junit(m: &Manifest, dir: &Path) -> String {
 pub fn summary(m: &Manifest, dir: &Path) -> String {
     use crate::report::text::style::{new_table, num};
     let mut t = new_table(&["stage", "status", "time", "result / reason"]);
+    t.set_width(crate::report::text::style::WIDTH as u16);
     for s in &m.stages {
         t.add_row(vec![
             comfy_table::Cell::new(&s.stage),

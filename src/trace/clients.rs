@@ -2,7 +2,8 @@
 //! culprit reads "JACK client jalv[1234]" instead of a bare thread (docs/methods.md
 //! "Forensics"). Read from `/proc` once, after the measurement, never on the cycle path.
 //!
-//! A process is a JACK client when it maps libjack (jack2's), the JACK server when it maps
+//! A process is a JACK client when it maps libjack (jack2's) and a server's shm segments
+//! (`/dev/shm/jack-…`: it has connected), the JACK server when it maps
 //! libjackserver (or is `jackd`/`jackdbus`), a PipeWire client when it maps libpipewire or
 //! PipeWire's libjack (`pw-jack`), the PipeWire server when that process is `pipewire`. When
 //! we are a JACK client ourselves, a JACK process counts only if it maps one of the server
@@ -93,7 +94,9 @@ fn mapped(maps: &str, comm: &str) -> Mapped {
         })
     } else if jack_server || comm == "jackd" || comm == "jackdbus" {
         Some(AudioRole::JackServer)
-    } else if jack_client {
+    } else if jack_client && !segments.is_empty() {
+        // Linking libjack is not being a client (xrunlab itself links it): a client maps
+        // a server's segments once it has connected.
         Some(AudioRole::JackClient)
     } else {
         None
@@ -283,7 +286,20 @@ mod tests {
             &[],
         );
         process(r, 500, "jackdbus", &[LIBC], &[]);
-        let got = identify(&Root::new(r), &[400, 500], 100);
+        // Linked with libjack, connected to nothing: a suite's own stage, not a client.
+        process(
+            r,
+            600,
+            "xrunlab",
+            &[
+                LIBC,
+                &lib("/usr/lib/x86_64-linux-gnu/libjack.so.0.1.0"),
+                &shm("jack-shm-registry"),
+            ],
+            &[],
+        );
+        let got = identify(&Root::new(r), &[400, 500, 600], 100);
+        assert!(!got.contains_key(&600), "{got:?}");
         assert_eq!(got[&400].role, AudioRole::JackClient);
         assert_eq!(got[&500].role, AudioRole::JackServer);
         assert!(identify(&Root::new(r), &[], 100).is_empty());

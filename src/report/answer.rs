@@ -1,0 +1,287 @@
+//! The verdict's first line: one decided sentence a musician can act on, and the exact
+//! command to run next when a size is undecided or nothing passes. Built from the verdict's
+//! rows only, so the terminal, the HTML report and JUnit say the same words.
+
+use crate::measure::predict::Rate;
+use crate::results::verdict::{Condition, Predicted, VerdictConfig, VerdictRow};
+use std::path::Path;
+
+/// The label of a verdict whose latency was measured under SCHED_OTHER (a suite without
+/// real-time rights).
+pub const NOT_REALTIME: &str =
+    "Not real-time (what an audio thread without RT priority gets, as PipeWire without rtkit)";
+
+/// How the answer reads at a glance: the colour of the first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// A buffer size is shown to meet the target.
+    Ok,
+    /// Undecided: measure longer.
+    Warn,
+    /// Every size judged fails (or nothing could be judged).
+    Fail,
+}
+
+/// The tone of a verdict, from what it recommends and decides.
+pub fn tone(recommended: Option<u32>, rows: &[VerdictRow], judged: Option<Condition>) -> Tone {
+    if judged.is_none() {
+        Tone::Fail
+    } else if recommended.is_some() {
+        Tone::Ok
+    } else if rows.iter().any(|r| r.meets_target.is_none()) {
+        Tone::Warn
+    } else {
+        Tone::Fail
+    }
+}
+
+/// How often a rate per hour comes round, as a person says it.
+pub fn often(per_hour: f64) -> String {
+    let r = per_hour;
+    if r >= 7_200.0 {
+        format!("about {:.0} times a second", r / 3_600.0)
+    } else if r >= 3_600.0 {
+        "about once a second".into()
+    } else if r >= 120.0 {
+        format!("about {:.0} times a minute", r / 60.0)
+    } else if r >= 60.0 {
+        "about once a minute".into()
+    } else if r >= 2.0 {
+        format!("about once every {:.0} minutes", 60.0 / r)
+    } else if r >= 1.0 {
+        "about once an hour".into()
+    } else if r > 0.0 {
+        format!("about once every {:.0} hours", 1.0 / r)
+    } else {
+        "never".into()
+    }
+}
+
+/// "1 glitch in 4 h" for a rate that meets the target; a bound says "at most".
+fn one_in(r: &Rate) -> String {
+    let (x, bound) = if r.upper_bound {
+        (r.high, "at most ")
+    } else {
+        (r.per_hour, "about ")
+    };
+    let hours = 1.0 / x.max(f64::MIN_POSITIVE);
+    let span = if hours >= 48.0 {
+        format!("{:.0} days", hours / 24.0)
+    } else if hours >= 2.0 {
+        format!("{hours:.0} h")
+    } else {
+        format!("{:.0} min", hours * 60.0)
+    };
+    format!("{bound}1 glitch in {span}")
+}
+
+fn judged(r: &VerdictRow, on: Condition) -> Option<&Predicted> {
+    match on {
+        Condition::Stressed => r.stressed.as_ref(),
+        Condition::Idle => r.idle.as_ref(),
+    }
+}
+
+fn khz(rate: u32) -> String {
+    let k = rate as f64 / 1e3;
+    if k.fract() == 0.0 {
+        format!("{k:.0} kHz")
+    } else {
+        format!("{k:.1} kHz")
+    }
+}
+
+/// The target as words: "1 glitch an hour", "1 glitch in 10 h".
+fn target(per_hour: f64) -> String {
+    if per_hour >= 1.0 && per_hour.fract() == 0.0 {
+        let n = per_hour as u64;
+        format!("{n} glitch{} an hour", if n == 1 { "" } else { "es" })
+    } else {
+        one_in(&Rate {
+            per_hour,
+            low: per_hour,
+            high: per_hour,
+            upper_bound: false,
+        })
+        .replacen("about ", "", 1)
+    }
+}
+
+/// What a failing size does: "glitches about 3 times a minute".
+fn glitches(r: &VerdictRow, on: Condition) -> String {
+    match judged(r, on) {
+        Some(p) if p.overload => "cannot keep up (the DSP fills the period)".into(),
+        Some(p) => format!("glitches {}", often(p.episodes_per_hour.per_hour)),
+        None => "fails".into(),
+    }
+}
+
+/// The one-sentence answer.
+pub fn sentence(
+    cfg: &VerdictConfig,
+    rows: &[VerdictRow],
+    recommended: Option<u32>,
+    on: Option<Condition>,
+) -> String {
+    let Some(on) = on else {
+        return "No answer yet: no latency was measured, so nothing predicts a glitch rate.".into();
+    };
+    let cond = match on {
+        Condition::Stressed => "under load",
+        Condition::Idle => "idle (not measured under load)",
+    };
+    let dsp = match cfg.load_pct {
+        Some(p) => format!("{p:.0} %"),
+        None => "half".into(),
+    };
+    let failing = rows
+        .iter()
+        .filter(|r| r.meets_target == Some(false))
+        .max_by_key(|r| r.buffer_frames);
+    let rec = recommended.and_then(|f| rows.iter().find(|r| r.buffer_frames == f));
+    if let Some(r) = rec {
+        let rate = judged(r, on)
+            .map(|p| one_in(&p.episodes_per_hour))
+            .unwrap_or_default();
+        let below = rows
+            .iter()
+            .filter(|x| x.buffer_frames < r.buffer_frames)
+            .max_by_key(|x| x.buffer_frames)
+            .map(|x| match x.meets_target {
+                Some(false) => format!("; {} frames {}", x.buffer_frames, glitches(x, on)),
+                _ => format!("; {} frames is not decided yet", x.buffer_frames),
+            })
+            .unwrap_or_default();
+        return format!(
+            "This machine can run {} frames at {} ({} periods, {:.1} ms round trip) with {rate} \
+             {cond} while DSP fills {dsp} of each period{below}.",
+            r.buffer_frames,
+            khz(cfg.rate),
+            cfg.periods,
+            r.rtl_measured_ms.unwrap_or(r.rtl_model_ms),
+        );
+    }
+    let undecided = rows
+        .iter()
+        .filter(|r| r.meets_target.is_none())
+        .find(|r| failing.is_none_or(|f| r.buffer_frames > f.buffer_frames));
+    match (failing, undecided) {
+        (Some(f), Some(u)) => format!(
+            "Not decided yet: {} frames {} {cond}; {} frames {} a longer measurement.",
+            f.buffer_frames,
+            glitches(f, on),
+            u.buffer_frames,
+            if rows
+                .last()
+                .is_some_and(|l| l.buffer_frames > u.buffer_frames)
+            {
+                "and up need"
+            } else {
+                "needs"
+            }
+        ),
+        (None, Some(u)) => format!(
+            "Not decided yet: the measurement {cond} is too short to show that {} frames or \
+             more stays within {}.",
+            u.buffer_frames,
+            target(cfg.target_per_hour)
+        ),
+        (Some(f), None) => format!(
+            "This machine cannot run even {} frames at {} within {} {cond}: it {}.",
+            f.buffer_frames,
+            khz(cfg.rate),
+            target(cfg.target_per_hour),
+            glitches(f, on)
+        ),
+        (None, None) => "No answer: no buffer size was judged.".into(),
+    }
+}
+
+/// The directory of a suite the inputs come from (its manifest beside them), if any.
+pub fn suite_dir(inputs: &[super::Input]) -> Option<&Path> {
+    let dir = inputs.first()?.path.parent()?;
+    let all_there = inputs.iter().all(|i| i.path.parent() == Some(dir));
+    (all_there && dir.join(crate::results::suite::MANIFEST).is_file()).then_some(dir)
+}
+
+/// A latency measurement long enough for `ns`, in whole minutes a person types.
+fn minutes(ns: u64) -> u64 {
+    (ns as f64 / 60e9).ceil().max(1.0) as u64
+}
+
+/// The exact command to run next: measure longer where a size is undecided (the suite
+/// resumed with a budget that covers it, or one more latency file), try tuning where
+/// everything fails; None when a size meets the target.
+pub fn next_command(
+    rows: &[VerdictRow],
+    recommended: Option<u32>,
+    on: Option<Condition>,
+    suite: Option<&Path>,
+) -> Option<String> {
+    let Some(on) = on else {
+        return Some("xrunlab latency --stress paper --baseline idle --duration 5m -o lat.json && xrunlab verdict lat.json".into());
+    };
+    if recommended.is_some() {
+        return None;
+    }
+    let failing = rows
+        .iter()
+        .filter(|r| r.meets_target == Some(false))
+        .map(|r| r.buffer_frames)
+        .max();
+    let need = rows
+        .iter()
+        .filter(|r| r.meets_target.is_none() && failing.is_none_or(|f| r.buffer_frames > f))
+        .find_map(|r| judged(r, on).and_then(|p| p.measure_for_ns));
+    match (need, suite) {
+        (Some(ns), Some(dir)) => Some(format!(
+            "xrunlab suite --resume {} --budget {}m",
+            dir.display(),
+            minutes(ns) + 2
+        )),
+        (Some(ns), None) => Some(format!(
+            "xrunlab latency{} --duration {}m -o lat-more.json",
+            if on == Condition::Stressed {
+                " --stress paper"
+            } else {
+                ""
+            },
+            minutes(ns)
+        )),
+        // Everything judged fails on the DSP alone: no tuning makes the period longer.
+        (None, _)
+            if rows
+                .iter()
+                .all(|r| judged(r, on).is_some_and(|p| p.overload)) =>
+        {
+            None
+        }
+        // Everything judged fails on latency: does tuning the machine help?
+        (None, _) => Some("sudo xrunlab suite --tuned --quick -o xrunlab-tuned".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_said_as_people_say_them() {
+        assert_eq!(often(7.2e4), "about 20 times a second");
+        assert_eq!(often(3_000.0), "about 50 times a minute");
+        assert_eq!(often(70.0), "about once a minute");
+        assert_eq!(often(6.0), "about once every 10 minutes");
+        assert_eq!(often(0.25), "about once every 4 hours");
+        let r = |per_hour, high, upper_bound| Rate {
+            per_hour,
+            low: 0.0,
+            high,
+            upper_bound,
+        };
+        assert_eq!(one_in(&r(0.25, 0.5, false)), "about 1 glitch in 4 h");
+        assert_eq!(one_in(&r(0.0, 0.5, true)), "at most 1 glitch in 2 h");
+        assert_eq!(one_in(&r(0.0, 0.01, true)), "at most 1 glitch in 4 days");
+        assert_eq!(target(1.0), "1 glitch an hour");
+        assert_eq!(target(0.1), "1 glitch in 10 h");
+    }
+}
