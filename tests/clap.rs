@@ -1,4 +1,3 @@
-
 /// The most the same DSP may differ between its LV2 and CLAP builds: both run DPF's one
 /// `run()` on the same floats, so any difference is the host's doing.
 const SAME: f32 = 1e-6;

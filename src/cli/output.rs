@@ -131,6 +131,8 @@ pub struct Measured {
     pub partial: String,
     /// Print the warnings on stderr (`check` shows the same conditions as its table rows).
     pub show_warnings: bool,
+    /// `--export FORMAT=PATH`: the result written in these formats too, once it is final.
+    pub exports: super::export_args::ExportArgs,
 }
 
 impl Measured {
@@ -148,6 +150,7 @@ impl Measured {
             verdict: Verdict::Pass,
             partial,
             show_warnings: true,
+            exports: Default::default(),
         }
     }
 
@@ -170,6 +173,12 @@ impl Measured {
         })
     }
 
+    /// Also write the result as each `--export` asks.
+    pub fn exports(mut self, e: super::export_args::ExportArgs) -> Self {
+        self.exports = e;
+        self
+    }
+
     pub fn partial(mut self, line: impl Into<String>) -> Self {
         self.partial = line.into();
         self
@@ -186,7 +195,15 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
         }
     }
     // A failed write is reported after the warnings: what was printed is the whole result.
-    let written = emit(&doc, g, &m.human);
+    let mut written = emit(&doc, g, &m.human);
+    if !m.exports.targets.is_empty() {
+        let input = [crate::report::Input {
+            path: g.output.clone().unwrap_or_default(),
+            item: crate::report::Loaded::Doc(Box::new(doc.clone())),
+        }];
+        let exported = m.exports.write(&crate::report::export::Export::of(&input));
+        written = written.and(exported.map(|_| ()));
+    }
     // An output lost is said once, as the error it is, whatever else fails.
     let lost = match &m.verdict {
         Verdict::OutputLost(line) => Some(line.as_str()),

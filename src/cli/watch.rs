@@ -5,6 +5,7 @@ use super::output::{self, Measured};
 use super::Global;
 use crate::error::{Error, Result};
 use crate::measure::watch::{self, Event, Live, ServerKind, WatchConfig};
+use crate::report::export::openmetrics as om;
 use crate::report::text::watch as text;
 use crate::results::Body;
 use clap::Args;
@@ -16,7 +17,7 @@ use std::io::Write;
 #[command(
     after_help = "Ends on Ctrl-C, after --duration, or when the server goes away (exit 3, the result written; \
 --follow waits for it instead and records the gap). No server at all: exit 3, saying what was looked for.\n\n\
-Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m"
+Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
 )]
 pub struct WatchArgs {
     /// The server: auto or jack (the JACK server libjack finds: jackd, or PipeWire's JACK
@@ -33,6 +34,57 @@ pub struct WatchArgs {
     /// busy time per cycle, the late client of every xrun and what ran on its CPU instead.
     #[arg(long)]
     pub forensics: bool,
+    /// Keep DIR/xrunlab.prom current with the live counters (Prometheus text, renamed into
+    /// place), for a node exporter's textfile collector (/var/lib/prometheus/node-exporter).
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<std::path::PathBuf>,
+    /// How often --textfile is refreshed.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "15s",
+        requires = "textfile"
+    )]
+    pub interval: String,
+    #[command(flatten)]
+    pub export: super::export_args::ExportArgs,
+}
+
+/// `--textfile`: the live counters written every interval, and once more at the end.
+struct Textfile {
+    dir: std::path::PathBuf,
+    every_ns: u64,
+    last_ns: u64,
+    server: (String, String),
+    failed: bool,
+}
+
+impl Textfile {
+    fn write(&mut self, l: &watch::LiveSnapshot) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let mut m = om::Metrics::new();
+        om::add_watch_live(&mut m, l, &self.server.0, &self.server.1, now);
+        match om::write_textfile(&self.dir, &m.render()) {
+            Ok(_) => self.failed = false,
+            // Said once per failing stretch: a full disk must not flood the terminal.
+            Err(e) if !self.failed => {
+                self.failed = true;
+                output::stderr(&format!("xrunlab: --textfile: {e}\n"));
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn tick(&mut self, l: &watch::LiveSnapshot) {
+        let now = crate::rt::clock::monotonic_ns();
+        if now.saturating_sub(self.last_ns) >= self.every_ns {
+            self.last_ns = now;
+            self.write(l);
+        }
+    }
 }
 
 /// `--server` as typed: its kind and, for `jack:NAME`, the name.
@@ -65,6 +117,27 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     if duration_ns == Some(0) {
         return super::usage("--duration must be positive");
     }
+    let every_ns = crate::units::parse_duration_ns(&a.interval)?;
+    if every_ns == 0 {
+        return super::usage("--interval must be positive");
+    }
+    if let Some(dir) = &a.textfile {
+        if !dir.is_dir() {
+            return super::usage(format!(
+                "--textfile {}: not a directory (the node exporter's is /var/lib/prometheus/node-exporter)",
+                dir.display()
+            ));
+        }
+        output::preflight(&[("--textfile", &dir.join(om::TEXTFILE))], &[])?;
+    }
+    a.export.preflight(&[])?;
+    let mut textfile = a.textfile.clone().map(|dir| Textfile {
+        dir,
+        every_ns,
+        last_ns: 0,
+        server: (String::new(), String::new()),
+        failed: false,
+    });
     let cfg = WatchConfig {
         server,
         server_name,
@@ -79,8 +152,23 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     let live = Live::default();
     let tty = crate::progress::wanted(g.quiet);
     let quiet = g.quiet;
-    let mut on = |e: Event| say(e, tty, quiet);
+    let mut on = |e: Event| {
+        if let Some(t) = textfile.as_mut() {
+            match &e {
+                Event::Attached(s) | Event::ServerBack(s, _) => {
+                    t.server = (s.kind.clone(), s.name.clone());
+                    t.write(&live.snapshot());
+                }
+                Event::Tick(l) => t.tick(l),
+                Event::Xrun(..) | Event::Lost(_) | Event::ServerGone { .. } => {}
+            }
+        }
+        say(e, tty, quiet)
+    };
     let outcome = watch::run(&cfg, &mut session, &live, &mut on)?;
+    if let Some(t) = textfile.as_mut() {
+        t.write(&live.snapshot());
+    }
     if tty {
         // Clear the status line before the summary.
         output::stderr("\r\x1b[2K");
@@ -100,6 +188,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     output::finish(
         Measured::new(body, status, session.into_started(), human)
             .warnings(outcome.warnings)
+            .exports(a.export)
             .partial(partial),
         g,
     )

@@ -11,9 +11,11 @@
 
 mod docs;
 mod family;
+mod live;
 
 pub use docs::{add_doc, add_manifest, doc_labels, unix_seconds, LATENCY_BUCKETS, TOP_CULPRITS};
 pub use family::{number, Labels, Metrics, Type};
+pub use live::add_watch_live;
 
 use super::{Export, Exporter};
 use crate::error::Result;
