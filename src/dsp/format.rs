@@ -64,6 +64,7 @@ pub trait PluginFormat: Sync {
         let d = self.describe(target).ok()?;
         Some(PluginRecord {
             element: element.plugin.clone(),
+            format: self.key().to_string(),
             uri: d.uri,
             name: d.name,
             instances: element.count,
@@ -197,19 +198,20 @@ impl PluginDesc {
     }
 }
 
-// The result schema names this type and its fields as they were when LV2 was the only format
-// that a result lists (schema/result.schema.json): the name and the doc text are kept.
-/// What a result records of each LV2 element of its chain.
+/// What a result records of each plugin of its chain that a format of installed plugins
+/// (LV2, CLAP, VST3) provides; the built-ins record none.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[schemars(rename = "Lv2Record")]
 pub struct PluginRecord {
     /// The element as typed, e.g. `lv2:urn:dragonfly:room`.
     pub element: String,
+    /// The format's key: `lv2`, `clap` or `vst3`.
+    pub format: String,
+    /// The format's identifier of the plugin (LV2: its URI; CLAP: its id; VST3: its class id).
     pub uri: String,
     pub name: String,
     /// Instances of it in series in each track.
     pub instances: u32,
-    /// What its lv2:latency port reported after the first block, in frames (`None`: the
-    /// plugin reports no latency).
+    /// The latency the plugin reported after the first block, in frames (`None`: the plugin
+    /// reports none).
     pub latency_frames: Option<u32>,
 }
