@@ -8,7 +8,11 @@ use super::{ChainElement, Plugin, PluginContext};
 use crate::error::{Error, Result};
 
 /// Every plugin format, one line each. The built-ins claim what no prefix does.
-const FORMATS: &[&dyn PluginFormat] = &[&super::builtin::Builtin, &super::lv2::Lv2];
+const FORMATS: &[&dyn PluginFormat] = &[
+    &super::builtin::Builtin,
+    &super::lv2::Lv2,
+    &super::clap::Clap,
+];
 
 /// Every format, in registration order.
 pub fn formats() -> impl Iterator<Item = &'static dyn PluginFormat> {
