@@ -5,7 +5,7 @@
 //! `request_callback`, `request_restart`, thread-check, `log`, `params.request_flush`): those
 //! only store an atomic or read a thread-local, so `process` stays free of allocations and
 //! locks (docs/ARCHITECTURE.md §5). What must run on the main thread — `on_main_thread` after
-//! a `request_callback`, timers — is served by a thread of the instance's own
+//! a `request_callback`, timers — is served by one thread of the process's
 //! ([`MainThread`]), never by the engine's.
 
 use clap_sys::ext::audio_ports::{clap_host_audio_ports, CLAP_EXT_AUDIO_PORTS};
@@ -25,7 +25,7 @@ use clap_sys::version::CLAP_VERSION;
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 thread_local! {
@@ -169,16 +169,67 @@ impl HostShared {
     }
 }
 
-/// The thread that serves an instance's main-thread callbacks while it runs. Dropping it
-/// stops and joins it, which the instance does before destroying the plugin.
+/// An instance's registration with the process's one main-thread server, which calls its
+/// `on_main_thread` and timers while it runs. Dropping it unregisters the instance, under
+/// the lock the server serves under, so no main-thread call can overlap the teardown that
+/// follows. One thread for all instances: a load test makes hundreds, and a thread each
+/// waking every few milliseconds would load the machine it measures.
 pub struct MainThread {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    addr: usize,
 }
+
+/// The instances served, as (address of their `HostShared`, crash label).
+static SERVED: Mutex<Vec<(usize, crate::rt::crash::Label)>> = Mutex::new(Vec::new());
+static SERVER: Mutex<Option<std::thread::Thread>> = Mutex::new(None);
 
 /// How often the server looks for requests and due timers: CLAP promises no latency for
 /// `request_callback`, and a plugin's timers (DPF's are for its UI) need no better.
 const SERVE_EVERY: Duration = Duration::from_millis(10);
+
+fn serve_all() {
+    loop {
+        let idle = {
+            let served = SERVED.lock().unwrap_or_else(|e| e.into_inner());
+            for &(addr, label) in served.iter() {
+                // SAFETY: an address is removed (under this lock) before its `HostShared`
+                // is freed, so every one listed is alive while the lock is held.
+                let s = unsafe { &*(addr as *const HostShared) };
+                let _in_plugin =
+                    crate::rt::crash::enter(label, crate::rt::crash::Phase::Instantiating);
+                s.serve();
+            }
+            served.is_empty()
+        };
+        if idle {
+            std::thread::park();
+        } else {
+            std::thread::park_timeout(SERVE_EVERY);
+        }
+    }
+}
+
+/// The server thread, started on first use. It returns once the thread runs: its start-up
+/// allocates (thread handle, thread-local storage), and that must not fall into the cycles
+/// that follow.
+fn server() -> std::io::Result<std::thread::Thread> {
+    let mut server = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = server.as_ref() {
+        return Ok(t.clone());
+    }
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let handle = std::thread::Builder::new()
+        .name("xrunlab-clap-main".into())
+        .spawn(move || {
+            let _ = std::thread::current();
+            let _ = ready_tx.send(());
+            drop(ready_tx);
+            serve_all();
+        })?;
+    let _ = ready_rx.recv();
+    let t = handle.thread().clone();
+    *server = Some(t.clone());
+    Ok(t)
+}
 
 impl MainThread {
     /// Serve `shared`, which must outlive the returned value.
@@ -186,35 +237,23 @@ impl MainThread {
         shared: &HostShared,
         label: crate::rt::crash::Label,
     ) -> std::io::Result<MainThread> {
+        let server = server()?;
         let addr = shared as *const HostShared as usize;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("xrunlab-clap-main".into())
-            .spawn(move || {
-                // SAFETY: the owner joins this thread before freeing `shared`.
-                let s = unsafe { &*(addr as *const HostShared) };
-                let _in_plugin =
-                    crate::rt::crash::enter(label, crate::rt::crash::Phase::Instantiating);
-                while !s2.load(Ordering::Acquire) {
-                    s.serve();
-                    std::thread::park_timeout(SERVE_EVERY);
-                }
-            })?;
-        Ok(MainThread {
-            stop,
-            thread: Some(thread),
-        })
+        SERVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((addr, label));
+        server.unpark();
+        Ok(MainThread { addr })
     }
 }
 
 impl Drop for MainThread {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
+        SERVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(a, _)| *a != self.addr);
     }
 }
 
