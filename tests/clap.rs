@@ -42,7 +42,7 @@ fn zam_clap_plugins_make_sound_in_run_on_the_virtual_driver() {
     }
     for (element, id) in [
         (format!("clap:{EQ}"), EQ),
-        (format!("clap:ZamComp(threshold=-30,ratio=8)"), COMP),
+        ("clap:ZamComp(threshold=-30,ratio=8)".to_string(), COMP),
         (format!("clap:{VERB}"), VERB),
     ] {
         let o = xrunlab()
@@ -234,4 +234,70 @@ fn bad_input_exits_with_the_right_code_and_says_why() {
         3,
         &["its init failed", "cannot open its license file"],
     );
+}
+
+/// The most the same DSP may differ between its LV2 and CLAP builds: both run DPF's one
+/// `run()` on the same floats, so any difference is the host's doing.
+const SAME: f32 = 1e-6;
+
+/// `blocks` blocks of the same noise through `a` and `b`: the largest difference between
+/// their outputs, and `a`'s peak.
+fn compare(
+    a: &mut dyn xrunlab::dsp::Plugin,
+    b: &mut dyn xrunlab::dsp::Plugin,
+    blocks: usize,
+) -> (f32, f32) {
+    let mut seed = 0x9e37_79b9u32;
+    let (mut max_diff, mut peak) = (0f32, 0f32);
+    for _ in 0..blocks {
+        let mut l = vec![0f32; 256];
+        for s in l.iter_mut() {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            *s = 0.1 * (seed as f32 / u32::MAX as f32 * 2.0 - 1.0);
+        }
+        let (mut al, mut ar) = (l.clone(), l.clone());
+        let (mut bl, mut br) = (l.clone(), l);
+        a.process(&mut al, &mut ar);
+        b.process(&mut bl, &mut br);
+        for (x, y) in al.iter().chain(&ar).zip(bl.iter().chain(&br)) {
+            max_diff = max_diff.max((x - y).abs());
+            peak = peak.max(x.abs());
+        }
+    }
+    (max_diff, peak)
+}
+
+#[test]
+fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
+    if !installed() {
+        return;
+    }
+    let ctx = xrunlab::dsp::PluginContext {
+        rate: 48000,
+        max_frames: 256,
+    };
+    let mut found = Vec::new();
+    for (name, params_lv2, params_clap) in [
+        ("ZamEQ2", "", ""),
+        ("ZamComp", "thr=-30", "threshold=-30"),
+        ("ZamTube", "", ""),
+        ("ZamAutoSat", "", ""),
+    ] {
+        let lv2 = format!("lv2:urn:zamaudio:{name}");
+        let clap = format!("clap:com.zamaudio.{name}");
+        let Ok(mut a) = xrunlab::dsp::registry::create(&lv2, params_lv2, &ctx) else {
+            assert!(!require(false, &format!("{lv2} (zam-plugins)")));
+            return;
+        };
+        let mut b = xrunlab::dsp::registry::create(&clap, params_clap, &ctx).unwrap();
+        let (d, peak) = compare(a.as_mut(), b.as_mut(), 200);
+        eprintln!("{name}: LV2 against CLAP, max |difference| {d:e} (output peak {peak})");
+        assert!(peak > 1e-3, "{name}: silence");
+        found.push((name, d));
+    }
+    for (name, d) in found {
+        assert!(d <= SAME, "{name}: LV2 and CLAP differ by up to {d:e}");
+    }
 }

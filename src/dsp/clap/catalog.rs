@@ -39,8 +39,11 @@ unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
 impl Module {
-    /// A new, uninitialised instance of the plugin `id` with `host`, which must outlive it.
-    pub fn create(&self, host: *const clap_host, id: &CStr) -> Option<*const clap_plugin> {
+    /// A new, uninitialised instance of the plugin `id` with `host`.
+    ///
+    /// # Safety
+    /// `host` is a valid `clap_host` that outlives the plugin.
+    pub unsafe fn create(&self, host: *const clap_host, id: &CStr) -> Option<*const clap_plugin> {
         // SAFETY: the factory's create_plugin is thread-safe (see `Module`); the caller keeps
         // `host` alive as long as the plugin.
         let p = unsafe { (*self.factory).create_plugin?(self.factory, host, id.as_ptr()) };

@@ -233,7 +233,8 @@ impl ClapPlugin {
         let label = Label::new(&format!("clap:{uri} ({name})"));
         let in_plugin = crash::enter(label, Phase::Instantiating);
         let host = HostShared::new();
-        let plugin = module.create(host.host(), &found.id).ok_or_else(|| {
+        // SAFETY: the host is boxed in the instance, which destroys the plugin first (Drop).
+        let plugin = unsafe { module.create(host.host(), &found.id) }.ok_or_else(|| {
             Error::cannot_measure(format!(
                 "clap:{uri} ({name}): its factory refused to create it"
             ))
