@@ -280,7 +280,7 @@ fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
     };
     let mut found = Vec::new();
     for (name, params_lv2, params_clap) in [
-        ("ZamEQ2", "", ""),
+        ("ZamEQ2", "boost1=12", "boost_cut_1=12"),
         ("ZamComp", "thr=-30", "threshold=-30"),
         ("ZamTube", "", ""),
         ("ZamAutoSat", "", ""),
