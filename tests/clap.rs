@@ -301,3 +301,44 @@ fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
         assert!(d <= SAME, "{name}: LV2 and CLAP differ by up to {d:e}");
     }
 }
+
+#[test]
+fn a_folder_is_benched_skipping_what_cannot_be_hosted_and_formats_mix_in_load() {
+    if !installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.clap"), b"not an ELF file").unwrap();
+    std::fs::copy("/usr/lib/clap/ZamEQ2.clap", dir.path().join("ZamEQ2.clap")).unwrap();
+    let o = xrunlab()
+        .args(["plugins", "bench", "--duration", "100ms", "--buffer", "128"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("ZamEQ2.clap"), "{out}");
+    assert!(
+        out.contains("skipped clap:") && out.contains("junk.clap: cannot be hosted"),
+        "{out}"
+    );
+    // LV2 and CLAP builds of one plugin side by side in the load grid (sim: a declared cost).
+    let o = xrunlab()
+        .args(["-q", "--json", "load", "--driver", "sim", "--buffers", "96"])
+        .args(["--tracks", "1", "--duration", "1s", "--stress", "none"])
+        .args(["--plugins", "lv2:urn:zamaudio:ZamEQ2,clap:ZamEQ2"])
+        .args(["--cost", "lv2:urn:zamaudio:ZamEQ2=100ns/frame"])
+        .args(["--cost", "clap:ZamEQ2=200ns/frame"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let doc = json(&o);
+    let cells = doc["results"]["cells"].as_array().unwrap();
+    let max = |p: &str| {
+        cells.iter().find(|c| c["plugin"] == p).unwrap()["max_per_track"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(max("lv2:urn:zamaudio:ZamEQ2"), 2_000_000 / 9600, "{doc}");
+    assert_eq!(max("clap:ZamEQ2"), 2_000_000 / 19200, "{doc}");
+}

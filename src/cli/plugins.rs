@@ -39,7 +39,7 @@ pub enum PluginsCommand {
     Show(ShowArgs),
     /// Cost per frame and share of one core per instance: the physical limit of instances per core.
     #[command(
-        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json"
+        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured. --all FORMAT (lv2, clap) measures every installed plugin of a format, and\na folder as PLUGIN every CLAP plugin file in it; what cannot be hosted is skipped with the reason.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json\n  xrunlab plugins bench --all clap --duration 500ms\n  xrunlab plugins bench ~/.clap"
     )]
     Bench(BenchArgs),
 }
@@ -87,7 +87,11 @@ pub struct BenchArgs {
     /// two), each 1..4096: one result per plugin and count, the cost per instance against K.
     #[arg(long, value_name = "K[,K…]")]
     pub instances: Option<String>,
-    /// Plugins to measure (default: all but those that never return).
+    /// Every installed plugin of this format (lv2, clap), besides any PLUGIN.
+    #[arg(long, value_name = "FORMAT")]
+    pub all: Option<String>,
+    /// Plugins to measure (default: all built-ins but those that never return), or folders
+    /// of CLAP plugin files.
     #[arg(value_name = "PLUGIN")]
     pub plugins: Vec<String>,
 }
@@ -120,15 +124,56 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     }
 }
 
+/// The PLUGIN arguments with `--all FORMAT` and folders replaced by the plugins they hold,
+/// what of those cannot be hosted, and whether anything was expanded.
+fn expand(b: &BenchArgs) -> Result<(Vec<String>, Vec<String>, bool)> {
+    let (mut plugins, mut unhostable, mut expanded) = (Vec::new(), Vec::new(), false);
+    if let Some(key) = &b.all {
+        let (ok, not) = registry::all_of(key)?;
+        plugins.extend(ok);
+        unhostable.extend(not);
+        expanded = true;
+    }
+    for p in &b.plugins {
+        let path = std::path::Path::new(p);
+        if (p.contains('/') || p == ".") && !p.contains(':') && path.is_dir() {
+            let (ok, not) = registry::in_dir(path)?;
+            plugins.extend(ok);
+            unhostable.extend(not);
+            expanded = true;
+        } else {
+            plugins.push(p.clone());
+        }
+    }
+    if expanded && plugins.is_empty() {
+        return Err(crate::error::Error::usage(format!(
+            "no plugin to bench that can be hosted{}",
+            if unhostable.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", unhostable.join("; "))
+            }
+        )));
+    }
+    Ok((plugins, unhostable, expanded))
+}
+
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
-    let plan = crate::dsp::bench::plan(&BenchRequest {
+    let (plugins, unhostable, expanded) = expand(&b)?;
+    let mut plan = crate::dsp::bench::plan(&BenchRequest {
         rate: b.rate,
         buffer: b.buffer,
         duration: &b.duration,
         signal: b.signal,
         instances: b.instances.as_deref(),
-        plugins: &b.plugins,
+        plugins: &plugins,
     })?;
+    // A folder or a whole format is the user's collection, not names they typed: one that
+    // fails is skipped with its reason and the bench goes on.
+    if expanded {
+        plan.explicit = false;
+    }
+    let progress = crate::progress::for_terminal(g.quiet || plan.runs.len() < 2, 0);
     let started = Started::now(Vec::new());
     let out = crate::measure::bench::bench_runs(
         &plan.runs,
@@ -136,8 +181,10 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         plan.config.duration_ns,
         plan.config.signal,
         plan.explicit,
+        progress.as_ref(),
     )?;
-    let skipped = crate::dsp::bench::skipped(&out.failed);
+    let mut skipped = unhostable;
+    skipped.extend(crate::dsp::bench::skipped(&out.failed));
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
     let mut human =

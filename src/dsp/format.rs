@@ -52,6 +52,12 @@ pub trait PluginFormat: Sync {
         ctx: &PluginContext,
     ) -> Result<Box<dyn Plugin>>;
 
+    /// The plugins of the files directly in the folder `dir`, each described, when the format
+    /// knows such files there (`plugins bench DIR`); `None` otherwise.
+    fn in_dir(&self, _dir: &std::path::Path) -> Option<Vec<PluginDesc>> {
+        None
+    }
+
     /// What a result records of `element` (`target` is its plugin without the prefix), given
     /// the latency its first instance reported; `None` for a format whose plugins a result
     /// does not list.

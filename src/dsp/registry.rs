@@ -59,6 +59,48 @@ pub fn describe(target: &str) -> Result<(&'static dyn PluginFormat, PluginDesc)>
     Err(first_error.unwrap_or_else(|| Error::usage(format!("no plugin is called '{target}'"))))
 }
 
+/// The chain elements of every hostable installed plugin of the format `key`, and the others
+/// as `element: why it cannot be hosted` (`plugins bench --all KEY`).
+pub fn all_of(key: &str) -> Result<(Vec<String>, Vec<String>)> {
+    let f = by_key(key).ok_or_else(|| {
+        let known: Vec<&str> = formats()
+            .filter(|f| !f.key().is_empty())
+            .map(|f| f.key())
+            .collect();
+        Error::usage(format!(
+            "--all {key}: no such plugin format; known are {}",
+            known.join(", ")
+        ))
+    })?;
+    Ok(split_hostable(f, f.list(None)))
+}
+
+/// The installed plugins of the files in the folder `dir` (for the formats that can say so
+/// of a folder: CLAP), as [`all_of`] gives them; a usage error for a folder no format knows.
+pub fn in_dir(dir: &std::path::Path) -> Result<(Vec<String>, Vec<String>)> {
+    for f in formats() {
+        if let Some(found) = f.in_dir(dir) {
+            return Ok(split_hostable(f, found));
+        }
+    }
+    Err(Error::usage(format!(
+        "{}: no CLAP plugin file (*.clap) in this folder; a folder of LV2 bundles is searched through LV2_PATH (`plugins bench --all lv2`)",
+        dir.display()
+    )))
+}
+
+fn split_hostable(f: &dyn PluginFormat, found: Vec<PluginDesc>) -> (Vec<String>, Vec<String>) {
+    let (mut ok, mut not) = (Vec::new(), Vec::new());
+    for d in found {
+        let element = format!("{}{}", f.prefix(), d.uri);
+        match d.unhostable {
+            None => ok.push(element),
+            Some(why) => not.push(format!("{element}: cannot be hosted: {why}")),
+        }
+    }
+    (ok, not)
+}
+
 /// The built-in plugins, in registration order (what `plugins list` shows).
 pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
     super::builtin::list()

@@ -441,6 +441,27 @@ fn broken(path: &Path, why: String) -> Found {
     }
 }
 
+/// The plugins of the `.clap` files directly in `dir`, as chain elements know them: a file
+/// holding one plugin by its path (`clap:/dir/X.clap`, found wherever the folder is), one
+/// holding several by their ids, which must then be on the search path.
+pub fn in_dir(dir: &Path) -> Vec<PluginDesc> {
+    let mut files = Vec::new();
+    clap_files(dir, 0, &mut files);
+    let mut out = Vec::new();
+    for file in files {
+        let found = plugins_of(&file);
+        let one = found.len() == 1;
+        for f in found {
+            let mut d = f.desc;
+            if one && f.module.is_some() {
+                d.uri = file.display().to_string();
+            }
+            out.push(d);
+        }
+    }
+    out
+}
+
 /// Everything installed, sorted by identifier; probed once per process.
 pub fn all() -> &'static [Found] {
     static ALL: OnceLock<Vec<Found>> = OnceLock::new();

@@ -71,6 +71,11 @@ impl PluginFormat for Clap {
             .collect()
     }
 
+    fn in_dir(&self, dir: &std::path::Path) -> Option<Vec<PluginDesc>> {
+        let found = catalog::in_dir(dir);
+        (!found.is_empty()).then_some(found)
+    }
+
     fn describe(&self, target: &str) -> Result<PluginDesc> {
         Ok(catalog::resolve(target)?.desc)
     }
