@@ -222,47 +222,9 @@ pub struct PluginRecord {
     pub latency_frames: Option<u32>,
 }
 
-/// The error for a plugin `target` that no installed `title` plugin is called, naming the
-/// closest installed plugins of every format (a CLAP user may have meant the LV2 build of the
-/// same plugin): exit 2.
-pub fn unknown_plugin(title: &str, prefix: &str, target: &str) -> crate::error::Error {
-    let t = target.to_lowercase();
-    let tail = |id: &str| {
-        id.rsplit(['/', '#', ':', '.'])
-            .next()
-            .unwrap_or(id)
-            .to_lowercase()
-    };
-    let mut scored: Vec<(usize, String)> = Vec::new();
-    for f in super::registry::formats().filter(|f| !f.prefix().is_empty()) {
-        for d in f.list(None) {
-            let name = d.name.to_lowercase();
-            let score = if name.contains(&t) || d.uri.to_lowercase().contains(&t) {
-                0
-            } else {
-                1 + crate::units::edit_distance(&t, &name)
-                    .min(crate::units::edit_distance(&t, &tail(&d.uri)))
-            };
-            scored.push((score, format!("{}{} ({})", f.prefix(), d.uri, d.name)));
-        }
-    }
-    scored.sort();
-    let limit = 1 + t.len() / 2;
-    let close: Vec<String> = scored
-        .into_iter()
-        .filter(|(s, _)| *s <= limit)
-        .take(5)
-        .map(|(_, s)| s)
-        .collect();
-    let key = prefix.trim_end_matches(':');
-    crate::error::Error::usage(if close.is_empty() {
-        format!(
-            "no installed {title} plugin is called '{target}' (`xrunlab plugins list --{key}` lists them)"
-        )
-    } else {
-        format!(
-            "no installed {title} plugin is called '{target}'; closest: {} (`xrunlab plugins list` lists them all)",
-            close.join(", ")
-        )
-    })
+/// What a format's resolver says of a plugin `target` it has no plugin called: the registry
+/// recognises it and names the closest installed plugins of every format after it
+/// (`registry::name_closest`; a format cannot ask the registry itself, which lists it).
+pub fn unknown_message(title: &str, target: &str) -> String {
+    format!("no installed {title} plugin is called '{target}'")
 }

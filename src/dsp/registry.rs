@@ -45,7 +45,7 @@ pub fn by_key(key: &str) -> Option<&'static dyn PluginFormat> {
 /// without a prefix the first format that knows it (the first one's error if none does).
 pub fn describe(target: &str) -> Result<(&'static dyn PluginFormat, PluginDesc)> {
     if let Some((f, t)) = installed_format(target) {
-        return Ok((f, f.describe(t)?));
+        return Ok((f, f.describe(t).map_err(|e| name_closest(f, t, e))?));
     }
     let mut first_error = None;
     for f in formats().filter(|f| !f.prefix().is_empty()) {
@@ -110,6 +110,64 @@ pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
 pub fn create(name: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
     let (f, target) = format_of(name);
     f.instantiate(target, params, ctx)
+        .map_err(|e| name_closest(f, target, e))
+}
+
+/// `e` as it was, unless it is `f`'s "no such plugin" ([`super::format::unknown_message`]):
+/// then with the closest installed plugins of every format after it (a CLAP user may have
+/// meant the LV2 build of the same plugin).
+fn name_closest(f: &dyn PluginFormat, target: &str, e: Error) -> Error {
+    let unknown = super::format::unknown_message(f.title(), target);
+    if e.kind() != crate::error::ErrorKind::Usage {
+        return e;
+    }
+    e.map_message(|m| {
+        if m != unknown {
+            return m;
+        }
+        let close = closest_everywhere(target);
+        if close.is_empty() {
+            format!("{m} (`xrunlab plugins list --{}` lists them)", f.key())
+        } else {
+            format!(
+                "{m}; closest: {} (`xrunlab plugins list` lists them all)",
+                close.join(", ")
+            )
+        }
+    })
+}
+
+/// The installed plugins of every format nearest to `target`, as `PREFIX:ID (NAME)`:
+/// substring matches first, then by edit distance.
+fn closest_everywhere(target: &str) -> Vec<String> {
+    let t = target.to_lowercase();
+    let tail = |id: &str| {
+        id.rsplit(['/', '#', ':', '.'])
+            .next()
+            .unwrap_or(id)
+            .to_lowercase()
+    };
+    let mut scored: Vec<(usize, String)> = Vec::new();
+    for f in formats().filter(|f| !f.prefix().is_empty()) {
+        for d in f.list(None) {
+            let name = d.name.to_lowercase();
+            let score = if name.contains(&t) || d.uri.to_lowercase().contains(&t) {
+                0
+            } else {
+                1 + crate::units::edit_distance(&t, &name)
+                    .min(crate::units::edit_distance(&t, &tail(&d.uri)))
+            };
+            scored.push((score, format!("{}{} ({})", f.prefix(), d.uri, d.name)));
+        }
+    }
+    scored.sort();
+    let limit = 1 + t.len() / 2;
+    scored
+        .into_iter()
+        .filter(|(s, _)| *s <= limit)
+        .take(5)
+        .map(|(_, s)| s)
+        .collect()
 }
 
 /// What a result records of the plugins of `chain`, each by its format (the built-ins record

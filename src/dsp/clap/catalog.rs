@@ -527,5 +527,7 @@ pub fn resolve(target: &str) -> Result<Found> {
             }
         }
     }
-    Err(crate::dsp::format::unknown_plugin("CLAP", "clap:", target))
+    Err(Error::usage(crate::dsp::format::unknown_message(
+        "CLAP", target,
+    )))
 }
