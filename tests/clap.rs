@@ -1,6 +1,273 @@
+//! CLAP hosting through the binary, on zam-plugins' CLAP builds (Debian's `zam-plugins`,
+//! installed by scripts/install-deps) and on a fixture compiled here
+//! (tests/fixtures/clap/refuses-init.c):
+//! - ZamEQ2 (1→1), ZamComp (with its sidechain input) and ZamVerb (a background thread) run in
+//!   `run` on the virtual driver and make sound (not silence, not NaN), recorded as CLAP;
+//! - ZamComp runs in a short load grid on the sim driver with its cost measured by `plugins
+//!   bench`, where the maximum is then exact;
+//! - listing and showing say whether each plugin can be hosted;
+//! - bad input exits 2 (unknown plugin with the closest of every format, a parameter out of
+//!   range, a file that is not a plugin) or 3 (an init that fails, with its message).
+
+mod common;
+use common::{require, show, xrunlab};
+use std::path::Path;
+
+const EQ: &str = "com.zamaudio.ZamEQ2";
+const COMP: &str = "com.zamaudio.ZamComp";
+const VERB: &str = "com.zamaudio.ZamVerb";
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(o)))
+}
+
+/// Whether zam-plugins' CLAP builds are installed (under CI their absence fails the test).
+fn installed() -> bool {
+    let ok = xrunlab()
+        .args(["-q", "plugins", "show", &format!("clap:{COMP}")])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    require(
+        ok,
+        "zam-plugins' CLAP plugins in /usr/lib/clap (Debian package zam-plugins)",
+    )
+}
+
+#[test]
+fn zam_clap_plugins_make_sound_in_run_on_the_virtual_driver() {
+    if !installed() {
+        return;
+    }
+    for (element, id) in [
+        (format!("clap:{EQ}"), EQ),
+        ("clap:ZamComp(threshold=-30,ratio=8)".to_string(), COMP),
+        (format!("clap:{VERB}"), VERB),
+    ] {
+        let o = xrunlab()
+            .args(["-q", "--json", "run", "--driver", "virtual"])
+            .args(["--duration", "1s", "--chain", &element])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{element}: {}", show(&o));
+        let doc = json(&o);
+        let r = &doc["results"];
+        let sink = &r["sink"];
+        let peak = sink["peak"].as_f64().unwrap();
+        assert!(
+            peak > 1e-3 && peak < 100.0,
+            "{element}: output peak {peak} is silence or garbage: {sink}"
+        );
+        assert_eq!(sink["nonfinite_samples"], 0, "{element}: NaN in the output");
+        assert_eq!(r["plugins"][0]["format"], "clap", "{}", r["plugins"]);
+        assert_eq!(r["plugins"][0]["uri"], id);
+        assert_eq!(r["plugins"][0]["instances"], 1);
+    }
+}
+
+#[test]
+fn load_grid_on_the_sim_driver_with_a_bench_cost() {
+    if !installed() {
+        return;
+    }
+    let element = format!("clap:{COMP}");
+    let o = xrunlab()
+        .args(["-q", "--json", "plugins", "bench", "--buffer", "96"])
+        .args(["--duration", "300ms", &element])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let per_frame = json(&o)["results"][0]["ns_per_frame"].as_f64().unwrap();
+    assert!(per_frame > 0.0 && per_frame.is_finite());
+    let per_frame = (per_frame * 1000.0).round() / 1000.0;
+    let o = xrunlab()
+        .args(["-q", "--json", "load", "--driver", "sim", "--buffers", "96"])
+        .args(["--tracks", "1,2", "--duration", "1s", "--stress", "none"])
+        .args(["--plugins", &element, "--max-instances", "8192"])
+        .args(["--cost", &format!("{element}={per_frame:.3}ns/frame")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let doc = json(&o);
+    let cells = doc["results"]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{doc}");
+    // P = 2 ms exactly at 96 frames and 48 kHz.
+    let m = 2_000_000 / (per_frame * 96.0).round() as u64;
+    for cell in cells {
+        assert_eq!(cell["plugin"], element);
+        assert_eq!(cell["max_per_track"].as_u64().unwrap(), m, "{cell}");
+    }
+}
+
+#[test]
+fn listing_and_showing_say_what_can_be_hosted() {
+    if !installed() {
+        return;
+    }
+    let o = xrunlab()
+        .args(["--json", "plugins", "list", "--format", "clap", "zam"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let all = json(&o);
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 17, "zam-plugins installs 17 CLAP plugins");
+    assert!(all
+        .iter()
+        .all(|d| d["format"] == "clap" && d["unhostable"].is_null()));
+    let o = xrunlab()
+        .args(["plugins", "show", "clap:ZamComp"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for s in [
+        "hostable: yes",
+        "threshold",
+        "-80..=0",
+        "use: --chain 'clap:",
+    ] {
+        assert!(out.contains(s), "show should say '{s}': {out}");
+    }
+    // Two audio inputs: the main one and the sidechain, each its own port.
+    let o = xrunlab()
+        .args(["--json", "plugins", "show", &format!("clap:{COMP}")])
+        .output()
+        .unwrap();
+    let d = json(&o);
+    let audio_in = d["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "audio" && p["input"] == true)
+        .count();
+    assert_eq!(audio_in, 2, "{d}");
+}
+
+fn refused(env: Option<&Path>, args: &[&str], code: i32, says: &[&str]) {
+    let mut c = xrunlab();
+    if let Some(dir) = env {
+        c.env("CLAP_PATH", dir);
+    }
+    let o = c.args(args).output().unwrap();
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for s in says {
+        assert!(err.contains(s), "{args:?} should say '{s}': {}", show(&o));
+    }
+    assert!(!err.contains("panicked"), "{}", show(&o));
+}
+
+/// `run` of `chain` on the virtual driver, refused with `code` saying each of `says`.
+fn refused_run(env: Option<&Path>, chain: &str, code: i32, says: &[&str]) {
+    let args = [
+        "run",
+        "--driver",
+        "virtual",
+        "--duration",
+        "1s",
+        "--chain",
+        chain,
+    ];
+    refused(env, &args, code, says)
+}
+
+#[test]
+fn bad_input_exits_with_the_right_code_and_says_why() {
+    if !installed() {
+        return;
+    }
+    // The closest are named in every format: the LV2 build of the same plugin too.
+    refused_run(
+        None,
+        "clap:ZamCompp",
+        2,
+        &[
+            "no installed CLAP plugin is called 'ZamCompp'",
+            "clap:com.zamaudio.ZamComp",
+            "lv2:urn:zamaudio:ZamComp",
+        ],
+    );
+    refused_run(
+        None,
+        "clap:ZamComp(threshold=5)",
+        2,
+        &["threshold=5", "range -80..=0"],
+    );
+    refused_run(
+        None,
+        "clap:ZamComp(loudness=1)",
+        2,
+        &["no parameter 'loudness'", "threshold (-80..=0)"],
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.clap"), b"not an ELF file").unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clap/refuses-init.c");
+    let cc = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.path().join("refuses-init.clap"))
+        .arg(&fixture)
+        .output()
+        .expect("cc (gcc) builds the fixture plugin");
+    assert!(cc.status.success(), "{}", show(&cc));
+    // A file that is not a plugin is listed as unhostable, with why, and refused (exit 2).
+    let o = xrunlab()
+        .env("CLAP_PATH", dir.path())
+        .args(["--json", "plugins", "list", "--clap", "junk"])
+        .output()
+        .unwrap();
+    let listed = json(&o);
+    let why = listed[0]["unhostable"].as_str().unwrap_or_default();
+    assert!(why.contains("it does not load"), "{listed}");
+    refused_run(
+        Some(dir.path()),
+        "clap:junk",
+        2,
+        &["cannot be hosted", "it does not load"],
+    );
+    // An init that fails: exit 3 with what the plugin logged.
+    refused_run(
+        Some(dir.path()),
+        "clap:org.xrunlab.test.refuses-init",
+        3,
+        &["its init failed", "cannot open its license file"],
+    );
+}
+
 /// The most the same DSP may differ between its LV2 and CLAP builds: both run DPF's one
 /// `run()` on the same floats, so any difference is the host's doing.
 const SAME: f32 = 1e-6;
+
+/// `blocks` blocks of the same noise through `a` and `b`: the largest difference between
+/// their outputs, and `a`'s peak.
+fn compare(
+    a: &mut dyn xrunlab::dsp::Plugin,
+    b: &mut dyn xrunlab::dsp::Plugin,
+    blocks: usize,
+) -> (f32, f32) {
+    let mut seed = 0x9e37_79b9u32;
+    let (mut max_diff, mut peak) = (0f32, 0f32);
+    for _ in 0..blocks {
+        let mut l = vec![0f32; 256];
+        for s in l.iter_mut() {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            *s = 0.1 * (seed as f32 / u32::MAX as f32 * 2.0 - 1.0);
+        }
+        let (mut al, mut ar) = (l.clone(), l.clone());
+        let (mut bl, mut br) = (l.clone(), l);
+        a.process(&mut al, &mut ar);
+        b.process(&mut bl, &mut br);
+        for (x, y) in al.iter().chain(&ar).zip(bl.iter().chain(&br)) {
+            max_diff = max_diff.max((x - y).abs());
+            peak = peak.max(x.abs());
+        }
+    }
+    (max_diff, peak)
+}
 
 #[test]
 fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
@@ -11,45 +278,67 @@ fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
         rate: 48000,
         max_frames: 256,
     };
-    let mut worst = Vec::new();
+    let mut found = Vec::new();
     for (name, params_lv2, params_clap) in [
-        ("ZamEQ2", "", ""),
-        ("ZamComp", "thresdb=-30", "threshold=-30"),
+        ("ZamEQ2", "boost1=12", "boost_cut_1=12"),
+        ("ZamComp", "thr=-30", "threshold=-30"),
         ("ZamTube", "", ""),
         ("ZamAutoSat", "", ""),
     ] {
         let lv2 = format!("lv2:urn:zamaudio:{name}");
         let clap = format!("clap:com.zamaudio.{name}");
         let Ok(mut a) = xrunlab::dsp::registry::create(&lv2, params_lv2, &ctx) else {
-            require(false, &format!("{lv2} (zam-plugins)"));
+            assert!(!require(false, &format!("{lv2} (zam-plugins)")));
             return;
         };
         let mut b = xrunlab::dsp::registry::create(&clap, params_clap, &ctx).unwrap();
-        let mut seed = 0x9e37_79b9u32;
-        let mut max_diff = 0f32;
-        let mut peak = 0f32;
-        for _ in 0..200 {
-            let mut l = vec![0f32; 256];
-            for s in l.iter_mut() {
-                seed ^= seed << 13;
-                seed ^= seed >> 17;
-                seed ^= seed << 5;
-                *s = 0.1 * (seed as f32 / u32::MAX as f32 * 2.0 - 1.0);
-            }
-            let (mut al, mut ar) = (l.clone(), l.clone());
-            let (mut bl, mut br) = (l.clone(), l);
-            a.process(&mut al, &mut ar);
-            b.process(&mut bl, &mut br);
-            for (x, y) in al.iter().chain(&ar).zip(bl.iter().chain(&br)) {
-                max_diff = max_diff.max((x - y).abs());
-                peak = peak.max(x.abs());
-            }
-        }
-        eprintln!("{name}: LV2 against CLAP, max |difference| {max_diff:e} (output peak {peak})");
+        let (d, peak) = compare(a.as_mut(), b.as_mut(), 200);
+        eprintln!("{name}: LV2 against CLAP, max |difference| {d:e} (output peak {peak})");
         assert!(peak > 1e-3, "{name}: silence");
-        worst.push((name, max_diff));
+        found.push((name, d));
     }
-    for (name, d) in worst {
+    for (name, d) in found {
         assert!(d <= SAME, "{name}: LV2 and CLAP differ by up to {d:e}");
     }
+}
+
+#[test]
+fn a_folder_is_benched_skipping_what_cannot_be_hosted_and_formats_mix_in_load() {
+    if !installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.clap"), b"not an ELF file").unwrap();
+    std::fs::copy("/usr/lib/clap/ZamEQ2.clap", dir.path().join("ZamEQ2.clap")).unwrap();
+    let o = xrunlab()
+        .args(["plugins", "bench", "--duration", "100ms", "--buffer", "128"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("ZamEQ2.clap"), "{out}");
+    assert!(
+        out.contains("skipped clap:") && out.contains("junk.clap: cannot be hosted"),
+        "{out}"
+    );
+    // LV2 and CLAP builds of one plugin side by side in the load grid (sim: a declared cost).
+    let o = xrunlab()
+        .args(["-q", "--json", "load", "--driver", "sim", "--buffers", "96"])
+        .args(["--tracks", "1", "--duration", "1s", "--stress", "none"])
+        .args(["--plugins", "lv2:urn:zamaudio:ZamEQ2,clap:ZamEQ2"])
+        .args(["--cost", "lv2:urn:zamaudio:ZamEQ2=100ns/frame"])
+        .args(["--cost", "clap:ZamEQ2=200ns/frame"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let doc = json(&o);
+    let cells = doc["results"]["cells"].as_array().unwrap();
+    let max = |p: &str| {
+        cells.iter().find(|c| c["plugin"] == p).unwrap()["max_per_track"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(max("lv2:urn:zamaudio:ZamEQ2"), 2_000_000 / 9600, "{doc}");
+    assert_eq!(max("clap:ZamEQ2"), 2_000_000 / 19200, "{doc}");
 }

@@ -107,8 +107,9 @@ fn real_plugins_make_sound_in_run_on_the_virtual_driver() {
         );
         assert_eq!(sink["nonfinite_samples"], 0, "{element}: NaN in the output");
         assert!(sink["periods_on_time"].as_u64().unwrap() > 0, "{sink}");
-        assert_eq!(r["lv2"][0]["uri"], uri, "{element}: {}", r["lv2"]);
-        assert_eq!(r["lv2"][0]["instances"], 1);
+        assert_eq!(r["plugins"][0]["uri"], uri, "{element}: {}", r["plugins"]);
+        assert_eq!(r["plugins"][0]["format"], "lv2");
+        assert_eq!(r["plugins"][0]["instances"], 1);
         assert!(r["dsp_load_pct"]["mean"].as_f64().unwrap() > 0.0);
     }
 }
@@ -369,7 +370,7 @@ fn a_plugins_reported_latency_is_recorded() {
     let element = format!("lv2:{DPL}");
     let o = run_virtual(&format!("{element}:2"), "1s");
     assert!(o.status.success(), "{}", show(&o));
-    let lv2 = &json(&o)["results"]["lv2"][0];
+    let lv2 = &json(&o)["results"]["plugins"][0];
     assert_eq!(lv2["instances"], 2, "{lv2}");
     // x42's limiter looks ahead: a positive latency, the same in the bench result.
     let lat = lv2["latency_frames"]

@@ -10,14 +10,14 @@ mod common;
 #[path = "common/interpose.rs"]
 mod interpose;
 
-use common::counting::{on_all_threads, Counting};
+#[path = "common/plugin_noalloc.rs"]
+mod plugin_noalloc;
+
+use common::counting::Counting;
 use interpose::Counts;
-use std::ffi::c_void;
-use std::hint::black_box;
-use xrunlab::driver::{AudioIo, CycleHandler, CycleTiming, TimeBase};
-use xrunlab::dsp::{Plugin, PluginContext};
+use plugin_noalloc::{both, cycle, positive_controls, run_blocks, Noise};
+use xrunlab::dsp::PluginContext;
 use xrunlab::engine::{Engine, EngineSpec};
-use xrunlab::rt::clock::monotonic_ns;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -36,159 +36,19 @@ const FRAMES: usize = 64;
 const WARM: u64 = 300;
 const COUNTED: u64 = 500;
 
-/// Rust-side heap operations and the interposer's counts while `f` runs.
-fn both<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
-    let ((r, rust), c) = interpose::counted(|| on_all_threads(f));
-    (r, rust, c)
-}
-
 /// As [`both`], for the cycles that must count nothing (`XRUNLAB_INTERPOSE_TRAP=1` under gdb
 /// stops at the first operation found there).
 /// URID map/unmap calls take the URID table's lock (a futex: neither counter sees it), so
 /// they are counted by the host itself and must not happen here either.
 fn both_cycles<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
     let maps = xrunlab::dsp::lv2::features::map_calls();
-    let ((r, rust), c) = interpose::counted_cycles(|| on_all_threads(f));
+    let r = plugin_noalloc::both_cycles(f);
     let maps = xrunlab::dsp::lv2::features::map_calls() - maps;
     assert_eq!(
         maps, 0,
         "{maps} URID map/unmap calls in the cycle path (each takes the URID table's lock)"
     );
-    (r, rust, c)
-}
-
-/// Noise at −20 dBFS peak, so compressor and reverb do real work (silence can take
-/// shortcuts). xorshift: no allocation.
-struct Noise(u32);
-
-impl Noise {
-    fn fill(&mut self, l: &mut [f32], r: &mut [f32]) {
-        for (a, b) in l.iter_mut().zip(r.iter_mut()) {
-            for s in [a, b] {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 17;
-                self.0 ^= self.0 << 5;
-                *s = 0.1 * (self.0 as f32 / u32::MAX as f32 * 2.0 - 1.0);
-            }
-        }
-    }
-}
-
-type NewFn = unsafe extern "C" fn(usize) -> *mut c_void;
-type PtrFn = unsafe extern "C" fn(*mut c_void);
-type LockerNewFn = unsafe extern "C" fn(*mut u8, *const c_void);
-type LockerDropFn = unsafe extern "C" fn(*mut u8);
-
-/// Symbols of libstdc++ (what C++ plugins' `new`, `delete` and mutexes go through).
-struct Libstdcxx {
-    new: NewFn,
-    delete: PtrFn,
-    /// `std::_Sp_locker::_Sp_locker(const void*)`: locks one of libstdc++'s own mutexes
-    /// (those behind atomic shared_ptr operations); the destructor unlocks it.
-    locker_new: LockerNewFn,
-    locker_drop: LockerDropFn,
-}
-
-fn libstdcxx() -> Libstdcxx {
-    unsafe {
-        let h = libc::dlopen(
-            c"libstdc++.so.6".as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_LOCAL,
-        );
-        assert!(
-            !h.is_null(),
-            "libstdc++.so.6 not found (the DPF plugins need it)"
-        );
-        let sym = |name: &std::ffi::CStr| {
-            let p = libc::dlsym(h, name.as_ptr());
-            assert!(!p.is_null(), "libstdc++ lacks {name:?}");
-            p
-        };
-        Libstdcxx {
-            new: std::mem::transmute::<*mut c_void, NewFn>(sym(c"_Znwm")),
-            delete: std::mem::transmute::<*mut c_void, PtrFn>(sym(c"_ZdlPv")),
-            locker_new: std::mem::transmute::<*mut c_void, LockerNewFn>(sym(
-                c"_ZNSt10_Sp_lockerC1EPKv",
-            )),
-            locker_drop: std::mem::transmute::<*mut c_void, LockerDropFn>(sym(
-                c"_ZNSt10_Sp_lockerD1Ev",
-            )),
-        }
-    }
-}
-
-/// The interposer sees what shared libraries do, not only what this executable does.
-fn positive_controls() {
-    interpose::install();
-
-    let (_, rust, c) = both(|| black_box(Box::new(1u64)));
-    assert!(rust > 0, "the counting global allocator is not active");
-    assert!(c.rt.malloc > 0, "Rust's allocation did not reach malloc");
-
-    // strdup allocates inside libc.so.6, through its own PLT entry for malloc.
-    let ((), _, c) = both(|| unsafe {
-        // black_box: LLVM knows strdup and free, and would delete the pair.
-        let p = black_box(libc::strdup(black_box(c"interposed".as_ptr())));
-        assert!(!p.is_null());
-        libc::free(p.cast());
-    });
-    assert_eq!(
-        (c.rt.malloc, c.rt.free),
-        (1, 1),
-        "strdup's malloc inside libc was not counted: {c:?}"
-    );
-
-    // A C++ plugin's operator new/delete and std::mutex, as libstdc++ implements them.
-    let cxx = libstdcxx();
-    let ((), rust, c) = both(|| unsafe {
-        let p = (cxx.new)(64);
-        let mut locker = [0u8; 16];
-        (cxx.locker_new)(locker.as_mut_ptr(), p);
-        (cxx.locker_drop)(locker.as_mut_ptr());
-        (cxx.delete)(p);
-    });
-    eprintln!("positive control, libstdc++ new + _Sp_locker + delete: {c:?}");
-    assert_eq!(rust, 0);
-    assert_eq!(
-        (c.rt.malloc, c.rt.free),
-        (1, 1),
-        "operator new/delete in libstdc++ did not reach the interposed malloc/free: {c:?}"
-    );
-    assert!(
-        c.rt.lock >= 1,
-        "a mutex libstdc++ locks did not reach the interposed pthread_mutex_lock: {c:?}"
-    );
-}
-
-/// `blocks` blocks of noise through `p`; every buffer exists before the call.
-fn run_blocks(p: &mut dyn Plugin, noise: &mut Noise, l: &mut [f32], r: &mut [f32], blocks: u64) {
-    for _ in 0..blocks {
-        noise.fill(l, r);
-        p.process(l, r);
-    }
-}
-
-fn cycle(engine: &mut Engine, k: u64, noise: &mut Noise, bufs: &mut [Vec<f32>; 4]) -> u8 {
-    let [il, ir, ol, or] = bufs;
-    noise.fill(il, ir);
-    let now = monotonic_ns();
-    let t = CycleTiming {
-        cycle: k,
-        t_ideal_ns: now,
-        release_ns: now,
-        wake_ns: now,
-        deadline_ns: now + 1_333_333,
-        prev_wake_ns: 0,
-        skipped_before: 0,
-        time: TimeBase::Real,
-    };
-    let mut io = AudioIo {
-        in_l: il,
-        in_r: ir,
-        out_l: ol,
-        out_r: or,
-    };
-    engine.process_cycle(&mut io, &t).tracks
+    r
 }
 
 #[test]

@@ -58,7 +58,8 @@ pub struct EventArgs {
     #[arg(long, value_name = "LIST")]
     pub scenario: Option<String>,
     /// Play this LV2 instrument instead of the built-in sine (mono, mono-bg): an installed
-    /// plugin with a MIDI input, as lv2:URI or lv2:NAME[(symbol=value,…)]; each trigger sends
+    /// plugin with a MIDI input, as lv2:URI or lv2:NAME[(symbol=value,…)] (or a CLAP one with a
+    /// note input, clap:ID or clap:NAME); each trigger sends
     /// it a note on (A4), the note off follows the tone. Its attack counts in the latency.
     #[arg(long, value_name = "lv2:PLUGIN")]
     pub instrument: Option<String>,

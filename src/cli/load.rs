@@ -86,8 +86,9 @@ pub struct LoadArgs {
     pub reserve_cpu: Option<usize>,
     /// Plugin types, one chain element each: reverb-light,reverb-heavy,'burn(10%)', or an
     /// installed LV2 plugin: lv2:URI or lv2:NAME[(symbol=value,…)] (`plugins list --lv2`),
-    /// e.g. lv2:reverbDesigner-heavy (scripts/build-reverb-designer builds the study's own).
-    /// A crashing LV2 plugin takes xrunlab with it; `--resume` the grid from its -o file.
+    /// e.g. lv2:reverbDesigner-heavy (scripts/build-reverb-designer builds the study's own),
+    /// or a CLAP plugin: clap:ID or clap:NAME[(name=value,…)] (`plugins list --clap`).
+    /// A crashing plugin takes xrunlab with it; `--resume` the grid from its -o file.
     #[arg(long, default_value = "reverb-light,reverb-heavy")]
     pub plugins: String,
     /// Sample rate in Hz [default: 48000; jack: the server's].

@@ -1,4 +1,5 @@
-//! `xrunlab plugins list|show|bench`: the built-in and installed LV2 plugins and their cost.
+//! `xrunlab plugins list|show|bench`: the built-in and installed (LV2, CLAP) plugins and their
+//! cost.
 
 use super::output::{self, Measured, Started};
 use super::Global;
@@ -11,7 +12,7 @@ use crate::results::{Body, Status};
 use clap::{Args, Subcommand};
 use comfy_table::Cell;
 
-/// Built-in and installed LV2 plugins: list and show them, or measure their cost per block and
+/// Built-in and installed LV2 and CLAP plugins: list and show them, or measure their cost per block and
 /// per frame.
 #[derive(Debug, Args)]
 #[command(
@@ -24,19 +25,21 @@ pub struct PluginsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
-    /// List the built-in plugins with their parameters, or (--lv2) the installed LV2 plugins.
+    /// List the built-in plugins with their parameters, or (--lv2, --clap, --format, FILTER) the
+    /// installed ones, each saying whether xrunlab can host it and if not why.
     #[command(
-        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab --json plugins list --lv2 > lv2.json"
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nCLAP plugins are found on CLAP_PATH, in ~/.clap and /usr/lib/clap (one .clap file may hold\nseveral); each is used as clap:ID or clap:NAME, with parameters as clap:ID(name=value,…).\nA FILTER without a format searches every installed format.\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab plugins list --clap\n  xrunlab plugins list --format lv2,clap zam\n  xrunlab --json plugins list --lv2 > lv2.json"
     )]
     List(ListArgs),
-    /// The ports of one installed LV2 plugin: kinds, ranges and defaults, required features.
+    /// The ports of one installed plugin (LV2, CLAP): kinds, ranges and defaults, required
+    /// features, whether it can be hosted.
     #[command(
-        after_help = "Examples:\n  xrunlab plugins show urn:dragonfly:room\n  xrunlab plugins show 'Dragonfly Hall Reverb'\n  xrunlab plugins show lv2:amp"
+        after_help = "Examples:\n  xrunlab plugins show urn:dragonfly:room\n  xrunlab plugins show 'Dragonfly Hall Reverb'\n  xrunlab plugins show lv2:amp\n  xrunlab plugins show clap:com.zamaudio.ZamComp"
     )]
     Show(ShowArgs),
     /// Cost per frame and share of one core per instance: the physical limit of instances per core.
     #[command(
-        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json"
+        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured. --all FORMAT (lv2, clap) measures every installed plugin of a format, and\na folder as PLUGIN every CLAP plugin file in it; what cannot be hosted is skipped with the reason.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json\n  xrunlab plugins bench --all clap --duration 500ms\n  xrunlab plugins bench ~/.clap"
     )]
     Bench(BenchArgs),
     /// Is this plugin safe to play live? Allocations, locks and blocking calls on the audio
@@ -53,14 +56,21 @@ pub struct ListArgs {
     /// List the installed LV2 plugins instead of the built-in ones.
     #[arg(long)]
     pub lv2: bool,
-    /// With --lv2: only plugins whose URI or name contains this (case-insensitive).
-    #[arg(value_name = "FILTER", requires = "lv2")]
+    /// List the installed CLAP plugins instead of the built-in ones.
+    #[arg(long)]
+    pub clap: bool,
+    /// List the installed plugins of these formats (lv2, clap).
+    #[arg(long, value_name = "FORMAT[,FORMAT…]", value_delimiter = ',')]
+    pub format: Vec<String>,
+    /// Only installed plugins whose identifier or name contains this (case-insensitive); without
+    /// a format, of every installed format.
+    #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The plugin's URI or name (an `lv2:` prefix is accepted).
+    /// The plugin's URI, id or name (an `lv2:` or `clap:` prefix picks the format).
     #[arg(value_name = "PLUGIN")]
     pub plugin: String,
 }
@@ -84,18 +94,24 @@ pub struct BenchArgs {
     /// two), each 1..4096: one result per plugin and count, the cost per instance against K.
     #[arg(long, value_name = "K[,K…]")]
     pub instances: Option<String>,
-    /// Plugins to measure (default: all but those that never return).
+    /// Every installed plugin of this format (lv2, clap), besides any PLUGIN.
+    #[arg(long, value_name = "FORMAT")]
+    pub all: Option<String>,
+    /// Plugins to measure (default: all built-ins but those that never return), or folders
+    /// of CLAP plugin files.
     #[arg(value_name = "PLUGIN")]
     pub plugins: Vec<String>,
 }
 
 pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     match a.command {
-        // The flag names the format whose installed plugins are listed.
-        PluginsCommand::List(l) if l.lv2 => match registry::by_key("lv2") {
-            Some(f) => list_installed(f, l.filter.as_deref(), g),
-            None => super::usage("this build has no LV2 format"),
-        },
+        // The flags name the formats whose installed plugins are listed.
+        PluginsCommand::List(l)
+            if l.lv2 || l.clap || !l.format.is_empty() || l.filter.is_some() =>
+        {
+            let formats = list_formats(&l)?;
+            list_installed(&formats, l.filter.as_deref(), g)
+        }
         PluginsCommand::Show(s) => show(&s.plugin, g),
         PluginsCommand::List(_) => {
             let mut t = new_table(&["plugin", "description", "parameters"]);
@@ -117,15 +133,56 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
     }
 }
 
+/// The PLUGIN arguments with `--all FORMAT` and folders replaced by the plugins they hold,
+/// what of those cannot be hosted, and whether anything was expanded.
+fn expand(b: &BenchArgs) -> Result<(Vec<String>, Vec<String>, bool)> {
+    let (mut plugins, mut unhostable, mut expanded) = (Vec::new(), Vec::new(), false);
+    if let Some(key) = &b.all {
+        let (ok, not) = registry::all_of(key)?;
+        plugins.extend(ok);
+        unhostable.extend(not);
+        expanded = true;
+    }
+    for p in &b.plugins {
+        let path = std::path::Path::new(p);
+        if (p.contains('/') || p == ".") && !p.contains(':') && path.is_dir() {
+            let (ok, not) = registry::in_dir(path)?;
+            plugins.extend(ok);
+            unhostable.extend(not);
+            expanded = true;
+        } else {
+            plugins.push(p.clone());
+        }
+    }
+    if expanded && plugins.is_empty() {
+        return Err(crate::error::Error::usage(format!(
+            "no plugin to bench that can be hosted{}",
+            if unhostable.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", unhostable.join("; "))
+            }
+        )));
+    }
+    Ok((plugins, unhostable, expanded))
+}
+
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
-    let plan = crate::dsp::bench::plan(&BenchRequest {
+    let (plugins, unhostable, expanded) = expand(&b)?;
+    let mut plan = crate::dsp::bench::plan(&BenchRequest {
         rate: b.rate,
         buffer: b.buffer,
         duration: &b.duration,
         signal: b.signal,
         instances: b.instances.as_deref(),
-        plugins: &b.plugins,
+        plugins: &plugins,
     })?;
+    // A folder or a whole format is the user's collection, not names they typed: one that
+    // fails is skipped with its reason and the bench goes on.
+    if expanded {
+        plan.explicit = false;
+    }
+    let progress = crate::progress::for_terminal(g.quiet || plan.runs.len() < 2, 0);
     let started = Started::now(Vec::new());
     let out = crate::measure::bench::bench_runs(
         &plan.runs,
@@ -133,8 +190,10 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         plan.config.duration_ns,
         plan.config.signal,
         plan.explicit,
+        progress.as_ref(),
     )?;
-    let skipped = crate::dsp::bench::skipped(&out.failed);
+    let mut skipped = unhostable;
+    skipped.extend(crate::dsp::bench::skipped(&out.failed));
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
     let mut human =
@@ -170,15 +229,56 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-fn list_installed(f: &dyn PluginFormat, filter: Option<&str>, g: &Global) -> Result<u8> {
-    let found = f.list(filter);
+/// The formats `plugins list` was asked for, in registration order; every installed format
+/// when only a filter was given.
+fn list_formats(l: &ListArgs) -> Result<Vec<&'static dyn PluginFormat>> {
+    let installed = || registry::formats().filter(|f| !f.key().is_empty());
+    let mut keys: Vec<String> = l.format.iter().map(|k| k.trim().to_lowercase()).collect();
+    keys.extend(l.lv2.then(|| "lv2".to_string()));
+    keys.extend(l.clap.then(|| "clap".to_string()));
+    for k in &keys {
+        if registry::by_key(k).is_none() {
+            let known: Vec<&str> = installed().map(|f| f.key()).collect();
+            return Err(crate::error::Error::usage(format!(
+                "--format {k}: no such plugin format; known are {}",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(installed()
+        .filter(|f| keys.is_empty() || keys.iter().any(|k| k == f.key()))
+        .collect())
+}
+
+fn list_installed(
+    formats: &[&'static dyn PluginFormat],
+    filter: Option<&str>,
+    g: &Global,
+) -> Result<u8> {
     if g.json {
-        print_json(&found)?;
+        let mut all = Vec::new();
+        for f in formats {
+            for d in f.list(filter) {
+                let mut v = serde_json::to_value(&d).unwrap_or_default();
+                v["format"] = f.key().into();
+                all.push(v);
+            }
+        }
+        print_json(&all)?;
         return Ok(0);
     }
     if g.quiet {
         return Ok(0);
     }
+    for f in formats {
+        list_format(*f, filter);
+    }
+    Ok(0)
+}
+
+/// One format's table of installed plugins.
+fn list_format(f: &dyn PluginFormat, filter: Option<&str>) {
+    let found = f.list(filter);
     if found.is_empty() {
         output::stdout(&format!(
             "no {} plugin{} found on {}\n",
@@ -188,9 +288,10 @@ fn list_installed(f: &dyn PluginFormat, filter: Option<&str>, g: &Global) -> Res
                 .unwrap_or_default(),
             f.search_path()
         ));
-        return Ok(0);
+        return;
     }
-    let mut t = new_table(&["URI", "name", "ports", "required features", "hostable"]);
+    let id = if f.key() == "lv2" { "URI" } else { "id" };
+    let mut t = new_table(&[id, "name", "ports", "required features", "hostable"]);
     for d in &found {
         let features: Vec<&str> = d
             .required_features
@@ -215,11 +316,11 @@ fn list_installed(f: &dyn PluginFormat, filter: Option<&str>, g: &Global) -> Res
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
     output::stdout(&format!("{t}\n"));
     output::stdout(&format!(
-        "{} plugins, {hostable} hostable; use one as {p}URI or {p}NAME in --chain/--plugins\n",
+        "{} {} plugins, {hostable} hostable; use one as {p}{id} or {p}NAME in --chain/--plugins\n",
         found.len(),
+        f.title(),
         p = f.prefix()
     ));
-    Ok(0)
 }
 
 fn show(target: &str, g: &Global) -> Result<u8> {

@@ -66,8 +66,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub tracks: u32,
     /// Plugin chain of every track: plugin[(params)][:count],... e.g. 'burn(20%):2,gain';
-    /// installed LV2 plugins as lv2:URI or lv2:NAME[(symbol=value,…)] (`plugins list --lv2`).
-    /// An LV2 plugin runs inside xrunlab: if it crashes, xrunlab goes with it (its stressors
+    /// installed LV2 plugins as lv2:URI or lv2:NAME[(symbol=value,…)] (`plugins list --lv2`),
+    /// CLAP plugins as clap:ID or clap:NAME[(name=value,…)] (`plugins list --clap`).
+    /// An installed plugin runs inside xrunlab: if it crashes, xrunlab goes with it (its stressors
     /// die with it; no result is written).
     #[arg(long, default_value = "thru")]
     pub chain: String,

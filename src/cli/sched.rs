@@ -72,7 +72,8 @@ pub struct SchedArgs {
     #[arg(long, value_name = "NxPCT")]
     pub ramp: Option<String>,
     /// Your own pipeline instead of the burn clients: a chain as `run --chain` takes it, e.g.
-    /// 'lv2:urn:zamaudio:ZamComp:4,lv2:urn:dragonfly:room' (each instance is one client).
+    /// 'lv2:urn:zamaudio:ZamComp:4,lv2:urn:dragonfly:room' or 'clap:ZamComp:4' (each instance
+    /// is one client).
     #[arg(long, value_name = "CHAIN", conflicts_with_all = ["graph", "ramp"])]
     pub chain: Option<String>,
     /// With --ramp: time between two clients joining [default: duration / (N+1)].

@@ -59,6 +59,12 @@ pub trait PluginFormat: Sync {
         ctx: &PluginContext,
     ) -> Result<Box<dyn Plugin>>;
 
+    /// The plugins of the files directly in the folder `dir`, each described, when the format
+    /// knows such files there (`plugins bench DIR`); `None` otherwise.
+    fn in_dir(&self, _dir: &std::path::Path) -> Option<Vec<PluginDesc>> {
+        None
+    }
+
     /// What a result records of `element` (`target` is its plugin without the prefix), given
     /// the latency its first instance reported; `None` for a format whose plugins a result
     /// does not list.
@@ -71,6 +77,7 @@ pub trait PluginFormat: Sync {
         let d = self.describe(target).ok()?;
         Some(PluginRecord {
             element: element.plugin.clone(),
+            format: self.key().to_string(),
             uri: d.uri,
             name: d.name,
             instances: element.count,
@@ -204,19 +211,27 @@ impl PluginDesc {
     }
 }
 
-// The result schema names this type and its fields as they were when LV2 was the only format
-// that a result lists (schema/result.schema.json): the name and the doc text are kept.
-/// What a result records of each LV2 element of its chain.
+/// What a result records of each plugin of its chain that a format of installed plugins
+/// (LV2, CLAP, VST3) provides; the built-ins record none.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[schemars(rename = "Lv2Record")]
 pub struct PluginRecord {
     /// The element as typed, e.g. `lv2:urn:dragonfly:room`.
     pub element: String,
+    /// The format's key: `lv2`, `clap` or `vst3`.
+    pub format: String,
+    /// The format's identifier of the plugin (LV2: its URI; CLAP: its id; VST3: its class id).
     pub uri: String,
     pub name: String,
     /// Instances of it in series in each track.
     pub instances: u32,
-    /// What its lv2:latency port reported after the first block, in frames (`None`: the
-    /// plugin reports no latency).
+    /// The latency the plugin reported after the first block, in frames (`None`: the plugin
+    /// reports none).
     pub latency_frames: Option<u32>,
+}
+
+/// What a format's resolver says of a plugin `target` it has no plugin called: the registry
+/// recognises it and names the closest installed plugins of every format after it
+/// (`registry::name_closest`; a format cannot ask the registry itself, which lists it).
+pub fn unknown_message(title: &str, target: &str) -> String {
+    format!("no installed {title} plugin is called '{target}'")
 }

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod builtin;
 pub mod burn;
+pub mod clap;
 pub mod denormal;
 pub mod fdn;
 pub mod filterbank;

@@ -3,12 +3,18 @@
 //! everywhere once its format is registered.
 
 pub use super::builtin::PluginInfo;
+// Renamed: the layer check reads `clap::` outside the CLI as the command-line crate.
+use super::clap as clap_format;
 use super::format::{PluginDesc, PluginFormat, PluginRecord};
 use super::{ChainElement, Plugin, PluginContext};
 use crate::error::{Error, Result};
 
 /// Every plugin format, one line each. The built-ins claim what no prefix does.
-const FORMATS: &[&dyn PluginFormat] = &[&super::builtin::Builtin, &super::lv2::Lv2];
+const FORMATS: &[&dyn PluginFormat] = &[
+    &super::builtin::Builtin,
+    &super::lv2::Lv2,
+    &clap_format::Clap,
+];
 
 /// Every format, in registration order.
 pub fn formats() -> impl Iterator<Item = &'static dyn PluginFormat> {
@@ -41,7 +47,7 @@ pub fn by_key(key: &str) -> Option<&'static dyn PluginFormat> {
 /// without a prefix the first format that knows it (the first one's error if none does).
 pub fn describe(target: &str) -> Result<(&'static dyn PluginFormat, PluginDesc)> {
     if let Some((f, t)) = installed_format(target) {
-        return Ok((f, f.describe(t)?));
+        return Ok((f, f.describe(t).map_err(|e| name_closest(f, t, e))?));
     }
     let mut first_error = None;
     for f in formats().filter(|f| !f.prefix().is_empty()) {
@@ -55,6 +61,48 @@ pub fn describe(target: &str) -> Result<(&'static dyn PluginFormat, PluginDesc)>
     Err(first_error.unwrap_or_else(|| Error::usage(format!("no plugin is called '{target}'"))))
 }
 
+/// The chain elements of every hostable installed plugin of the format `key`, and the others
+/// as `element: why it cannot be hosted` (`plugins bench --all KEY`).
+pub fn all_of(key: &str) -> Result<(Vec<String>, Vec<String>)> {
+    let f = by_key(key).ok_or_else(|| {
+        let known: Vec<&str> = formats()
+            .filter(|f| !f.key().is_empty())
+            .map(|f| f.key())
+            .collect();
+        Error::usage(format!(
+            "--all {key}: no such plugin format; known are {}",
+            known.join(", ")
+        ))
+    })?;
+    Ok(split_hostable(f, f.list(None)))
+}
+
+/// The installed plugins of the files in the folder `dir` (for the formats that can say so
+/// of a folder: CLAP), as [`all_of`] gives them; a usage error for a folder no format knows.
+pub fn in_dir(dir: &std::path::Path) -> Result<(Vec<String>, Vec<String>)> {
+    for f in formats() {
+        if let Some(found) = f.in_dir(dir) {
+            return Ok(split_hostable(f, found));
+        }
+    }
+    Err(Error::usage(format!(
+        "{}: no CLAP plugin file (*.clap) in this folder; a folder of LV2 bundles is searched through LV2_PATH (`plugins bench --all lv2`)",
+        dir.display()
+    )))
+}
+
+fn split_hostable(f: &dyn PluginFormat, found: Vec<PluginDesc>) -> (Vec<String>, Vec<String>) {
+    let (mut ok, mut not) = (Vec::new(), Vec::new());
+    for d in found {
+        let element = format!("{}{}", f.prefix(), d.uri);
+        match d.unhostable {
+            None => ok.push(element),
+            Some(why) => not.push(format!("{element}: cannot be hosted: {why}")),
+        }
+    }
+    (ok, not)
+}
+
 /// The built-in plugins, in registration order (what `plugins list` shows).
 pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
     super::builtin::list()
@@ -64,6 +112,64 @@ pub fn list() -> impl Iterator<Item = &'static PluginInfo> {
 pub fn create(name: &str, params: &str, ctx: &PluginContext) -> Result<Box<dyn Plugin>> {
     let (f, target) = format_of(name);
     f.instantiate(target, params, ctx)
+        .map_err(|e| name_closest(f, target, e))
+}
+
+/// `e` as it was, unless it is `f`'s "no such plugin" ([`super::format::unknown_message`]):
+/// then with the closest installed plugins of every format after it (a CLAP user may have
+/// meant the LV2 build of the same plugin).
+fn name_closest(f: &dyn PluginFormat, target: &str, e: Error) -> Error {
+    let unknown = super::format::unknown_message(f.title(), target);
+    if e.kind() != crate::error::ErrorKind::Usage {
+        return e;
+    }
+    e.map_message(|m| {
+        if m != unknown {
+            return m;
+        }
+        let close = closest_everywhere(target);
+        if close.is_empty() {
+            format!("{m} (`xrunlab plugins list --{}` lists them)", f.key())
+        } else {
+            format!(
+                "{m}; closest: {} (`xrunlab plugins list` lists them all)",
+                close.join(", ")
+            )
+        }
+    })
+}
+
+/// The installed plugins of every format nearest to `target`, as `PREFIX:ID (NAME)`:
+/// substring matches first, then by edit distance.
+fn closest_everywhere(target: &str) -> Vec<String> {
+    let t = target.to_lowercase();
+    let tail = |id: &str| {
+        id.rsplit(['/', '#', ':', '.'])
+            .next()
+            .unwrap_or(id)
+            .to_lowercase()
+    };
+    let mut scored: Vec<(usize, String)> = Vec::new();
+    for f in formats().filter(|f| !f.prefix().is_empty()) {
+        for d in f.list(None) {
+            let name = d.name.to_lowercase();
+            let score = if name.contains(&t) || d.uri.to_lowercase().contains(&t) {
+                0
+            } else {
+                1 + crate::units::edit_distance(&t, &name)
+                    .min(crate::units::edit_distance(&t, &tail(&d.uri)))
+            };
+            scored.push((score, format!("{}{} ({})", f.prefix(), d.uri, d.name)));
+        }
+    }
+    scored.sort();
+    let limit = 1 + t.len() / 2;
+    scored
+        .into_iter()
+        .filter(|(s, _)| *s <= limit)
+        .take(5)
+        .map(|(_, s)| s)
+        .collect()
 }
 
 /// What a result records of the plugins of `chain`, each by its format (the built-ins record

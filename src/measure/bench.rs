@@ -54,7 +54,9 @@ pub fn bench_runs(
     duration_ns: u64,
     signal: Signal,
     stop_at_error: bool,
+    progress: &dyn crate::progress::Progress,
 ) -> Result<BenchRuns> {
+    progress.set_total(runs.len() as u64);
     let gauge = BenchGauge::default();
     let (tx, rx) = mpsc::channel::<Msg>();
     let (tid_tx, tid_rx) = mpsc::sync_channel::<libc::pid_t>(1);
@@ -113,7 +115,11 @@ pub fn bench_runs(
     let mut abandoned = false;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(Msg::Started(i)) => current = Some(i),
+            Ok(Msg::Started(i)) => {
+                current = Some(i);
+                progress.set_position(i as u64);
+                progress.set_message(&runs[i].plugin);
+            }
             Ok(Msg::Done(i, r)) => {
                 current = None;
                 match *r {
@@ -138,6 +144,7 @@ pub fn bench_runs(
             break;
         }
     }
+    progress.finish();
     let report = watchdog.finish();
     if !abandoned {
         let _ = thread.join();

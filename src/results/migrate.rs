@@ -65,7 +65,51 @@ pub fn upgrade(doc: &mut Value) {
             }
         }
     }
+    if v < 3 {
+        rename_plugin_records(doc);
+    }
     doc["schema_version"] = SCHEMA_VERSION.into();
+}
+
+/// Version 3 hosts more than LV2: a run's `lv2` records became `plugins`, each with the
+/// `format` it came from, which before version 3 could only be LV2. A run keeps them at
+/// `results`, a sched row at `results.rows[].engine`.
+fn rename_plugin_records(doc: &mut Value) {
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut holders: Vec<&mut Value> = Vec::new();
+    match kind.as_str() {
+        "run" => holders.extend(doc.get_mut("results")),
+        "sched" => {
+            let rows = doc
+                .get_mut("results")
+                .and_then(|r| r.get_mut("rows"))
+                .and_then(Value::as_array_mut);
+            holders.extend(
+                rows.into_iter()
+                    .flatten()
+                    .filter_map(|r| r.get_mut("engine")),
+            );
+        }
+        _ => {}
+    }
+    for holder in holders {
+        let Some(obj) = holder.as_object_mut() else {
+            continue;
+        };
+        let Some(mut records) = obj.remove("lv2") else {
+            continue;
+        };
+        for rec in records.as_array_mut().into_iter().flatten() {
+            if let Some(r) = rec.as_object_mut() {
+                r.entry("format").or_insert_with(|| "lv2".into());
+            }
+        }
+        obj.insert("plugins".to_string(), records);
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +137,32 @@ mod tests {
             run,
             json!({"schema_version": SCHEMA_VERSION, "kind": "run", V1_PUBLISHED_MS: 1})
         );
+    }
+
+    #[test]
+    fn version_2_lv2_records_become_plugins_with_their_format() {
+        let rec = json!({"element": "lv2:urn:x", "uri": "urn:x", "name": "X",
+            "instances": 2, "latency_frames": null});
+        let mut run = json!({"schema_version": 2, "kind": "run",
+            "results": {"lv2": [rec.clone()], "buffer_frames": 64}});
+        upgrade(&mut run);
+        assert_eq!(run["schema_version"], SCHEMA_VERSION);
+        assert!(run["results"].get("lv2").is_none(), "{run}");
+        assert_eq!(run["results"]["plugins"][0]["format"], "lv2");
+        assert_eq!(run["results"]["plugins"][0]["instances"], 2);
+        assert_eq!(run["results"]["buffer_frames"], 64);
+        let mut sched = json!({"schema_version": 1, "kind": "sched",
+            "results": {"rows": [{"engine": {"lv2": [rec]}}, {"engine": {}}]}});
+        upgrade(&mut sched);
+        assert_eq!(
+            sched["results"]["rows"][0]["engine"]["plugins"][0]["uri"],
+            "urn:x"
+        );
+        assert_eq!(sched["results"]["rows"][1]["engine"], json!({}));
+        // An `lv2` key anywhere else is not a record list and stays.
+        let mut other = json!({"schema_version": 2, "kind": "load", "results": {"lv2": 1}});
+        upgrade(&mut other);
+        assert_eq!(other["results"]["lv2"], 1);
     }
 
     #[test]

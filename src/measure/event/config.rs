@@ -240,7 +240,7 @@ impl EventConfig {
             let (format, target) =
                 crate::dsp::registry::installed_format(&e.plugin).ok_or_else(|| {
                     Error::usage(format!(
-                        "--instrument {i}: an LV2 plugin, written lv2:URI or lv2:NAME"
+                        "--instrument {i}: an installed plugin, written lv2:URI, lv2:NAME, clap:ID or clap:NAME"
                     ))
                 })?;
             let d = format.describe(target)?;

@@ -395,9 +395,9 @@ pub struct RunResults {
     /// The competing periodic task's jobs, beside the engine's statistics.
     #[serde(default)]
     pub compete: Option<crate::stress::PeriodicResult>,
-    /// The LV2 plugins of the chain, with the latency each reported.
+    /// The installed plugins (LV2, CLAP, VST3) of the chain, with the latency each reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lv2: Vec<crate::dsp::format::PluginRecord>,
+    pub plugins: Vec<crate::dsp::format::PluginRecord>,
     /// `--forensics`: who took the time of each xrun, from a kernel trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
@@ -473,7 +473,7 @@ pub fn run_observed(
     let watchdog_bound_ns = bound_ns(cfg.watchdog_ns, period_ns)?;
     let mut warnings = Vec::new();
     let built = build_engine(cfg, &mut warnings)?;
-    let lv2 = crate::dsp::registry::records(&cfg.chain_elements, built.engine.latencies());
+    let plugins = crate::dsp::registry::records(&cfg.chain_elements, built.engine.latencies());
     let monitor = built.engine.monitor();
     let stop = Arc::new(AtomicBool::new(false));
     let prior = cfg
@@ -550,7 +550,7 @@ pub fn run_observed(
         &monitor,
         warnings,
     );
-    r.results.lv2 = lv2;
+    r.results.plugins = plugins;
     r.results.host_stalls = host_stalls;
     r.results.cost_prior = cost_prior;
     Ok(r)
@@ -893,7 +893,7 @@ fn fold_results(
         jack: report.into_jack(),
         stress: None,
         compete: None,
-        lv2: Vec::new(),
+        plugins: Vec::new(),
         forensics: None,
         early_stop_cycle: folded.early_stop_cycle,
     };
