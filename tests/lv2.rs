@@ -474,7 +474,7 @@ fn hostile_plugin_data_is_listed_as_unhostable_and_never_instantiated() {
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("7 plugins, 4 hostable"),
+        String::from_utf8_lossy(&o.stdout).contains("7 LV2 plugins, 4 hostable"),
         "{}",
         show(&o)
     );

@@ -84,6 +84,17 @@ impl ExportArgs {
         output::preflight(&outputs, inputs)
     }
 
+    /// The finisher's hook that writes these exports of the final document (`Measured::also`).
+    pub fn writer(self) -> output::AlsoWrite {
+        Box::new(move |doc, path| {
+            let input = [crate::report::Input {
+                path: path.map(Path::to_path_buf).unwrap_or_default(),
+                item: crate::report::Loaded::Doc(Box::new(doc.clone())),
+            }];
+            self.write(&Export::of(&input)).map(|_| ())
+        })
+    }
+
     /// Write every export of `input`; all are tried, the first failure is returned.
     pub fn write(&self, input: &Export) -> Result<Vec<PathBuf>> {
         let mut written = Vec::new();

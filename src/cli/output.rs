@@ -131,9 +131,12 @@ pub struct Measured {
     pub partial: String,
     /// Print the warnings on stderr (`check` shows the same conditions as its table rows).
     pub show_warnings: bool,
-    /// `--export FORMAT=PATH`: the result written in these formats too, once it is final.
-    pub exports: super::export_args::ExportArgs,
+    /// What else is written of the final document (`--export FORMAT=PATH`), after the result.
+    pub also: Option<AlsoWrite>,
 }
+
+/// A writer of the final result document in more forms (`ExportArgs::writer`).
+pub type AlsoWrite = Box<dyn FnOnce(&ResultDoc, Option<&Path>) -> Result<()>>;
 
 impl Measured {
     pub fn new(body: Body, status: Status, started: Started, human: String) -> Self {
@@ -150,7 +153,7 @@ impl Measured {
             verdict: Verdict::Pass,
             partial,
             show_warnings: true,
-            exports: Default::default(),
+            also: None,
         }
     }
 
@@ -173,9 +176,9 @@ impl Measured {
         })
     }
 
-    /// Also write the result as each `--export` asks.
-    pub fn exports(mut self, e: super::export_args::ExportArgs) -> Self {
-        self.exports = e;
+    /// Also write the final document with `w` (the `--export`s).
+    pub fn also(mut self, w: AlsoWrite) -> Self {
+        self.also = Some(w);
         self
     }
 
@@ -196,13 +199,8 @@ pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     }
     // A failed write is reported after the warnings: what was printed is the whole result.
     let mut written = emit(&doc, g, &m.human);
-    if !m.exports.targets.is_empty() {
-        let input = [crate::report::Input {
-            path: g.output.clone().unwrap_or_default(),
-            item: crate::report::Loaded::Doc(Box::new(doc.clone())),
-        }];
-        let exported = m.exports.write(&crate::report::export::Export::of(&input));
-        written = written.and(exported.map(|_| ()));
+    if let Some(also) = m.also {
+        written = written.and(also(&doc, g.output.as_deref()));
     }
     // An output lost is said once, as the error it is, whatever else fails.
     let lost = match &m.verdict {

@@ -188,7 +188,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     output::finish(
         Measured::new(body, status, session.into_started(), human)
             .warnings(outcome.warnings)
-            .exports(a.export)
+            .also(a.export.writer())
             .partial(partial),
         g,
     )

@@ -212,16 +212,21 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
 /// `period_ns`: among each thread's run that started before the notification and ended at
 /// most two periods before it, the one exceeding its thread's usual figures (`usual`: median
 /// wake-up delay and run, per thread) the most, by at least a twentieth of a period.
+/// Only threads that run in the graph's cycles (`per_cycle`) can be late for one.
 /// Returns the thread's index in `threads` and the run.
 pub fn late_client(
     threads: &[ClientThread],
     runs: &HashMap<i32, Vec<Run>>,
     usual: &[(u64, u64)],
+    per_cycle: &[bool],
     at_ns: u64,
     period_ns: u64,
 ) -> Option<(usize, Run, u64, bool)> {
     let mut best: Option<(usize, Run, u64, bool)> = None;
     for (i, t) in threads.iter().enumerate() {
+        if !per_cycle[i] {
+            continue;
+        }
         let Some(rs) = runs.get(&t.tid) else { continue };
         // Runs are in end order: the last that started before the notification.
         let Some(r) = rs
@@ -241,6 +246,19 @@ pub fn late_client(
         }
     }
     best
+}
+
+/// Whether a thread with these runs is one the graph wakes every cycle (a client's or the
+/// server's process thread): it ran in at least half of the periods between its first and
+/// last run. A client's other real-time threads (JACK's notification thread, a plugin's
+/// worker) wake on their own schedule, and their "wake-up delay" — seconds between the
+/// wake-up and the run of a thread that waits on a lock — says nothing about a cycle.
+pub fn runs_every_cycle(rs: &[Run], period_ns: u64) -> bool {
+    let (Some(first), Some(last)) = (rs.iter().map(|r| r.start_ns).min(), rs.last()) else {
+        return false;
+    };
+    let periods = last.end_ns.saturating_sub(first) / period_ns.max(1);
+    rs.len() >= 10 && rs.len() as u64 * 2 >= periods
 }
 
 /// The real-time threads (FIFO or RR) of every process that is a JACK client or server of
@@ -339,10 +357,17 @@ pub fn explain(
         .iter()
         .map(|t| (t.wake_delay_ns.p50, t.run_ns.p50))
         .collect();
+    let per_cycle: Vec<bool> = threads
+        .iter()
+        .map(|t| {
+            let rs = all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+            runs_every_cycle(rs, period_ns)
+        })
+        .collect();
     let mut windows = Vec::new();
     for x in xruns.iter_mut() {
         let Some((i, run, excess, woke_late)) =
-            late_client(threads, &all, &usual, t0 + x.at_ns, period_ns)
+            late_client(threads, &all, &usual, &per_cycle, t0 + x.at_ns, period_ns)
         else {
             continue;
         };
@@ -497,11 +522,35 @@ mod tests {
         m.insert(1, vec![run(0, 4_000_000)]);
         m.insert(2, vec![run(0, 3_000_000)]);
         let usual = [(0, 4_000_000), (0, 100_000)];
-        let (i, _, excess, woke) = late_client(&threads, &m, &usual, 5_000_000, 5_333_333).unwrap();
+        let (i, _, excess, woke) =
+            late_client(&threads, &m, &usual, &[true, true], 5_000_000, 5_333_333).unwrap();
         assert_eq!((i, excess, woke), (1, 2_900_000, false));
         // Nothing past its usual figures: nobody is named.
         let usual = [(0, 4_000_000), (0, 3_000_000)];
-        assert!(late_client(&threads, &m, &usual, 5_000_000, 5_333_333).is_none());
+        assert!(late_client(&threads, &m, &usual, &[true, true], 5_000_000, 5_333_333).is_none());
+        // A thread the graph does not wake every cycle is never the late client.
+        let usual = [(0, 4_000_000), (0, 100_000)];
+        assert!(late_client(&threads, &m, &usual, &[true, false], 5_000_000, 5_333_333).is_none());
+    }
+
+    #[test]
+    fn only_threads_woken_every_cycle_are_graph_threads() {
+        let p = 5_333_333;
+        let every: Vec<Run> = (0..100)
+            .map(|k| Run {
+                waking_ns: k * p,
+                start_ns: k * p,
+                end_ns: k * p + 10_000,
+                busy_ns: 10_000,
+                open: false,
+            })
+            .collect();
+        assert!(runs_every_cycle(&every, p));
+        // The same thread seen in one cycle of ten: a notification thread, not the graph's.
+        let sparse: Vec<Run> = every.iter().step_by(10).copied().collect();
+        assert!(!runs_every_cycle(&sparse, p));
+        assert!(!runs_every_cycle(&every[..5], p));
+        assert!(!runs_every_cycle(&[], p));
     }
 
     #[test]
