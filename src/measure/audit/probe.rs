@@ -183,6 +183,7 @@ fn site_of(frames: &[usize]) -> Option<String> {
 fn resolve(pc: usize) -> Option<(String, String)> {
     // A return address points after the call; one byte back is inside it.
     let addr = pc.checked_sub(1)?;
+    // SAFETY: Dl_info is plain C data (pointers and integers): all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the loader's tables and writes `info`.
     if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
@@ -206,6 +207,7 @@ fn resolve(pc: usize) -> Option<(String, String)> {
 /// The thread's voluntary context switches so far (it blocked in the kernel), from
 /// getrusage(RUSAGE_THREAD): what no interposer sees (a raw futex, a page fault on a file).
 pub fn voluntary_switches() -> u64 {
+    // SAFETY: rusage is plain C data (integers): all zeroes is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes the struct given.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
