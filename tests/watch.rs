@@ -383,7 +383,6 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
 }
 
 #[test]
-#[ignore = "fails from a freshly mounted tracefs: the slow client's process thread is seen in ~11 of ~1,100 cycles, so its run spans the burst and the culprit reads 'unaccounted' (issue 29, open)"]
 fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
     let Some((_t, _m)) = common::trace::setup() else {
         return;
