@@ -163,6 +163,16 @@ impl<'a> Session<'a> {
     /// Start recording on `cpus` (all allowed CPUs when empty) for a part expected to last
     /// `duration_ns` (0: unknown); None when forensics is off or cannot start (said once).
     pub fn start_trace(&mut self, cpus: &[usize], duration_ns: u64) -> Option<Recorder> {
+        self.start_trace_with(cpus, duration_ns, None)
+    }
+
+    /// [`Session::start_trace`] as a flight recorder: only what `flight` pins is kept.
+    pub fn start_trace_with(
+        &mut self,
+        cpus: &[usize],
+        duration_ns: u64,
+        flight: Option<std::sync::Arc<crate::trace::flight::Flight>>,
+    ) -> Option<Recorder> {
         if self.tracing != Tracing::On {
             return None;
         }
@@ -176,7 +186,7 @@ impl<'a> Session<'a> {
         } else {
             cpus.to_vec()
         };
-        match Recorder::start(&cpus, duration_ns, reader) {
+        match Recorder::start_with(&cpus, duration_ns, reader, flight) {
             Ok(r) => {
                 for s in &r.stale_removed {
                     self.say(&format!(

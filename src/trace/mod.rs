@@ -7,7 +7,8 @@
 //! - [`raw`]: per-CPU `trace_pipe_raw` pages into the same events (the default reader);
 //! - [`parse`]: trace_pipe's text into compact events;
 //! - [`attribute`]: pure attribution of windows to culprits, and the culprit table;
-//! - [`clients`]: which tasks are other clients (or the server) of the audio session.
+//! - [`clients`]: which tasks are other clients (or the server) of the audio session;
+//! - [`flight`]: the flight recorder's page history and pins (`watch --forensics`).
 //!
 //! [`Recorder::start`] is called by the CLI before the measurement, [`Recorder::finish`] after
 //! it; the reader is a normal-priority thread that drains the per-CPU binary pipes (or
@@ -15,6 +16,7 @@
 
 pub mod attribute;
 pub mod clients;
+pub mod flight;
 pub mod parse;
 pub mod raw;
 pub mod tracefs;
@@ -96,11 +98,25 @@ pub struct Recorder {
     reader: Option<std::thread::JoinHandle<(Trace, u64)>>,
     reader_tid: Arc<std::sync::atomic::AtomicI32>,
     pub stale_removed: Vec<String>,
+    flight: Option<Arc<flight::Flight>>,
 }
 
 impl Recorder {
     /// Set up an instance on `cpus` sized for `duration_ns`, start reading, turn tracing on.
     pub fn start(cpus: &[usize], duration_ns: u64, kind: ReaderKind) -> Result<Recorder, Unusable> {
+        Recorder::start_with(cpus, duration_ns, kind, None)
+    }
+
+    /// [`Recorder::start`] keeping only what `flight` pins (and its recent history) of the
+    /// binary reader's pages; the text reader keeps everything.
+    pub fn start_with(
+        cpus: &[usize],
+        duration_ns: u64,
+        kind: ReaderKind,
+        flight: Option<Arc<flight::Flight>>,
+    ) -> Result<Recorder, Unusable> {
+        // The text reader keeps everything: its recording covers all of the time.
+        let flight = flight.filter(|_| kind == ReaderKind::Raw);
         let fs = tracefs::discover()?;
         let stale_removed = tracefs::sweep_stale(&fs);
         let inst = tracefs::Instance::create(fs, cpus, duration_ns)?;
@@ -117,6 +133,7 @@ impl Recorder {
                     .collect::<Result<Vec<_>, Unusable>>()?,
                 raw::Formats::load(&inst.dir, tracefs::EVENTS),
                 inst.subbuf_size(),
+                flight.clone(),
             ),
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -130,7 +147,9 @@ impl Recorder {
                 t2.store(unsafe { libc::gettid() }, Ordering::SeqCst);
                 match source {
                     Source::Text(pipe) => read_pipe(pipe, &s2),
-                    Source::Raw(pipes, formats, size) => read_raw(pipes, &formats, size, &s2),
+                    Source::Raw(pipes, formats, size, flight) => {
+                        read_raw(pipes, &formats, size, flight.as_deref(), &s2)
+                    }
                 }
             })
             .map_err(|e| Unusable(format!("cannot start the trace reader: {e}")))?;
@@ -140,6 +159,7 @@ impl Recorder {
             reader: Some(reader),
             reader_tid,
             stale_removed,
+            flight,
         };
         r.inst
             .set_on(true)
@@ -183,6 +203,7 @@ impl Recorder {
             )
         });
         Recording {
+            coverage: self.flight.as_ref().map(|f| f.pins()).unwrap_or_default(),
             instance: self.inst.name.clone(),
             cpus: self.inst.cpus.clone(),
             missing_events: self.inst.missing_events.clone(),
@@ -304,6 +325,9 @@ impl Drop for Recorder {
 
 /// A finished recording.
 pub struct Recording {
+    /// The times the trace holds in full when a flight recorder kept only parts of it
+    /// (sorted, disjoint); empty: all of it, from start to end.
+    pub coverage: Vec<(u64, u64)>,
     pub instance: String,
     pub cpus: Vec<usize>,
     pub missing_events: Vec<String>,
@@ -415,8 +439,13 @@ fn dump_windows(trace: &Trace, windows: &[Window], dir: &std::path::Path) -> std
 
 enum Source {
     Text(std::fs::File),
-    /// The pipes, the events' formats, the ring buffer's page size.
-    Raw(Vec<(u16, std::fs::File)>, raw::Formats, usize),
+    /// The pipes, the events' formats, the ring buffer's page size, the flight recorder.
+    Raw(
+        Vec<(u16, std::fs::File)>,
+        raw::Formats,
+        usize,
+        Option<Arc<flight::Flight>>,
+    ),
 }
 
 /// Bytes of raw pages kept in memory at most (some 15 million events); past it pages are
@@ -453,6 +482,27 @@ impl CpuPages {
     }
 }
 
+/// Keep a page in memory within [`MAX_RAW_BYTES`]; past it, decode it into `over` only to
+/// count its events as lost.
+fn keep_page(
+    page: &[u8],
+    cpu: u16,
+    kept: &mut CpuPages,
+    total: &mut usize,
+    fm: &raw::Formats,
+    over: &mut Trace,
+    dropped: &mut u64,
+) {
+    if *total + page.len() <= MAX_RAW_BYTES {
+        kept.push(page);
+        *total += page.len() + 4;
+    } else {
+        raw::decode_page(page, cpu, fm, over);
+        *dropped += over.events.len() as u64;
+        over.events.clear();
+    }
+}
+
 /// Drain every CPU's binary pipe until stopped, then what is left; decode afterwards.
 ///
 /// While the measurement runs the reader only copies pages (the kernel hands over whole
@@ -464,9 +514,11 @@ fn read_raw(
     mut pipes: Vec<(u16, std::fs::File)>,
     fm: &raw::Formats,
     page_size: usize,
+    flight: Option<&flight::Flight>,
     stop: &AtomicBool,
 ) -> (Trace, u64) {
     let mut kept: Vec<CpuPages> = pipes.iter().map(|_| CpuPages::default()).collect();
+    let mut rings: Vec<flight::Ring> = pipes.iter().map(|_| flight::Ring::default()).collect();
     let mut total = 0usize;
     let mut over = Trace::default();
     let mut dropped = 0u64;
@@ -484,18 +536,40 @@ fn read_raw(
                         got = true;
                         let used = raw::page_used(&page[..n]);
                         busy |= used * 2 > page_size;
-                        if total + used <= MAX_RAW_BYTES {
-                            kept[i].push(&page[..used]);
-                            total += used + 4;
+                        if flight.is_some() {
+                            rings[i].push(flight::page_ts(&page), &page[..used]);
                         } else {
-                            raw::decode_page(&page[..n], *cpu, fm, &mut over);
-                            dropped += over.events.len() as u64;
-                            over.events.clear();
+                            keep_page(
+                                &page[..used],
+                                *cpu,
+                                &mut kept[i],
+                                &mut total,
+                                fm,
+                                &mut over,
+                                &mut dropped,
+                            );
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => break,
                 }
+            }
+        }
+        if let Some(f) = flight {
+            let horizon = crate::rt::clock::monotonic_ns().saturating_sub(f.keep_ns());
+            for (i, r) in rings.iter_mut().enumerate() {
+                let cpu = pipes[i].0;
+                r.evict(horizon, f, &mut |p| {
+                    keep_page(
+                        p,
+                        cpu,
+                        &mut kept[i],
+                        &mut total,
+                        fm,
+                        &mut over,
+                        &mut dropped,
+                    )
+                });
             }
         }
         if stopping {
@@ -508,6 +582,22 @@ fn read_raw(
         }
     }
     drop(page);
+    if let Some(f) = flight {
+        for (i, r) in rings.iter_mut().enumerate() {
+            let cpu = pipes[i].0;
+            r.drain(f, &mut |p| {
+                keep_page(
+                    p,
+                    cpu,
+                    &mut kept[i],
+                    &mut total,
+                    fm,
+                    &mut over,
+                    &mut dropped,
+                )
+            });
+        }
+    }
     let mut trace = Trace::default();
     for ((cpu, _), pages) in pipes.iter().zip(&kept) {
         for p in pages.pages() {

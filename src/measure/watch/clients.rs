@@ -111,15 +111,10 @@ pub struct LateClient {
     pub culprit_ns: u64,
 }
 
-/// Each thread's runs, from the trace's scheduler events.
-pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
-    #[derive(Clone, Copy)]
-    struct Open {
-        waking: u64,
-        start: u64,
-        last_in: Option<u64>,
-        busy: u64,
-    }
+/// Each thread's runs, from the trace's scheduler events; `coverage` is the times the trace
+/// holds in full (empty: all of it). Runs are followed within each covered range only: a
+/// wake-up before a gap and a switch after it are not one run.
+pub fn runs(trace: &Trace, tids: &[i32], coverage: &[(u64, u64)]) -> HashMap<i32, Vec<Run>> {
     let mut evs: Vec<_> = trace
         .events
         .iter()
@@ -133,11 +128,40 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
         .collect();
     evs.sort_by_key(|e| e.ts_ns);
     let mut out: HashMap<i32, Vec<Run>> = tids.iter().map(|&t| (t, Vec::new())).collect();
+    if coverage.is_empty() {
+        let first = trace.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
+        runs_in(&evs, tids, first, &mut out);
+        return out;
+    }
+    for &(a, b) in coverage {
+        let from = evs.partition_point(|e| e.ts_ns < a);
+        let to = evs.partition_point(|e| e.ts_ns <= b);
+        runs_in(&evs[from..to], tids, a, &mut out);
+    }
+    out
+}
+
+/// The runs within one stretch of complete trace starting at `first`, appended to `out`.
+fn runs_in(
+    evs: &[&crate::trace::parse::Event],
+    tids: &[i32],
+    first: u64,
+    out: &mut HashMap<i32, Vec<Run>>,
+) {
+    #[derive(Clone, Copy)]
+    struct Open {
+        waking: u64,
+        start: u64,
+        last_in: Option<u64>,
+        busy: u64,
+    }
     let mut open: HashMap<i32, Open> = HashMap::new();
     let mut woken: HashMap<i32, u64> = HashMap::new();
-    let first = trace.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
-    let mut last = 0;
-    for e in evs {
+    // Threads already with a run in this stretch: one switched out first was running when
+    // the stretch started.
+    let mut seen: std::collections::HashSet<i32> = std::collections::HashSet::new();
+    let mut last = first;
+    for e in evs.iter().copied() {
         last = e.ts_ns;
         match e.kind {
             Kind::Waking { pid, .. } if !open.contains_key(&pid) => {
@@ -151,7 +175,7 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
             } => {
                 if tids.contains(&prev_pid)
                     && !open.contains_key(&prev_pid)
-                    && out.get(&prev_pid).is_some_and(Vec::is_empty)
+                    && !seen.contains(&prev_pid)
                 {
                     // Running when the trace started: its run is known from there on.
                     open.insert(
@@ -180,6 +204,7 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
                     }
                 }
                 if tids.contains(&next_pid) {
+                    seen.insert(next_pid);
                     let o = open.entry(next_pid).or_insert_with(|| {
                         let w = woken.remove(&next_pid).unwrap_or(e.ts_ns);
                         Open {
@@ -205,7 +230,6 @@ pub fn runs(trace: &Trace, tids: &[i32]) -> HashMap<i32, Vec<Run>> {
             open: true,
         });
     }
-    out
 }
 
 /// The late client of an xrun notified at `at_ns` (absolute CLOCK_MONOTONIC) with period
@@ -253,11 +277,33 @@ pub fn late_client(
 /// last run. A client's other real-time threads (JACK's notification thread, a plugin's
 /// worker) wake on their own schedule, and their "wake-up delay" — seconds between the
 /// wake-up and the run of a thread that waits on a lock — says nothing about a cycle.
-pub fn runs_every_cycle(rs: &[Run], period_ns: u64) -> bool {
-    let (Some(first), Some(last)) = (rs.iter().map(|r| r.start_ns).min(), rs.last()) else {
-        return false;
+/// With a `coverage` (the times a flight recorder kept), the periods are counted within each
+/// covered range only.
+pub fn runs_every_cycle(rs: &[Run], period_ns: u64, coverage: &[(u64, u64)]) -> bool {
+    let span = |rs: &[Run]| {
+        let first = rs.iter().map(|r| r.start_ns).min();
+        let last = rs.iter().map(|r| r.end_ns).max();
+        match (first, last) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        }
     };
-    let periods = last.end_ns.saturating_sub(first) / period_ns.max(1);
+    let spanned = if coverage.is_empty() {
+        span(rs)
+    } else {
+        coverage
+            .iter()
+            .map(|&(a, b)| {
+                let inside: Vec<Run> = rs
+                    .iter()
+                    .filter(|r| r.start_ns >= a && r.start_ns <= b)
+                    .copied()
+                    .collect();
+                span(&inside)
+            })
+            .sum()
+    };
+    let periods = spanned / period_ns.max(1);
     rs.len() >= 10 && rs.len() as u64 * 2 >= periods
 }
 
@@ -337,7 +383,7 @@ pub fn explain(
     period_ns: u64,
 ) -> (Vec<ClientTiming>, crate::trace::Forensics, Vec<String>) {
     let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
-    let all = runs(&recording.trace, &tids);
+    let all = runs(&recording.trace, &tids, &recording.coverage);
     let mut timings: Vec<ClientTiming> = threads
         .iter()
         .map(|t| {
@@ -361,7 +407,7 @@ pub fn explain(
         .iter()
         .map(|t| {
             let rs = all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
-            runs_every_cycle(rs, period_ns)
+            runs_every_cycle(rs, period_ns, &recording.coverage)
         })
         .collect();
     let mut windows = Vec::new();
@@ -466,7 +512,7 @@ mod tests {
             wk(1000, 7),
             sw(1300, 0, false, 7),
         ];
-        let r = runs(&trace, &[7]);
+        let r = runs(&trace, &[7], &[]);
         assert_eq!(
             r[&7],
             vec![
@@ -490,7 +536,7 @@ mod tests {
         // A thread already running when the trace began: its run starts with the trace.
         let mut trace = Trace::default();
         trace.events = vec![sw(50, 3, true, 3), sw(90, 7, false, 0)];
-        let r = runs(&trace, &[7]);
+        let r = runs(&trace, &[7], &[]);
         assert_eq!(
             (r[&7][0].start_ns, r[&7][0].end_ns, r[&7][0].busy_ns),
             (50, 90, 40)
@@ -545,12 +591,50 @@ mod tests {
                 open: false,
             })
             .collect();
-        assert!(runs_every_cycle(&every, p));
+        assert!(runs_every_cycle(&every, p, &[]));
         // The same thread seen in one cycle of ten: a notification thread, not the graph's.
         let sparse: Vec<Run> = every.iter().step_by(10).copied().collect();
-        assert!(!runs_every_cycle(&sparse, p));
-        assert!(!runs_every_cycle(&every[..5], p));
-        assert!(!runs_every_cycle(&[], p));
+        assert!(!runs_every_cycle(&sparse, p, &[]));
+        assert!(!runs_every_cycle(&every[..5], p, &[]));
+        assert!(!runs_every_cycle(&[], p, &[]));
+    }
+
+    #[test]
+    fn a_flight_recording_has_no_run_across_its_gaps() {
+        let mut trace = Trace::default();
+        trace.events = vec![wk(100, 7), sw(110, 0, false, 7), sw(5000, 7, false, 0)];
+        // Read whole, the thread woke at 100 and slept at 5000.
+        assert_eq!(runs(&trace, &[7], &[])[&7].len(), 1);
+        // Kept in two parts, 200..4900 missing: its sleeps and wake-ups there are unknown,
+        // so each part has its own run, neither spanning the gap.
+        let r = runs(&trace, &[7], &[(0, 200), (4900, 6000)]);
+        assert_eq!(r[&7].len(), 2);
+        assert!(r[&7][0].open && r[&7][0].end_ns <= 200);
+        assert_eq!((r[&7][1].start_ns, r[&7][1].end_ns), (4900, 5000));
+    }
+
+    #[test]
+    fn a_graph_thread_seen_in_pinned_parts_still_runs_every_cycle() {
+        let p = 5_333_333;
+        let gap = 10_000 * p;
+        let run = |t: u64| Run {
+            waking_ns: t,
+            start_ns: t,
+            end_ns: t + 10_000,
+            busy_ns: 10_000,
+            open: false,
+        };
+        let rs: Vec<Run> = (0..100)
+            .map(|k| run(k * p))
+            .chain((0..100).map(|k| run(gap + k * p)))
+            .collect();
+        // Counted over the whole span it looks like a thread of one cycle in fifty.
+        assert!(!runs_every_cycle(&rs, p, &[]));
+        assert!(runs_every_cycle(
+            &rs,
+            p,
+            &[(0, 100 * p), (gap, gap + 100 * p)]
+        ));
     }
 
     #[test]

@@ -267,6 +267,15 @@ pub trait Adapter {
 const POLL: Duration = Duration::from_millis(100);
 /// How often `--forensics` looks for the session's threads again (a scan of /proc).
 const SCAN_NS: u64 = 2_000_000_000;
+/// The flight recorder (`--forensics`, `trace::flight`): seconds of trace history kept in
+/// full, so that an xrun notified a poll late still finds the cycles before it; around each
+/// xrun what its late client's run and the culprits need; and a sample every so often for
+/// each client's usual figures (the first one at the start).
+const FLIGHT_KEEP_NS: u64 = 5_000_000_000;
+const XRUN_BEFORE_NS: u64 = 1_500_000_000;
+const XRUN_AFTER_NS: u64 = 300_000_000;
+const SAMPLE_EVERY_NS: u64 = 20_000_000_000;
+const SAMPLE_NS: u64 = 1_000_000_000;
 /// How often `follow` asks whether the server is back.
 const RECONNECT: Duration = Duration::from_millis(250);
 
@@ -331,8 +340,9 @@ pub fn run(
         forensics_note: Some(forensics_note(cfg)),
         ..WatchResults::default()
     };
+    let flight = std::sync::Arc::new(crate::trace::flight::Flight::new(FLIGHT_KEEP_NS));
     let recorder = if cfg.forensics {
-        session.start_trace(&[], cfg.duration_ns.unwrap_or(0))
+        session.start_trace_with(&[], cfg.duration_ns.unwrap_or(0), Some(flight.clone()))
     } else {
         None
     };
@@ -348,11 +358,14 @@ pub fn run(
     let mut fresh = Vec::new();
     let mut next_tick = t0;
     let mut next_scan = t0 + SCAN_NS;
+    let mut next_sample = t0;
     let status = loop {
         let now = crate::rt::clock::monotonic_ns();
         let (up, lost) = adapter.poll(t0, &mut fresh);
         for mut x in fresh.drain(..) {
             x.index = r.total_xruns() + 1;
+            let at = t0 + x.at_ns;
+            flight.pin(at.saturating_sub(XRUN_BEFORE_NS), at + XRUN_AFTER_NS);
             live.xrun(&x);
             on(Event::Xrun(&x, &r.server));
             r.xruns.push(x);
@@ -411,6 +424,10 @@ pub fn run(
         if now >= next_tick {
             on(Event::Tick(live.snapshot()));
             next_tick = now + 1_000_000_000;
+        }
+        if recorder.is_some() && now >= next_sample {
+            flight.pin(now, now + SAMPLE_NS);
+            next_sample = now + SAMPLE_EVERY_NS;
         }
         if recorder.is_some() && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
