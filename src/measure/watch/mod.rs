@@ -274,7 +274,11 @@ const SCAN_NS: u64 = 2_000_000_000;
 const FLIGHT_KEEP_NS: u64 = 5_000_000_000;
 const XRUN_BEFORE_NS: u64 = 1_500_000_000;
 const XRUN_AFTER_NS: u64 = 300_000_000;
+/// Samples come every 20 s for the first 5 minutes, then every 5 minutes: enough cycles
+/// for each client's medians while a long watch keeps little more than its xruns.
 const SAMPLE_EVERY_NS: u64 = 20_000_000_000;
+const SAMPLE_LATER_NS: u64 = 300_000_000_000;
+const SAMPLE_EARLY_NS: u64 = 300_000_000_000;
 const SAMPLE_NS: u64 = 1_000_000_000;
 /// How often `follow` asks whether the server is back.
 const RECONNECT: Duration = Duration::from_millis(250);
@@ -427,7 +431,12 @@ pub fn run(
         }
         if recorder.is_some() && now >= next_sample {
             flight.pin(now, now + SAMPLE_NS);
-            next_sample = now + SAMPLE_EVERY_NS;
+            next_sample = now
+                + if now - t0 < SAMPLE_EARLY_NS {
+                    SAMPLE_EVERY_NS
+                } else {
+                    SAMPLE_LATER_NS
+                };
         }
         if recorder.is_some() && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
