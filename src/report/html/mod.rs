@@ -252,7 +252,7 @@ fn environment(inp: &Input, base: &Base) -> Markup {
                 @for (k, v) in &differs { tr { th { (k) } td { (v) } } }
             }
             @if differs.is_empty() && inp.environment().is_some() {
-                p.same-env { "Environment as at the top." }
+                p.same-env { "Environment as in the report's Environment section." }
             }
         }
     }
