@@ -614,7 +614,10 @@ fn version_1_results_are_read_with_the_renamed_fields() {
     // `compare` takes version 1 too, and tables its event settings (read under their new
     // field names) instead of listing every field.
     let text = compare_text("event-grid", "event");
-    assert!(text.contains("virtual mono 32×4: mean (model) ms"), "{text}");
+    assert!(
+        text.contains("virtual mono 32×4: mean (model) ms"),
+        "{text}"
+    );
     assert!(!text.contains("seed"), "{text}");
     let text = compare_text("rtl", "rtl-xenomai");
     assert!(text.contains("Vignati et al. Table 1"), "{text}");
