@@ -12,11 +12,14 @@ fn ms(ns: f64) -> String {
     format!("{:.2}", ns / 1e6)
 }
 
+/// A metric's row name and how a cell of it reads.
+type Metric<'a, T> = (&'a str, &'a dyn Fn(&T) -> String);
+
+/// A percentile column of the latency differences.
+type Col = (&'static str, fn(&crate::common::stats::Summary) -> f64);
+
 /// One row per metric, one column per result; "-" where a result lacks the row.
-fn rows_by_key<T>(
-    items: &[Vec<(String, T)>],
-    metrics: &[(&str, &dyn Fn(&T) -> String)],
-) -> Vec<Vec<String>> {
+fn rows_by_key<T>(items: &[Vec<(String, T)>], metrics: &[Metric<T>]) -> Vec<Vec<String>> {
     let mut keys: Vec<&String> = Vec::new();
     for it in items {
         for (k, _) in it {
@@ -175,8 +178,7 @@ pub fn latency_deltas(docs: &[&Body], labels: &[String]) -> Option<Table> {
     if sums.len() < 2 {
         return None;
     }
-    type S = crate::common::stats::Summary;
-    let cols: [(&str, fn(&S) -> f64); 6] = [
+    let cols: [Col; 6] = [
         ("avg", |s| s.mean),
         ("p50", |s| s.p50 as f64),
         ("p99", |s| s.p99 as f64),
