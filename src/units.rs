@@ -88,7 +88,34 @@ pub fn parse_percent(s: &str) -> Result<f64> {
     Ok(v)
 }
 
-/// An audio period `FRAMES@RATE`, e.g. `64@48000`.
+/// A sample rate as people write it: `48000`, `48k`, `44.1k`, `48kHz`, `96000Hz`. Only the
+/// form is checked here; the range is [`crate::common::device::check_rate`]'s, so every
+/// command keeps one message for a rate it cannot run.
+pub fn parse_rate(s: &str) -> Result<u32> {
+    let bad = || {
+        Error::usage(format!(
+            "bad sample rate '{s}': expected Hz or kHz, e.g. 48000, 48k, 44.1k"
+        ))
+    };
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let t = lower.strip_suffix("hz").unwrap_or(&lower).trim_end();
+    let (num, scale) = match t.strip_suffix('k') {
+        Some(n) => (n.trim_end(), 1000.0),
+        None => (t, 1.0),
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let hz = num.parse::<f64>().map_err(|_| bad())? * scale;
+    // 44.1k is exact; 44.12345k is not a rate anyone runs, and rounding it would hide a typo.
+    if !hz.is_finite() || hz.fract() != 0.0 || hz > u32::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(hz as u32)
+}
+
+/// An audio period `FRAMES@RATE`, e.g. `64@48000` or `64@48k`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
@@ -114,12 +141,12 @@ impl std::str::FromStr for AudioPeriod {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::usage(format!(
-                "bad audio period '{s}': expected FRAMES@RATE, e.g. 64@48000"
+                "bad audio period '{s}': expected FRAMES@RATE, e.g. 64@48000 or 64@48k"
             ))
         };
         let (f, r) = s.split_once('@').ok_or_else(bad)?;
         let frames: u32 = f.trim().parse().map_err(|_| bad())?;
-        let rate: u32 = r.trim().parse().map_err(|_| bad())?;
+        let rate = parse_rate(r).map_err(|_| bad())?;
         let p = AudioPeriod { frames, rate };
         if !p.is_valid() {
             let r = crate::common::device::RATES;
@@ -242,6 +269,25 @@ mod tests {
         assert_eq!(p.period_ns(), 1_333_333);
         assert!("64".parse::<AudioPeriod>().is_err());
         assert!("0@48000".parse::<AudioPeriod>().is_err());
+        assert_eq!("64@48k".parse::<AudioPeriod>().unwrap().rate, 48_000);
+        assert_eq!("32@44.1kHz".parse::<AudioPeriod>().unwrap().rate, 44_100);
+    }
+
+    #[test]
+    fn rates() {
+        for (s, hz) in [
+            ("48000", 48_000),
+            ("48k", 48_000),
+            ("44.1k", 44_100),
+            ("96kHz", 96_000),
+            ("48000Hz", 48_000),
+            ("192 k", 192_000),
+        ] {
+            assert_eq!(parse_rate(s).unwrap(), hz, "{s}");
+        }
+        for bad in ["", "k", "48m", "-48k", "44.12345k", "1e5", "48kk", "fast"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ fn verdict<'a>(a: &'a Value, id: &str) -> &'a str {
 
 /// Each faulty plugin is caught by its check (not passed) and fails no other check; the clean
 /// one passes every check it runs; the crashing one is reported as crashed and the audit goes
-/// on; --strict exits 1.
+/// on; --fail-on-problem exits 1.
 #[test]
 fn each_fault_is_found_by_its_check_and_nothing_else_fails() {
     let Some(dir) = build() else {
@@ -71,14 +71,14 @@ fn each_fault_is_found_by_its_check_and_nothing_else_fails() {
     // The folder form: its children search that folder, whatever LV2_PATH says.
     let o = xrunlab()
         .env("LV2_PATH", "/nonexistent")
-        .args(["-q", "--json", "plugins", "audit", "--strict"])
+        .args(["-q", "--json", "plugins", "audit", "--fail-on-problem"])
         .arg(format!("{}/", dir.path().display()))
         .output()
         .unwrap();
     assert_eq!(
         o.status.code(),
         Some(1),
-        "--strict with failures: {}",
+        "--fail-on-problem with failures: {}",
         show(&o)
     );
     let all = audits(&o);

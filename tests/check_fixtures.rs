@@ -406,11 +406,14 @@ fn binary_json_parses_and_strict_exit_codes_follow_failures() {
         let parsed: xrunlab::results::ResultDoc = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(parsed.kind(), "check");
 
-        xrunlab()
-            .args(["check", "--strict", "--quiet", "--root"])
-            .arg(&dir)
-            .assert()
-            .code(strict_code);
+        // The gate under its name and its old one.
+        for gate in ["--fail-on-problem", "--strict"] {
+            xrunlab()
+                .args(["check", gate, "--quiet", "--root"])
+                .arg(&dir)
+                .assert()
+                .code(strict_code);
+        }
     }
 }
 

@@ -130,13 +130,20 @@ fn report_from_every_fixture() {
         let html = report_html(&[fixture(name)], dir.path());
         assert_self_contained(&html);
         let s = section(&html, kind);
-        assert!(s.contains("Environment"), "{name}: no environment");
-        // Every fixture was measured in a VM: the warning comes before the kind's part.
-        let warn = s.find("virtual machine").expect("VM warning");
+        // The environment is said once, above the sections; every fixture was measured in
+        // a VM, and that warning is in it, not repeated per section.
+        assert_eq!(html.matches("<h2>Environment</h2>").count(), 1, "{name}");
+        let env = html.find("<h2>Environment</h2>").unwrap();
+        let warn = html.find("virtual machine").expect("VM warning");
         assert!(
-            warn < s.find("</table>").unwrap(),
-            "{name}: warnings not first"
+            env < warn && warn < html.find("section class=\"result\"").unwrap(),
+            "{name}"
         );
+        assert!(
+            !s.contains("<li>⚠ running in a virtual machine"),
+            "{name}: the warning repeated"
+        );
+        assert!(s.contains("command"), "{name}: no command line");
         assert_eq!(s.matches("<svg").count(), *svgs, "{name}: charts");
         assert_eq!(s.matches("</svg>").count(), *svgs, "{name}: charts closed");
     }
@@ -604,9 +611,13 @@ fn version_1_results_are_read_with_the_renamed_fields() {
         }
     }
 
-    // `compare` takes version 1 too, and lists the event fields under their new names.
+    // `compare` takes version 1 too, and tables its event settings (read under their new
+    // field names) instead of listing every field.
     let text = compare_text("event-grid", "event");
-    assert!(text.contains("runs[0].grid_buffer_frames"), "{text}");
+    assert!(
+        text.contains("virtual mono 32×4: mean (model) ms"),
+        "{text}"
+    );
     assert!(!text.contains("seed"), "{text}");
     let text = compare_text("rtl", "rtl-xenomai");
     assert!(text.contains("Vignati et al. Table 1"), "{text}");
@@ -886,4 +897,105 @@ fn a_traced_run_reports_its_worst_xrun_as_a_timeline() {
     let svg = &html[svg_start..title + html[title..].find("</svg>").unwrap()];
     // One lane per kind: our thread and unaccounted time at least.
     assert!(svg.matches("<rect").count() > 10, "{svg}");
+}
+
+/// Issue 31 §6: a suite's report opens with the verdict's answer in a coloured box, then the
+/// verdict, then the environment once; a later section lists only the rows that differ.
+#[test]
+fn the_answer_comes_first_and_the_environment_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verdict");
+    let suite = dir.path().join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    for f in ["check.json", "latency-idle.json", "latency-stress.json"] {
+        std::fs::copy(v.join(f), suite.join(f)).unwrap();
+    }
+    xrunlab()
+        .args(["verdict", "-q", "-o"])
+        .arg(suite.join("verdict.json"))
+        .arg(&suite)
+        .assert()
+        .code(0);
+    let out = dir.path().join("r.html");
+    xrunlab()
+        .arg("report")
+        .arg(&suite)
+        .arg("-o")
+        .arg(&out)
+        .arg("-q")
+        .assert()
+        .code(0);
+    let html = std::fs::read_to_string(&out).unwrap();
+    let answer = html.find("class=\"answer tone-").expect("no answer box");
+    let first_section = html.find("<section").unwrap();
+    assert!(answer < first_section, "the answer is not first");
+    let verdict = html.find("data-kind=\"verdict\"").unwrap();
+    let env = html
+        .find("<h2>Environment</h2>")
+        .expect("no environment block");
+    assert!(verdict < env, "the verdict comes before the environment");
+    assert_eq!(html.matches("<h2>Environment</h2>").count(), 1);
+    assert_eq!(
+        html.matches("<th>preemption</th>").count(),
+        1,
+        "environment repeated"
+    );
+    // The stressed latency differs from the first result in its stress row only.
+    let stressed = html[html.find("latency-stress.json</h2>").unwrap()..].to_string();
+    let stressed = &stressed[..stressed.find("</section>").unwrap()];
+    assert!(
+        stressed.contains("<th>stress</th>"),
+        "the differing row is missing"
+    );
+    assert!(!stressed.contains("<th>preemption</th>"));
+    // The box's colour says the tone, and an undecided answer names its next command.
+    let tone = &html[answer + "class=\"answer tone-".len()..][..4];
+    assert!(
+        ["ok\"", "warn", "fail"].iter().any(|t| tone.starts_with(t)),
+        "{tone}"
+    );
+    if tone.starts_with("warn") {
+        assert!(html[answer..first_section].contains("next: "));
+    }
+}
+
+/// Issue 31 §6: compare gives latencytest and event real tables, not every JSON path, and
+/// two latency results their differences, overlaid histograms and exceedance curves.
+#[test]
+fn compare_has_tables_for_latencytest_event_and_latency_deltas() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |files: &[PathBuf]| {
+        let o = xrunlab()
+            .arg("compare")
+            .args(files)
+            .arg("-o")
+            .arg(dir.path().join("c.html"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (
+            String::from_utf8(o.stdout).unwrap(),
+            std::fs::read_to_string(dir.path().join("c.html")).unwrap(),
+        )
+    };
+    let (t, _) = text(&[fixture("latencytest"), fixture("latencytest")]);
+    assert!(t.contains("latencytest (Senoner): per phase"), "{t}");
+    assert!(t.contains("idle: overruns / cycles"), "{t}");
+    assert!(t.lines().count() < 40, "a raw field dump:\n{t}");
+    let (t, _) = text(&[fixture("event-grid"), fixture("event")]);
+    assert!(t.contains("per setting"), "{t}");
+    assert!(t.contains("mean (model) ms"), "{t}");
+    assert!(!t.contains("runs.0."), "raw JSON paths:\n{t}");
+    let v = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verdict");
+    let (t, html) = text(&[v.join("latency-idle.json"), v.join("latency-stress.json")]);
+    assert!(t.contains("Latency differences"), "{t}");
+    assert!(t.contains("(×"), "{t}");
+    assert!(html.contains("Latency histograms, all CPUs"));
+    assert!(html.contains("Exceedance: share of wake-ups later than x"));
+    assert_eq!(html.matches("<svg").count(), 2);
 }

@@ -1,6 +1,6 @@
 //! `xrunlab verdict` and `compare` of suite directories: golden output on committed results
 //! of this VM, the recommendation on a latency drawn from a known model (exact, since the
-//! model and the seed fix it), `--fail-if-above` as a CI gate, JUnit from a verdict, and
+//! model and the seed fix it), `--fail-above` as a CI gate, JUnit from a verdict, and
 //! every bad input refused with exit 2 and the reason.
 
 mod common;
@@ -166,9 +166,10 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
         .unwrap()
         .iter()
         .any(|g| g.as_str().unwrap().contains("32 frames is undecided")));
-    // The CI gate: above the recommendation passes, below it fails (exit 1, not 2).
+    // The CI gate: above the recommendation passes, below it fails (exit 1, not 2); the old
+    // name --fail-if-above still works.
     xrunlab()
-        .args(["verdict", s(&lat), "-q", "--fail-if-above", "512"])
+        .args(["verdict", s(&lat), "-q", "--fail-above", "512"])
         .assert()
         .code(0);
     xrunlab()
@@ -379,7 +380,7 @@ fn bad_input_exits_2_with_the_reason() {
     );
     // Options.
     fail(&[s(&lat), "--periods", "1"], "--periods 1");
-    fail(&[s(&lat), "--fail-if-above", "0"], "--fail-if-above 0");
+    fail(&[s(&lat), "--fail-above", "0"], "--fail-above 0");
     fail(&[s(&lat), "--target", "0/h"], "--target");
     fail(&[s(&lat), "--cell", "1:x"], "--cost");
     fail(&[s(&lat), "--buffers", "0,64"], "0 frames");

@@ -27,7 +27,7 @@ Examples:
   xrunlab plugins audit lv2:urn:zamaudio:ZamEQ2
   xrunlab plugins audit --all lv2
   xrunlab plugins audit ~/.lv2/
-  xrunlab plugins audit --strict 'lv2:ZamComp' reverb-light
+  xrunlab plugins audit --fail-on-problem 'lv2:ZamComp' reverb-light
   xrunlab -o audit.json plugins audit --all lv2 && xrunlab report audit.json -o audit.html";
 
 #[derive(Debug, Args)]
@@ -39,8 +39,9 @@ pub struct AuditArgs {
     /// With --all: only plugins whose identifier or name contains this (case-insensitive).
     #[arg(long, value_name = "TEXT", requires = "all")]
     pub filter: Option<String>,
-    /// Exit 1 when a check fails, a plugin crashes or hangs (for plugin developers' CI).
-    #[arg(long)]
+    /// Exit 1 when a check fails, a plugin crashes or hangs (for plugin developers' CI; the
+    /// old --strict is still accepted).
+    #[arg(long = "fail-on-problem", alias = "strict")]
     pub strict: bool,
     /// Seconds one plugin's audit may take before its child is killed as hung.
     #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]

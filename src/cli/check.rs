@@ -13,11 +13,11 @@ use std::path::PathBuf;
 /// Is this system set up for real-time audio? (rtcqs's checks plus VM/container detection)
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  xrunlab check\n  xrunlab check --strict          # exit 1 when any check fails (for CI)\n  xrunlab check --json | python3 -m json.tool"
+    after_help = "Examples:\n  xrunlab check\n  xrunlab check --fail-on-problem # exit 1 when any check fails (for CI)\n  xrunlab check --json | python3 -m json.tool"
 )]
 pub struct CheckArgs {
-    /// Exit 1 when any check fails.
-    #[arg(long)]
+    /// Exit 1 when any check fails (the old --strict is still accepted).
+    #[arg(long = "fail-on-problem", alias = "strict")]
     pub strict: bool,
     /// Read /proc, /sys and /etc under DIR instead of / (for fixtures and offline analysis).
     #[arg(long, value_name = "DIR", hide = true)]

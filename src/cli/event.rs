@@ -52,7 +52,7 @@ pub struct EventArgs {
     #[arg(long)]
     pub periods: Option<u32>,
     /// Sample rate of the virtual device (jack: the server's).
-    #[arg(long, default_value_t = 48000)]
+    #[arg(long, default_value_t = 48000, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: u32,
     /// mono, mono-bg or poly; a comma list runs each [default: mono; grid: all three].
     #[arg(long, value_name = "LIST")]

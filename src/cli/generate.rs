@@ -3,9 +3,8 @@
 //! never describe options it does not have. The Debian package is made of them
 //! (scripts/build-deb; `cargo deb` after running this into target/assets).
 
-use super::Cli;
 use crate::error::{Error, Result};
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 use std::path::{Path, PathBuf};
 
@@ -32,7 +31,7 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
     for d in [&man, &comp] {
         std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
     }
-    clap_mangen::generate_to(Cli::command(), &man).map_err(|e| io(&man, e))?;
+    clap_mangen::generate_to(super::command(), &man).map_err(|e| io(&man, e))?;
     for (shell, name) in [
         (Shell::Bash, "xrunlab.bash"),
         (Shell::Zsh, "_xrunlab"),
@@ -40,7 +39,7 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
     ] {
         let path = comp.join(name);
         let mut f = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
-        clap_complete::generate(shell, &mut Cli::command(), "xrunlab", &mut f);
+        clap_complete::generate(shell, &mut super::command(), "xrunlab", &mut f);
     }
     Ok(0)
 }

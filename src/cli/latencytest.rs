@@ -29,7 +29,7 @@ Examples:
   xrunlab latencytest --classes none --phase-duration 1m   # idle only")]
 pub struct LatencytestArgs {
     /// Sample rate in Hz.
-    #[arg(long, default_value_t = 44_100)]
+    #[arg(long, default_value_t = 44_100, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: u32,
     /// Frames per fragment.
     #[arg(long, default_value_t = 64)]

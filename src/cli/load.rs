@@ -92,7 +92,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "reverb-light,reverb-heavy")]
     pub plugins: String,
     /// Sample rate in Hz [default: 48000; jack: the server's].
-    #[arg(long)]
+    #[arg(long, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: Option<u32>,
     /// Periods of buffering n.
     #[arg(long, default_value_t = 2)]

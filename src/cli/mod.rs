@@ -40,7 +40,8 @@ use std::process::ExitCode;
 /// Options every subcommand accepts.
 #[derive(Debug, Clone, Args)]
 pub struct Global {
-    /// Write the JSON result to FILE (atomically).
+    /// Write the JSON result to FILE (atomically). Some commands write a directory or a page
+    /// instead: their --help says which.
     #[arg(short = 'o', long = "output", global = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Print the JSON result to standard output (the human summary goes to stderr).
@@ -95,6 +96,36 @@ pub enum Command {
     Generate(generate::GenerateArgs),
 }
 
+/// What `-o` writes, for the commands whose output is not a JSON result.
+const OUTPUT_HELP: &[(&str, &str)] = &[
+    ("suite", "Write every result into DIR (created): one JSON file per stage, manifest.json and report.html"),
+    ("report", "Write the HTML report to FILE (without -o: a terminal summary)"),
+    ("compare", "Also write the comparison as an HTML page to FILE"),
+    ("export", "Write the exported document to FILE (without -o: standard output)"),
+    ("schema", "Write the JSON Schema to FILE"),
+];
+
+/// The command line's definition, with `-o`'s help said per command: one global option
+/// writes a JSON file, a directory or a page depending on the command, and a single help
+/// line would be wrong for most of them.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let global = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "output")
+        .cloned()
+        .expect("Global has -o");
+    // A subcommand that has its own `output` before the tree is built keeps it (clap then
+    // skips propagating the global one), and its value still reaches Global, by id.
+    for (name, help) in OUTPUT_HELP {
+        let value = if *name == "suite" { "DIR" } else { "FILE" };
+        let own = global.clone().help(*help).value_name(value);
+        cmd = cmd.mut_subcommand(*name, |sc| sc.arg(own));
+    }
+    cmd
+}
+
 /// (option, path) pairs: the files a command writes, then the files it reads.
 type Files<'a> = Vec<(&'static str, &'a Path)>;
 
@@ -146,7 +177,12 @@ impl Command {
             Command::Latencytest(a) => outputs.extend(a.forensics.csv_arg()),
             Command::Event(a) => outputs.extend(a.forensics.csv_arg()),
             Command::Report(a) => {
-                inputs.extend(a.files.iter().map(|p| ("RESULT.json", p.as_path())));
+                inputs.extend(
+                    a.files
+                        .iter()
+                        .filter(|p| !p.is_dir())
+                        .map(|p| ("RESULT.json", p.as_path())),
+                );
                 inputs.extend(a.manifest.as_deref().map(|p| ("--manifest", p)));
             }
             Command::Export(a) => inputs.extend(
@@ -184,8 +220,8 @@ impl Command {
 pub fn main() -> ExitCode {
     crate::rt::interrupt::install();
     crate::rt::crash::install();
-    use clap::{CommandFactory, FromArgMatches};
-    let parsed = Cli::command()
+    use clap::FromArgMatches;
+    let parsed = command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
     let cli = match parsed {

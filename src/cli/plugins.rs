@@ -78,7 +78,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Sample rate in Hz.
-    #[arg(long, default_value_t = 48000)]
+    #[arg(long, default_value_t = 48000, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: u32,
     /// Frames per block (the driver's buffer size).
     #[arg(long, default_value_t = 256)]

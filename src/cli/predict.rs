@@ -63,7 +63,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "2,3", value_name = "LIST")]
     pub periods: String,
     /// Sample rate [default: the cost result's, else 48000].
-    #[arg(long, value_name = "HZ")]
+    #[arg(long, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: Option<u32>,
     /// Episodes per hour a buffer size may have: 1/h, 0.5/h, 10/day, 1/min.
     #[arg(long, default_value = "1/h", value_name = "RATE")]

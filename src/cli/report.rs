@@ -10,11 +10,12 @@ use std::path::PathBuf;
 /// Present results: a self-contained HTML report with plots (-o FILE.html), or a terminal summary.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  xrunlab report lat.json run.json -o report.html\n  xrunlab report check.json          # terminal summary\n  xrunlab report --manifest out/manifest.json out/0*.json -o out/report.html   # a suite's results\n\nThe HTML file has inline CSS and SVG only: no scripts, nothing fetched."
+    after_help = "Examples:\n  xrunlab report lat.json run.json -o report.html\n  xrunlab report check.json          # terminal summary\n  xrunlab report xrunlab-results -o report.html   # a suite directory, as `verdict DIR`\n  xrunlab report --manifest out/manifest.json out/0*.json -o out/report.html   # a suite's results\n\nThe HTML file has inline CSS and SVG only: no scripts, nothing fetched."
 )]
 pub struct ReportArgs {
-    /// Result files written by xrunlab (any kind).
-    #[arg(required = true, value_name = "RESULT.json")]
+    /// Result files written by xrunlab (any kind), or a suite's directory (the files its
+    /// manifest lists, with the manifest's stage table; else every *.json in it).
+    #[arg(required = true, value_name = "RESULT.json|DIR")]
     pub files: Vec<PathBuf>,
     /// A suite's manifest.json: its stage table (what ran, what was skipped and why) heads the report.
     #[arg(long, value_name = "MANIFEST.json")]
@@ -29,14 +30,27 @@ fn stop_if_interrupted() -> Result<()> {
 
 pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
     let mut inputs = Vec::with_capacity(a.files.len());
-    for p in &a.files {
-        stop_if_interrupted()?;
-        inputs.push(report::load(p)?);
-    }
-    let manifest = match &a.manifest {
+    let mut manifest = match &a.manifest {
         Some(p) => Some(crate::suite::Manifest::read_file(p)?),
         None => None,
     };
+    for p in &a.files {
+        let found = report::results_in(p)?;
+        if let (Some(n), false) = (&found.note, g.quiet) {
+            output::warn([n]);
+        }
+        // A directory's own manifest heads its report unless --manifest named one.
+        let m = p.join(crate::results::suite::MANIFEST);
+        if p.is_dir() && manifest.is_none() && m.is_file() {
+            manifest = Some(crate::suite::Manifest::read_file(&m)?);
+        }
+        for f in &found.files {
+            stop_if_interrupted()?;
+            inputs.push(report::load(f)?);
+        }
+    }
+    // The answer first, as the suite orders its own report (a directory lists it last).
+    inputs.sort_by_key(|i| i.kind() != "verdict");
     stop_if_interrupted()?;
     match &g.output {
         Some(path) => {

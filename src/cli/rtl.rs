@@ -69,7 +69,7 @@ pub struct RtlArgs {
     #[arg(long)]
     pub buffer: Option<u32>,
     /// Sample rate [default: 48000; jack: the server's].
-    #[arg(long)]
+    #[arg(long, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: Option<u32>,
     /// Periods of buffering n.
     #[arg(long, default_value_t = 2)]

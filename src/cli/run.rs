@@ -48,7 +48,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "virtual")]
     pub driver: DriverKind,
     /// Sample rate in Hz [default: 48000; jack: the server's].
-    #[arg(long)]
+    #[arg(long, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: Option<u32>,
     /// Frames per period [default: 64; jack: the server's, see --set-buffer; alsa: ALSA's
     /// period size].

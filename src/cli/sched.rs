@@ -56,7 +56,7 @@ pub struct SchedArgs {
     /// --rate/--buffer.
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
-    #[arg(long, default_value_t = 48000)]
+    #[arg(long, default_value_t = 48000, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: u32,
     #[arg(long, default_value_t = 128)]
     pub buffer: u32,

@@ -24,7 +24,7 @@ ranked by the symptoms the measurements show. The recommendation is judged under
 a stressed latency result exists, else idle; a buffer size meets the target when its 95 %
 interval lies within it and no run under the same condition surely exceeded it.
 
-Exit codes: 0, or 1 with --fail-if-above when the recommended size is larger than BUFFER
+Exit codes: 0, or 1 with --fail-above when the recommended size is larger than BUFFER
 (or no size is shown to meet the target); 2 for bad input (no results, a latency result
 without histograms, results at another rate than --rate).
 
@@ -32,7 +32,7 @@ Examples:
   xrunlab suite --quick -o results && xrunlab verdict results
   xrunlab verdict lat-idle.json lat-stress.json load.json check.json
   xrunlab verdict results --target 0.1/h --periods 3 --load-pct 70
-  xrunlab verdict results --cost run.json --fail-if-above 256   # in CI: exit 1 above 256 frames
+  xrunlab verdict results --cost run.json --fail-above 256   # in CI: exit 1 above 256 frames
   xrunlab verdict results --json -o verdict.json")]
 pub struct VerdictArgs {
     /// A suite directory or result files.
@@ -48,7 +48,7 @@ pub struct VerdictArgs {
     #[arg(long, default_value = "16..1024", value_name = "LIST")]
     pub buffers: String,
     /// Sample rate [default: the results', else 48000].
-    #[arg(long, value_name = "HZ")]
+    #[arg(long, value_name = "HZ", value_parser = crate::units::parse_rate)]
     pub rate: Option<u32>,
     /// The DSP cost as a share of each period [default: 50 % unless --cost].
     #[arg(long, value_name = "PERCENT", conflicts_with = "cost")]
@@ -59,8 +59,9 @@ pub struct VerdictArgs {
     /// With a --cost load grid of several columns: the one to use, e.g. 1:reverb-heavy.
     #[arg(long, value_name = "TRACKS:PLUGIN")]
     pub cell: Option<String>,
-    /// Exit 1 when the smallest buffer size meeting the target is above BUFFER frames.
-    #[arg(long, value_name = "BUFFER")]
+    /// Exit 1 when the smallest buffer size meeting the target is above BUFFER frames
+    /// (the old --fail-if-above is still accepted).
+    #[arg(long = "fail-above", alias = "fail-if-above", value_name = "BUFFER")]
     pub fail_if_above: Option<u32>,
     /// How latency samples beyond the budget are read (as `predict --holds`): wakeup, or the
     /// conservative timed.
@@ -133,7 +134,7 @@ fn settings(a: &VerdictArgs) -> Result<(f64, Vec<u32>)> {
         return super::usage("--buffers: a buffer of 0 frames");
     }
     if let Some(0) = a.fail_if_above {
-        return super::usage("--fail-if-above 0: expected a buffer size in frames");
+        return super::usage("--fail-above 0: expected a buffer size in frames");
     }
     if a.cell.is_some() && a.cost.is_none() {
         return super::usage("--cell picks a column of the --cost load grid: give --cost");

@@ -80,7 +80,13 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
     let mut header = vec![String::new()];
     header.extend(labels.iter().cloned());
     let mut out = match docs[0] {
-        Body::Latency { .. } => latency(&docs, labels),
+        Body::Latency { .. } => {
+            let mut t = latency(&docs, labels);
+            t.extend(super::compare_kinds::latency_deltas(&docs, labels));
+            t
+        }
+        Body::Latencytest { .. } => super::compare_kinds::latencytest(&docs, &header),
+        Body::Event { .. } => super::compare_kinds::event(&docs, &header),
         Body::Run { .. } => runs(&docs, &header),
         Body::Bench { .. } => bench(&docs, &header),
         Body::Check { .. } => checks(&docs, &header),
@@ -89,12 +95,7 @@ pub fn compare(inputs: &[Input], labels: &[String]) -> Result<Vec<Table>> {
         Body::Sched { .. } => sched(&docs, &header),
         Body::Watch { .. } => watch(&docs, &header),
         // Kinds without a dedicated comparison yet: their fields side by side.
-        Body::Stress { .. }
-        | Body::Audit { .. }
-        | Body::Latencytest { .. }
-        | Body::Event { .. }
-        | Body::Predict { .. }
-        | Body::Verdict { .. } => {
+        Body::Stress { .. } | Body::Audit { .. } | Body::Predict { .. } | Body::Verdict { .. } => {
             vec![generic(inputs, labels)]
         }
     };
@@ -738,13 +739,12 @@ fn figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'static str)> {
         y_label,
         log_x,
         x_integer: !log_x,
-        legend_low: log_x,
         log_y: false,
         points_only: false,
         x_range: None,
         ..Default::default()
     };
-    let mut out = Vec::new();
+    let mut out = super::compare_kinds::latency_figures(inputs, labels);
     if !max.is_empty() {
         out.push((line_chart(&axes("Max instances per track", "parallel tracks", "instances per track", false), &max),
             "Vignati et al. Fig. 2 for every system compared: the most plugin instances per track without a disqualifying xrun, one curve per system, plugin and buffer size (frames)."));

@@ -8,6 +8,7 @@
 
 pub mod answer;
 pub mod compare;
+mod compare_kinds;
 pub mod export;
 pub mod format;
 pub mod grid;

@@ -31,8 +31,57 @@ pub struct Axes<'a> {
     pub x_integer: bool,
     /// A linear y axis spanning the data only, not from 0 (estimates near a large value).
     pub y_tight: bool,
-    /// The legend in the lower right corner (CDFs rise to the upper right).
-    pub legend_low: bool,
+    /// Draw the line y = x with this legend label (measured against modelled values).
+    pub diagonal: Option<&'a str>,
+}
+
+/// Pixels per legend row under the plot.
+const LEGEND_ROW: u32 = 20;
+
+/// The legend's layout under the plot: entries per row (fewer for long labels) and rows.
+fn legend_layout(series: &[Series]) -> (usize, u32) {
+    let longest = series
+        .iter()
+        .map(|s| s.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let per_row = match longest {
+        0..=28 => 3,
+        29..=50 => 2,
+        _ => 1,
+    };
+    (per_row, series.len().div_ceil(per_row) as u32)
+}
+
+/// Labels of a log axis: 1, 2, 5 times each power of ten within `x0..x1`, so a range of
+/// less than a decade (a CDF from 200 to 900 µs) still has numbers under it.
+fn log_keys(x0: f64, x1: f64) -> Vec<f64> {
+    if !(x0 > 0.0 && x1 > x0 && x0.is_finite() && x1.is_finite()) {
+        return Vec::new();
+    }
+    let mut keys = Vec::new();
+    let mut decade = 10f64.powf(x0.log10().floor());
+    while decade <= x1 && keys.len() < 64 {
+        for m in [1.0, 2.0, 5.0] {
+            let k = decade * m;
+            if k >= x0 && k <= x1 {
+                keys.push(k);
+            }
+        }
+        decade *= 10.0;
+    }
+    if keys.len() < 3 {
+        // Under a factor of 2.5: the ends and the middle, rounded to two digits.
+        keys = [x0, (x0 * x1).sqrt(), x1]
+            .iter()
+            .map(|&v| {
+                let p = 10f64.powf(v.log10().floor() - 1.0);
+                (v / p).round() * p
+            })
+            .filter(|&v| v >= x0 && v <= x1)
+            .collect();
+    }
+    keys
 }
 
 fn bounds(series: &[Series], log_x: bool, log_y: bool, y_tight: bool) -> (f64, f64, f64, f64) {
@@ -98,12 +147,55 @@ pub fn line_chart(axes: &Axes, series: &[Series]) -> String {
         // Room for the markers of the first and last whole-number column.
         (x0, x1) = (x0 - 0.25, x1 + 0.25);
     }
+    // The legend goes under the plot, never over a curve.
+    let (per_row, rows) = legend_layout(series);
+    let legend_h = if series.is_empty() {
+        0
+    } else {
+        rows * LEGEND_ROW + 8
+    };
     {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        let _ = draw_lines(&root, axes, series, (x0, x1, y0, y1));
+        let root = SVGBackend::with_string(&mut svg, (W, H + legend_h)).into_drawing_area();
+        let (plot, legend) = root.split_vertically(H);
+        let _ = draw_lines(&plot, axes, series, (x0, x1, y0, y1));
+        let _ = draw_legend(&legend, series, per_row);
         let _ = root.present();
     }
     svg
+}
+
+fn draw_legend(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    series: &[Series],
+    per_row: usize,
+) -> DrawResult {
+    let col_w = (W as i32 - 100) / per_row as i32;
+    let max_chars = (col_w as usize / 7).saturating_sub(4);
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let x = 80 + (i % per_row) as i32 * col_w;
+        let y = 4 + (i / per_row) as i32 * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
+        area.draw(&PathElement::new(
+            vec![(x, y), (x + 18, y)],
+            color.stroke_width(3),
+        ))?;
+        let label: String = if s.label.chars().count() > max_chars {
+            let mut t: String = s.label.chars().take(max_chars.saturating_sub(1)).collect();
+            t.push('…');
+            t
+        } else {
+            s.label.clone()
+        };
+        area.draw(&Text::new(
+            label,
+            (x + 24, y),
+            ("sans-serif", 13)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+    }
+    Ok(())
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
@@ -151,8 +243,8 @@ fn draw_lines(
                     .filter(|&(x, y)| (!axes.log_y || y > 0.0) && (!axes.log_x || x > 0.0))
                     .filter_map(|p| clip(p, (x0, x1, y0, y1)))
                     .collect();
-                let drawn = if axes.points_only {
-                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?
+                if axes.points_only {
+                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
                 } else {
                     // A few points (a grid's cells, a short run's hops) get markers too, so
                     // a single one is still seen; reference lines do not.
@@ -160,31 +252,42 @@ fn draw_lines(
                         chart
                             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
                     }
-                    chart.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
-                };
-                drawn.label(s.label.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
-                });
+                    chart.draw_series(LineSeries::new(pts, color.stroke_width(2)))?;
+                }
             }
-            if !series.is_empty() {
-                chart
-                    .configure_series_labels()
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .position(if axes.legend_low {
-                        SeriesLabelPosition::LowerRight
-                    } else {
-                        SeriesLabelPosition::UpperRight
-                    })
-                    .draw()?;
+            if let Some(label) = axes.diagonal {
+                let (a, b) = (x0.max(y0), x1.min(y1));
+                if b > a {
+                    let grey = RGBColor(110, 110, 110);
+                    chart.draw_series(DashedLineSeries::new(
+                        vec![(a, a), (b, b)],
+                        6,
+                        4,
+                        grey.stroke_width(1),
+                    ))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        label.to_string(),
+                        (b, b),
+                        ("sans-serif", 12)
+                            .into_font()
+                            .color(&grey)
+                            .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                    )))?;
+                }
             }
         }};
     }
+    let keys = log_keys(x0, x1);
     match (axes.log_x, axes.log_y) {
         (false, false) => body!(b.build_cartesian_2d(x0..x1, y0..y1)?),
         (false, true) => body!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
-        (true, false) => body!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
-        (true, true) => body!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
+        (true, false) => {
+            body!(b.build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), y0..y1)?)
+        }
+        (true, true) => body!(b.build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(keys),
+            (y0..y1).log_scale()
+        )?),
     }
     Ok(())
 }
@@ -356,6 +459,37 @@ pub fn vline(label: impl Into<String>, x: f64, y0: f64, y1: f64) -> Series {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_axis_shorter_than_a_decade_still_has_labels() {
+        assert_eq!(log_keys(150.0, 900.0), vec![200.0, 500.0]);
+        let k = log_keys(150.0, 900.0);
+        assert!(
+            k.len() >= 2 && k.iter().all(|&v| (150.0..=900.0).contains(&v)),
+            "{k:?}"
+        );
+        assert_eq!(log_keys(1.0, 1000.0).len(), 10);
+        // Under a factor of 2.5 there is no 1-2-5 step inside: three rounded values.
+        let k = log_keys(310.0, 640.0);
+        assert_eq!(k.len(), 3, "{k:?}");
+        assert!(k.iter().all(|&v| (310.0..=640.0).contains(&v)), "{k:?}");
+        assert!(log_keys(0.0, 10.0).is_empty());
+    }
+
+    #[test]
+    fn the_legend_sits_under_the_plot() {
+        let s = |l: &str, y: f64| Series {
+            label: l.into(),
+            points: vec![(1.0, y), (10.0, y + 1.0)],
+        };
+        let svg = line_chart(&Axes::default(), &[s("one", 1.0), s("two", 2.0)]);
+        assert!(
+            svg.contains(&format!("height=\"{}\"", H + LEGEND_ROW + 8)),
+            "{}",
+            &svg[..200]
+        );
+        assert!(svg.contains(">one<") && svg.contains(">two<"));
+    }
 
     #[test]
     fn decimate_keeps_spikes_and_order() {

@@ -21,7 +21,7 @@ pub struct VerdictConfig {
     pub load_pct: Option<f64>,
     /// `--cost FILE`.
     pub cost_file: Option<String>,
-    /// `--fail-if-above BUFFER`: exit 1 when the recommended size is larger (or none is).
+    /// `--fail-above BUFFER` (formerly `--fail-if-above`): exit 1 when the recommended size is larger (or none is).
     pub fail_if_above: Option<u32>,
     /// How the predictions read latency samples beyond the budget (`--holds`).
     #[serde(default = "crate::measure::predict::Holds::legacy")]
@@ -174,6 +174,6 @@ pub struct VerdictResults {
     pub advice: Vec<Advice>,
     /// What would make the verdict firmer (too-short latency measurements, missing stages).
     pub gaps: Vec<String>,
-    /// `--fail-if-above` was crossed.
+    /// `--fail-above` was crossed.
     pub failed_threshold: bool,
 }

@@ -110,6 +110,21 @@ pub struct AlsaDevice {
 }
 
 impl AlsaDevice {
+    /// Whether `cfg.device` opens for playback now, without configuring it: a command that
+    /// measures several backends asks before it measures any, so a missing or busy device is
+    /// a skipped backend with ALSA's reason, not an error after the others' minutes.
+    pub fn probe(cfg: &AlsaConfig) -> Result<()> {
+        PCM::new(&cfg.device, Direction::Playback, true)
+            .map(drop)
+            .map_err(|e| {
+                Error::cannot_measure(format!(
+                    "cannot open ALSA device '{}': {}",
+                    cfg.device,
+                    alsa_text(&e)
+                ))
+            })
+    }
+
     /// Open `cfg.device` and negotiate the period (xrunlab's `--buffer`), periods and rate
     /// closest to those asked. A device that cannot be opened or configured is an
     /// environment error (exit 3) with ALSA's text.

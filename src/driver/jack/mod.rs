@@ -207,6 +207,12 @@ thread_local! {
     static HELD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Whether a server answers on `cfg`'s server name (a client opened and closed at once,
+/// never starting a server): a multi-backend command's check before it measures anything.
+pub fn probe(cfg: &JackConfig) -> Result<()> {
+    connect(cfg, "xrunlab-probe").map(drop)
+}
+
 /// Open a client named `name` on the configured server, never starting one. Every client
 /// and probe of ours opens here, so all get the same logger, server name and errors.
 pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {

@@ -177,6 +177,43 @@ fn settings(cfg: &EventConfig) -> Vec<Setting> {
     out
 }
 
+/// Why backend `d` cannot be measured here, asked before a grid over several backends
+/// measures any: a missing JACK server or ALSA device is a skipped backend with its reason
+/// (as the suite skips a stage), not a failure after the others' minutes of trials.
+fn unavailable(cfg: &EventConfig, d: DriverKind) -> Option<String> {
+    let outcome = match d {
+        DriverKind::Jack => crate::driver::jack::probe(&cfg.jack.clone().unwrap_or_default()),
+        DriverKind::Alsa => {
+            crate::driver::alsa::AlsaDevice::probe(&cfg.alsa.clone().unwrap_or_default())
+        }
+        _ => Ok(()),
+    };
+    outcome.err().map(|e| e.to_string())
+}
+
+/// The backends of a multi-backend grid that can run, and a skipped line for each that
+/// cannot; an error when none can (nothing would be measured).
+fn available_drivers(cfg: &EventConfig) -> Result<(Vec<DriverKind>, Vec<String>)> {
+    if cfg.grid.is_none() || cfg.drivers.len() < 2 {
+        return Ok((cfg.drivers.clone(), Vec::new()));
+    }
+    let mut ok = Vec::new();
+    let mut skipped = Vec::new();
+    for &d in &cfg.drivers {
+        match unavailable(cfg, d) {
+            None => ok.push(d),
+            Some(why) => skipped.push(format!("{}: every row (not measured): {why}", d.name())),
+        }
+    }
+    if ok.is_empty() {
+        return Err(crate::error::Error::cannot_measure(format!(
+            "no backend of --drivers can run here: {}",
+            skipped.join("; ")
+        )));
+    }
+    Ok((ok, skipped))
+}
+
 /// `xrunlab event`: every setting the config asks for. A grid row a backend refuses (a
 /// buffer size the JACK server rejects) is listed in `skipped`; an interrupt ends the run with
 /// what was measured so far. With forensics a recording starts before every setting, its
@@ -185,9 +222,12 @@ pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventRunResult> {
     cfg.validate()?;
     // A missing GPIO chip is known before anything starts.
     let gpio = cfg.gpio.as_ref().map(GpioLine::open).transpose()?;
-    let list = settings(cfg);
+    let (drivers, mut skipped) = available_drivers(cfg)?;
+    let list: Vec<Setting> = settings(cfg)
+        .into_iter()
+        .filter(|s| drivers.contains(&s.driver))
+        .collect();
     let mut runs = Vec::new();
-    let mut skipped = Vec::new();
     let mut status = Status::Complete;
     session.progress().set_total(cfg.trials as u64);
     for s in &list {

@@ -25,8 +25,8 @@ fn setting(r: &EventRun) -> String {
     }
 }
 
-/// Measured against modelled mean latency, one series per driver and scenario, with the
-/// diagonal where the two agree.
+/// Measured against modelled mean latency, one series per driver and scenario (the chart
+/// draws the diagonal where the two agree as a dashed line: a series of markers cannot).
 fn model_series(r: &EventResults) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for run in r.runs.iter().filter(|x| x.latency.count > 0) {
@@ -38,16 +38,6 @@ fn model_series(r: &EventResults) -> Vec<Series> {
                 points: vec![p],
             }),
         }
-    }
-    let hi = out
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0.max(p.1)))
-        .fold(0.0, f64::max);
-    if hi > 0.0 {
-        out.push(Series {
-            label: "measured = model".into(),
-            points: vec![(0.0, 0.0), (hi, hi)],
-        });
     }
     out
 }
@@ -85,7 +75,7 @@ pub fn section(cfg: &EventConfig, r: &EventResults) -> Markup {
         }
         @if !vs_model.is_empty() {
             (figure(line_chart(&Axes { title: "Mean latency: measured vs model", x_label: "model mean (ms)",
-                    y_label: "measured mean (ms)", points_only: true, ..Default::default() }, &vs_model),
+                    y_label: "measured mean (ms)", points_only: true, diagonal: Some("measured = model"), ..Default::default() }, &vs_model),
                 "One point per setting; on the diagonal the measurement equals the model (output delay + half a period + onset). ALSA pushes, so its latency grows with the whole buffer; JACK pulls, so it grows with the period."))
         }
         @if single.len() <= 4 {

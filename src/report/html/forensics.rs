@@ -126,8 +126,11 @@ fn draw_timeline(
             })
             .map(|s| {
                 let i = lane(s.culprit.kind);
+                // A label as long as its span (about 6 px a character over ~640 px of
+                // plot): neighbours in a lane never run into each other.
+                let fits = ((us(s.to_ns - s.from_ns) / len * 640.0) / 6.0) as usize;
                 Text::new(
-                    s.culprit.label(),
+                    fit_label(&s.culprit.label(), fits.saturating_sub(1)),
                     (us(s.from_ns) + len * 0.005, top(i) - 0.5),
                     ("sans-serif", 11)
                         .into_font()
@@ -136,11 +139,25 @@ fn draw_timeline(
                 )
             }),
     )?;
+    // "woken" hangs from the top and "running" stands on the bottom: two marks a few µs
+    // apart do not print over each other.
     let marks = [
-        (t.waking_ns, "woken", RGBColor(33, 102, 172)),
-        (Some(t.wake_ns.max(t.t_ideal_ns)), "running", BLACK),
+        (
+            t.waking_ns,
+            "woken",
+            RGBColor(33, 102, 172),
+            lanes,
+            VPos::Top,
+        ),
+        (
+            Some(t.wake_ns.max(t.t_ideal_ns)),
+            "running",
+            BLACK,
+            0.0,
+            VPos::Bottom,
+        ),
     ];
-    for (at, label, color) in marks {
+    for (at, label, color, y, vpos) in marks {
         let Some(at) = at else { continue };
         let x = us(at.saturating_sub(t.t_ideal_ns)).min(len);
         chart.draw_series(std::iter::once(PathElement::new(
@@ -149,14 +166,23 @@ fn draw_timeline(
         )))?;
         chart.draw_series(std::iter::once(Text::new(
             label,
-            (x, lanes),
+            (x, y),
             ("sans-serif", 12)
                 .into_font()
                 .color(&color)
-                .pos(Pos::new(HPos::Left, VPos::Top)),
+                .pos(Pos::new(HPos::Left, vpos)),
         )))?;
     }
     Ok(())
+}
+
+/// `label` cut to `chars` characters with an ellipsis; empty when not even two fit.
+fn fit_label(label: &str, chars: usize) -> String {
+    match label.chars().count() {
+        n if n <= chars => label.to_string(),
+        _ if chars < 2 => String::new(),
+        _ => label.chars().take(chars - 1).chain(['…']).collect(),
+    }
 }
 
 /// The traced parts of a measurement (failed load trials, sched rows, latencytest phases),

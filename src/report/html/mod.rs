@@ -41,6 +41,13 @@ ul.warnings li{color:#8a4b00}
 .ok{color:#176d1c}.warn{color:#8a4b00;font-weight:bold}.fail{color:#b00020;font-weight:bold}
 figure{margin:1em 0}figcaption{font-size:0.85em;color:#555;max-width:760px}
 code{background:#f4f4f4;padding:0 3px}
+div.answer{border-left:10px solid #888;border-radius:4px;padding:0.5em 1em;margin:1em 0;font-size:1.2em}
+div.answer p{margin:0.3em 0}div.answer p.headline{font-weight:bold}
+div.answer.tone-ok{background:#e6f4e7;border-color:#176d1c}
+div.answer.tone-warn{background:#fff3dc;border-color:#c77800}
+div.answer.tone-fail{background:#fde7ea;border-color:#b00020}
+div.answer code{background:#fff;font-size:0.85em}
+p.same-env{font-size:0.85em;color:#555}
 ";
 
 /// A whole report over `inputs`, in the order given.
@@ -49,16 +56,20 @@ pub fn report(inputs: &[Input]) -> String {
 }
 
 /// A report headed by a suite's stage table when `manifest` is given. Verdicts given first
-/// come before it: the answer, then how it was reached.
+/// come before it: their coloured answer opens the page, then how it was reached, then the
+/// environment once (each section then shows only what differs from it).
 pub fn report_with(inputs: &[Input], manifest: Option<&crate::results::suite::Manifest>) -> String {
     let lead = inputs.iter().take_while(|i| i.kind() == "verdict").count();
+    let base = Base::of(inputs);
     page(
         "xrunlab report",
         html! {
+            @for inp in inputs.iter().take(lead) { (answer_of(inp)) }
             p { "xrunlab " (env!("CARGO_PKG_VERSION")) " — " (inputs.len()) " result(s)" }
             @for (i, inp) in inputs.iter().enumerate().take(lead) {
-                (section(i + 1, inp))
+                (section(i + 1, inp, &base, true))
             }
+            (base.block())
             @if let Some(m) = manifest { (suite_table(m)) (tuning::section(m, inputs)) }
             ul.toc {
                 @for (i, inp) in inputs.iter().enumerate() {
@@ -66,10 +77,60 @@ pub fn report_with(inputs: &[Input], manifest: Option<&crate::results::suite::Ma
                 }
             }
             @for (i, inp) in inputs.iter().enumerate().skip(lead) {
-                (section(i + 1, inp))
+                (section(i + 1, inp, &base, false))
             }
         },
     )
+}
+
+/// The coloured one-sentence answer of a verdict input; nothing for other kinds.
+fn answer_of(inp: &Input) -> Markup {
+    match &inp.item {
+        Loaded::Doc(doc) => match &doc.body {
+            Body::Verdict { results, .. } => verdict::answer(results),
+            _ => html! {},
+        },
+        Loaded::Other { .. } => html! {},
+    }
+}
+
+/// The environment shared by a report's results, shown once at the top: the first result's
+/// rows and the warnings every result carries. A result then lists only what differs (its
+/// stress, another kernel when results of two machines are reported together).
+struct Base {
+    rows: Vec<(&'static str, String)>,
+    warnings: Vec<String>,
+}
+
+impl Base {
+    fn of(inputs: &[Input]) -> Base {
+        let rows = inputs
+            .iter()
+            .find_map(|i| i.environment())
+            .map(env_rows)
+            .unwrap_or_default();
+        let mut warnings: Vec<String> = inputs
+            .first()
+            .map(|i| i.warnings().to_vec())
+            .unwrap_or_default();
+        warnings.retain(|w| inputs.iter().all(|i| i.warnings().contains(w)));
+        Base { rows, warnings }
+    }
+
+    fn block(&self) -> Markup {
+        if self.rows.is_empty() {
+            return html! {};
+        }
+        html! {
+            div.environment.common {
+                h2 { "Environment" }
+                @if !self.warnings.is_empty() {
+                    ul.warnings { @for w in &self.warnings { li { "⚠ " (w) } } }
+                }
+                table { @for (k, v) in &self.rows { tr { th { (k) } td { (v) } } } }
+            }
+        }
+    }
 }
 
 /// What a suite ran, skipped (and why) and how long each stage took.
@@ -120,11 +181,12 @@ pub fn page(title: &str, body: Markup) -> String {
     .into_string()
 }
 
-fn section(n: usize, inp: &Input) -> Markup {
+/// One result's section; `answered`: its verdict's answer already opens the page.
+fn section(n: usize, inp: &Input, base: &Base, answered: bool) -> Markup {
     html! {
         section.result id={ "r" (n) } data-kind=(inp.kind()) {
             h2 { (n) ". " (inp.kind()) " — " (inp.name()) }
-            (environment(inp))
+            (environment(inp, base))
             @match &inp.item {
                 Loaded::Doc(doc) => @match &doc.body {
                     Body::Latency { config, results } => (latency::section(config, results)),
@@ -139,7 +201,10 @@ fn section(n: usize, inp: &Input) -> Markup {
                     Body::Rtl { config, results } => (rtl::section(config, results)),
                     Body::Event { config, results } => (event::section(config, results)),
                     Body::Predict { config, results } => (predict::section(config, results)),
-                    Body::Verdict { config, results } => (verdict::section(config, results)),
+                    Body::Verdict { config, results } => {
+                        @if !answered { (verdict::answer(results)) }
+                        (verdict::section(config, results))
+                    }
                     Body::Watch { config, results } => (watch::section(config, results)),
                 },
                 Loaded::Other { kind, value, .. } => (generic::section(kind, value)),
@@ -148,7 +213,7 @@ fn section(n: usize, inp: &Input) -> Markup {
     }
 }
 
-fn environment(inp: &Input) -> Markup {
+fn environment(inp: &Input, base: &Base) -> Markup {
     let command = match &inp.item {
         Loaded::Doc(d) => d.command.join(" "),
         Loaded::Other { value, .. } => value
@@ -162,36 +227,91 @@ fn environment(inp: &Input) -> Markup {
             })
             .unwrap_or_default(),
     };
+    let differs: Vec<(&'static str, String)> = inp
+        .environment()
+        .map(env_rows)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| !base.rows.contains(r))
+        .collect();
+    let own: Vec<&String> = inp
+        .warnings()
+        .iter()
+        .filter(|w| !base.warnings.contains(w))
+        .collect();
     html! {
         div.environment {
-            h3 { "Environment" }
-            @if !inp.warnings().is_empty() {
+            @if !own.is_empty() {
                 ul.warnings {
-                    @for w in inp.warnings() { li { "⚠ " (w) } }
+                    @for w in own { li { "⚠ " (w) } }
                 }
             }
             table {
                 tr { th { "status" } td { (inp.status()) } }
                 tr { th { "command" } td { code { (command) } } }
-                @if let Some(env) = inp.environment() { (env_rows(env)) }
+                @for (k, v) in &differs { tr { th { (k) } td { (v) } } }
+            }
+            @if differs.is_empty() && inp.environment().is_some() {
+                p.same-env { "Environment as in the report's Environment section." }
             }
         }
     }
 }
 
-fn env_rows(env: &Environment) -> Markup {
+/// The environment as (label, value) rows, compared row by row between results.
+fn env_rows(env: &Environment) -> Vec<(&'static str, String)> {
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
-    html! {
-        tr { th { "system" } td { (crate::report::text::style::system_line(env)) } }
-        tr { th { "preemption" } td { (env.preempt.model) } }
-        tr { th { "governor" } td { @if env.governor.is_empty() { "no cpufreq" } @else { (env.governor.join(", ")) } } }
-        tr { th { "SMT" } td { (env.smt.map_or("unknown".to_string(), |s| if s { "on".into() } else { "off".into() })) } }
-        tr { th { "isolation" } td { "isolcpus " (opt(&env.isolation.isolcpus)) ", nohz_full " (opt(&env.isolation.nohz_full)) ", threadirqs " (env.isolation.threadirqs) } }
-        tr { th { "RT throttling" } td { (env.limits.sched_rt_runtime_us.map_or("unknown".into(), |r| if r < 0 { "off".to_string() } else { format!("{r} µs per period") })) } }
-        tr { th { "RLIMIT_RTPRIO" } td { (env.limits.rtprio) " (euid " (env.limits.euid) ")" } }
-        tr { th { "clocksource" } td { (opt(&env.clocksource)) } }
-        tr { th { "stress" } td { @if env.stress.is_empty() { "none (idle)" } @else { (env.stress.join(", ")) } } }
-    }
+    vec![
+        ("system", crate::report::text::style::system_line(env)),
+        ("preemption", env.preempt.model.to_string()),
+        (
+            "governor",
+            if env.governor.is_empty() {
+                "no cpufreq".into()
+            } else {
+                env.governor.join(", ")
+            },
+        ),
+        (
+            "SMT",
+            env.smt
+                .map_or("unknown".into(), |s| if s { "on" } else { "off" }.into()),
+        ),
+        (
+            "isolation",
+            format!(
+                "isolcpus {}, nohz_full {}, threadirqs {}",
+                opt(&env.isolation.isolcpus),
+                opt(&env.isolation.nohz_full),
+                env.isolation.threadirqs
+            ),
+        ),
+        (
+            "RT throttling",
+            env.limits
+                .sched_rt_runtime_us
+                .map_or("unknown".into(), |r| {
+                    if r < 0 {
+                        "off".to_string()
+                    } else {
+                        format!("{r} µs per period")
+                    }
+                }),
+        ),
+        (
+            "RLIMIT_RTPRIO",
+            format!("{} (euid {})", env.limits.rtprio, env.limits.euid),
+        ),
+        ("clocksource", opt(&env.clocksource)),
+        (
+            "stress",
+            if env.stress.is_empty() {
+                "none (idle)".into()
+            } else {
+                env.stress.join(", ")
+            },
+        ),
+    ]
 }
 
 /// A figure around an inline SVG.

@@ -95,7 +95,6 @@ pub fn section(cfg: &SchedConfig, r: &SchedResults) -> Markup {
         title,
         x_label,
         y_label: "share of cycles ≤ x",
-        legend_low: true,
         log_x: true,
         log_y: false,
         points_only: false,

@@ -1,13 +1,29 @@
 //! The verdict section: first in a suite's report.
 
+use crate::report::answer::Tone;
 use crate::report::format::per_hour;
 use crate::report::verdict::{row_cells, HEADER};
 use crate::results::verdict::{VerdictConfig, VerdictResults};
 use maud::{html, Markup};
 
+/// The answer in a box coloured by its tone (green decided, amber undecided, red failing),
+/// with the command to run next: what a reader of the report sees first.
+pub fn answer(r: &VerdictResults) -> Markup {
+    let tone = match crate::report::answer::tone(r.recommended_frames, &r.rows, r.judged_on) {
+        Tone::Ok => "tone-ok",
+        Tone::Warn => "tone-warn",
+        Tone::Fail => "tone-fail",
+    };
+    html! {
+        div class={ "answer " (tone) } {
+            p.headline { (r.headline) }
+            @if let Some(next) = &r.next { p.next { "next: " code { (next) } } }
+        }
+    }
+}
+
 pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
     html! {
-        p.headline { b { (r.headline) } }
         p { (cfg.rate) " Hz, " (cfg.periods) " periods, target " (per_hour(cfg.target_per_hour))
             " glitch/h; " (cfg.holds.describe()) "; compute: " (r.compute) }
         table.verdict {

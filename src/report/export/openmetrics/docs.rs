@@ -315,7 +315,7 @@ fn add_verdict(m: &mut Metrics, l: &Labels, r: &crate::results::verdict::Verdict
     }
     m.gauge(
         "xrunlab_verdict_pass",
-        "1 when some buffer size meets the target (within --fail-if-above when given).",
+        "1 when some buffer size meets the target (within --fail-above when given).",
         l.clone(),
         f64::from(u8::from(
             r.recommended_frames.is_some() && !r.failed_threshold,
