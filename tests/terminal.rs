@@ -127,8 +127,9 @@ fn verdict_and_predict_render_golden_in_80_columns() {
             .current_dir(root())
             .args(&args)
             .args(["-q", "-o", out.to_str().unwrap()])
-            .status()
-            .unwrap();
+            .output()
+            .unwrap()
+            .status;
         assert!(st.code().is_some_and(|c| c <= 1), "{name}: {st}");
         let doc = xrunlab::results::read_result(&out).unwrap();
         golden(&format!("{name}_summary"), || {
