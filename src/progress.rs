@@ -56,7 +56,9 @@ pub fn for_terminal(quiet: bool, total: u64) -> Box<dyn Progress> {
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} {msg:24} [{bar:30}] {pos}/{len} {elapsed_precise} ETA {eta}",
+            // The live figures (`msg`) take what is left of the terminal's width, so the
+            // line never wraps and `finish_and_clear` leaves nothing behind.
+            "{spinner} [{bar:16}] {pos}/{len} {elapsed} ETA {eta} {wide_msg}",
         )
         .expect("static template")
         .progress_chars("=> "),

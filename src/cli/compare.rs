@@ -122,7 +122,7 @@ pub fn run(a: CompareArgs, g: &Global) -> Result<u8> {
         crate::results::write_atomic(path, html.as_bytes())?;
     }
     if !g.quiet {
-        output::stdout(&compare::to_text(&tables));
+        output::human(&compare::to_text(&tables));
         if let Some(path) = &g.output {
             output::stdout(&format!("comparison written to {}\n", path.display()));
         }

@@ -18,6 +18,11 @@ pub fn stdout(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
+/// Human text to stdout, each line kept to 80 columns (`report::text::style::fit`).
+pub fn human(text: &str) {
+    stdout(&crate::report::text::style::fit(text));
+}
+
 /// Colour the answers when stdout is a terminal and `NO_COLOR` (no-color.org) is unset or
 /// empty.
 pub fn init_colour() {
@@ -36,7 +41,10 @@ pub fn stderr(text: &str) {
 pub fn warn<'a>(warnings: impl IntoIterator<Item = &'a String>) {
     let lines: String = warnings
         .into_iter()
-        .map(|w| format!("xrunlab: warning: {w}\n"))
+        .map(|w| {
+            let line = crate::report::text::style::wrap(&format!("xrunlab: warning: {w}"), 2);
+            format!("{line}\n")
+        })
         .collect();
     stderr(&lines);
 }
@@ -255,10 +263,11 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
         stdout(json);
     }
     if !g.quiet {
+        let human = crate::report::text::style::fit(human);
         if g.json {
-            stderr(human);
+            stderr(&human);
         } else {
-            stdout(human);
+            stdout(&human);
         }
         if let Ok(Some(path)) = &written {
             let line = format!("result written to {}\n", path.display());

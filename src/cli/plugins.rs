@@ -123,7 +123,7 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
                 ]);
             }
             if !g.quiet {
-                output::stdout(&format!("{t}\n"));
+                output::human(&format!("{t}\n"));
             }
             Ok(0)
         }
@@ -280,7 +280,7 @@ fn list_installed(
 fn list_format(f: &dyn PluginFormat, filter: Option<&str>) {
     let found = f.list(filter);
     if found.is_empty() {
-        output::stdout(&format!(
+        output::human(&format!(
             "no {} plugin{} found on {}\n",
             f.title(),
             filter
@@ -314,8 +314,8 @@ fn list_format(f: &dyn PluginFormat, filter: Option<&str>) {
         c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
     }
     let hostable = found.iter().filter(|d| d.unhostable.is_none()).count();
-    output::stdout(&format!("{t}\n"));
-    output::stdout(&format!(
+    output::human(&format!("{t}\n"));
+    output::human(&format!(
         "{} {} plugins, {hostable} hostable; use one as {p}{id} or {p}NAME in --chain/--plugins\n",
         found.len(),
         f.title(),
@@ -332,8 +332,8 @@ fn show(target: &str, g: &Global) -> Result<u8> {
     if g.quiet {
         return Ok(0);
     }
-    output::stdout(&format!("{} ({}, {})\n", d.name, d.uri, d.class));
-    output::stdout(&format!(
+    output::human(&format!("{} ({}, {})\n", d.name, d.uri, d.class));
+    output::human(&format!(
         "required features: {}\n",
         if d.required_features.is_empty() {
             "none".to_string()
@@ -342,11 +342,11 @@ fn show(target: &str, g: &Global) -> Result<u8> {
         }
     ));
     match &d.unhostable {
-        None => output::stdout("hostable: yes\n"),
-        Some(why) => output::stdout(&format!("hostable: no: {why}\n")),
+        None => output::human("hostable: yes\n"),
+        Some(why) => output::human(&format!("hostable: no: {why}\n")),
     }
     if let Some(i) = d.latency_port {
-        output::stdout(&format!("reports its latency on port {i}\n"));
+        output::human(&format!("reports its latency on port {i}\n"));
     }
     let mut t = new_table(&["#", "symbol", "name", "kind", "dir", "default", "range"]);
     for p in &d.ports {
@@ -371,7 +371,7 @@ fn show(target: &str, g: &Global) -> Result<u8> {
             }),
         ]);
     }
-    output::stdout(&format!("{t}\n"));
+    output::human(&format!("{t}\n"));
     if d.unhostable.is_some() {
         return Ok(0);
     }
@@ -382,7 +382,7 @@ fn show(target: &str, g: &Global) -> Result<u8> {
         .take(2)
         .map(|p| format!("{}={}", p.symbol, opt_num(p.default)))
         .collect();
-    output::stdout(&format!(
+    output::human(&format!(
         "use: --chain '{}{}{}'\n",
         f.prefix(),
         d.uri,

@@ -181,15 +181,15 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         export_results(&a.export, &m, &dir)?;
     }
     if g.json {
-        output::stdout(&format!(
+        output::human(&format!(
             "{}\n",
             serde_json::to_string_pretty(&m).expect("manifest serialises")
         ));
     } else if !g.quiet {
         // The answer first, the stages after it.
         match suite::verdict_text(&m, &dir) {
-            Some(v) => output::stdout(&format!("{v}\n{}", suite::summary(&m, &dir))),
-            None => output::stdout(&suite::summary(&m, &dir)),
+            Some(v) => output::human(&format!("{v}\n{}", suite::summary(&m, &dir))),
+            None => output::human(&suite::summary(&m, &dir)),
         }
     }
     Ok(m.exit_code())

@@ -150,10 +150,11 @@ fn json<T: serde::Serialize>(v: &T) -> String {
 /// The human text on stdout, or on stderr with --json; -o writes the document.
 pub(super) fn emit(doc: &str, human: &str, g: &Global) -> Result<()> {
     if !g.quiet {
+        let human = crate::report::text::style::fit(human);
         if g.json {
-            output::stderr(human);
+            output::stderr(&human);
         } else {
-            output::stdout(human);
+            output::stdout(&human);
         }
     }
     if let Some(path) = &g.output {

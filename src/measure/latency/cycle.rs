@@ -224,7 +224,13 @@ impl ThreadState {
 }
 
 /// The measuring loop of one thread. Runs with the RT policy: no allocation, no I/O.
-fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64) -> ThreadState {
+fn run_thread(
+    mut st: ThreadState,
+    p: Plan,
+    start: Arc<AtomicU64>,
+    phase_ns: u64,
+    live: Arc<super::live::Live>,
+) -> ThreadState {
     // Wait for the release (or an abort) without spinning: a spinning FIFO thread could
     // starve the spawner on a small machine.
     let t0 = loop {
@@ -265,6 +271,7 @@ fn run_thread(mut st: ThreadState, p: Plan, start: Arc<AtomicU64>, phase_ns: u64
             break;
         }
         st.record(now - target, now - t0, target_off, &p);
+        live.record(now - target);
         if let Some(th) = p.spikes_above_ns {
             let cycle = st.count - 1;
             // Capacity reserved up front: these pushes never reallocate.
@@ -335,8 +342,10 @@ pub(super) fn measure_keeping(
 
     let start = Arc::new(AtomicU64::new(NOT_RELEASED));
     let mut threads = Vec::with_capacity(cpus.len());
+    let lives: Vec<Arc<super::live::Live>> = cpus.iter().map(|_| Arc::default()).collect();
     for (i, &cpu) in cpus.iter().enumerate() {
         let st = ThreadState::new(cpu, &p);
+        let live = lives[i].clone();
         // Spread the threads' wake-ups evenly over one interval. Cyclictest's threads get
         // arbitrary phases from their start times; a common phase would make every CPU take
         // its timer interrupt at the same instant, which on a VM adds hypervisor contention
@@ -354,7 +363,7 @@ pub(super) fn measure_keeping(
                 vec![cpu]
             },
         };
-        match rt::thread::spawn_rt(spec, move || run_thread(st, p, s, phase_ns)) {
+        match rt::thread::spawn_rt(spec, move || run_thread(st, p, s, phase_ns, live)) {
             Ok(t) => threads.push(t),
             Err(e) => {
                 start.store(ABORT, Ordering::Release);
@@ -375,6 +384,7 @@ pub(super) fn measure_keeping(
         std::thread::sleep(std::time::Duration::from_millis(100));
         let now = clock::monotonic_ns();
         progress.set_position((now.saturating_sub(t0) / clock::NS_PER_S).min(total_s));
+        progress.set_message(&super::live::line(&cpus, &lives));
     }
     progress.finish();
     let states: Vec<ThreadState> = threads.into_iter().map(|t| t.join()).collect();

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod cycle;
+mod live;
 use cycle::{measure_keeping, plan, simulate_thread, summarise, ThreadState};
 
 /// The default interval, 200 µs, as in Vignati et al.'s `cyclictest -i200`.

@@ -81,6 +81,7 @@ pub fn section(f: &crate::trace::Forensics) -> String {
             f.culprits.len() - 10
         ));
     }
+    s.push_str(&offenders(f));
     let count = |v: WakeVerdict| f.windows.iter().filter(|w| w.wakeup.verdict == v).count();
     s.push_str(&format!(
         "wake-ups: {} came late (timer/IRQ), {} runnable but not scheduled, {} not traced (no sleep or lost)\n",
@@ -90,6 +91,71 @@ pub fn section(f: &crate::trace::Forensics) -> String {
     ));
     if let Some(p) = &f.csv_file {
         s.push_str(&format!("attributed windows: {p}\n"));
+    }
+    s
+}
+
+/// LatencyMon's sections from the trace: the top hard IRQ (timer callbacks included),
+/// softirq and task by the time they took (max in one window, share of all time taken),
+/// then per CPU the windows and what each kind took there. Page faults are not traced.
+fn offenders(f: &crate::trace::Forensics) -> String {
+    use crate::trace::CulpritKind as K;
+    use crate::units::format_ns;
+    let all: u64 = f.culprits.iter().map(|c| c.total_ns).sum();
+    if all == 0 {
+        return String::new();
+    }
+    let share = |ns: u64| format!("{:.0} %", ns as f64 * 100.0 / all as f64);
+    let kinds = [
+        (K::Irq, "hard IRQ"),
+        (K::Softirq, "softirq"),
+        (K::Task, "task"),
+    ];
+    let mut t = new_table(&["top offender", "", "max", "share"]);
+    for (kind, what) in kinds {
+        let top = f
+            .culprits
+            .iter()
+            .filter(|c| c.culprit.kind == kind)
+            .max_by_key(|c| c.total_ns);
+        t.add_row(match top {
+            Some(c) => vec![
+                Cell::new(what),
+                Cell::new(c.culprit.label()),
+                num(format_ns(c.worst_ns)),
+                num(share(c.total_ns)),
+            ],
+            None => vec![Cell::new(what), Cell::new("none"), num("—"), num("—")],
+        });
+    }
+    t.add_row(vec![
+        Cell::new("page faults"),
+        Cell::new("not traced"),
+        num("—"),
+        num("—"),
+    ]);
+    let mut s = format!("{t}\n");
+    if f.cpus.len() > 1 {
+        let mut c = new_table(&["CPU", "windows", "hard IRQ", "softirq", "tasks"]);
+        for &cpu in &f.cpus {
+            let took = |kind: K| {
+                let ns: u64 = f
+                    .culprits
+                    .iter()
+                    .filter(|r| r.cpu == Some(cpu) && r.culprit.kind == kind)
+                    .map(|r| r.total_ns)
+                    .sum();
+                num(format_ns(ns))
+            };
+            c.add_row(vec![
+                num(cpu),
+                num(f.windows.iter().filter(|w| w.cpu == Some(cpu)).count()),
+                took(K::Irq),
+                took(K::Softirq),
+                took(K::Task),
+            ]);
+        }
+        s.push_str(&format!("{c}\n"));
     }
     s
 }

@@ -53,6 +53,7 @@ pub fn summary(
         t.add_row(row("all".into(), &r.overall));
     }
     let mut out = format!("{t}\n");
+    out.push_str(&buckets(&[("", r)]));
     let o = &r.overall;
     if let (Some(cpu), Some(cycle), Some(at)) = (o.max_cpu, o.max_cycle, o.max_at_ns) {
         out.push_str(&format!(
@@ -124,7 +125,10 @@ pub fn measured(
     r: &crate::measure::latency::LatencyResult,
 ) -> String {
     let mut s = match &r.baseline {
-        Some(b) => phases(&[("idle", b), ("stress", r)]),
+        Some(b) => {
+            let both = [("idle", b.as_ref()), ("stress", r)];
+            phases(&both) + &buckets(&both)
+        }
         None => summary(cfg, r),
     };
     if let Some(st) = &r.stress {
@@ -134,4 +138,73 @@ pub fn measured(
         s.push_str(&super::forensics::section(f));
     }
     s
+}
+
+/// LatencyMon's count buckets, in µs: where a wake-up's lateness falls.
+const BUCKETS_US: [u64; 5] = [250, 500, 1000, 2000, 4000];
+
+/// One CPU's wake-ups counted in [`BUCKETS_US`] (six counts, the last ≥ 4000 µs), from the
+/// 1 µs histogram and the overflows' values; and the overflows no value was kept for
+/// (imported results), which no bucket can hold.
+fn bucket_counts(c: &crate::measure::latency::CpuLatency) -> ([u64; 6], u64) {
+    let mut n = [0u64; 6];
+    let at = |v_us: u64| BUCKETS_US.iter().take_while(|&&b| v_us >= b).count();
+    for &(v, k) in &c.histogram_us {
+        n[at(v)] += k;
+    }
+    let mut split = 0;
+    for &(v_ns, k) in &c.overflow_ns {
+        n[at(v_ns / 1000)] += k;
+        split += k;
+    }
+    (n, c.stats.overflows.saturating_sub(split))
+}
+
+/// The wake-ups of each phase and CPU counted in LatencyMon's buckets (< 250 µs up to
+/// ≥ 4000 µs), all CPUs last; empty without histograms.
+pub fn buckets(phases: &[(&str, &crate::measure::latency::LatencyResult)]) -> String {
+    if phases
+        .iter()
+        .all(|(_, r)| r.per_cpu.iter().all(|c| c.histogram_us.is_empty()))
+    {
+        return String::new();
+    }
+    let mut t = new_table(&[
+        "CPU",
+        "< 250",
+        "250–500",
+        "500–1000",
+        "1000–2000",
+        "2000–4000",
+        "≥ 4000",
+    ]);
+    let mut unsplit = 0;
+    for (name, r) in phases {
+        let mut all = [0u64; 6];
+        let label = |cpu: &str| match name {
+            &"" => cpu.to_string(),
+            n => format!("{n} {cpu}"),
+        };
+        for c in &r.per_cpu {
+            let (n, u) = bucket_counts(c);
+            unsplit += u;
+            all.iter_mut().zip(n).for_each(|(a, b)| *a += b);
+            let mut row = vec![Cell::new(label(&c.cpu.to_string()))];
+            row.extend(n.iter().map(num));
+            t.add_row(row);
+        }
+        if r.per_cpu.len() > 1 {
+            let mut row = vec![Cell::new(label("all"))];
+            row.extend(all.iter().map(num));
+            t.add_row(row);
+        }
+    }
+    let mut out = format!("wake-ups by lateness, µs (LatencyMon's buckets):\n{t}\n");
+    if unsplit > 0 {
+        out.push_str(&format!(
+            "{unsplit} wake-ups above the histogram's bound are in no bucket: the file kept \
+             only their count\n"
+        ));
+    }
+    out
 }

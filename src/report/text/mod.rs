@@ -24,7 +24,7 @@ use crate::results::{Body, ResultDoc};
 
 /// The summary of one result document's body, as `report FILE` prints it.
 pub fn body(doc: &ResultDoc) -> String {
-    match &doc.body {
+    style::fit(&match &doc.body {
         Body::Check { results, .. } => check::summary(results),
         Body::Latency { config, results } => latency::summary(config, results),
         Body::Run { config, results } => run::summary(config, results, doc.status),
@@ -41,7 +41,7 @@ pub fn body(doc: &ResultDoc) -> String {
         Body::Verdict { config, results } => verdict::summary(config, results),
         Body::Event { config, results } => event::summary(config, results),
         Body::Watch { config, results } => watch::summary(config, results, doc.status),
-    }
+    })
 }
 
 /// One input of `report` without `-o`: a heading naming the file, its kind and status, the
@@ -58,13 +58,13 @@ pub fn input(i: &Input) -> String {
         s.push_str(&format!("{}\n", style::wrap(&style::system_line(env), 2)));
     }
     for w in i.warnings() {
-        s.push_str(&format!("warning: {w}\n"));
+        s.push_str(&format!("{}\n", style::wrap(&format!("warning: {w}"), 2)));
     }
     match &i.item {
         Loaded::Doc(doc) => s.push_str(&body(doc)),
         Loaded::Other { value, .. } => {
             for (k, v) in super::flatten(value.get("results").unwrap_or(value), 40) {
-                s.push_str(&format!("{k}: {v}\n"));
+                s.push_str(&format!("{}\n", style::wrap(&format!("{k}: {v}"), 2)));
             }
         }
     }
@@ -140,7 +140,7 @@ mod tests {
     fn every_fixture_kind_has_its_summary() {
         let heads = [
             ("bench.json", "plugins bench at "),
-            ("check.json", "ok User and audio group: "),
+            ("check.json", "ok   User and audio group: "),
             ("event.json", "Trigger-to-sound latency at "),
             ("latency.json", "┌"),
             ("latencytest.json", "latencytest: fragment "),

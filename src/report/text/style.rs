@@ -3,17 +3,233 @@
 use crate::system::Environment;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, CellAlignment, ContentArrangement, Table};
 
-/// A table with the house style: compact borders, wrapped to the terminal when there is one.
-pub fn new_table(header: &[&str]) -> Table {
+/// A table with the house style: compact borders, [`WIDTH`] columns wide on any terminal or
+/// file. Built like a comfy-table (it derefs to one); printing it fits it (see [`Tab`]).
+pub fn new_table(header: &[&str]) -> Tab {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.iter().map(Cell::new));
-    if t.width().is_none() {
-        // Not a terminal: keep lines readable in logs.
-        t.set_width(140);
+        .set_header(header.iter().map(Cell::new))
+        .set_width(width() as u16);
+    Tab(t)
+}
+
+/// A table that prints within [`WIDTH`] columns without ever splitting a word, a number from
+/// its unit or a command: each column is kept at least as wide as its longest word and the
+/// rest wraps at spaces; when the columns cannot all fit, a table of few rows is printed
+/// turned (one row per column), and any other as one block per row of `header value` pairs.
+/// One way for every table, so no summary has its own width logic.
+#[derive(Debug, Clone)]
+pub struct Tab(pub Table);
+
+impl std::ops::Deref for Tab {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.0
     }
-    t
+}
+
+impl std::ops::DerefMut for Tab {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Display for Tab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&fit_table(&self.0))
+    }
+}
+
+/// The cells of a table as text: the header (empty when none) and the rows, all `n` wide.
+fn cells(t: &Table) -> (Vec<String>, Vec<Vec<String>>) {
+    let row = |r: &comfy_table::Row| r.cell_iter().map(Cell::content).collect::<Vec<_>>();
+    let header = t.header().map(row).unwrap_or_default();
+    let rows: Vec<Vec<String>> = t.row_iter().map(row).collect();
+    let n = rows
+        .iter()
+        .map(Vec::len)
+        .chain([header.len()])
+        .max()
+        .unwrap_or(0);
+    let pad = |mut v: Vec<String>| {
+        v.resize(n, String::new());
+        v
+    };
+    (pad(header), rows.into_iter().map(pad).collect())
+}
+
+/// The narrowest each column can be without splitting a word: its longest word.
+fn min_widths(header: &[String], rows: &[Vec<String>]) -> Vec<usize> {
+    let mut w = vec![0; header.len()];
+    for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        for (k, c) in r.iter().enumerate() {
+            let longest = c.lines().flat_map(|l| words(l)).map(|x| x.chars().count());
+            w[k] = w[k].max(longest.max().unwrap_or(0));
+        }
+    }
+    w
+}
+
+/// Column widths within `room`: each at least its `min`, the room left shared out equally
+/// among the columns that want more, a column taking no more than it wants.
+fn share(min: &[usize], want: &[usize], room: usize) -> Vec<usize> {
+    let mut w = min.to_vec();
+    let mut left = room.saturating_sub(min.iter().sum());
+    loop {
+        let hungry: Vec<usize> = (0..w.len()).filter(|&k| w[k] < want[k]).collect();
+        if hungry.is_empty() || left == 0 {
+            return w;
+        }
+        let each = (left / hungry.len()).max(1);
+        for k in hungry {
+            let more = (want[k] - w[k]).min(each).min(left);
+            w[k] += more;
+            left -= more;
+        }
+    }
+}
+
+/// Whether columns this narrow fit in [`WIDTH`]: two borders, a space each side of a cell
+/// and the (blank) rule between two cells.
+fn fits(w: &[usize]) -> bool {
+    w.iter().sum::<usize>() + 3 * w.len() + 1 <= width()
+}
+
+fn fit_table(t: &Table) -> String {
+    let (header, rows) = cells(t);
+    let mut w = min_widths(&header, &rows);
+    // A column its builder keeps unwrapped is as wide as its widest cell.
+    for (k, col) in t.column_iter().enumerate() {
+        if matches!(
+            col.constraint(),
+            Some(comfy_table::ColumnConstraint::ContentWidth)
+        ) {
+            let widest = rows
+                .iter()
+                .flat_map(|r| r[k].lines().map(|l| l.chars().count()));
+            w[k] = w[k].max(widest.max().unwrap_or(0));
+        }
+    }
+    if fits(&w) {
+        let want = std::iter::once(&header)
+            .chain(&rows)
+            .fold(vec![0; w.len()], |mut m, r| {
+                for (k, c) in r.iter().enumerate() {
+                    let widest = c.lines().map(|l| l.chars().count()).max();
+                    m[k] = m[k].max(widest.unwrap_or(0));
+                }
+                m
+            });
+        let mut t = t.clone();
+        t.set_width(width() as u16);
+        let room = width() - 3 * w.len() - 1;
+        for (col, width) in t.column_iter_mut().zip(share(&w, &want, room)) {
+            col.set_constraint(comfy_table::ColumnConstraint::Absolute(
+                // comfy-table counts the padding in an absolute width.
+                comfy_table::Width::Fixed(width as u16 + 2),
+            ));
+        }
+        return t.to_string();
+    }
+    // Turned: the header down the first column, each row a column of its own.
+    if rows.len() <= 6 && !header.is_empty() {
+        let mut turned = Table::new();
+        turned
+            .load_preset(UTF8_BORDERS_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(width() as u16)
+            .set_header(
+                std::iter::once(Cell::new(&header[0]))
+                    .chain(rows.iter().map(|r| num(&r[0])))
+                    .collect::<Vec<_>>(),
+            );
+        for (k, h) in header.iter().enumerate().skip(1) {
+            turned.add_row(
+                std::iter::once(Cell::new(h))
+                    .chain(rows.iter().map(|r| num(&r[k])))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let (th, tr) = cells(&turned);
+        if fits(&min_widths(&th, &tr)) {
+            return fit_table(&turned);
+        }
+    }
+    records(&header, &rows)
+}
+
+/// One block per row: its first cell, then `header value` pairs packed into lines, a pair
+/// never split across two.
+fn records(header: &[String], rows: &[Vec<String>]) -> String {
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::new();
+    for r in rows {
+        let Some((first, rest)) = r.split_first() else {
+            continue;
+        };
+        let title = match header.first().map(|h| flat(h)) {
+            Some(h) if !h.is_empty() => format!("{h} {}", flat(first)),
+            _ => flat(first),
+        };
+        out.push_str(&wrap(&title, 2));
+        out.push('\n');
+        let pairs = rest
+            .iter()
+            .zip(header.iter().skip(1))
+            .filter(|(v, _)| !v.trim().is_empty())
+            .map(|(v, h)| match flat(h) {
+                h if h.is_empty() => flat(v),
+                h => format!("{h}: {}", flat(v)),
+            });
+        out.push_str(&pack(pairs, 2));
+    }
+    out
+}
+
+/// Items on lines of [`WIDTH`], indented by `indent`, separated by three spaces; an item
+/// longer than a line is wrapped on its own.
+fn pack(items: impl Iterator<Item = String>, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut out = String::new();
+    let mut line = String::new();
+    for item in items {
+        let len = line.chars().count();
+        if !line.is_empty() && len + 3 + item.chars().count() > width() {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if line.is_empty() {
+            line = wrap(&format!("{pad}{item}"), indent + 2);
+        } else {
+            line.push_str("   ");
+            line.push_str(&item);
+        }
+    }
+    if !line.is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Text whose lines keep to [`WIDTH`]: a longer line is wrapped, its continuation indented
+/// two more than the line itself. Lines that fit are left exactly as they are.
+pub fn fit(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (k, line) in text.split('\n').enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        if line.chars().count() <= width() {
+            out.push_str(line);
+        } else {
+            let lead = line.len() - line.trim_start_matches(' ').len();
+            out.push_str(&wrap(line, lead + 2));
+        }
+    }
+    out
 }
 
 /// A right-aligned cell for numbers.
@@ -87,6 +303,19 @@ pub fn paint(s: &str, tone: crate::report::answer::Tone) -> String {
 /// The width terminal summaries keep to: any terminal shows 80 columns.
 pub const WIDTH: usize = 80;
 
+static WIDTH_NOW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(WIDTH);
+
+/// Render at another width than [`WIDTH`] (tests: the same text very wide must hold the same
+/// numbers, or one was split).
+pub fn set_width(columns: usize) {
+    WIDTH_NOW.store(columns.max(20), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The width text is rendered at now.
+pub fn width() -> usize {
+    WIDTH_NOW.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `text` wrapped at spaces to [`WIDTH`], later lines indented by `indent` spaces; a word
 /// longer than a line (a path, a command's argument) stays whole on its own line, so no
 /// number or argument is ever split.
@@ -96,31 +325,59 @@ pub fn wrap(text: &str, indent: usize) -> String {
     let pad = " ".repeat(indent);
     let lead = text.len() - text.trim_start_matches(' ').len();
     line.push_str(&text[..lead]);
-    // A unit stays with its number: "8133.9 µs" is one word to the wrapping.
-    let mut words: Vec<String> = Vec::new();
-    for w in text.split(' ').filter(|w| !w.is_empty()) {
-        let unit = ["ns", "µs", "ms", "s", "min", "h", "%", "Hz", "kHz", "MiB"]
-            .contains(&w.trim_end_matches([',', ';', ')', '.', ':']));
-        match words.last_mut() {
-            Some(prev) if unit && prev.ends_with(|c: char| c.is_ascii_digit()) => {
-                prev.push(' ');
-                prev.push_str(w);
-            }
-            _ => words.push(w.to_string()),
+    // A word longer than any line (a plugin's whole parameter syntax) may break after its
+    // commas, never inside a value.
+    let pieces = spaced_words(text).into_iter().flat_map(|(gap, w)| {
+        if w.chars().count() + indent <= width() || !w.contains(',') {
+            return vec![(gap, w)];
         }
-    }
-    for word in &words {
-        let word = word.as_str();
+        w.split_inclusive(',')
+            .enumerate()
+            .map(|(k, p)| (if k == 0 { gap } else { 0 }, p.to_string()))
+            .collect()
+    });
+    for (gap, word) in pieces {
         let len = line.chars().count();
-        if line.trim_start().chars().count() > 0 && len + 1 + word.chars().count() > WIDTH {
+        let started = line.chars().any(|c| c != ' ');
+        if started && len + gap + word.chars().count() > width() {
             out.push_str(&line);
             out.push('\n');
             line = pad.clone();
-        } else if line.chars().any(|c| c != ' ') && !line.ends_with(' ') {
-            line.push(' ');
+        } else if started {
+            // The spacing a line was written with (aligned columns) is kept.
+            line.push_str(&" ".repeat(gap));
         }
-        line.push_str(word);
+        line.push_str(&word);
     }
     out.push_str(&line);
     out
+}
+
+/// The words of `text` as wrapping sees them: split at spaces, a unit kept with its number
+/// ("8133.9 µs" is one word).
+fn words(text: &str) -> Vec<String> {
+    spaced_words(text).into_iter().map(|(_, w)| w).collect()
+}
+
+/// [`words`], each with the number of spaces before it.
+fn spaced_words(text: &str) -> Vec<(usize, String)> {
+    let mut words: Vec<(usize, String)> = Vec::new();
+    let mut gap = 0;
+    for w in text.split([' ', '\t']) {
+        if w.is_empty() {
+            gap += 1;
+            continue;
+        }
+        let unit = ["ns", "µs", "ms", "s", "min", "h", "%", "Hz", "kHz", "MiB"]
+            .contains(&w.trim_end_matches([',', ';', ')', '.', ':']));
+        match words.last_mut() {
+            Some((_, prev)) if unit && prev.ends_with(|c: char| c.is_ascii_digit()) => {
+                prev.push_str(&" ".repeat(gap + 1));
+                prev.push_str(w);
+            }
+            _ => words.push((gap + 1, w.to_string())),
+        }
+        gap = 0;
+    }
+    words
 }
