@@ -497,23 +497,49 @@ fn the_lava_definitions_steps_send_well_formed_test_cases() {
         "stage": "sched", "argv": [], "status": "skipped", "reason": "not root", "note": null,
         "exit_code": null, "duration_s": 0.0, "file": null, "log": null}));
     std::fs::write(suite.join("manifest.json"), m.to_string()).unwrap();
-    let out = tmp.path().join("output");
+    let text = run_lava_steps(&steps, &suite, &tmp.path().join("output"));
+    let lines: Vec<&str> = text.lines().collect();
+    for want in [
+        "lava-test-case suite-s0 --result pass",
+        "lava-test-case suite-sched --result skip",
+        "lava-test-case run-virtual-64-frames-idle-xruns --result fail --measurement 17 --units xruns",
+        "lava-test-case latency-idle-max-latency --result pass --measurement 13052.441 --units us",
+    ] {
+        assert!(lines.contains(&want), "{want} missing:\n{text}");
+    }
+    // And as a board runs it: no RESULTS, a fresh `suite --smoke` measured by the steps.
+    let text = run_lava_steps(&steps, Path::new(""), &tmp.path().join("fresh"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lava-test-case suite-check --result ")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lava-test-case verdict-min-buffer --result ")),
+        "{text}"
+    );
+}
+
+/// The definition's steps with RESULTS (empty: a suite is measured) into OUTPUT: the
+/// `lava-test-case` calls they print, each checked for its form and against result.txt.
+fn run_lava_steps(steps: &[String], results: &Path, out: &Path) -> String {
     let o = Command::new("sh")
         .arg("-c")
         .arg(steps.join(" && "))
-        .current_dir(&repo)
+        .current_dir(root())
         .env("SUITE_ARGS", "--smoke")
-        .env("RESULTS", &suite)
-        .env("OUTPUT", &out)
+        .env("RESULTS", results)
+        .env("OUTPUT", out)
         .env("XRUNLAB", env!("CARGO_BIN_EXE_xrunlab"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", common::show(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
     let result_txt = std::fs::read_to_string(out.join("result.txt")).unwrap();
-    assert_eq!(lines.len(), result_txt.lines().count());
-    for l in &lines {
+    assert_eq!(text.lines().count(), result_txt.lines().count());
+    assert!(!text.is_empty());
+    for l in text.lines() {
         let f: Vec<&str> = l.split(' ').collect();
         assert_eq!(f[0], "lava-test-case", "{l}");
         assert!(
@@ -532,22 +558,7 @@ fn the_lava_definitions_steps_send_well_formed_test_cases() {
             _ => panic!("not a lava-test-case call: {l}"),
         }
     }
-    assert!(
-        lines.contains(&"lava-test-case suite-s0 --result pass"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case suite-sched --result skip"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case run-virtual-64-frames-idle-xruns --result fail --measurement 17 --units xruns"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case latency-idle-max-latency --result pass --measurement 13052.441 --units us"),
-        "{text}"
-    );
+    text
 }
 
 #[test]
@@ -725,4 +736,28 @@ fn prometheus_scrapes_watch_metrics_and_holds_the_results_xrun_count() {
                 && l.ends_with(&format!(" {total}"))),
         "{text}"
     );
+}
+
+#[test]
+fn a_metrics_port_in_use_is_refused_before_attaching() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    // No such server: exit 2 (not 3) shows the port was refused before any attaching.
+    let o = xrunlab()
+        .args(["watch", "--server", "jack:xrl-nobody-here", "--metrics"])
+        .arg(port.to_string())
+        .env("JACK_NO_START_SERVER", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}: the port is in use")),
+        "{err}"
+    );
+    let o = xrunlab()
+        .args(["watch", "--metrics", "somewhere"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
 }
