@@ -497,23 +497,49 @@ fn the_lava_definitions_steps_send_well_formed_test_cases() {
         "stage": "sched", "argv": [], "status": "skipped", "reason": "not root", "note": null,
         "exit_code": null, "duration_s": 0.0, "file": null, "log": null}));
     std::fs::write(suite.join("manifest.json"), m.to_string()).unwrap();
-    let out = tmp.path().join("output");
+    let text = run_lava_steps(&steps, &suite, &tmp.path().join("output"));
+    let lines: Vec<&str> = text.lines().collect();
+    for want in [
+        "lava-test-case suite-s0 --result pass",
+        "lava-test-case suite-sched --result skip",
+        "lava-test-case run-virtual-64-frames-idle-xruns --result fail --measurement 17 --units xruns",
+        "lava-test-case latency-idle-max-latency --result pass --measurement 13052.441 --units us",
+    ] {
+        assert!(lines.contains(&want), "{want} missing:\n{text}");
+    }
+    // And as a board runs it: no RESULTS, a fresh `suite --smoke` measured by the steps.
+    let text = run_lava_steps(&steps, Path::new(""), &tmp.path().join("fresh"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lava-test-case suite-check --result ")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lava-test-case verdict-min-buffer --result ")),
+        "{text}"
+    );
+}
+
+/// The definition's steps with RESULTS (empty: a suite is measured) into OUTPUT: the
+/// `lava-test-case` calls they print, each checked for its form and against result.txt.
+fn run_lava_steps(steps: &[String], results: &Path, out: &Path) -> String {
     let o = Command::new("sh")
         .arg("-c")
         .arg(steps.join(" && "))
-        .current_dir(&repo)
+        .current_dir(root())
         .env("SUITE_ARGS", "--smoke")
-        .env("RESULTS", &suite)
-        .env("OUTPUT", &out)
+        .env("RESULTS", results)
+        .env("OUTPUT", out)
         .env("XRUNLAB", env!("CARGO_BIN_EXE_xrunlab"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", common::show(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
     let result_txt = std::fs::read_to_string(out.join("result.txt")).unwrap();
-    assert_eq!(lines.len(), result_txt.lines().count());
-    for l in &lines {
+    assert_eq!(text.lines().count(), result_txt.lines().count());
+    assert!(!text.is_empty());
+    for l in text.lines() {
         let f: Vec<&str> = l.split(' ').collect();
         assert_eq!(f[0], "lava-test-case", "{l}");
         assert!(
@@ -532,22 +558,7 @@ fn the_lava_definitions_steps_send_well_formed_test_cases() {
             _ => panic!("not a lava-test-case call: {l}"),
         }
     }
-    assert!(
-        lines.contains(&"lava-test-case suite-s0 --result pass"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case suite-sched --result skip"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case run-virtual-64-frames-idle-xruns --result fail --measurement 17 --units xruns"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"lava-test-case latency-idle-max-latency --result pass --measurement 13052.441 --units us"),
-        "{text}"
-    );
+    text
 }
 
 #[test]
@@ -574,4 +585,179 @@ fn the_alert_rules_fire_on_rising_xruns_and_stale_results() {
             common::show(&o)
         );
     }
+}
+
+/// A JACK client of the test's own that runs 3 periods long in one cycle of every 94
+/// (about twice a second at 256/48000) until `stop` is set: an xrun source that can be
+/// silenced without leaving the graph (which would be a graph change of its own).
+struct Slow {
+    n: u64,
+    spin: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl jack::ProcessHandler for Slow {
+    fn process(&mut self, _: &jack::Client, _: &jack::ProcessScope) -> jack::Control {
+        self.n += 1;
+        if self.n.is_multiple_of(94) && !self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = Instant::now();
+            while t.elapsed() < self.spin {
+                std::hint::spin_loop();
+            }
+        }
+        jack::Control::Continue
+    }
+}
+
+#[test]
+fn prometheus_scrapes_watch_metrics_and_holds_the_results_xrun_count() {
+    use common::servers::{require_jackd, AudioServer};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !require(
+        which("prometheus").is_some() && which("promtool").is_some(),
+        "prometheus and promtool (Debian package prometheus)",
+    ) {
+        return;
+    }
+    let Some(server) = require_jackd(48000, 256) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (port, prom_port) = (free_port(), free_port());
+    let cfg = tmp.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: watch\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let _prom = Daemon(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                tmp.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+
+    // This test is the only one here that opens a JACK client in-process.
+    server.apply_env_to_self();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
+        .expect("the slow client opens");
+    let slow = Slow {
+        n: 0,
+        spin: Duration::from_micros(3 * 5333),
+        stop: stop.clone(),
+    };
+    let client = c
+        .activate_async((), slow)
+        .expect("the slow client activates");
+
+    let textdir = tmp.path().join("textfile");
+    std::fs::create_dir(&textdir).unwrap();
+    let out = tmp.path().join("watch.json");
+    let started = Instant::now();
+    let watch = server
+        .command(&common::bin())
+        .args(["watch", "--duration", "10s", "--interval", "1s"])
+        .arg(format!("--server=jack:{}", server.name))
+        .arg(format!("--metrics=127.0.0.1:{port}"))
+        .arg("--textfile")
+        .arg(&textdir)
+        .arg("-o")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let body = wait_for(Duration::from_secs(5), || get(port, "/metrics"))
+        .expect("watch --metrics answers on its port");
+    promtool_check(&body, "watch --metrics");
+    assert!(
+        body.contains("xrunlab_watch_xruns_total{server=\"jackd2\""),
+        "{body}"
+    );
+
+    // Live: Prometheus holds a count above zero while the watch still runs.
+    let q = "xrunlab_watch_xruns_total{job=\"watch\"}";
+    let live = wait_for(Duration::from_secs(6), || {
+        query(prom_port, q)
+            .filter(|v| *v > 0.0)
+            .map(|v| v.to_string())
+    });
+    // Then no more injected xruns: the last scrapes, every 500 ms over the rest of the watch
+    // (3 s or more), see the count the watch ends with.
+    stop.store(true, Ordering::Relaxed);
+    let quiet_from = started.elapsed();
+    let o = watch.wait_with_output().unwrap();
+    drop(client);
+    assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
+    let live: f64 = live
+        .expect("Prometheus scraped a live xrun count above 0 within 6 s")
+        .parse()
+        .unwrap();
+    assert!(
+        quiet_from < Duration::from_secs(7),
+        "the injections stopped {quiet_from:?} into a 10 s watch"
+    );
+    let j = common::read_json(&out);
+    let r = &j["results"];
+    let total = r["xruns"].as_array().unwrap().len() as u64 + common::u(&r["xruns_lost"]);
+    assert!(
+        live >= 1.0 && live <= total as f64,
+        "{live} live, {total} at the end"
+    );
+    let last = query(
+        prom_port,
+        "last_over_time(xrunlab_watch_xruns_total{job=\"watch\"}[1m])",
+    );
+    assert_eq!(
+        last,
+        Some(total as f64),
+        "Prometheus' last scrape against the result's {total} xruns (an xrun in the watch's \
+         last half second after the injections stopped would be the host's)\n{}",
+        common::show(&o)
+    );
+    // The endpoint ended with the watch; the textfile holds the same count.
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+    let text = std::fs::read_to_string(textdir.join("xrunlab.prom")).unwrap();
+    promtool_check(&text, "watch --textfile");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("xrunlab_watch_xruns_total{")
+                && l.ends_with(&format!(" {total}"))),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_metrics_port_in_use_is_refused_before_attaching() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    // No such server: exit 2 (not 3) shows the port was refused before any attaching.
+    let o = xrunlab()
+        .args(["watch", "--server", "jack:xrl-nobody-here", "--metrics"])
+        .arg(port.to_string())
+        .env("JACK_NO_START_SERVER", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}: the port is in use")),
+        "{err}"
+    );
+    let o = xrunlab()
+        .args(["watch", "--metrics", "somewhere"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::show(&o));
 }

@@ -17,7 +17,7 @@ use std::io::Write;
 #[command(
     after_help = "Ends on Ctrl-C, after --duration, or when the server goes away (exit 3, the result written; \
 --follow waits for it instead and records the gap). No server at all: exit 3, saying what was looked for.\n\n\
-Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
+Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --follow --metrics 9543   # Prometheus scrapes http://127.0.0.1:9543/metrics\n  xrunlab watch --metrics 0.0.0.0:9543   # reachable from other machines\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
 )]
 pub struct WatchArgs {
     /// The server: auto or jack (the JACK server libjack finds: jackd, or PipeWire's JACK
@@ -46,6 +46,10 @@ pub struct WatchArgs {
         requires = "textfile"
     )]
     pub interval: String,
+    /// Serve the live counters at http://ADDR/metrics while watching, for a Prometheus
+    /// server to scrape: PORT (on 127.0.0.1), HOST:PORT or [IPv6]:PORT.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     #[command(flatten)]
     pub export: super::export_args::ExportArgs,
 }
@@ -61,13 +65,8 @@ struct Textfile {
 
 impl Textfile {
     fn write(&mut self, l: &watch::LiveSnapshot) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        let mut m = om::Metrics::new();
-        om::add_watch_live(&mut m, l, &self.server.0, &self.server.1, now);
-        match om::write_textfile(&self.dir, &m.render()) {
+        let text = om::watch_live_text(l, &self.server.0, &self.server.1);
+        match om::write_textfile(&self.dir, &text) {
             Ok(_) => self.failed = false,
             // Said once per failing stretch: a full disk must not flood the terminal.
             Err(e) if !self.failed => {
@@ -131,6 +130,8 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
         output::preflight(&[("--textfile", &dir.join(om::TEXTFILE))], &[])?;
     }
     a.export.preflight(&[])?;
+    // Bound before attaching: a port in use is exit 2 before anything is watched.
+    let endpoint = a.metrics.as_deref().map(om::Endpoint::bind).transpose()?;
     let mut textfile = a.textfile.clone().map(|dir| Textfile {
         dir,
         every_ns,
@@ -152,7 +153,19 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     let live = Live::default();
     let tty = crate::progress::wanted(g.quiet);
     let quiet = g.quiet;
+    // The server's labels for --metrics, set once attached (None: 503 until then).
+    let attached: std::sync::Mutex<Option<(String, String)>> = Default::default();
+    let url = endpoint
+        .as_ref()
+        .map(|e| format!("http://{}{}", e.local_addr(), om::endpoint::PATH));
     let mut on = |e: Event| {
+        let mut announce = None;
+        if let Event::Attached(s) | Event::ServerBack(s, _) = &e {
+            if let Ok(mut l) = attached.lock() {
+                announce = url.as_ref().filter(|_| l.is_none() && !quiet);
+                *l = Some((s.kind.clone(), s.name.clone()));
+            }
+        }
         if let Some(t) = textfile.as_mut() {
             match &e {
                 Event::Attached(s) | Event::ServerBack(s, _) => {
@@ -163,9 +176,21 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
                 Event::Xrun(..) | Event::Lost(_) | Event::ServerGone { .. } => {}
             }
         }
-        say(e, tty, quiet)
+        say(e, tty, quiet);
+        if let Some(u) = announce {
+            output::stderr(&format!("live metrics at {u}\n"));
+        }
     };
-    let outcome = watch::run(&cfg, &mut session, &live, &mut on)?;
+    let outcome = match endpoint {
+        Some(ep) => {
+            let body = || {
+                let l = attached.lock().ok()?.clone()?;
+                Some(om::watch_live_text(&live.snapshot(), &l.0, &l.1))
+            };
+            ep.serve_while(&body, || watch::run(&cfg, &mut session, &live, &mut on))
+        }
+        None => watch::run(&cfg, &mut session, &live, &mut on),
+    }?;
     if let Some(t) = textfile.as_mut() {
         t.write(&live.snapshot());
     }

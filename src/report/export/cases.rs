@@ -22,6 +22,7 @@ pub enum Unit {
     Frames,
     Xruns,
     XrunsPerHour,
+    Percent,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -149,7 +150,7 @@ fn add_doc(c: &mut Cases, d: &ResultDoc) {
         .zip(unix_seconds(&d.ended_at))
         .map(|(a, b)| (b - a).max(0.0));
     let kind = d.kind();
-    let (driver, period);
+    let (driver, period, server);
     let prefix: Vec<&str> = match &d.body {
         Body::Latency { config, .. } => vec![kind, condition(!config.stress.is_empty())],
         Body::Run { config, results } => {
@@ -159,6 +160,11 @@ fn add_doc(c: &mut Cases, d: &ResultDoc) {
             vec![kind, driver, &period, condition(stressed)]
         }
         Body::Rtl { config, .. } => vec![kind, config.driver.map_or("model", |d| d.name())],
+        Body::Watch { results, .. } => {
+            server = results.server.kind.clone();
+            period = format!("{}-frames", results.server.frames);
+            vec![kind, &server, &period]
+        }
         _ => vec![kind],
     };
     let at = |last: &str| {
@@ -236,7 +242,51 @@ fn add_doc(c: &mut Cases, d: &ResultDoc) {
             }
         }
         Body::Verdict { results, .. } => add_verdict(c, &add, results),
+        Body::Watch { results, .. } => add_watch(c, &add, results),
         _ => {}
+    }
+}
+
+/// How many late clients a watch names as cases: the ones late most often (bounded, as a
+/// result database's test names must be).
+const TOP_LATE_CLIENTS: usize = 5;
+
+/// A watch's figures: its xruns (pass only without any, as for `run`), their rate per hour,
+/// the worst driver delay, the DSP load's peak, and with `--forensics` the clients named late
+/// (each a failure, with the xruns it was late in).
+fn add_watch(c: &mut Cases, add: &Add, r: &crate::measure::watch::WatchResults) {
+    let n = r.total_xruns();
+    add(c, "xruns", pass_if(n == 0), Some((n as f64, Unit::Xruns)));
+    let hours = r.watched_ns as f64 / 3.6e12;
+    if hours > 0.0 {
+        let rate = Some((n as f64 / hours, Unit::XrunsPerHour));
+        add(c, "xrun-rate", Outcome::Done, rate);
+    }
+    let worst_us = r
+        .xruns
+        .iter()
+        .map(|x| x.delayed_us)
+        .fold(r.max_delayed_us, f64::max);
+    if worst_us > 0.0 {
+        let worst = Some((worst_us / 1e6, Unit::Seconds));
+        add(c, "worst-delay", Outcome::Done, worst);
+    }
+    if r.dsp_load.samples > 0 {
+        let peak = Some((r.dsp_load.max_pct, Unit::Percent));
+        add(c, "dsp-load-max", Outcome::Done, peak);
+    }
+    // A client with several real-time threads is one name.
+    let mut late: Vec<(&str, u64)> = Vec::new();
+    for t in r.clients.iter().filter(|t| t.xruns_late > 0) {
+        match late.iter_mut().find(|(name, _)| *name == t.name) {
+            Some(l) => l.1 += t.xruns_late,
+            None => late.push((&t.name, t.xruns_late)),
+        }
+    }
+    late.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    for (name, k) in late.into_iter().take(TOP_LATE_CLIENTS) {
+        let case = format!("late-{name}");
+        add(c, &case, Outcome::Fail, Some((k as f64, Unit::Xruns)));
     }
 }
 
@@ -264,5 +314,139 @@ fn add_verdict(c: &mut Cases, add: &Add, r: &crate::results::verdict::VerdictRes
             Some((f64::from(f), Unit::Frames)),
         ),
         None => add(c, "min-buffer", Outcome::Fail, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::watch::{clients::ClientTiming, WatchConfig, WatchResults, WatchXrun};
+    use crate::report::Input;
+
+    /// A watch result: run.json's envelope around a watch body.
+    fn watch_input(r: WatchResults) -> Input {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/results/run.json");
+        let mut input = crate::report::load(&p).unwrap();
+        let Loaded::Doc(d) = &mut input.item else {
+            panic!("run.json is typed")
+        };
+        d.status = Status::Complete;
+        d.body = Body::Watch {
+            config: WatchConfig {
+                server: Default::default(),
+                server_name: None,
+                duration_ns: None,
+                follow: false,
+                forensics: true,
+            },
+            results: Box::new(r),
+        };
+        input
+    }
+
+    fn xrun(delayed_us: f64) -> WatchXrun {
+        WatchXrun {
+            index: 1,
+            at_ns: 0,
+            wall: String::new(),
+            frame: 0,
+            cycle: 0,
+            delayed_us,
+            dsp_load_pct: 0.0,
+            late: None,
+        }
+    }
+
+    fn client(name: &str, xruns_late: u64) -> ClientTiming {
+        ClientTiming {
+            name: name.into(),
+            pid: 1,
+            tid: 1,
+            busy_ns: Default::default(),
+            run_ns: Default::default(),
+            wake_delay_ns: Default::default(),
+            xruns_late,
+        }
+    }
+
+    fn line(cs: &[Case], last: &str) -> Option<(Outcome, Option<(f64, Unit)>)> {
+        cs.iter()
+            .find(|c| c.path.last().is_some_and(|l| l == last))
+            .map(|c| (c.outcome, c.measurement))
+    }
+
+    #[test]
+    fn a_watch_gives_its_xruns_rate_worst_delay_and_late_clients() {
+        let mut r = WatchResults {
+            watched_ns: 1_800_000_000_000,
+            xruns: vec![xrun(0.0), xrun(2500.0), xrun(0.0)],
+            xruns_lost: 1,
+            max_delayed_us: 1000.0,
+            clients: (0..7)
+                .map(|i| client(&format!("Synth {i}"), i))
+                .chain([client("Synth 6", 2)])
+                .collect(),
+            ..Default::default()
+        };
+        r.server.kind = "jackd2".into();
+        r.server.frames = 256;
+        r.dsp_load.samples = 10;
+        r.dsp_load.max_pct = 87.5;
+        let input = [watch_input(r)];
+        let cs = cases(&Export::of(&input));
+        assert_eq!(cs[0].path, ["watch", "jackd2", "256-frames", "complete"]);
+        assert_eq!(cs[0].outcome, Outcome::Pass);
+        assert_eq!(
+            line(&cs, "xruns"),
+            Some((Outcome::Fail, Some((4.0, Unit::Xruns))))
+        );
+        assert_eq!(
+            line(&cs, "xrun-rate"),
+            Some((Outcome::Done, Some((8.0, Unit::XrunsPerHour))))
+        );
+        assert_eq!(
+            line(&cs, "worst-delay"),
+            Some((Outcome::Done, Some((0.0025, Unit::Seconds))))
+        );
+        assert_eq!(
+            line(&cs, "dsp-load-max"),
+            Some((Outcome::Done, Some((87.5, Unit::Percent))))
+        );
+        // Top 5 by xruns late, a name's threads summed, none that was never late.
+        let late: Vec<String> = cs
+            .iter()
+            .filter(|c| c.path[3].starts_with("late-"))
+            .map(|c| format!("{} {:?}", c.path[3], c.measurement.unwrap().0))
+            .collect();
+        assert_eq!(
+            late,
+            [
+                "late-synth-6 8.0",
+                "late-synth-5 5.0",
+                "late-synth-4 4.0",
+                "late-synth-3 3.0",
+                "late-synth-2 2.0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_clean_watch_passes_without_a_delay_to_report() {
+        let input = [watch_input(WatchResults {
+            watched_ns: 60_000_000_000,
+            ..Default::default()
+        })];
+        let cs = cases(&Export::of(&input));
+        assert_eq!(
+            line(&cs, "xruns"),
+            Some((Outcome::Pass, Some((0.0, Unit::Xruns))))
+        );
+        assert_eq!(
+            line(&cs, "xrun-rate"),
+            Some((Outcome::Done, Some((0.0, Unit::XrunsPerHour))))
+        );
+        assert_eq!(line(&cs, "worst-delay"), None);
+        assert!(!cs.iter().any(|c| c.path[3].starts_with("late-")));
     }
 }

@@ -92,6 +92,7 @@ pub fn render(input: &Export, origin: &str) -> Result<Vec<u8>> {
                 Unit::Frames => json!({"value": v, "unit": "frames"}),
                 Unit::Xruns => json!({"value": v, "unit": "xruns"}),
                 Unit::XrunsPerHour => json!({"value": v, "unit": "xruns/h"}),
+                Unit::Percent => json!({"value": v, "unit": "%"}),
             };
             t.insert("number".into(), n);
         }

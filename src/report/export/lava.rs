@@ -54,6 +54,7 @@ pub fn lines(input: &Export) -> String {
                 Unit::Frames => (v, "frames"),
                 Unit::Xruns => (v, "xruns"),
                 Unit::XrunsPerHour => (v, "xruns/h"),
+                Unit::Percent => (v, "%"),
             };
             s.push_str(&format!(" {} {u}", num(v)));
         }

@@ -5,6 +5,17 @@
 use super::{Labels, Metrics};
 use crate::measure::watch::LiveSnapshot;
 
+/// The exposition text of a snapshot taken now (`--textfile` and `--metrics` serve the same).
+pub fn watch_live_text(s: &LiveSnapshot, kind: &str, name: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let mut m = Metrics::new();
+    add_watch_live(&mut m, s, kind, name, now);
+    m.render()
+}
+
 /// The snapshot's metrics, labelled with the server watched (`kind`, its JACK `name`) and the
 /// period it ran at when the snapshot was taken; `now_s` is the time of the snapshot.
 pub fn add_watch_live(m: &mut Metrics, s: &LiveSnapshot, kind: &str, name: &str, now_s: f64) {
@@ -16,7 +27,8 @@ pub fn add_watch_live(m: &mut Metrics, s: &LiveSnapshot, kind: &str, name: &str,
         "xrunlab_watch_xruns_total",
         "Xruns of the watched session since the watch began.",
         period,
-        s.xruns as f64,
+        // The same total as the result's: lost notifications are xruns too.
+        s.xruns.saturating_add(s.lost) as f64,
     );
     m.counter(
         "xrunlab_watch_xruns_lost_total",
@@ -75,8 +87,8 @@ mod tests {
     #[test]
     fn a_snapshot_renders_in_base_units_with_bounded_labels() {
         let s = LiveSnapshot {
-            xruns: 3,
-            lost: 0,
+            xruns: 2,
+            lost: 1,
             worst_delay_ns: 1_500_000,
             dsp_load_pct: 42.0,
             dsp_load_max_pct: 90.0,
@@ -95,6 +107,7 @@ mod tests {
             ),
             "{t}"
         );
+        assert!(t.contains("xrunlab_watch_xruns_lost_total{server=\"jackd2\",name=\"default\"} 1"), "{t}");
         assert!(t.contains("xrunlab_watch_worst_delay_seconds{server=\"jackd2\",name=\"default\"} 0.0015"), "{t}");
         assert!(t.contains("xrunlab_watch_dsp_load_ratio{server=\"jackd2\",name=\"default\"} 0.42"), "{t}");
         assert!(t.contains("# TYPE xrunlab_watch_server_up gauge"), "{t}");

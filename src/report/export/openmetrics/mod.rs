@@ -10,12 +10,14 @@
 //! percentiles (summaries here).
 
 mod docs;
+pub mod endpoint;
 mod family;
 mod live;
 
 pub use docs::{add_doc, add_manifest, doc_labels, unix_seconds, LATENCY_BUCKETS, TOP_CULPRITS};
 pub use family::{number, Labels, Metrics, Type};
-pub use live::add_watch_live;
+pub use endpoint::Endpoint;
+pub use live::{add_watch_live, watch_live_text};
 
 use super::{Export, Exporter};
 use crate::error::Result;
