@@ -119,7 +119,12 @@ fn timeline(t: &CycleTimeline) -> Markup {
         .unwrap_or(1)
         .max(1) as f64;
     let x = |ns: i64| format!("{:.1}", 160.0 + (ns.max(0) as f64 / span) * 600.0);
-    let w = |a: i64, b: i64| format!("{:.1}", ((b - a).max(0) as f64 / span * 600.0).max(1.0));
+    let w = |a: i64, b: i64| {
+        format!(
+            "{:.1}",
+            (b.saturating_sub(a).max(0) as f64 / span * 600.0).max(1.0)
+        )
+    };
     let height = 20 * t.lanes.len() + 30;
     html! {
         h4 { "The worst xrun's cycle (xrun " (t.xrun) "), one lane per node" }

@@ -275,16 +275,20 @@ fn late_cell(x: &WatchXrun) -> String {
 
 /// The end summary: what was watched, the xruns, the gaps, the answer.
 pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
-    let mut s = format!(
-        "watch: {} '{}' ({}), {} frames at {} Hz ({}), watched {}\n",
-        r.server.kind,
-        r.server.name,
-        r.server.version,
-        r.server.frames,
-        r.server.rate,
-        format_ns(r.server.period_ns()),
-        span(r.watched_ns)
+    let mut s = super::style::wrap(
+        &format!(
+            "watch: {} '{}' ({}), {} frames at {} Hz ({}), watched {}",
+            r.server.kind,
+            r.server.name,
+            r.server.version,
+            r.server.frames,
+            r.server.rate,
+            format_ns(r.server.period_ns()),
+            span(r.watched_ns)
+        ),
+        4,
     );
+    s.push('\n');
     match status {
         Status::ServerShutdown => s.push_str("the server went away: the watch ended there\n"),
         Status::Interrupted => s.push_str("interrupted: what was seen until then\n"),

@@ -158,6 +158,8 @@ pub fn lib() -> std::result::Result<&'static Lib, String> {
     LIB.get_or_init(load).as_ref().map_err(|e| e.clone())
 }
 
+// Each transmute's target is the `Lib` field the symbol is assigned to.
+#[allow(clippy::missing_transmute_annotations)]
 fn load() -> std::result::Result<Lib, String> {
     // SAFETY: dlopen runs libpipewire's constructors, which only set up its own state; the
     // handle is never closed, so the symbols below stay valid.

@@ -247,7 +247,7 @@ pub mod build {
         out.extend((body.len() as u32).to_ne_bytes());
         out.extend(ty.to_ne_bytes());
         out.extend(body);
-        while out.len() % 8 != 0 {
+        while !out.len().is_multiple_of(8) {
             out.push(0);
         }
     }
