@@ -998,4 +998,67 @@ fn compare_has_tables_for_latencytest_event_and_latency_deltas() {
     assert!(html.contains("Latency histograms, all CPUs"));
     assert!(html.contains("Exceedance: share of wake-ups later than x"));
     assert_eq!(html.matches("<svg").count(), 2);
+
+/// A PipeWire watch (tests/fixtures/results/README.md): the report shows the late node, the
+/// near-miss histogram, the busy histograms and the worst xrun's lanes; `compare` of two
+/// watches has their late nodes and headroom; a hostile watch result is exit 2.
+#[test]
+fn a_pipewire_watch_renders_and_compares_and_a_hostile_one_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = fixture("watch-pipewire");
+    let html = dir.path().join("w.html");
+    let out = xrunlab()
+        .arg("report")
+        .arg(&w)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    for part in [
+        "Near misses",
+        "Busy time per cycle",
+        "The worst xrun",
+        "xrl-slowpoke",
+    ] {
+        assert!(page.contains(part), "{part} missing");
+    }
+    let out = xrunlab().arg("report").arg(&w).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("near misses:"), "{text}");
+    assert!(text.contains("'xrl-slowpoke' ran long"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80 || line.contains('│'), "{line}");
+    }
+    let out = xrunlab().arg("compare").arg(&w).arg(&w).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("xrl-slowpoke (4)"), "{text}");
+    assert!(text.contains("headroom least / p1 / p50"), "{text}");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&w).unwrap()).unwrap();
+    v["results"]["headroom"]["bins"] = serde_json::json!("many");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let html = dir.path().join("bad.html");
+    let out = xrunlab()
+        .arg("report")
+        .arg(&bad)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!html.exists());
 }

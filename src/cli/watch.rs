@@ -11,17 +11,19 @@ use crate::results::Body;
 use clap::Args;
 use std::io::Write;
 
-/// Watch a live JACK session: every xrun with its time, cycle, driver delay and DSP load,
-/// without adding work to the graph (a client with no ports and no process callback).
+/// Watch a live PipeWire or JACK session: every xrun with its time, cycle and DSP load, the
+/// late node on PipeWire, without adding work to the graph (PipeWire: its profiler only;
+/// JACK: a client with no ports and no process callback).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Ends on Ctrl-C, after --duration, or when the server goes away (exit 3, the result written; \
 --follow waits for it instead and records the gap). No server at all: exit 3, saying what was looked for.\n\n\
-Examples:\n  xrunlab watch\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --follow --metrics 9543   # Prometheus scrapes http://127.0.0.1:9543/metrics\n  xrunlab watch --metrics 0.0.0.0:9543   # reachable from other machines\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
+Examples:\n  xrunlab watch\n  xrunlab watch --server pipewire --duration 10m -o watch.json\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --follow --metrics 9543   # Prometheus scrapes http://127.0.0.1:9543/metrics\n  xrunlab watch --metrics 0.0.0.0:9543   # reachable from other machines\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
 )]
 pub struct WatchArgs {
-    /// The server: auto or jack (the JACK server libjack finds: jackd, or PipeWire's JACK
-    /// graph under pw-jack), jack:NAME, or pipewire (its profiler: not built yet).
+    /// The server: pipewire (its profiler: every node's timing, the late node of each xrun),
+    /// jack (the JACK server libjack finds: jackd, or PipeWire's JACK graph under pw-jack),
+    /// jack:NAME, or auto (PipeWire if its daemon answers, else JACK).
     #[arg(long, value_name = "SERVER", default_value = "auto")]
     pub server: String,
     /// Stop after this long (e.g. 30s, 10m, 2h) [default: until Ctrl-C].

@@ -261,6 +261,45 @@ fn watch(docs: &[&Body], header: &[String]) -> Vec<Table> {
         format!("{:.1} / {:.1}", r.dsp_load.mean_pct, r.dsp_load.max_pct)
     });
     add("server away", &|r| r.gaps.len().to_string());
+    add("late clients / nodes (xruns)", &|r| {
+        let mut by: Vec<(&str, u64)> = Vec::new();
+        for l in r.xruns.iter().filter_map(|x| x.late.as_ref()) {
+            match by.iter_mut().find(|(n, _)| *n == l.name) {
+                Some(e) => e.1 += 1,
+                None => by.push((&l.name, 1)),
+            }
+        }
+        by.sort_by_key(|e| std::cmp::Reverse(e.1));
+        let top: Vec<String> = by
+            .iter()
+            .take(3)
+            .map(|(n, k)| format!("{n} ({k})"))
+            .collect();
+        if top.is_empty() {
+            "-".into()
+        } else {
+            top.join(", ")
+        }
+    });
+    let head = |f: fn(&crate::measure::watch::cycles::Headroom) -> String| {
+        move |r: &crate::measure::watch::WatchResults| r.headroom.as_ref().map_or("-".into(), f)
+    };
+    add("cycles", &head(|h| h.cycles.to_string()));
+    add(
+        "headroom least / p1 / p50",
+        &head(|h| {
+            format!(
+                "{} / {} / {}",
+                format_ns(h.min_ns),
+                format_ns(h.p1_ns),
+                format_ns(h.p50_ns)
+            )
+        }),
+    );
+    add(
+        "cycles with < 10 % spare",
+        &head(|h| (h.within_pct(10) - h.missed).to_string()),
+    );
     vec![by_metric("Watches", header, m)]
 }
 

@@ -38,6 +38,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "event",
     "predict",
     "verdict",
+    "watch",
 ];
 
 /// One input file of a report or comparison.

@@ -31,6 +31,23 @@ pub fn validate_body(body: &Body) -> Result<(), Problem> {
                     return Err(format!("results.xruns[{i}].at_ns is after the watch ended"));
                 }
             }
+            let bins = crate::measure::watch::cycles::BINS;
+            if let Some(h) = &results.headroom {
+                if h.bins.len() != bins {
+                    return Err(format!(
+                        "results.headroom.bins has {} bins, not {bins}",
+                        h.bins.len()
+                    ));
+                }
+            }
+            for (i, b) in results.busy_histograms.iter().enumerate() {
+                if b.bins.len() != bins {
+                    return Err(format!(
+                        "results.busy_histograms[{i}].bins has {} bins, not {bins}",
+                        b.bins.len()
+                    ));
+                }
+            }
         }
         Body::Predict { config, results } => {
             rate("config.rate", config.rate)?;

@@ -150,7 +150,7 @@ impl JackAdapter {
 
 /// Wall-clock minus CLOCK_MONOTONIC now, ns: notifications are timed on the monotonic clock
 /// (cheap, never steps) and shown in wall time.
-fn wall_offset_ns() -> i128 {
+pub(super) fn wall_offset_ns() -> i128 {
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i128)
@@ -195,6 +195,7 @@ impl Adapter for JackAdapter {
                 delayed_us: if delayed.is_finite() { delayed } else { 0.0 },
                 dsp_load_pct: if load.is_finite() { load } else { 0.0 },
                 late: None,
+                late_by_ns: None,
             });
         }
         (!s.gone.load(Ordering::Acquire), lost)

@@ -1,7 +1,7 @@
 //! `xrunlab watch` (docs/methods.md "Watch"): every xrun of the user's own live audio
 //! session, recorded while it runs, without adding work to its graph.
 //!
-//! One file per server adapter (`jack.rs`; PipeWire's profiler is to come). An adapter
+//! One module per server adapter (`jack.rs`; `pipewire/`, its profiler). An adapter
 //! attaches, reports the server's identity and hands over the xruns it saw since the last
 //! poll; this file owns the loop that is server-agnostic: the duration, Ctrl-C, a server
 //! that goes away (the result ends `server-shutdown`, or with `follow` the gap is recorded
@@ -13,7 +13,9 @@
 //! notification thread could hold.
 
 pub mod clients;
+pub mod cycles;
 pub mod jack;
+pub mod pipewire;
 
 use crate::common::Status;
 use crate::error::{Error, Result};
@@ -27,8 +29,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ServerKind {
-    /// The JACK server libjack finds (jackd, or PipeWire under pw-jack); PipeWire's
-    /// profiler once its adapter exists.
+    /// PipeWire's profiler if a PipeWire daemon answers, else the JACK server libjack
+    /// finds.
     #[default]
     Auto,
     Jack,
@@ -67,7 +69,11 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
+    /// 0 while the rate is unknown (a PipeWire graph that has not run a cycle yet).
     pub fn period_ns(&self) -> u64 {
+        if self.rate == 0 {
+            return 0;
+        }
         crate::common::device::ns_of_frames(self.frames as u64, self.rate)
     }
 }
@@ -90,9 +96,14 @@ pub struct WatchXrun {
     pub delayed_us: f64,
     /// The server's DSP load (`jack_cpu_load`, %) right after the xrun.
     pub dsp_load_pct: f64,
-    /// `--forensics`: the client that was late, by how much, and what took its CPU.
+    /// The client or node that was late, by how much, and (`--forensics`) what took its
+    /// CPU. On PipeWire the profiler names it; on JACK it needs `--forensics`.
     #[serde(default)]
     pub late: Option<clients::LateClient>,
+    /// PipeWire: how far past the cycle's deadline the late node finished, ns (None when
+    /// it is not known: it was signalled again before it was seen finished).
+    #[serde(default)]
+    pub late_by_ns: Option<u64>,
 }
 
 /// A span without a server (`--follow`).
@@ -150,6 +161,16 @@ pub struct WatchResults {
     /// `--forensics`: the attribution of each late client's run (what ran on its CPU).
     #[serde(default)]
     pub forensics: Option<crate::trace::Forensics>,
+    /// The near-miss histogram: every cycle's headroom (PipeWire; JACK needs per-cycle
+    /// finish times it does not have yet).
+    #[serde(default)]
+    pub headroom: Option<cycles::Headroom>,
+    /// Each client's or node's busy time per cycle (PipeWire).
+    #[serde(default)]
+    pub busy_histograms: Vec<cycles::BusyHistogram>,
+    /// The worst xrun's cycle, one lane per node (PipeWire).
+    #[serde(default)]
+    pub worst_cycle: Option<cycles::CycleTimeline>,
 }
 
 impl WatchResults {
@@ -260,6 +281,14 @@ pub trait Adapter {
     fn client_names(&self) -> std::collections::HashMap<i32, Vec<String>> {
         Default::default()
     }
+    /// The watch ends: report xruns still being completed at the next poll.
+    fn flush(&mut self) {}
+    /// Add what the adapter kept of every cycle (timings, histograms) to the result.
+    fn finish(&mut self, _t0: u64, _r: &mut WatchResults) {}
+    /// The adapter names each xrun's late client itself (PipeWire's profiler).
+    fn names_late(&self) -> bool {
+        false
+    }
 }
 
 /// How often the loop polls: xruns are timed by the notification itself, so this only
@@ -286,10 +315,18 @@ const RECONNECT: Duration = Duration::from_millis(250);
 /// Attach to the configured server.
 pub fn attach(cfg: &WatchConfig) -> Result<Box<dyn Adapter>> {
     match cfg.server {
-        ServerKind::Pipewire => Err(Error::usage(
-            "--server pipewire: watching PipeWire through its profiler is not built yet; \
-             watch PipeWire through its JACK interface with `pw-jack xrunlab watch --server jack`",
-        )),
+        ServerKind::Pipewire => Ok(Box::new(pipewire::PipeWireAdapter::attach(cfg)?)),
+        ServerKind::Auto if pipewire_socket().is_some_and(|p| p.exists()) => {
+            match pipewire::PipeWireAdapter::attach(cfg) {
+                Ok(a) => Ok(Box::new(a)),
+                // A daemon without its profiler may still serve JACK clients.
+                Err(e) => attach(&WatchConfig {
+                    server: ServerKind::Jack,
+                    ..cfg.clone()
+                })
+                .map_err(|_| e),
+            }
+        }
         ServerKind::Auto | ServerKind::Jack => match jack::JackAdapter::attach(cfg) {
             Ok(a) => Ok(Box::new(a)),
             Err(e) if e.kind() == crate::error::ErrorKind::NoServer => {
@@ -309,8 +346,7 @@ pub fn no_server_message(cfg: &WatchConfig) -> String {
         .unwrap_or_else(|| "default".into());
     let pw_line = match pipewire_socket() {
         Some(p) if p.exists() => format!(
-            "; a PipeWire daemon answers at {} but watching PipeWire directly is not built yet: \
-             run `pw-jack xrunlab watch --server jack` to watch it through its JACK interface",
+            "; a PipeWire socket is at {} but its daemon did not answer",
             p.display()
         ),
         Some(p) => format!("; no PipeWire daemon at {}", p.display()),
@@ -323,7 +359,7 @@ pub fn no_server_message(cfg: &WatchConfig) -> String {
     )
 }
 
-fn pipewire_socket() -> Option<std::path::PathBuf> {
+pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
     let dir =
         std::env::var_os("PIPEWIRE_RUNTIME_DIR").or_else(|| std::env::var_os("XDG_RUNTIME_DIR"))?;
     let name = std::env::var("PIPEWIRE_REMOTE").unwrap_or_else(|_| "pipewire-0".into());
@@ -344,8 +380,11 @@ pub fn run(
         forensics_note: Some(forensics_note(cfg)),
         ..WatchResults::default()
     };
+    if adapter.names_late() {
+        r.forensics_note = Some(PIPEWIRE_FORENSICS.into());
+    }
     let flight = std::sync::Arc::new(crate::trace::flight::Flight::new(FLIGHT_KEEP_NS));
-    let recorder = if cfg.forensics {
+    let recorder = if cfg.forensics && !adapter.names_late() {
         session.start_trace_with(&[], cfg.duration_ns.unwrap_or(0), Some(flight.clone()))
     } else {
         None
@@ -401,6 +440,7 @@ pub fn run(
             if recorder.is_some() {
                 more_threads(&mut threads, adapter.as_ref());
             }
+            end_adapter(adapter.as_mut(), t0, &mut r, live, on);
             // Closes the client of the server that went away.
             adapter = Box::new(Away);
             r.gaps.push(WatchGap {
@@ -447,6 +487,7 @@ pub fn run(
     };
     r.watched_ns = crate::rt::clock::monotonic_ns() - t0;
     live.watched_ns.store(r.watched_ns, Ordering::Relaxed);
+    end_adapter(adapter.as_mut(), t0, &mut r, live, on);
     let mut warnings = Vec::new();
     if let Some(rec) = recorder {
         if status != Status::ServerShutdown {
@@ -467,6 +508,32 @@ pub fn run(
         results: r,
         warnings,
     })
+}
+
+/// What `--forensics` adds on PipeWire, said in the result's one line.
+const PIPEWIRE_FORENSICS: &str = "the profiler names the late node of every xrun; what ran on \
+its CPU instead (--forensics) is traced on JACK only for now: watch through `pw-jack xrunlab \
+watch --server jack --forensics` for that";
+
+/// The last xruns an adapter was completing, then what it kept of every cycle.
+fn end_adapter(
+    adapter: &mut dyn Adapter,
+    t0: u64,
+    r: &mut WatchResults,
+    live: &Live,
+    on: &mut dyn FnMut(Event),
+) {
+    adapter.flush();
+    let mut fresh = Vec::new();
+    let (_, lost) = adapter.poll(t0, &mut fresh);
+    for mut x in fresh {
+        x.index = r.total_xruns() + 1;
+        live.xrun(&x);
+        on(Event::Xrun(&x, &r.server));
+        r.xruns.push(x);
+    }
+    r.xruns_lost += lost;
+    adapter.finish(t0, r);
 }
 
 /// The adapter while the server is away (`follow`): nothing to read.

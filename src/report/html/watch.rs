@@ -1,5 +1,6 @@
 //! `watch`: what was watched, the answer, and every xrun.
 
+use crate::measure::watch::cycles::{CycleTimeline, Headroom, BINS};
 use crate::measure::watch::{WatchConfig, WatchResults};
 use crate::report::text::watch::answer;
 use crate::units::format_ns;
@@ -48,7 +49,97 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                 }
             }
         }
+        @if let Some(h) = &r.headroom { (headroom(h)) }
+        @if !r.busy_histograms.is_empty() { (busy(r)) }
+        @if let Some(t) = &r.worst_cycle { (timeline(t)) }
         @if let Some(f) = &r.forensics { (super::forensics::section(f)) }
         @if let Some(n) = &r.forensics_note { p.note { (n) } }
+    }
+}
+
+/// The near-miss histogram: cycles by headroom in 5 % steps of the period.
+fn headroom(h: &Headroom) -> Markup {
+    let max = h
+        .bins
+        .iter()
+        .copied()
+        .chain([h.missed])
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bar = |n: u64| {
+        // Log-scaled: a handful of near misses must show next to thousands of easy cycles.
+        let w = (n as f64).ln_1p() / (max as f64).ln_1p() * 300.0;
+        format!("{w:.0}")
+    };
+    html! {
+        h4 { "Near misses: every cycle's headroom" }
+        p { (h.cycles) " cycles of " (format_ns(h.period_ns)) "; least headroom " (format_ns(h.min_ns))
+            ", p1 " (format_ns(h.p1_ns)) ", median " (format_ns(h.p50_ns)) "; "
+            (h.missed) " missed their deadline." }
+        table.headroom {
+            tr { th { "headroom" } th { "cycles" } th { "" } }
+            tr { td { "missed (xrun)" } (super::n(h.missed)) td { svg width="310" height="10" { rect width=(bar(h.missed)) height="10" fill="#c0392b" {} } } }
+            @for (i, n) in h.bins.iter().enumerate() {
+                tr { td { (i * 100 / BINS) "–" ((i + 1) * 100 / BINS) " %" } (super::n(n))
+                     td { svg width="310" height="10" { rect width=(bar(*n)) height="10" fill="#2c7fb8" {} } } }
+            }
+        }
+    }
+}
+
+/// Each node's or client's busy time per cycle, in 5 % steps of the period.
+fn busy(r: &WatchResults) -> Markup {
+    html! {
+        h4 { "Busy time per cycle, by client or node (share of the period, log-scaled bars)" }
+        table.busy {
+            tr { th { "client / node" } @for i in 0..BINS { th { (i * 100 / BINS) } } }
+            @for b in &r.busy_histograms {
+                @let max = b.bins.iter().copied().max().unwrap_or(0).max(1);
+                tr { td { (b.name) }
+                     @for n in &b.bins {
+                         @let h = (*n as f64).ln_1p() / (max as f64).ln_1p() * 24.0;
+                         td title=(n) { svg width="12" height="24" { rect y=(format!("{:.0}", 24.0 - h)) width="12" height=(format!("{h:.0}")) fill="#2c7fb8" {} } }
+                     }
+                }
+            }
+        }
+    }
+}
+
+/// The worst xrun's cycle: one lane per node, waiting (signal → awake) and busy (awake →
+/// finish), with the deadline; the late node's lane in red.
+fn timeline(t: &CycleTimeline) -> Markup {
+    let span = t
+        .lanes
+        .iter()
+        .filter_map(|l| l.finish_ns)
+        .chain([t.period_ns as i64 * 2])
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = |ns: i64| format!("{:.1}", 160.0 + (ns.max(0) as f64 / span) * 600.0);
+    let w = |a: i64, b: i64| {
+        format!(
+            "{:.1}",
+            (b.saturating_sub(a).max(0) as f64 / span * 600.0).max(1.0)
+        )
+    };
+    let height = 20 * t.lanes.len() + 30;
+    html! {
+        h4 { "The worst xrun's cycle (xrun " (t.xrun) "), one lane per node" }
+        svg.timeline width="780" height=(height) {
+            line x1=(x(t.period_ns as i64)) x2=(x(t.period_ns as i64)) y1="0" y2=(height - 15) stroke="black" stroke-dasharray="4" {}
+            text x=(x(t.period_ns as i64)) y=(height - 3) font-size="10" { "deadline " (format_ns(t.period_ns)) }
+            @for (i, l) in t.lanes.iter().enumerate() {
+                @let y = 20 * i + 4;
+                text x="0" y=(y + 11) font-size="11" { (l.name) }
+                rect x=(x(l.signal_ns)) y=(y) width=(w(l.signal_ns, l.awake_ns)) height="14" fill="#bbbbbb" {}
+                @match l.finish_ns {
+                    Some(f) => { rect x=(x(l.awake_ns)) y=(y) width=(w(l.awake_ns, f)) height="14" fill=(if l.late { "#c0392b" } else { "#2c7fb8" }) {} },
+                    None => { rect x=(x(l.awake_ns)) y=(y) width=(w(l.awake_ns, span as i64)) height="14" fill="#c0392b" opacity="0.5" {} },
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,8 @@
 
 use super::style::{new_table, num};
 use crate::common::Status;
+use crate::measure::watch::clients::LateClient;
+use crate::measure::watch::cycles::{Headroom, BINS};
 use crate::measure::watch::{LiveSnapshot, ServerInfo, WatchConfig, WatchResults, WatchXrun};
 use crate::report::format::span;
 use crate::units::format_ns;
@@ -16,6 +18,15 @@ fn clock(wall: &str) -> &str {
 
 /// One xrun as it is printed the moment it is seen.
 pub fn xrun_line(x: &WatchXrun, s: &ServerInfo) -> String {
+    if let Some(l) = x
+        .late
+        .as_ref()
+        .filter(|_| x.late_by_ns.is_some() || x.delayed_us == 0.0)
+    {
+        if l.tid == 0 {
+            return node_line(x, l, s);
+        }
+    }
     let delay = if x.delayed_us > 0.0 {
         format!("driver {:.2} ms late", x.delayed_us / 1000.0)
     } else {
@@ -31,6 +42,75 @@ pub fn xrun_line(x: &WatchXrun, s: &ServerInfo) -> String {
         delay,
         x.dsp_load_pct
     )
+}
+
+/// A PipeWire xrun: the late node named by the profiler, within 80 columns.
+fn node_line(x: &WatchXrun, l: &LateClient, s: &ServerInfo) -> String {
+    let how = if l.busy_ns == 0 {
+        if l.woke_late {
+            "not yet running at the deadline".to_string()
+        } else {
+            "still running at the deadline".to_string()
+        }
+    } else if l.woke_late {
+        format!(
+            "woke {} late (usual {})",
+            format_ns(l.wake_delay_ns),
+            format_ns(l.usual_wake_delay_ns)
+        )
+    } else {
+        format!(
+            "ran {} (usual {})",
+            format_ns(l.busy_ns),
+            format_ns(l.usual_busy_ns)
+        )
+    };
+    let by = x
+        .late_by_ns
+        .filter(|&b| b > 0)
+        .map(|b| format!(", {} late", format_ns(b)))
+        .unwrap_or_default();
+    let line = format!(
+        "{}  xrun {}  {}/{}  '{}' {how}{by}",
+        clock(&x.wall),
+        x.index,
+        s.frames,
+        s.rate,
+        l.name
+    );
+    super::style::wrap(&line, 4)
+}
+
+/// The near-miss histogram: how close the cycles came to their deadline, one row per
+/// band of headroom with a bar of its share (log-scaled: the rare near misses are what
+/// matters, next to thousands of easy cycles).
+pub fn headroom_section(h: &Headroom) -> String {
+    if h.cycles == 0 {
+        return String::new();
+    }
+    let band = |lo: usize, hi: usize| h.bins.iter().skip(lo).take(hi - lo).sum::<u64>();
+    let rows = [
+        ("missed (xrun)", h.missed),
+        ("< 5 % spare", band(0, 1)),
+        ("5-10 %", band(1, 2)),
+        ("10-25 %", band(2, 5)),
+        ("25-50 %", band(5, 10)),
+        (">= 50 %", band(10, BINS)),
+    ];
+    let top = (h.cycles as f64).ln_1p();
+    let mut s = format!(
+        "near misses: {} cycles of {}; headroom least {}, p1 {}, median {}\n",
+        h.cycles,
+        format_ns(h.period_ns),
+        format_ns(h.min_ns),
+        format_ns(h.p1_ns),
+        format_ns(h.p50_ns)
+    );
+    for (name, n) in rows {
+        let bar = ((n as f64).ln_1p() / top.max(1e-9) * 40.0).round() as usize;
+        s.push_str(&format!("  {name:<14} {n:>10}  {}\n", "#".repeat(bar)));
+    }
+    s
 }
 
 /// The status line a terminal shows while watching.
@@ -158,6 +238,19 @@ fn late_cell(x: &WatchXrun) -> String {
     let Some(l) = &x.late else {
         return "-".into();
     };
+    if l.tid == 0 {
+        let by = x
+            .late_by_ns
+            .map(|b| format!(", {} late", format_ns(b)))
+            .unwrap_or_default();
+        return if l.busy_ns == 0 {
+            format!("'{}' unfinished{by}", l.name)
+        } else if l.woke_late {
+            format!("'{}' woke {}{by}", l.name, format_ns(l.wake_delay_ns))
+        } else {
+            format!("'{}' ran {}{by}", l.name, format_ns(l.busy_ns))
+        };
+    }
     let mut s = if l.woke_late {
         format!(
             "'{}' woke {} late (usual {})",
@@ -182,41 +275,50 @@ fn late_cell(x: &WatchXrun) -> String {
 
 /// The end summary: what was watched, the xruns, the gaps, the answer.
 pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
-    let mut s = format!(
-        "watch: {} '{}' ({}), {} frames at {} Hz ({}), watched {}\n",
-        r.server.kind,
-        r.server.name,
-        r.server.version,
-        r.server.frames,
-        r.server.rate,
-        format_ns(r.server.period_ns()),
-        span(r.watched_ns)
+    let mut s = super::style::wrap(
+        &format!(
+            "watch: {} '{}' ({}), {} frames at {} Hz ({}), watched {}",
+            r.server.kind,
+            r.server.name,
+            r.server.version,
+            r.server.frames,
+            r.server.rate,
+            format_ns(r.server.period_ns()),
+            span(r.watched_ns)
+        ),
+        4,
     );
+    s.push('\n');
     match status {
         Status::ServerShutdown => s.push_str("the server went away: the watch ended there\n"),
         Status::Interrupted => s.push_str("interrupted: what was seen until then\n"),
         _ => {}
     }
     if !r.xruns.is_empty() {
-        let traced = r.forensics.is_some();
-        let mut head = vec!["#", "time", "cycle", "driver delay", "DSP load"];
-        if traced {
+        let traced = r.forensics.is_some() || r.xruns.iter().any(|x| x.late.is_some());
+        let nodes = r.xruns.iter().any(|x| x.late_by_ns.is_some());
+        let mut head = vec!["#", "time", "cycle"];
+        if !nodes {
+            head.push("driver delay");
+        }
+        head.push("DSP load");
+        if nodes {
+            head.push("late node");
+        } else if traced {
             head.push("late client ← what ran on its CPU");
         }
         let mut t = new_table(&head);
         const SHOWN: usize = 20;
         for x in r.xruns.iter().take(SHOWN) {
-            let mut row = vec![
-                num(x.index),
-                clock(&x.wall).into(),
-                num(x.cycle),
-                num(if x.delayed_us > 0.0 {
+            let mut row = vec![num(x.index), clock(&x.wall).into(), num(x.cycle)];
+            if !nodes {
+                row.push(num(if x.delayed_us > 0.0 {
                     format!("{:.2} ms", x.delayed_us / 1000.0)
                 } else {
                     "-".into()
-                }),
-                num(format!("{:.0} %", x.dsp_load_pct)),
-            ];
+                }));
+            }
+            row.push(num(format!("{:.0} %", x.dsp_load_pct)));
             if traced {
                 row.push(late_cell(x).into());
             }
@@ -248,14 +350,18 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
         });
     }
     if !r.clients.is_empty() {
-        let mut t = new_table(&[
-            "client thread",
-            "pid/tid",
+        let nodes = r.clients.iter().all(|c| c.tid == 0);
+        let mut head = vec![if nodes { "node" } else { "client thread" }];
+        if !nodes {
+            head.push("pid/tid");
+        }
+        head.extend([
             "cycles",
             "busy p50 / p99 / max",
-            "wake-up delay p50 / p99 / max",
+            "wake-up p50 / p99 / max",
             "xruns late",
         ]);
+        let mut t = new_table(&head);
         let mut cs: Vec<_> = r.clients.iter().collect();
         cs.sort_by_key(|c| std::cmp::Reverse(c.xruns_late));
         for c in cs {
@@ -267,16 +373,23 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
                     format_ns(t.max)
                 )
             };
-            t.add_row(vec![
-                c.name.clone().into(),
-                format!("{}/{}", c.pid, c.tid).into(),
+            let mut row = vec![c.name.clone().into()];
+            if !nodes {
+                row.push(format!("{}/{}", c.pid, c.tid).into());
+            }
+            row.extend([
                 num(c.busy_ns.count),
                 num(f(&c.busy_ns)),
                 num(f(&c.wake_delay_ns)),
                 num(c.xruns_late),
             ]);
+            t.add_row(row);
         }
-        s.push_str(&format!("clients by xruns they were late in:\n{t}\n"));
+        let what = if nodes { "nodes" } else { "clients" };
+        s.push_str(&format!("{what} by xruns they were late in:\n{t}\n"));
+    }
+    if let Some(h) = &r.headroom {
+        s.push_str(&headroom_section(h));
     }
     if let Some(f) = &r.forensics {
         s.push_str(&super::forensics::section(f));
@@ -331,6 +444,7 @@ mod tests {
             delayed_us,
             dsp_load_pct: 50.0,
             late: None,
+            late_by_ns: None,
         }
     }
 

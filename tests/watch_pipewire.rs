@@ -1,0 +1,216 @@
+//! `xrunlab watch --server pipewire` against a private PipeWire daemon started by the test
+//! (its own runtime directory, the Dummy-Driver pacing the graph), with JACK clients under
+//! `pw-jack`: two innocent `jack_metro`s and an injected slow client of the test's own,
+//! `xrl-slowpoke` — this test binary run again under pw-jack (see `slow_client_process`),
+//! which spins 3 periods long in one cycle a second and writes down how long each of those
+//! process callbacks took by its own clock. Bounds are generous: noisy 2-core VMs.
+
+mod common;
+
+use common::servers::{require_pipewire, AudioServer, PipeWireServer};
+use common::{bin, read_json, show, u};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RATE: u32 = 48000;
+const FRAMES: u32 = 256;
+const SLOW_ENV: &str = "XRL_TEST_SLOW_CLIENT_OUT";
+
+fn period() -> Duration {
+    Duration::from_nanos(FRAMES as u64 * 1_000_000_000 / RATE as u64)
+}
+
+/// Spins `spin` in one cycle of every `every`; its measured callback times go to `took`.
+struct Slow {
+    n: u64,
+    every: u64,
+    spin: Duration,
+    took: rtrb::Producer<u64>,
+}
+
+impl jack::ProcessHandler for Slow {
+    fn process(&mut self, _: &jack::Client, _: &jack::ProcessScope) -> jack::Control {
+        let t = Instant::now();
+        self.n += 1;
+        if self.n.is_multiple_of(self.every) {
+            while t.elapsed() < self.spin {
+                std::hint::spin_loop();
+            }
+            let _ = self.took.push(t.elapsed().as_nanos() as u64);
+        }
+        jack::Control::Continue
+    }
+}
+
+/// Not a test: the slow client, when this binary is run again with `SLOW_ENV` set (under
+/// pw-jack, so the jack crate loads PipeWire's libjack). Writes one line per slow cycle.
+#[test]
+#[ignore = "the slow client's process, started by the tests below"]
+fn slow_client_process() {
+    let Some(out) = std::env::var_os(SLOW_ENV) else {
+        return;
+    };
+    let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
+        .expect("slow client opens");
+    let _port = c
+        .register_port("out", jack::AudioOut::default())
+        .expect("port");
+    let (tx, mut rx) = rtrb::RingBuffer::new(1024);
+    let h = Slow {
+        n: 0,
+        every: (RATE / FRAMES) as u64,
+        spin: period() * 3,
+        took: tx,
+    };
+    let _active = c.activate_async((), h).expect("slow client activates");
+    let mut f = std::fs::File::create(out).unwrap();
+    writeln!(f, "ready").unwrap();
+    loop {
+        while let Ok(ns) = rx.pop() {
+            writeln!(f, "{ns}").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child killed on drop.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_quiet(mut c: Command) -> Kid {
+    Kid(c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap())
+}
+
+/// The slow client under pw-jack, and the file it writes its callback times to.
+fn slow_client(server: &PipeWireServer, dir: &std::path::Path) -> (Kid, std::path::PathBuf) {
+    let out = dir.join("slow.txt");
+    let mut c = server.command(&std::env::current_exe().unwrap());
+    c.args(["--exact", "slow_client_process", "--ignored", "--nocapture"])
+        .env(SLOW_ENV, &out);
+    let kid = spawn_quiet(c);
+    let t = Instant::now();
+    while !std::fs::read_to_string(&out).is_ok_and(|s| s.starts_with("ready")) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the slow client did not start\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (kid, out)
+}
+
+fn measured(out: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect()
+}
+
+fn metro(server: &PipeWireServer, name: &str) -> Option<Kid> {
+    let prog = common::which("jack_metro")?;
+    let mut c = server.command(&prog);
+    c.args(["-b", "120", "-n", name]);
+    Some(spawn_quiet(c))
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+#[test]
+fn the_profiler_names_the_slow_node_with_its_own_busy_time_and_never_the_innocent_ones() {
+    let Some(server) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let innocents: Vec<Kid> = ["xrl-metro-a", "xrl-metro-b"]
+        .iter()
+        .filter_map(|n| metro(&server, n))
+        .collect();
+    assert!(
+        common::require(
+            innocents.len() == 2,
+            "jack_metro (jackd2's example clients)"
+        ),
+        "jack_metro missing"
+    );
+    let (slow, took) = slow_client(&server, dir.path());
+    let out = dir.path().join("w.json");
+    // `watch` itself runs without pw-jack: it speaks to the daemon, not to its JACK graph.
+    let mut c = Command::new(bin());
+    for (k, v) in server.client_env() {
+        c.env(k, v);
+    }
+    let o = c
+        .args(["watch", "--server", "pipewire", "--duration", "6s", "-o"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    drop(slow);
+    drop(innocents);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", show(&o), server.log());
+    let j = read_json(&out);
+    let r = &j["results"];
+    assert_eq!(r["server"]["kind"], "pipewire");
+    assert_eq!(u(&r["server"]["frames"]), FRAMES as u64);
+    let xruns = r["xruns"].as_array().unwrap();
+    let late = |x: &serde_json::Value| x["late"]["name"].as_str().unwrap_or("").to_string();
+    let named = xruns.iter().filter(|x| late(x) == "xrl-slowpoke").count();
+    assert!(
+        named >= 3 && named * 10 >= xruns.len() * 9,
+        "{named} of {} xruns name the slow node\n{}",
+        xruns.len(),
+        show(&o)
+    );
+    assert!(
+        xruns.iter().all(|x| !late(x).contains("metro")),
+        "an innocent node was blamed\n{}",
+        show(&o)
+    );
+    // Its busy time in those xruns is what it measured itself, within 10 % (medians).
+    let own = median(measured(&took));
+    let seen: Vec<u64> = xruns
+        .iter()
+        .filter(|x| late(x) == "xrl-slowpoke" && u(&x["late"]["busy_ns"]) > 0)
+        .map(|x| u(&x["late"]["busy_ns"]))
+        .collect();
+    assert!(seen.len() >= 3, "{}", show(&o));
+    let med = median(seen);
+    assert!(
+        med.abs_diff(own) * 10 <= own,
+        "profiler busy {med} ns, the client's own {own} ns\n{}",
+        show(&o)
+    );
+    // Every cycle is in the near-miss histogram; the innocent nodes have timings.
+    let h = &r["headroom"];
+    assert!(u(&h["cycles"]) > 500, "{h}");
+    assert!(u(&h["missed"]) >= named as u64, "{h}");
+    let names: Vec<&str> = r["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"xrl-metro-a") && names.contains(&"xrl-metro-b"),
+        "{names:?}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("'xrl-slowpoke' ran long"), "{stdout}");
+}
