@@ -236,7 +236,7 @@ fn bad_input_exits_with_the_right_code_and_says_why() {
     );
 }
 
-/// The most the same DSP may differ between its LV2 and CLAP builds: both run DPF's one
+/// The most the same DSP may differ between its LV2, CLAP and VST3 builds: all run DPF's one
 /// `run()` on the same floats, so any difference is the host's doing.
 const SAME: f32 = 1e-6;
 
@@ -270,7 +270,7 @@ fn compare(
 }
 
 #[test]
-fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
+fn the_same_dsp_as_lv2_clap_and_vst3_gives_the_same_output() {
     if !installed() {
         return;
     }
@@ -279,7 +279,7 @@ fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
         max_frames: 256,
     };
     let mut found = Vec::new();
-    for (name, params_lv2, params_clap) in [
+    for (name, params_lv2, params_other) in [
         ("ZamEQ2", "boost1=12", "boost_cut_1=12"),
         ("ZamComp", "thr=-30", "threshold=-30"),
         ("ZamTube", "", ""),
@@ -287,18 +287,26 @@ fn the_same_dsp_as_lv2_and_clap_gives_the_same_output() {
     ] {
         let lv2 = format!("lv2:urn:zamaudio:{name}");
         let clap = format!("clap:com.zamaudio.{name}");
-        let Ok(mut a) = xrunlab::dsp::registry::create(&lv2, params_lv2, &ctx) else {
+        if xrunlab::dsp::registry::create(&lv2, params_lv2, &ctx).is_err() {
             assert!(!require(false, &format!("{lv2} (zam-plugins)")));
             return;
-        };
-        let mut b = xrunlab::dsp::registry::create(&clap, params_clap, &ctx).unwrap();
-        let (d, peak) = compare(a.as_mut(), b.as_mut(), 200);
-        eprintln!("{name}: LV2 against CLAP, max |difference| {d:e} (output peak {peak})");
-        assert!(peak > 1e-3, "{name}: silence");
-        found.push((name, d));
+        }
+        let vst3 = format!("vst3:{name}");
+        for other in [clap, vst3] {
+            let mut a = xrunlab::dsp::registry::create(&lv2, params_lv2, &ctx).unwrap();
+            let mut b = xrunlab::dsp::registry::create(&other, params_other, &ctx)
+                .unwrap_or_else(|e| panic!("{other}: {e}"));
+            let (d, peak) = compare(a.as_mut(), b.as_mut(), 200);
+            eprintln!("{name}: LV2 against {other}, max |difference| {d:e} (output peak {peak})");
+            assert!(peak > 1e-3, "{name}: silence");
+            found.push((other, d));
+        }
     }
-    for (name, d) in found {
-        assert!(d <= SAME, "{name}: LV2 and CLAP differ by up to {d:e}");
+    for (other, d) in found {
+        assert!(
+            d <= SAME,
+            "{other} differs from its LV2 build by up to {d:e}"
+        );
     }
 }
 

@@ -1,6 +1,8 @@
-//! docs/ARCHITECTURE.md §5 with CLAP plugins in the cycle: zam-plugins' CLAP builds (DPF,
-//! C++) neither allocate nor lock while cycles run, and neither does the host side (the
-//! process struct, the event lists, the callbacks the plugins make from their audio thread).
+//! docs/ARCHITECTURE.md §5 with CLAP and VST3 plugins in the cycle: zam-plugins' CLAP and
+//! VST3 builds (DPF, C++) neither allocate nor lock while cycles run, and neither does the
+//! host side (CLAP: the process struct, the event lists, the callbacks the plugins make from
+//! their audio thread; VST3: the process data, the parameter changes and event lists, the
+//! component handler).
 //! Both counters watch, as in tests/lv2_noalloc.rs, after the same positive controls.
 //! One test function only: counting is on every thread.
 
@@ -18,11 +20,14 @@ use xrunlab::engine::{Engine, EngineSpec};
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// (id, parameters): a 1→1 EQ with parameters sent as events in the priming block, and a
-/// compressor whose sidechain input needs buffers of its own.
-const PLUGINS: [(&str, &str); 2] = [
-    ("com.zamaudio.ZamEQ2", "boost_cut_1=6"),
-    ("com.zamaudio.ZamComp", "threshold=-30"),
+/// (element, parameters), in each format: a 1→1 EQ with parameters sent in the priming
+/// block (CLAP events, VST3 parameter changes), and a compressor whose sidechain input needs
+/// buffers of its own.
+const PLUGINS: [(&str, &str); 4] = [
+    ("clap:com.zamaudio.ZamEQ2", "boost_cut_1=6"),
+    ("clap:com.zamaudio.ZamComp", "threshold=-30"),
+    ("vst3:ZamEQ2", "boost_cut_1=6"),
+    ("vst3:ZamComp", "threshold=-30"),
 ];
 
 const RATE: u32 = 48000;
@@ -31,13 +36,13 @@ const WARM: u64 = 300;
 const COUNTED: u64 = 500;
 
 #[test]
-fn clap_plugins_neither_allocate_nor_lock_in_the_cycle() {
+fn clap_and_vst3_plugins_neither_allocate_nor_lock_in_the_cycle() {
     let installed = PLUGINS
         .iter()
-        .all(|(id, _)| xrunlab::dsp::clap::catalog::resolve(id).is_ok());
+        .all(|(id, _)| xrunlab::dsp::registry::describe(id).is_ok());
     if !common::require(
         installed,
-        "zam-plugins' CLAP builds in /usr/lib/clap — scripts/install-deps installs them",
+        "zam-plugins' CLAP and VST3 builds in /usr/lib/clap and /usr/lib/vst3 — scripts/install-deps installs them",
     ) {
         return;
     }
@@ -50,14 +55,15 @@ fn clap_plugins_neither_allocate_nor_lock_in_the_cycle() {
     let (mut l, mut r) = (vec![0f32; FRAMES], vec![0f32; FRAMES]);
     let mut failures = Vec::new();
     for (id, params) in PLUGINS {
-        let (p, rust, made) = both(|| xrunlab::dsp::clap::create(id, params, &ctx));
+        let (p, rust, made) = both(|| xrunlab::dsp::registry::create(id, params, &ctx));
         let mut p = p.unwrap_or_else(|e| panic!("{id}: {e}"));
         assert!(
             made.rt.heap() > rust,
             "{id}: instantiation showed no C-side allocation ({rust} Rust, {made:?})"
         );
-        let ((), _, warm) = both(|| run_blocks(&mut p, &mut noise, &mut l, &mut r, WARM));
-        let ((), rust, c) = both_cycles(|| run_blocks(&mut p, &mut noise, &mut l, &mut r, COUNTED));
+        let ((), _, warm) = both(|| run_blocks(p.as_mut(), &mut noise, &mut l, &mut r, WARM));
+        let ((), rust, c) =
+            both_cycles(|| run_blocks(p.as_mut(), &mut noise, &mut l, &mut r, COUNTED));
         eprintln!(
             "{id}: instantiation {made:?}; first {WARM} blocks {warm:?}; next {COUNTED} blocks: {rust} Rust heap ops, {c:?}"
         );
@@ -75,7 +81,7 @@ fn clap_plugins_neither_allocate_nor_lock_in_the_cycle() {
 
     let chain: Vec<String> = PLUGINS
         .iter()
-        .map(|(id, params)| format!("clap:{id}({params})"))
+        .map(|(id, params)| format!("{id}({params})"))
         .collect();
     let spec = EngineSpec {
         threads: 2,

@@ -27,12 +27,14 @@ Examples:
   xrunlab plugins audit lv2:urn:zamaudio:ZamEQ2
   xrunlab plugins audit --all lv2
   xrunlab plugins audit ~/.lv2/
+  xrunlab plugins audit --all clap --filter zam
+  xrunlab plugins audit vst3:ZamComp ~/.vst3/
   xrunlab plugins audit --fail-on-problem 'lv2:ZamComp' reverb-light
   xrunlab -o audit.json plugins audit --all lv2 && xrunlab report audit.json -o audit.html";
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// Audit every installed plugin of this format (lv2), skipping those that cannot be
+    /// Audit every installed plugin of this format (lv2, clap, vst3), skipping those that cannot be
     /// hosted with the reason.
     #[arg(long, value_name = "FORMAT")]
     pub all: Option<String>,
@@ -46,9 +48,9 @@ pub struct AuditArgs {
     /// Seconds one plugin's audit may take before its child is killed as hung.
     #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub timeout: f64,
-    /// Plugins to audit: chain elements (lv2:URI, lv2:NAME, a built-in name), or folders of
-    /// plugins (a path with a '/', searched as LV2_PATH would be), all of whose plugins are
-    /// audited.
+    /// Plugins to audit: chain elements (lv2:URI, clap:ID, vst3:NAME, a built-in name…), or
+    /// folders of plugins (a path with a '/', searched as LV2_PATH, CLAP_PATH and VST3_PATH
+    /// would be), all of whose plugins are audited.
     #[arg(value_name = "PLUGIN")]
     pub plugins: Vec<String>,
 }

@@ -1,4 +1,4 @@
-//! `xrunlab plugins list|show|bench`: the built-in and installed (LV2, CLAP) plugins and their
+//! `xrunlab plugins list|show|bench`: the built-in and installed (LV2, CLAP, VST3) plugins and their
 //! cost.
 
 use super::output::{self, Measured, Started};
@@ -12,7 +12,7 @@ use crate::results::{Body, Status};
 use clap::{Args, Subcommand};
 use comfy_table::Cell;
 
-/// Built-in and installed LV2 and CLAP plugins: list and show them, or measure their cost per block and
+/// Built-in and installed LV2, CLAP and VST3 plugins: list and show them, or measure their cost per block and
 /// per frame.
 #[derive(Debug, Args)]
 #[command(
@@ -28,18 +28,18 @@ pub enum PluginsCommand {
     /// List the built-in plugins with their parameters, or (--lv2, --clap, --format, FILTER) the
     /// installed ones, each saying whether xrunlab can host it and if not why.
     #[command(
-        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nCLAP plugins are found on CLAP_PATH, in ~/.clap and /usr/lib/clap (one .clap file may hold\nseveral); each is used as clap:ID or clap:NAME, with parameters as clap:ID(name=value,…).\nA FILTER without a format searches every installed format.\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab plugins list --clap\n  xrunlab plugins list --format lv2,clap zam\n  xrunlab --json plugins list --lv2 > lv2.json"
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nCLAP plugins are found on CLAP_PATH, in ~/.clap and /usr/lib/clap (one .clap file may hold\nseveral); each is used as clap:ID or clap:NAME, with parameters as clap:ID(name=value,…).\nVST3 plugins are found on VST3_PATH, in ~/.vst3, /usr/lib/vst3 and /usr/local/lib/vst3\n(bundles X.vst3); each is used as vst3:CLASSID, vst3:NAME or vst3:/path/X.vst3, with\nparameters in plain units as vst3:NAME(name=value,…).\nA FILTER without a format searches every installed format.\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab plugins list --clap\n  xrunlab plugins list --format lv2,clap,vst3 zam\n  xrunlab plugins list --format vst3\n  xrunlab --json plugins list --lv2 > lv2.json"
     )]
     List(ListArgs),
-    /// The ports of one installed plugin (LV2, CLAP): kinds, ranges and defaults, required
+    /// The ports of one installed plugin (LV2, CLAP, VST3): kinds, ranges and defaults, required
     /// features, whether it can be hosted.
     #[command(
-        after_help = "Examples:\n  xrunlab plugins show urn:dragonfly:room\n  xrunlab plugins show 'Dragonfly Hall Reverb'\n  xrunlab plugins show lv2:amp\n  xrunlab plugins show clap:com.zamaudio.ZamComp"
+        after_help = "Examples:\n  xrunlab plugins show urn:dragonfly:room\n  xrunlab plugins show 'Dragonfly Hall Reverb'\n  xrunlab plugins show lv2:amp\n  xrunlab plugins show clap:com.zamaudio.ZamComp\n  xrunlab plugins show vst3:ZamComp"
     )]
     Show(ShowArgs),
     /// Cost per frame and share of one core per instance: the physical limit of instances per core.
     #[command(
-        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured. --all FORMAT (lv2, clap) measures every installed plugin of a format, and\na folder as PLUGIN every CLAP plugin file in it; what cannot be hosted is skipped with the reason.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json\n  xrunlab plugins bench --all clap --duration 500ms\n  xrunlab plugins bench ~/.clap"
+        after_help = "PLUGIN is a chain element: name[(params)][:count]; a count runs that many distinct instances in\nseries (every figure stays per instance, cache effects included). --instances 1,8,96 measures each\nplugin at each count instead: the cost per instance as a function of K. Without PLUGIN every\nplugin is measured. --all FORMAT (lv2, clap, vst3) measures every installed plugin of a format,\nand a folder as PLUGIN every CLAP plugin file or VST3 bundle in it; what cannot be hosted is skipped with the reason.\n\nEvery block is timed: the mean per frame (all blocks' time / frames / instances, lv2bench's\nfigure; lv2bench feeds silence), and per block p50, p99, p99.9 and max, where bursts show. The\nmedian of ~50 µs groups (robust against host steal) gives % core and instances per core.\n\nExamples:\n  xrunlab plugins bench reverb-light reverb-heavy\n  xrunlab plugins bench --buffer 64 'reverb(N=4,BSO=5)' reverb-heavy:8\n  xrunlab plugins bench --instances 1,8,32,96 reverb-heavy\n  xrunlab plugins bench --signal silence --buffer 512 reverb-light\n  xrunlab plugins bench --json reverb-heavy > bench.json\n  xrunlab plugins bench --all clap --duration 500ms\n  xrunlab plugins bench ~/.clap\n  xrunlab plugins bench --all vst3 --duration 500ms"
     )]
     Bench(BenchArgs),
     /// Is this plugin safe to play live? Allocations, locks and blocking calls on the audio
@@ -59,7 +59,7 @@ pub struct ListArgs {
     /// List the installed CLAP plugins instead of the built-in ones.
     #[arg(long)]
     pub clap: bool,
-    /// List the installed plugins of these formats (lv2, clap).
+    /// List the installed plugins of these formats (lv2, clap, vst3).
     #[arg(long, value_name = "FORMAT[,FORMAT…]", value_delimiter = ',')]
     pub format: Vec<String>,
     /// Only installed plugins whose identifier or name contains this (case-insensitive); without
@@ -70,7 +70,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The plugin's URI, id or name (an `lv2:` or `clap:` prefix picks the format).
+    /// The plugin's URI, id or name (an `lv2:`, `clap:` or `vst3:` prefix picks the format).
     #[arg(value_name = "PLUGIN")]
     pub plugin: String,
 }
@@ -94,11 +94,11 @@ pub struct BenchArgs {
     /// two), each 1..4096: one result per plugin and count, the cost per instance against K.
     #[arg(long, value_name = "K[,K…]")]
     pub instances: Option<String>,
-    /// Every installed plugin of this format (lv2, clap), besides any PLUGIN.
+    /// Every installed plugin of this format (lv2, clap, vst3), besides any PLUGIN.
     #[arg(long, value_name = "FORMAT")]
     pub all: Option<String>,
     /// Plugins to measure (default: all built-ins but those that never return), or folders
-    /// of CLAP plugin files.
+    /// of CLAP plugin files or VST3 bundles.
     #[arg(value_name = "PLUGIN")]
     pub plugins: Vec<String>,
 }

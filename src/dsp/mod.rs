@@ -18,6 +18,7 @@ pub mod lv2;
 pub mod osc;
 pub mod registry;
 pub mod reverb;
+pub mod vst3;
 
 use crate::error::{Error, Result};
 

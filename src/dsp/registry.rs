@@ -14,6 +14,7 @@ const FORMATS: &[&dyn PluginFormat] = &[
     &super::builtin::Builtin,
     &super::lv2::Lv2,
     &clap_format::Clap,
+    &super::vst3::Vst3,
 ];
 
 /// Every format, in registration order.
@@ -78,7 +79,7 @@ pub fn all_of(key: &str) -> Result<(Vec<String>, Vec<String>)> {
 }
 
 /// The installed plugins of the files in the folder `dir` (for the formats that can say so
-/// of a folder: CLAP), as [`all_of`] gives them; a usage error for a folder no format knows.
+/// of a folder: CLAP, VST3), as [`all_of`] gives them; a usage error for a folder no format knows.
 pub fn in_dir(dir: &std::path::Path) -> Result<(Vec<String>, Vec<String>)> {
     for f in formats() {
         if let Some(found) = f.in_dir(dir) {
@@ -86,7 +87,7 @@ pub fn in_dir(dir: &std::path::Path) -> Result<(Vec<String>, Vec<String>)> {
         }
     }
     Err(Error::usage(format!(
-        "{}: no CLAP plugin file (*.clap) in this folder; a folder of LV2 bundles is searched through LV2_PATH (`plugins bench --all lv2`)",
+        "{}: no CLAP plugin file (*.clap) or VST3 bundle (*.vst3) in this folder; a folder of LV2 bundles is searched through LV2_PATH (`plugins bench --all lv2`)",
         dir.display()
     )))
 }

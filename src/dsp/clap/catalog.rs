@@ -62,6 +62,8 @@ pub struct AudioPort {
 #[derive(Debug, Clone)]
 pub struct Param {
     pub id: clap_id,
+    /// Its port in the plugin's description (what `Plugin::set_control` names).
+    pub port: usize,
     pub symbol: String,
     pub name: String,
     pub min: f64,
@@ -313,6 +315,7 @@ unsafe fn ports_and_params(p: *const clap_plugin) -> (Vec<PortDesc>, Vec<Param>)
                 if !readonly {
                     params.push(Param {
                         id: info.id,
+                        port: ports.len() - 1,
                         symbol: symbol_of(&name),
                         name,
                         min: info.min_value,

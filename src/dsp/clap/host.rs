@@ -251,6 +251,13 @@ impl MainThread {
     }
 }
 
+/// Run `f` as the plugins' main thread while the server waits: main-thread calls the
+/// instance's owner makes after start-up (state save and load) never overlap the server's.
+pub fn as_main_thread<R>(f: impl FnOnce() -> R) -> R {
+    let _served = SERVED.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
 impl Drop for MainThread {
     fn drop(&mut self) {
         SERVED

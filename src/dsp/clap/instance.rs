@@ -28,10 +28,16 @@ use clap_sys::plugin::clap_plugin;
 use clap_sys::process::clap_process;
 use std::ffi::c_void;
 
-/// The events of the next block: the parameter values (first block only) and a note.
+/// The events of the next block: the parameter values given when it was made (first block
+/// only), the parameters moved since the last block (`Plugin::set_control`), and a note.
 struct Events {
     params: Box<[clap_event_param_value]>,
     send_params: bool,
+    /// One event per parameter the host may move, in `Found::params` order.
+    moves: Box<[clap_event_param_value]>,
+    /// Which of `moves` go in the next block, in the order they were moved; `n_moved` of them.
+    moved: Box<[usize]>,
+    n_moved: usize,
     note: clap_event_note,
     send_note: bool,
 }
@@ -42,8 +48,17 @@ impl Events {
             self.params.len()
         } else {
             0
-        }) as u32
+        } + self.n_moved) as u32
             + u32::from(self.send_note)
+    }
+
+    /// Send `value` to the parameter `slot` in the next block. Real-time safe.
+    fn set(&mut self, slot: usize, value: f64) {
+        if !self.moved[..self.n_moved].contains(&slot) {
+            self.moved[self.n_moved] = slot;
+            self.n_moved += 1;
+        }
+        self.moves[slot].value = value;
     }
 }
 
@@ -62,7 +77,9 @@ unsafe extern "C" fn events_get(
     let i = index as usize;
     if i < n_params {
         &e.params[i].header
-    } else if i == n_params && e.send_note {
+    } else if i < n_params + e.n_moved {
+        &e.moves[e.moved[i - n_params]].header
+    } else if i == n_params + e.n_moved && e.send_note {
         &e.note.header
     } else {
         std::ptr::null()
@@ -148,6 +165,8 @@ pub struct ClapPlugin {
     adds: bool,
     latency: Option<u32>,
     label: Label,
+    /// The port index of each parameter the host may move, in `Found::params` order.
+    ports: Box<[usize]>,
 }
 
 // SAFETY: the instance and the buffers it points into move together to the engine's thread
@@ -250,18 +269,16 @@ impl ClapPlugin {
             events: Box::new(Events {
                 params: params
                     .iter()
-                    .map(|&(id, value)| clap_event_param_value {
-                        header: header::<clap_event_param_value>(CLAP_EVENT_PARAM_VALUE),
-                        param_id: id,
-                        cookie: std::ptr::null_mut(),
-                        note_id: -1,
-                        port_index: -1,
-                        channel: -1,
-                        key: -1,
-                        value,
-                    })
+                    .map(|&(id, value)| param_event(id, value))
                     .collect(),
                 send_params: true,
+                moves: found
+                    .params
+                    .iter()
+                    .map(|p| param_event(p.id, 0.0))
+                    .collect(),
+                moved: vec![0; found.params.len()].into_boxed_slice(),
+                n_moved: 0,
                 note: clap_event_note {
                     header: header::<clap_event_note>(CLAP_EVENT_NOTE_ON),
                     note_id: -1,
@@ -287,6 +304,7 @@ impl ClapPlugin {
             adds: false,
             latency: None,
             label,
+            ports: found.params.iter().map(|p| p.port).collect(),
         };
         p.in_events.ctx = (&mut *p.events as *mut Events).cast::<c_void>();
         // SAFETY: main-thread calls on the live plugin from the thread that created it,
@@ -331,6 +349,19 @@ impl ClapPlugin {
                 Error::io(format!("clap:{uri}: starting its main-thread server"), e)
             })?);
         Ok(p)
+    }
+}
+
+fn param_event(id: clap_id, value: f64) -> clap_event_param_value {
+    clap_event_param_value {
+        header: header::<clap_event_param_value>(CLAP_EVENT_PARAM_VALUE),
+        param_id: id,
+        cookie: std::ptr::null_mut(),
+        note_id: -1,
+        port_index: -1,
+        channel: -1,
+        key: -1,
+        value,
     }
 }
 
@@ -413,6 +444,7 @@ impl Plugin for ClapPlugin {
         drop(in_plugin);
         self.steady_time += n as i64;
         self.events.send_params = false;
+        self.events.n_moved = 0;
         self.events.send_note = false;
         match self.outputs.main_channels() {
             [] => {}
@@ -453,5 +485,32 @@ impl Plugin for ClapPlugin {
 
     fn latency_frames(&self) -> Option<u32> {
         self.latency
+    }
+
+    fn set_control(&mut self, index: usize, value: f32) -> bool {
+        match self.ports.iter().position(|&p| p == index) {
+            Some(slot) => {
+                self.events.set(slot, f64::from(value));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
+        let _in_plugin = crash::enter(self.label, Phase::Instantiating);
+        let p = self.plugin;
+        // SAFETY: the plugin is live; `&mut self` keeps `process` from overlapping, and the
+        // main-thread server waits meanwhile.
+        let r = super::host::as_main_thread(|| unsafe { super::state::save(p) })?;
+        Some(r.map_err(|e| Error::cannot_measure(format!("{}: {e}", self.label.as_str()))))
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Option<Result<()>> {
+        let _in_plugin = crash::enter(self.label, Phase::Instantiating);
+        let p = self.plugin;
+        // SAFETY: as in `save_state`.
+        let r = super::host::as_main_thread(|| unsafe { super::state::load(p, state) })?;
+        Some(r.map_err(|e| Error::cannot_measure(format!("{}: {e}", self.label.as_str()))))
     }
 }

@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod host;
 pub mod instance;
+pub mod state;
 
 use super::format::{PluginDesc, PluginFormat};
 use super::{Plugin, PluginContext};

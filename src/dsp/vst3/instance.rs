@@ -1,0 +1,672 @@
+//! One VST3 plugin instance as an engine [`Plugin`].
+//!
+//! A VST3 plugin is a component (`IComponent` + `IAudioProcessor`) and an edit controller
+//! (`IEditController`): one object for both, or a separate controller class the component
+//! names, which is created, initialised, connected (`IConnectionPoint`) and given the
+//! component's state, in the order the VST3 SDK's hosting notes give. The controller is
+//! what names parameters and converts plain values to the normalized ones the processor gets.
+//!
+//! Bus mapping, as for CLAP but by VST3 bus: the track's stereo bus feeds the main audio
+//! input bus (the first of type main, else the first) — one channel gets `(L+R)/2`, two or
+//! more get L and R — and every other input bus (a sidechain) is activated and gets a buffer
+//! of silence of its own; the main output bus's first channel (mono) or first two become L
+//! and R; a plugin with no audio input adds its output to the bus. Parameters given as
+//! `vst3:ID(name=value,…)` go to the processor as parameter changes in the silent priming
+//! block, before the clock starts.
+//!
+//! Everything is allocated here; `process` copies, calls the plugin with bus tables,
+//! parameter changes and event lists built in advance (host.rs), and copies back, without
+//! allocating or locking.
+
+use super::catalog::{self, Bus, Found, Module};
+use super::host::{speakers, Changes, Events, Handler, HostApp, MemStream, SinkChanges};
+use crate::dsp::{Plugin, PluginContext};
+use crate::error::{Error, Result};
+use crate::rt::crash::{self, Label, Phase};
+use std::ffi::c_void;
+use vst3::Steinberg::Vst::SpeakerArr::{kMono, kStereo};
+use vst3::Steinberg::Vst::{
+    AudioBusBuffers, AudioBusBuffers__type0, BusDirections_::kInput, BusDirections_::kOutput,
+    IAudioProcessor, IAudioProcessorTrait, IComponent, IComponentHandler, IComponentTrait,
+    IConnectionPoint, IConnectionPointTrait, IEditController, IEditControllerTrait, IEventList,
+    IParameterChanges, MediaTypes_::kAudio, MediaTypes_::kEvent, ProcessContext, ProcessData,
+    ProcessModes_::kRealtime, ProcessSetup, SpeakerArrangement, SymbolicSampleSizes_::kSample32,
+};
+use vst3::Steinberg::{
+    kResultOk, tresult, FUnknown, IBStream, IPluginBaseTrait, IPluginFactoryTrait, TUID,
+};
+use vst3::{ComPtr, ComWrapper, Interface};
+
+/// Why a class could not be made ready: refused (not hostable: exit 2) or its
+/// initialisation failed (exit 3).
+pub enum PartsError {
+    Refused(String),
+    Init(String),
+}
+
+/// A plugin's component and controller, initialised with xrunlab's host context.
+pub struct Parts {
+    // Field order is release order: DPF (and the SDK's own warnings) want the processor's
+    // and controller's references gone before the component's last one.
+    pub processor: ComPtr<IAudioProcessor>,
+    pub controller: Option<ComPtr<IEditController>>,
+    /// The controller is its own object, initialised and connected here.
+    separate: Option<ComPtr<IEditController>>,
+    pub component: ComPtr<IComponent>,
+    pub handler: ComWrapper<Handler>,
+    _host: ComWrapper<HostApp>,
+}
+
+fn result_text(r: tresult) -> String {
+    use vst3::Steinberg::*;
+    let name = match r {
+        x if x == kResultFalse => "kResultFalse",
+        x if x == kInvalidArgument => "kInvalidArgument",
+        x if x == kNotImplemented => "kNotImplemented",
+        x if x == kInternalError => "kInternalError",
+        x if x == kNotInitialized => "kNotInitialized",
+        x if x == kOutOfMemory => "kOutOfMemory",
+        x if x == kNoInterface => "kNoInterface",
+        _ => "an unknown result",
+    };
+    format!("{name} ({r})")
+}
+
+impl Parts {
+    /// Create the class `cid` of `module` and initialise its component and controller.
+    pub fn new(module: &Module, cid: &TUID) -> std::result::Result<Parts, PartsError> {
+        let host = ComWrapper::new(HostApp);
+        let context = host
+            .as_com_ref::<vst3::Steinberg::Vst::IHostApplication>()
+            .map_or(std::ptr::null_mut(), |r| r.as_ptr().cast::<FUnknown>());
+        let create = |cid: &TUID, iid: &[u8; 16]| -> Option<*mut c_void> {
+            let mut obj = std::ptr::null_mut();
+            // SAFETY: the factory's createInstance with a class id and interface id of 16
+            // bytes each; on success `obj` holds a reference the caller owns.
+            let r = unsafe {
+                module
+                    .factory
+                    .createInstance(cid.as_ptr(), iid.as_ptr().cast(), &mut obj)
+            };
+            (r == kResultOk && !obj.is_null()).then_some(obj)
+        };
+        let component = create(cid, &IComponent::IID)
+            // SAFETY: createInstance returned an IComponent with a reference for us.
+            .and_then(|p| unsafe { ComPtr::from_raw(p.cast::<IComponent>()) })
+            .ok_or_else(|| PartsError::Refused("its factory refused to create it".into()))?;
+        // SAFETY: initialize on the new component with a host context that outlives it
+        // (kept in `Parts`, which terminates the component first).
+        let r = unsafe { component.initialize(context) };
+        if r != kResultOk {
+            return Err(PartsError::Init(format!(
+                "its initialize failed with {}",
+                result_text(r)
+            )));
+        }
+        let terminate = |c: &ComPtr<IComponent>| {
+            // SAFETY: the component was initialised above.
+            unsafe { c.terminate() };
+        };
+        let Some(processor) = component.cast::<IAudioProcessor>() else {
+            terminate(&component);
+            return Err(PartsError::Refused(
+                "its component is no audio processor (no IAudioProcessor)".into(),
+            ));
+        };
+        let handler = ComWrapper::new(Handler::default());
+        let mut parts = Parts {
+            component,
+            processor,
+            controller: None,
+            separate: None,
+            handler,
+            _host: host,
+        };
+        if let Some(single) = parts.component.cast::<IEditController>() {
+            parts.controller = Some(single);
+        } else {
+            let mut ccid: TUID = [0; 16];
+            // SAFETY: the component is initialised; `ccid` is a TUID to fill.
+            let named = unsafe { parts.component.getControllerClassId(&mut ccid) } == kResultOk;
+            let ctl = named
+                .then(|| create(&ccid, &IEditController::IID))
+                .flatten()
+                // SAFETY: createInstance returned an IEditController with a reference for us.
+                .and_then(|p| unsafe { ComPtr::from_raw(p.cast::<IEditController>()) });
+            // SAFETY: initialize on the new controller with the same host context.
+            if let Some(ctl) = ctl.filter(|c| unsafe { c.initialize(context) } == kResultOk) {
+                parts.connect(&ctl, true);
+                parts.separate = Some(ctl.clone());
+                parts.controller = Some(ctl);
+                if let Ok(state) = parts.component_state() {
+                    parts.controller_takes(&state);
+                }
+            }
+        }
+        if let (Some(ctl), Some(h)) = (
+            &parts.controller,
+            parts.handler.as_com_ref::<IComponentHandler>(),
+        ) {
+            // SAFETY: a main-thread call on the initialised controller; the handler lives as
+            // long as `Parts`, and the controller takes its own reference.
+            unsafe { ctl.setComponentHandler(h.as_ptr()) };
+        }
+        Ok(parts)
+    }
+
+    /// Connect (or disconnect) a separate controller and the component both ways.
+    fn connect(&self, ctl: &ComPtr<IEditController>, on: bool) {
+        let (Some(a), Some(b)) = (
+            self.component.cast::<IConnectionPoint>(),
+            ctl.cast::<IConnectionPoint>(),
+        ) else {
+            return;
+        };
+        // SAFETY: both are initialised objects of this plugin; main-thread calls.
+        unsafe {
+            if on {
+                a.connect(b.as_ptr());
+                b.connect(a.as_ptr());
+            } else {
+                a.disconnect(b.as_ptr());
+                b.disconnect(a.as_ptr());
+            }
+        }
+    }
+
+    /// The component's state, as `IComponent::getState` writes it.
+    pub fn component_state(&self) -> std::result::Result<Vec<u8>, String> {
+        let stream = ComWrapper::new(MemStream::default());
+        let s = stream
+            .as_com_ref::<IBStream>()
+            .map_or(std::ptr::null_mut(), |r| r.as_ptr());
+        // SAFETY: a main-thread call on the initialised component with a stream that lives
+        // through it.
+        let r = unsafe { self.component.getState(s) };
+        if r != kResultOk {
+            return Err(format!("its getState failed with {}", result_text(r)));
+        }
+        Ok(stream.bytes())
+    }
+
+    /// Give the component `state` (and a separate controller too, as the SDK says).
+    pub fn set_component_state(&self, state: &[u8]) -> std::result::Result<(), String> {
+        let stream = ComWrapper::new(MemStream::with(state));
+        let s = stream
+            .as_com_ref::<IBStream>()
+            .map_or(std::ptr::null_mut(), |r| r.as_ptr());
+        // SAFETY: as in `component_state`.
+        let r = unsafe { self.component.setState(s) };
+        if r != kResultOk {
+            return Err(format!("its setState failed with {}", result_text(r)));
+        }
+        self.controller_takes(state);
+        Ok(())
+    }
+
+    fn controller_takes(&self, state: &[u8]) {
+        // An empty state (a plugin without parameters) is not passed on: DPF asserts on it.
+        let Some(ctl) = self.separate.as_ref().filter(|_| !state.is_empty()) else {
+            return;
+        };
+        let stream = ComWrapper::new(MemStream::with(state));
+        if let Some(s) = stream.as_com_ref::<IBStream>() {
+            // SAFETY: a main-thread call on the initialised controller.
+            unsafe { ctl.setComponentState(s.as_ptr()) };
+        }
+    }
+}
+
+impl Drop for Parts {
+    fn drop(&mut self) {
+        if let Some(ctl) = self.separate.take() {
+            self.connect(&ctl, false);
+            // SAFETY: the controller was initialised in `new`.
+            unsafe { ctl.terminate() };
+        }
+        // SAFETY: a controller that is the component is released with it, not terminated
+        // twice; setComponentHandler(null) lets it drop our handler first.
+        unsafe {
+            if let Some(ctl) = &self.controller {
+                ctl.setComponentHandler(std::ptr::null_mut());
+            }
+            self.component.terminate();
+        }
+    }
+}
+
+/// Parse `name=value,…` against the plugin's parameters (by the `symbol` `plugins show`
+/// prints, its title, or its numeric id), in plain units. Unknown names and values outside
+/// the parameter's range are the user's mistake (exit 2), named with what is valid. Each
+/// value comes back with the parameter's index in `found.params`.
+pub fn parse_params(found: &Found, params: &str) -> Result<Vec<(usize, f64)>> {
+    let uri = &found.desc.uri;
+    let valid = || {
+        found
+            .params
+            .iter()
+            .map(|p| format!("{} ({}..={})", p.symbol, p.min, p.max))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (sym, v) = kv.split_once('=').ok_or_else(|| {
+            Error::usage(format!(
+                "vst3:{uri}: parameter '{kv}' is not name=value; its parameters are: {}",
+                valid()
+            ))
+        })?;
+        let (sym, v) = (sym.trim(), v.trim());
+        let lower = sym.to_lowercase();
+        let slot = found
+            .params
+            .iter()
+            .position(|p| {
+                p.symbol == lower || p.name.to_lowercase() == lower || p.id.to_string() == sym
+            })
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "vst3:{uri} has no parameter '{sym}'; its parameters are: {}",
+                    if found.params.is_empty() {
+                        "none".to_string()
+                    } else {
+                        valid()
+                    }
+                ))
+            })?;
+        let p = &found.params[slot];
+        let value: f64 = v
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite())
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "vst3:{uri}: {sym}={v} is not a number (valid range {}..={})",
+                    p.min, p.max
+                ))
+            })?;
+        // A little slack: the range ends are the plugin's own conversions of 0 and 1.
+        let slack = 1e-9 * (p.max - p.min).abs().max(1.0);
+        if value < p.min - slack || value > p.max + slack {
+            return Err(Error::usage(format!(
+                "vst3:{uri}: {sym}={v} is outside the parameter's range {}..={}",
+                p.min, p.max
+            )));
+        }
+        out.push((slot, value));
+    }
+    Ok(out)
+}
+
+/// The channel buffers of one side and the tables VST3 reads them through.
+struct Side {
+    channels: Vec<Vec<Box<[f32]>>>,
+    _pointers: Vec<Box<[*mut f32]>>,
+    buses: Box<[AudioBusBuffers]>,
+    main: Option<usize>,
+}
+
+impl Side {
+    fn new(buses: &[Bus], frames: usize) -> Side {
+        let mut channels: Vec<Vec<Box<[f32]>>> = buses
+            .iter()
+            .map(|b| {
+                (0..b.channels)
+                    .map(|_| vec![0.0f32; frames].into_boxed_slice())
+                    .collect()
+            })
+            .collect();
+        let mut pointers: Vec<Box<[*mut f32]>> = channels
+            .iter_mut()
+            .map(|chs| chs.iter_mut().map(|c| c.as_mut_ptr()).collect())
+            .collect();
+        let buses_out = pointers
+            .iter_mut()
+            .zip(buses)
+            .map(|(ptrs, b)| AudioBusBuffers {
+                numChannels: b.channels as i32,
+                silenceFlags: 0,
+                __field0: AudioBusBuffers__type0 {
+                    channelBuffers32: ptrs.as_mut_ptr(),
+                },
+            })
+            .collect();
+        let main = buses
+            .iter()
+            .position(|b| b.main)
+            .or((!buses.is_empty()).then_some(0));
+        Side {
+            channels,
+            _pointers: pointers,
+            buses: buses_out,
+            main,
+        }
+    }
+
+    fn main_channels(&mut self) -> &mut [Box<[f32]>] {
+        match self.main {
+            Some(m) => &mut self.channels[m],
+            None => &mut [],
+        }
+    }
+}
+
+/// The arrangement a bus of `channels` speakers asks for when the plugin gives none.
+fn arrangement_for(channels: u32) -> SpeakerArrangement {
+    match channels {
+        1 => kMono,
+        2 => kStereo,
+        n => (1u64 << n.min(63)) - 1,
+    }
+}
+
+pub struct Vst3Plugin {
+    // Field order is drop order where it matters: `Drop` stops processing and deactivates
+    // before `parts` terminates the plugin and the buffers go.
+    parts: Parts,
+    params: Vec<catalog::Param>,
+    changes: ComWrapper<Changes>,
+    out_changes: ComWrapper<SinkChanges>,
+    events: ComWrapper<Events>,
+    out_events: ComWrapper<Events>,
+    context: Box<ProcessContext>,
+    inputs: Side,
+    outputs: Side,
+    active: bool,
+    processing: bool,
+    adds: bool,
+    latency: u32,
+    label: Label,
+}
+
+// SAFETY: the instance and the buffers it points into move together to the engine's thread
+// and are used there by one thread at a time (every method takes `&mut self`); the host
+// objects are atomics (or a lock, off the audio thread) and Sync.
+unsafe impl Send for Vst3Plugin {}
+
+/// Bus arrangements for `buses`: the plugin's own, else by channel count.
+///
+/// # Safety
+/// `p` is an initialised processor, called from its main thread.
+unsafe fn arrangements(p: &ComPtr<IAudioProcessor>, dir: i32, buses: &[Bus]) -> Vec<u64> {
+    (0..buses.len())
+        .map(|i| {
+            let mut arr: SpeakerArrangement = 0;
+            // SAFETY: the caller's contract; `arr` is a valid out-value.
+            let ok = unsafe { p.getBusArrangement(dir, i as i32, &mut arr) } == kResultOk;
+            if ok && speakers(arr) == buses[i].channels {
+                arr
+            } else {
+                arrangement_for(buses[i].channels)
+            }
+        })
+        .collect()
+}
+
+impl Vst3Plugin {
+    pub fn new(found: &Found, params: &[(usize, f64)], ctx: &PluginContext) -> Result<Self> {
+        let uri = &found.desc.uri;
+        let name = &found.desc.name;
+        let module = match (&found.desc.unhostable, found.module) {
+            (Some(why), _) if !found.init_failed => {
+                return Err(Error::usage(format!(
+                    "vst3:{uri} ({name}) cannot be hosted: {why}"
+                )))
+            }
+            (_, Some(m)) => m,
+            (_, None) => return Err(Error::usage(format!("vst3:{uri} is not a plugin"))),
+        };
+        let frames = ctx.max_frames.max(1);
+        let label = Label::new(&format!("vst3:{uri} ({name})"));
+        let in_plugin = crash::enter(label, Phase::Instantiating);
+        let parts = Parts::new(module, &found.cid).map_err(|e| match e {
+            PartsError::Refused(why) => {
+                Error::cannot_measure(format!("vst3:{uri} ({name}): {why}"))
+            }
+            PartsError::Init(why) => Error::cannot_measure(format!("vst3:{uri} ({name}): {why}")),
+        })?;
+        // SAFETY: main-thread calls on the initialised parts from the thread that created
+        // them, in the SDK's order: arrangements, bus activation, setup, then setActive.
+        let (ins, outs) = unsafe {
+            let ins = catalog::audio_buses(&parts, true);
+            let outs = catalog::audio_buses(&parts, false);
+            let mut a_in = arrangements(&parts.processor, kInput as i32, &ins);
+            let mut a_out = arrangements(&parts.processor, kOutput as i32, &outs);
+            // A plugin may refuse and keep its own: the bus infos read again say which.
+            parts.processor.setBusArrangements(
+                a_in.as_mut_ptr(),
+                a_in.len() as i32,
+                a_out.as_mut_ptr(),
+                a_out.len() as i32,
+            );
+            let ins = catalog::audio_buses(&parts, true);
+            let outs = catalog::audio_buses(&parts, false);
+            for (dir, n) in [(kInput, ins.len()), (kOutput, outs.len())] {
+                for i in 0..n {
+                    parts
+                        .component
+                        .activateBus(kAudio as i32, dir as i32, i as i32, 1);
+                }
+            }
+            for i in 0..parts.component.getBusCount(kEvent as i32, kInput as i32) {
+                parts
+                    .component
+                    .activateBus(kEvent as i32, kInput as i32, i, 1);
+            }
+            (ins, outs)
+        };
+        let ids = found.params.iter().map(|p| p.id);
+        let mut p = Vst3Plugin {
+            parts,
+            params: found.params.clone(),
+            changes: ComWrapper::new(Changes::new(ids)),
+            out_changes: ComWrapper::new(SinkChanges::default()),
+            events: ComWrapper::new(Events::new(true)),
+            out_events: ComWrapper::new(Events::new(false)),
+            // SAFETY: ProcessContext is plain integers and floats; zero is a valid value.
+            context: Box::new(unsafe { std::mem::zeroed() }),
+            adds: ins.is_empty(),
+            inputs: Side::new(&ins, frames),
+            outputs: Side::new(&outs, frames),
+            active: false,
+            processing: false,
+            latency: 0,
+            label,
+        };
+        p.context.sampleRate = f64::from(ctx.rate);
+        p.context.state = vst3::Steinberg::Vst::ProcessContext_::StatesAndFlags_::kContTimeValid;
+        let mut setup = ProcessSetup {
+            processMode: kRealtime as i32,
+            symbolicSampleSize: kSample32 as i32,
+            maxSamplesPerBlock: frames as i32,
+            sampleRate: f64::from(ctx.rate),
+        };
+        // SAFETY: main-thread calls on the initialised parts, as above.
+        unsafe {
+            let r = p.parts.processor.setupProcessing(&mut setup);
+            if r != kResultOk {
+                return Err(Error::cannot_measure(format!(
+                    "vst3:{uri} ({name}) refused to process at {} Hz, up to {frames} frames: {}",
+                    ctx.rate,
+                    result_text(r)
+                )));
+            }
+            let r = p.parts.component.setActive(1);
+            if r != kResultOk {
+                return Err(Error::cannot_measure(format!(
+                    "vst3:{uri} ({name}) refused to activate: {}",
+                    result_text(r)
+                )));
+            }
+            p.active = true;
+        }
+        for &(slot, plain) in params {
+            p.send(slot, plain);
+        }
+        // One silent block before the clock starts, carrying the parameters: plugins
+        // allocate lazily on their first block and settle their latency after it.
+        let (mut l, mut r) = (vec![0.0f32; frames], vec![0.0f32; frames]);
+        drop(in_plugin);
+        p.process(&mut l, &mut r);
+        let _in_plugin = crash::enter(label, Phase::Instantiating);
+        // SAFETY: a main-thread call on the active processor.
+        p.latency = unsafe { p.parts.processor.getLatencySamples() };
+        Ok(p)
+    }
+
+    /// Queue the plain `value` of the parameter `slot` for the next block; false without a
+    /// controller to convert it.
+    fn send(&mut self, slot: usize, value: f64) -> bool {
+        let (Some(ctl), Some(param)) = (&self.parts.controller, self.params.get(slot)) else {
+            return false;
+        };
+        // SAFETY: a pure conversion on the initialised controller (no state changes), made
+        // between blocks by the thread that owns the instance.
+        let norm = unsafe { ctl.plainParamToNormalized(param.id, value) };
+        self.changes.set(slot, norm.clamp(0.0, 1.0));
+        true
+    }
+}
+
+impl Drop for Vst3Plugin {
+    fn drop(&mut self) {
+        let _in_plugin = crash::enter(self.label, Phase::Instantiating);
+        // SAFETY: the parts are live; nothing else calls them now.
+        unsafe {
+            if self.processing {
+                self.parts.processor.setProcessing(0);
+            }
+            if self.active {
+                self.parts.component.setActive(0);
+            }
+        }
+    }
+}
+
+impl Plugin for Vst3Plugin {
+    fn process(&mut self, left: &mut [f32], right: &mut [f32]) {
+        let n = left.len().min(right.len());
+        match self.inputs.main_channels() {
+            [] => {}
+            [mono] => {
+                for ((m, l), r) in mono.iter_mut().zip(left.iter()).zip(right.iter()) {
+                    *m = 0.5 * (l + r);
+                }
+            }
+            [a, b, ..] => {
+                a[..n].copy_from_slice(&left[..n]);
+                b[..n].copy_from_slice(&right[..n]);
+            }
+        }
+        let ptr = |w: Option<*mut FUnknown>| w.unwrap_or(std::ptr::null_mut());
+        let mut data = ProcessData {
+            processMode: kRealtime as i32,
+            symbolicSampleSize: kSample32 as i32,
+            numSamples: n as i32,
+            numInputs: self.inputs.buses.len() as i32,
+            numOutputs: self.outputs.buses.len() as i32,
+            inputs: self.inputs.buses.as_mut_ptr(),
+            outputs: self.outputs.buses.as_mut_ptr(),
+            inputParameterChanges: ptr(self
+                .changes
+                .as_com_ref::<IParameterChanges>()
+                .map(|r| r.as_ptr().cast()))
+            .cast(),
+            outputParameterChanges: ptr(self
+                .out_changes
+                .as_com_ref::<IParameterChanges>()
+                .map(|r| r.as_ptr().cast()))
+            .cast(),
+            inputEvents: ptr(self
+                .events
+                .as_com_ref::<IEventList>()
+                .map(|r| r.as_ptr().cast()))
+            .cast(),
+            outputEvents: ptr(self
+                .out_events
+                .as_com_ref::<IEventList>()
+                .map(|r| r.as_ptr().cast()))
+            .cast(),
+            processContext: &mut *self.context,
+        };
+        let in_plugin = crash::enter(self.label, Phase::Processing);
+        // SAFETY: the component is active; `data` points at buffers, lists and a context
+        // this instance owns, sized for `max_frames` ≥ n (the Plugin contract); `&mut self`
+        // keeps any other call from overlapping.
+        unsafe {
+            if !self.processing {
+                // kNotImplemented is allowed here: only that it was asked matters.
+                self.parts.processor.setProcessing(1);
+                self.processing = true;
+            }
+            self.parts.processor.process(&mut data);
+        }
+        drop(in_plugin);
+        self.context.continousTimeSamples += n as i64;
+        self.changes.clear();
+        self.events.clear();
+        match self.outputs.main_channels() {
+            [] => {}
+            [mono] if self.adds => {
+                for ((m, l), r) in mono.iter().zip(left.iter_mut()).zip(right.iter_mut()) {
+                    *l += m;
+                    *r += m;
+                }
+            }
+            [mono] => {
+                left[..n].copy_from_slice(&mono[..n]);
+                right[..n].copy_from_slice(&mono[..n]);
+            }
+            [a, b, ..] if self.adds => {
+                for (l, s) in left.iter_mut().zip(a.iter()) {
+                    *l += s;
+                }
+                for (r, s) in right.iter_mut().zip(b.iter()) {
+                    *r += s;
+                }
+            }
+            [a, b, ..] => {
+                left[..n].copy_from_slice(&a[..n]);
+                right[..n].copy_from_slice(&b[..n]);
+            }
+        }
+    }
+
+    fn note_on(&mut self) {
+        self.events.note(true);
+    }
+
+    fn note_off(&mut self) {
+        self.events.note(false);
+    }
+
+    fn latency_frames(&self) -> Option<u32> {
+        Some(self.latency)
+    }
+
+    fn set_control(&mut self, index: usize, value: f32) -> bool {
+        match self.params.iter().position(|p| p.port == index) {
+            Some(slot) => self.send(slot, f64::from(value)),
+            None => false,
+        }
+    }
+
+    fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
+        let _in_plugin = crash::enter(self.label, Phase::Instantiating);
+        Some(
+            self.parts
+                .component_state()
+                .map_err(|e| Error::cannot_measure(format!("{}: {e}", self.label.as_str()))),
+        )
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Option<Result<()>> {
+        let _in_plugin = crash::enter(self.label, Phase::Instantiating);
+        Some(
+            self.parts
+                .set_component_state(state)
+                .map_err(|e| Error::cannot_measure(format!("{}: {e}", self.label.as_str()))),
+        )
+    }
+}
