@@ -998,6 +998,7 @@ fn compare_has_tables_for_latencytest_event_and_latency_deltas() {
     assert!(html.contains("Latency histograms, all CPUs"));
     assert!(html.contains("Exceedance: share of wake-ups later than x"));
     assert_eq!(html.matches("<svg").count(), 2);
+}
 
 /// A PipeWire watch (tests/fixtures/results/README.md): the report shows the late node, the
 /// near-miss histogram, the busy histograms and the worst xrun's lanes; `compare` of two

@@ -6,7 +6,7 @@
 //! component for its buses and its controller for its parameters, then terminating it.
 
 use super::host::wide_text;
-use super::instance::{self, Parts};
+use super::parts::{self, audio_buses, Module, Parts};
 use crate::dsp::clap as clap_format;
 use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
@@ -18,10 +18,8 @@ use std::sync::{Mutex, OnceLock};
 use vst3::ComPtr;
 use vst3::Steinberg::Vst::{
     BusDirections_::{kInput, kOutput},
-    BusInfo,
-    BusTypes_::kMain,
     IComponentTrait, IEditControllerTrait,
-    MediaTypes_::{kAudio, kEvent},
+    MediaTypes_::kEvent,
     ParamID, ParameterInfo,
     ParameterInfo_::ParameterFlags_::{kIsHidden, kIsProgramChange, kIsReadOnly},
 };
@@ -32,28 +30,6 @@ use vst3::Steinberg::{
 
 /// The class category of a plugin's processor (the SDK's kVstAudioEffectClass).
 const AUDIO_MODULE_CLASS: &str = "Audio Module Class";
-
-/// A loaded VST3 binary: `ModuleEntry` called, its factory held, never unloaded (`ModuleExit`
-/// is not called: plugins' threads and static data may outlive any one instance, and a
-/// process hosts few binaries).
-pub struct Module {
-    pub path: PathBuf,
-    pub factory: ComPtr<IPluginFactory>,
-}
-
-// SAFETY: a VST3 factory's createInstance and class queries may be called from any thread
-// the host chooses (hosts scan from worker threads); nothing in a `Module` changes after
-// loading, and it is never released.
-unsafe impl Send for Module {}
-// SAFETY: as for Send.
-unsafe impl Sync for Module {}
-
-/// One audio bus as the component declares it.
-#[derive(Debug, Clone, Copy)]
-pub struct Bus {
-    pub channels: u32,
-    pub main: bool,
-}
 
 /// One parameter: its VST3 id, the port it is in the description, and what `name=value`
 /// matches; `min` and `max` are its plain values at normalized 0 and 1, in order.
@@ -230,27 +206,6 @@ pub fn cid_text(cid: &TUID) -> String {
     cid.iter().map(|&b| format!("{:02X}", b as u8)).collect()
 }
 
-/// The audio buses of a component on one side.
-///
-/// # Safety
-/// `parts` holds an initialised component, called from its main thread.
-pub(super) unsafe fn audio_buses(parts: &Parts, input: bool) -> Vec<Bus> {
-    let dir = if input { kInput } else { kOutput } as i32;
-    let c = &parts.component;
-    // SAFETY: the caller's contract; `info` is a valid out-struct.
-    unsafe {
-        (0..c.getBusCount(kAudio as i32, dir))
-            .filter_map(|i| {
-                let mut info: BusInfo = std::mem::zeroed();
-                (c.getBusInfo(kAudio as i32, dir, i, &mut info) == kResultOk).then_some(Bus {
-                    channels: info.channelCount.max(0) as u32,
-                    main: info.busType == kMain as i32,
-                })
-            })
-            .collect()
-    }
-}
-
 /// What a probe of one class found: ports (audio channels, event buses, parameters) and the
 /// parameters a host may set.
 ///
@@ -375,11 +330,11 @@ fn probe(module: &'static Module, index: i32, info: &PClassInfo) -> Found {
             // SAFETY: the parts are initialised, and this thread created them.
             (desc.ports, params) = unsafe { ports_and_params(&parts) };
         }
-        Err(instance::PartsError::Init(why)) => {
+        Err(parts::PartsError::Init(why)) => {
             init_failed = true;
             desc.unhostable = Some(why);
         }
-        Err(instance::PartsError::Refused(why)) => desc.unhostable = Some(why),
+        Err(parts::PartsError::Refused(why)) => desc.unhostable = Some(why),
     }
     Found {
         module: Some(module),

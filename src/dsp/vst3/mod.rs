@@ -16,6 +16,7 @@
 pub mod catalog;
 pub mod host;
 pub mod instance;
+pub mod parts;
 
 use super::format::{PluginDesc, PluginFormat};
 use super::{Plugin, PluginContext};
