@@ -29,6 +29,15 @@ pub fn init_colour() {
     use std::io::IsTerminal;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     crate::report::text::style::set_colour(!no_color && std::io::stdout().is_terminal());
+    // A wider terminal says so in COLUMNS (exported by the user or a script): tables use
+    // it; unset, or narrower than 80, they keep to the 80 columns any terminal shows.
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > crate::report::text::style::WIDTH)
+    {
+        crate::report::text::style::set_width(n.min(1000));
+    }
 }
 
 /// Like [`stdout`], for stderr.

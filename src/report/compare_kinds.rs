@@ -217,7 +217,9 @@ fn merged_histogram(r: &crate::measure::latency::LatencyResult) -> Vec<(u64, u64
     let mut m: std::collections::BTreeMap<u64, u64> = Default::default();
     for c in &r.per_cpu {
         for &(b, k) in &c.histogram_us {
-            *m.entry(b).or_default() += k;
+            // A hostile file's counts may not add up: saturate, never overflow.
+            let e = m.entry(b).or_default();
+            *e = e.saturating_add(k);
         }
     }
     m.into_iter().collect()
@@ -243,10 +245,10 @@ pub fn latency_figures(inputs: &[Input], labels: &[String]) -> Vec<(String, &'st
         let mut seen = 0u64;
         let mut pts = Vec::with_capacity(h.len());
         for &(b, k) in &h {
-            seen += k;
+            seen = seen.saturating_add(k);
             let above = results.overall.summary.count.saturating_sub(seen);
             if above > 0 {
-                pts.push(((b + 1) as f64, above as f64 / total));
+                pts.push((b.saturating_add(1) as f64, above as f64 / total));
             }
         }
         exceed.push(Series {

@@ -38,6 +38,16 @@ pub fn which(prog: &str) -> Option<std::path::PathBuf> {
 pub fn xrunlab() -> assert_cmd::Command {
     let mut c = assert_cmd::Command::cargo_bin("xrunlab").unwrap();
     c.env_remove("XRUNLAB_LOG");
+    // Tables at the 80 columns of the default, whatever the shell running the tests exports.
+    c.env_remove("COLUMNS");
+    c
+}
+
+/// [`xrunlab`] on a terminal 250 columns wide: tables keep each row on one line, for tests
+/// that look for a row by its label and figures.
+pub fn xrunlab_wide() -> assert_cmd::Command {
+    let mut c = xrunlab();
+    c.env("COLUMNS", "250");
     c
 }
 pub mod alsa;

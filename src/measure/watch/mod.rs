@@ -176,7 +176,7 @@ pub struct WatchResults {
 impl WatchResults {
     /// Xruns seen, lost ones included.
     pub fn total_xruns(&self) -> u64 {
-        self.xruns.len() as u64 + self.xruns_lost
+        (self.xruns.len() as u64).saturating_add(self.xruns_lost)
     }
 }
 

@@ -355,6 +355,7 @@ mod tests {
             delayed_us,
             dsp_load_pct: 0.0,
             late: None,
+            late_by_ns: None,
         }
     }
 

@@ -88,7 +88,13 @@ pub fn headroom_section(h: &Headroom) -> String {
     if h.cycles == 0 {
         return String::new();
     }
-    let band = |lo: usize, hi: usize| h.bins.iter().skip(lo).take(hi - lo).sum::<u64>();
+    let band = |lo: usize, hi: usize| {
+        h.bins
+            .iter()
+            .skip(lo)
+            .take(hi - lo)
+            .fold(0u64, |a, &b| a.saturating_add(b))
+    };
     let rows = [
         ("missed (xrun)", h.missed),
         ("< 5 % spare", band(0, 1)),
