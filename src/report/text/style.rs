@@ -64,7 +64,7 @@ fn min_widths(header: &[String], rows: &[Vec<String>]) -> Vec<usize> {
     let mut w = vec![0; header.len()];
     for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
         for (k, c) in r.iter().enumerate() {
-            let longest = c.lines().flat_map(|l| words(l)).map(|x| x.chars().count());
+            let longest = c.lines().flat_map(words).map(|x| x.chars().count());
             w[k] = w[k].max(longest.max().unwrap_or(0));
         }
     }
@@ -93,7 +93,7 @@ fn share(min: &[usize], want: &[usize], room: usize) -> Vec<usize> {
 /// Whether columns this narrow fit in [`WIDTH`]: two borders, a space each side of a cell
 /// and the (blank) rule between two cells.
 fn fits(w: &[usize]) -> bool {
-    w.iter().sum::<usize>() + 3 * w.len() + 1 <= width()
+    w.iter().sum::<usize>() + 3 * w.len() < width()
 }
 
 fn fit_table(t: &Table) -> String {
