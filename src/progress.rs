@@ -14,6 +14,10 @@ pub trait Progress: Send + Sync {
     /// A line the user must read now, bar or not ("ready for 20 triggers"): the library
     /// prints nothing, so only a front end that shows lines says it (the CLI on stderr).
     fn say(&self, _line: &str) {}
+    /// Whether anything is shown: a live line is only worth formatting for a display.
+    fn shows(&self) -> bool {
+        true
+    }
 }
 
 /// Reports nothing.
@@ -24,6 +28,9 @@ impl Progress for Silent {
     fn set_position(&self, _: u64) {}
     fn set_message(&self, _: &str) {}
     fn finish(&self) {}
+    fn shows(&self) -> bool {
+        false
+    }
 }
 
 pub struct Bar(indicatif::ProgressBar);

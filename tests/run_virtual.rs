@@ -2,7 +2,7 @@
 //! the machines this runs on are noisy VMs (docs/ARCHITECTURE.md §4).
 
 mod common;
-use common::{is_root, xrunlab};
+use common::{is_root, xrunlab, xrunlab_wide};
 use std::time::{Duration, Instant};
 use xrunlab::measure::run::DriverKind;
 use xrunlab::measure::run::{run, RunConfig};
@@ -240,7 +240,7 @@ fn the_stress_warning_is_said_once_in_the_result_and_once_on_stderr() {
         ],
     ];
     for args in cases {
-        let o = xrunlab()
+        let o = xrunlab_wide()
             .args(args)
             .args(["--no-dma-latency"].iter().filter(|_| args[0] == "latency"))
             .args(["--stress", "cpu", "--stress-backend", "builtin", "--json"])

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{in_ci, is_root, require, show, xrunlab};
+use common::{in_ci, is_root, require, show, xrunlab, xrunlab_wide};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,8 @@ impl Tree {
     }
 
     fn tune(&self, args: &[&str]) -> std::process::Output {
-        xrunlab()
+        // Wide: the tests look up lines by their words, which 80 columns may wrap.
+        xrunlab_wide()
             .arg("tune")
             .args(args)
             .arg("--root")

@@ -57,9 +57,12 @@ pub struct Found {
 
 /// The directories searched, in order.
 pub fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("VST3_PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
+    // Set, it replaces the default places, as LV2_PATH does for LV2: the audit lists a
+    // folder's plugins by pointing it there, and a test can see only its fixtures.
+    if let Some(p) = std::env::var_os("VST3_PATH").filter(|p| !p.is_empty()) {
+        return std::env::split_paths(&p).collect();
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(Path::new(&home).join(".vst3"));
     }

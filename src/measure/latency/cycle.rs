@@ -384,7 +384,9 @@ pub(super) fn measure_keeping(
         std::thread::sleep(std::time::Duration::from_millis(100));
         let now = clock::monotonic_ns();
         progress.set_position((now.saturating_sub(t0) / clock::NS_PER_S).min(total_s));
-        progress.set_message(&super::live::line(&cpus, &lives));
+        if progress.shows() {
+            progress.set_message(&super::live::line(&cpus, &lives));
+        }
     }
     progress.finish();
     let states: Vec<ThreadState> = threads.into_iter().map(|t| t.join()).collect();
