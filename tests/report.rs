@@ -1034,8 +1034,12 @@ fn a_pipewire_watch_renders_and_compares_and_a_hostile_one_exits_2() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("near misses:"), "{text}");
     assert!(text.contains("'xrl-slowpoke' ran long"), "{text}");
+    // Only a path deeper than a line (the checkout's own) may stand alone past 80 columns.
     for line in text.lines() {
-        assert!(line.chars().count() <= 80, "{line}");
+        assert!(
+            line.chars().count() <= 80 || (line.starts_with("== /") && !line[3..].contains(' ')),
+            "{line}"
+        );
     }
     let out = xrunlab_wide()
         .arg("compare")

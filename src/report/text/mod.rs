@@ -48,12 +48,15 @@ pub fn body(doc: &ResultDoc) -> String {
 /// machine, the warnings, then the kind's summary (a kind this build does not know as its
 /// flattened fields).
 pub fn input(i: &Input) -> String {
-    let mut s = format!(
-        "== {} ({}, {}) ==\n",
-        i.path.display(),
-        i.kind(),
-        i.status()
-    );
+    // A deep path keeps its own line and the kind goes below it, so the path stays whole and
+    // nothing else runs past the terminal's edge.
+    let path = format!("== {}", i.path.display());
+    let kind = format!("({}, {}) ==", i.kind(), i.status());
+    let mut s = if path.chars().count() + 1 + kind.chars().count() <= style::width() {
+        format!("{path} {kind}\n")
+    } else {
+        format!("{path}\n   {kind}\n")
+    };
     if let Some(env) = i.environment() {
         s.push_str(&format!("{}\n", style::wrap(&style::system_line(env), 2)));
     }
