@@ -235,3 +235,42 @@ pub struct PluginRecord {
 pub fn unknown_message(title: &str, target: &str) -> String {
     format!("no installed {title} plugin is called '{target}'")
 }
+
+/// A plugin's output channels onto the engine's stereo pair for `n` frames: a mono output
+/// to both sides, the first two of more; added to what is there when the plugin is an
+/// instrument layered on the chain (`adds`), else replacing it. Real-time: no allocation.
+pub fn to_stereo<C: AsRef<[f32]>>(
+    outs: &[C],
+    left: &mut [f32],
+    right: &mut [f32],
+    n: usize,
+    adds: bool,
+) {
+    match outs {
+        [] => {}
+        [mono] if adds => {
+            let mono = mono.as_ref();
+            for ((m, l), r) in mono.iter().zip(left.iter_mut()).zip(right.iter_mut()) {
+                *l += m;
+                *r += m;
+            }
+        }
+        [mono] => {
+            let mono = mono.as_ref();
+            left[..n].copy_from_slice(&mono[..n]);
+            right[..n].copy_from_slice(&mono[..n]);
+        }
+        [a, b, ..] if adds => {
+            for (l, s) in left.iter_mut().zip(a.as_ref().iter()) {
+                *l += s;
+            }
+            for (r, s) in right.iter_mut().zip(b.as_ref().iter()) {
+                *r += s;
+            }
+        }
+        [a, b, ..] => {
+            left[..n].copy_from_slice(&a.as_ref()[..n]);
+            right[..n].copy_from_slice(&b.as_ref()[..n]);
+        }
+    }
+}

@@ -12,6 +12,7 @@ pub mod burn;
 pub mod clap;
 pub mod denormal;
 pub mod fdn;
+pub mod files;
 pub mod filterbank;
 pub mod format;
 pub mod lv2;
@@ -82,11 +83,12 @@ pub trait Plugin: Send {
     }
     /// The plugin's whole state (controls and what it keeps inside) as bytes that
     /// [`Plugin::restore_state`] of a fresh instance of the same plugin reads back; `None`
-    /// when its format offers no state here. Not real-time. Used by `plugins audit`.
+    /// when the plugin has none to offer (a CLAP plugin without `clap.state`, the built-ins;
+    /// an LV2 plugin's state is at least its controls). Not real-time. Used by `plugins audit`.
     fn save_state(&mut self) -> Option<Result<Vec<u8>>> {
         None
     }
-    /// Restore what [`Plugin::save_state`] gave; `None` when its format offers no state.
+    /// Restore what [`Plugin::save_state`] gave; `None` when the plugin offers no state.
     fn restore_state(&mut self, _state: &[u8]) -> Option<Result<()>> {
         None
     }

@@ -24,6 +24,12 @@ pub fn both<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
 /// stops at the first operation found there).
 pub fn both_cycles<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
     let ((r, rust), c) = interpose::counted_cycles(|| on_all_threads(f));
+    if rust > 0 {
+        eprintln!(
+            "Rust heap operations on threads {}",
+            crate::common::counting::counted_threads().join(", ")
+        );
+    }
     (r, rust, c)
 }
 

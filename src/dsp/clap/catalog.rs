@@ -5,6 +5,8 @@
 //! its audio ports, note ports and parameters, then destroying it.
 
 use super::host::HostShared;
+use super::KIND;
+use crate::dsp::files;
 use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
 use crate::rt::crash::{self, Label, Phase};
@@ -58,17 +60,8 @@ pub struct AudioPort {
     pub main: bool,
 }
 
-/// One parameter: its CLAP id and what `name=value` matches.
-#[derive(Debug, Clone)]
-pub struct Param {
-    pub id: clap_id,
-    /// Its port in the plugin's description (what `Plugin::set_control` names).
-    pub port: usize,
-    pub symbol: String,
-    pub name: String,
-    pub min: f64,
-    pub max: f64,
-}
+/// One parameter, with its CLAP id.
+pub type Param = crate::dsp::files::Param<clap_id>;
 
 /// One plugin found on the search path.
 #[derive(Clone)]
@@ -92,22 +85,6 @@ pub fn search_dirs() -> Vec<PathBuf> {
     }
     dirs.push("/usr/lib/clap".into());
     dirs
-}
-
-/// Every `*.clap` file under `dir`, a few levels deep (vendors put theirs in folders).
-fn clap_files(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.extension().is_some_and(|e| e == "clap") && p.is_file() {
-            out.push(p);
-        } else if p.is_dir() && depth > 0 {
-            clap_files(&p, depth - 1, out);
-        }
-    }
 }
 
 /// Load `path` once per process: dlopen it, find `clap_entry`, initialise it and get its
@@ -423,83 +400,45 @@ pub fn plugins_of(path: &Path) -> Vec<Found> {
 }
 
 fn broken(path: &Path, why: String) -> Found {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     Found {
         module: None,
         id: CString::default(),
-        desc: PluginDesc {
-            uri: path.display().to_string(),
-            name: stem,
-            class: String::new(),
-            ports: Vec::new(),
-            required_features: Vec::new(),
-            latency_port: None,
-            unhostable: Some(format!("{}: {why}", path.display())),
-        },
+        desc: files::broken(path, why),
         params: Vec::new(),
         init_failed: false,
     }
 }
 
-/// The plugins of the `.clap` files directly in `dir`, as chain elements know them: a file
-/// holding one plugin by its path (`clap:/dir/X.clap`, found wherever the folder is), one
-/// holding several by their ids, which must then be on the search path.
-pub fn in_dir(dir: &Path) -> Vec<PluginDesc> {
-    let mut files = Vec::new();
-    clap_files(dir, 0, &mut files);
-    let mut out = Vec::new();
-    for file in files {
-        let found = plugins_of(&file);
-        let one = found.len() == 1;
-        for f in found {
-            let mut d = f.desc;
-            if one && f.module.is_some() {
-                d.uri = file.display().to_string();
-            }
-            out.push(d);
-        }
+impl files::Probed for Found {
+    fn desc(&self) -> &PluginDesc {
+        &self.desc
     }
-    out
+    fn into_desc(self) -> PluginDesc {
+        self.desc
+    }
+    fn loaded(&self) -> bool {
+        self.module.is_some()
+    }
+}
+
+/// The plugins of the `.clap` files directly in `dir` (`dsp::files::in_dir`): a file holding
+/// one plugin by its path (`clap:/dir/X.clap`), one holding several by their ids.
+pub fn in_dir(dir: &Path) -> Vec<PluginDesc> {
+    files::in_dir(&KIND, dir, plugins_of)
 }
 
 /// Everything installed, sorted by identifier; probed once per process.
 pub fn all() -> &'static [Found] {
     static ALL: OnceLock<Vec<Found>> = OnceLock::new();
-    ALL.get_or_init(|| {
-        let mut files = Vec::new();
-        for d in search_dirs() {
-            clap_files(&d, 3, &mut files);
-        }
-        let mut seen = std::collections::HashSet::new();
-        files.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
-        let mut v: Vec<Found> = files.iter().flat_map(|f| plugins_of(f)).collect();
-        // The first of an id on the search path wins, as CLAP_PATH comes first.
-        let mut ids = std::collections::HashSet::new();
-        v.retain(|f| f.module.is_none() || ids.insert(f.desc.uri.clone()));
-        v.sort_by(|a, b| a.desc.uri.cmp(&b.desc.uri));
-        v
-    })
+    ALL.get_or_init(|| files::catalog(&KIND, search_dirs(), plugins_of))
 }
 
-/// Find a plugin by id, by name (case-insensitive) or by the path of its `.clap` file (when
-/// the file holds one). Unknown or ambiguous is the user's mistake (exit 2).
+/// Find a plugin by id, by name (case-insensitive), by the last part of its id, or by the
+/// path of its `.clap` file (when the file holds one). Unknown or ambiguous is the user's
+/// mistake (exit 2).
 pub fn resolve(target: &str) -> Result<Found> {
-    if target.ends_with(".clap") && target.contains('/') {
-        let found = plugins_of(Path::new(target));
-        return match found.as_slice() {
-            [one] => Ok(one.clone()),
-            many => Err(Error::usage(format!(
-                "{target} holds {} CLAP plugins; name one by its id: {}",
-                many.len(),
-                many.iter()
-                    .map(|f| format!("clap:{}", f.desc.uri))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
-        };
+    if let Some(one) = files::by_path(&KIND, target, plugins_of) {
+        return one;
     }
     let all = all();
     if let Some(f) = all.iter().find(|f| f.desc.uri == target) {
@@ -507,30 +446,19 @@ pub fn resolve(target: &str) -> Result<Found> {
     }
     let t = target.to_lowercase();
     let tail = |id: &str| id.rsplit(['.', '/']).next().unwrap_or(id).to_lowercase();
-    for found in [
-        all.iter()
-            .filter(|f| f.desc.name.to_lowercase() == t)
-            .collect::<Vec<_>>(),
-        all.iter()
-            .filter(|f| f.module.is_some() && tail(&f.desc.uri) == t)
-            .collect(),
-    ] {
-        match found.as_slice() {
-            [] => continue,
-            [one] => return Ok((*one).clone()),
-            many => {
-                return Err(Error::usage(format!(
-                    "clap:{target} names {} installed plugins; use the id: {}",
-                    many.len(),
-                    many.iter()
-                        .map(|f| f.desc.uri.clone())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            }
-        }
-    }
-    Err(Error::usage(crate::dsp::format::unknown_message(
-        "CLAP", target,
-    )))
+    let named: Vec<&Found> = all
+        .iter()
+        .filter(|f| f.desc.name.to_lowercase() == t)
+        .collect();
+    let tails: Vec<&Found> = all
+        .iter()
+        .filter(|f| f.module.is_some() && tail(&f.desc.uri) == t)
+        .collect();
+    files::the_one(&KIND, target, &named)
+        .or_else(|| files::the_one(&KIND, target, &tails))
+        .unwrap_or_else(|| {
+            Err(Error::usage(crate::dsp::format::unknown_message(
+                "CLAP", target,
+            )))
+        })
 }

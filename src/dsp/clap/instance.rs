@@ -175,64 +175,15 @@ pub struct ClapPlugin {
 // beside `process`, and `HostShared`, which is Sync.
 unsafe impl Send for ClapPlugin {}
 
-/// Parse `name=value,…` against the plugin's parameters (by the `symbol` `plugins show`
-/// prints, the parameter's name, or its numeric id). Unknown names and values outside the
-/// parameter's range are the user's mistake (exit 2), named with what is valid.
+/// Parse `name=value,…` against the plugin's parameters (`dsp::files::parse_params`), each
+/// value with its parameter's CLAP id.
 pub fn parse_params(found: &Found, params: &str) -> Result<Vec<(clap_id, f64)>> {
-    let uri = &found.desc.uri;
-    let valid = || {
-        found
-            .params
-            .iter()
-            .map(|p| format!("{} ({}..={})", p.symbol, p.min, p.max))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut out = Vec::new();
-    for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (sym, v) = kv.split_once('=').ok_or_else(|| {
-            Error::usage(format!(
-                "clap:{uri}: parameter '{kv}' is not name=value; its parameters are: {}",
-                valid()
-            ))
-        })?;
-        let (sym, v) = (sym.trim(), v.trim());
-        let lower = sym.to_lowercase();
-        let p = found
-            .params
-            .iter()
-            .find(|p| {
-                p.symbol == lower || p.name.to_lowercase() == lower || p.id.to_string() == sym
-            })
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "clap:{uri} has no parameter '{sym}'; its parameters are: {}",
-                    if found.params.is_empty() {
-                        "none".to_string()
-                    } else {
-                        valid()
-                    }
-                ))
-            })?;
-        let value: f64 = v
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite())
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "clap:{uri}: {sym}={v} is not a number (valid range {}..={})",
-                    p.min, p.max
-                ))
-            })?;
-        if value < p.min || value > p.max {
-            return Err(Error::usage(format!(
-                "clap:{uri}: {sym}={v} is outside the parameter's range {}..={}",
-                p.min, p.max
-            )));
-        }
-        out.push((p.id, value));
-    }
-    Ok(out)
+    let values =
+        crate::dsp::files::parse_params(&super::KIND, &found.desc.uri, &found.params, params)?;
+    Ok(values
+        .into_iter()
+        .map(|(slot, v)| (found.params[slot].id, v))
+        .collect())
 }
 
 impl ClapPlugin {
@@ -446,31 +397,8 @@ impl Plugin for ClapPlugin {
         self.events.send_params = false;
         self.events.n_moved = 0;
         self.events.send_note = false;
-        match self.outputs.main_channels() {
-            [] => {}
-            [mono] if self.adds => {
-                for ((m, l), r) in mono.iter().zip(left.iter_mut()).zip(right.iter_mut()) {
-                    *l += m;
-                    *r += m;
-                }
-            }
-            [mono] => {
-                left[..n].copy_from_slice(&mono[..n]);
-                right[..n].copy_from_slice(&mono[..n]);
-            }
-            [a, b, ..] if self.adds => {
-                for (l, s) in left.iter_mut().zip(a.iter()) {
-                    *l += s;
-                }
-                for (r, s) in right.iter_mut().zip(b.iter()) {
-                    *r += s;
-                }
-            }
-            [a, b, ..] => {
-                left[..n].copy_from_slice(&a[..n]);
-                right[..n].copy_from_slice(&b[..n]);
-            }
-        }
+        let adds = self.adds;
+        crate::dsp::format::to_stereo(self.outputs.main_channels(), left, right, n, adds);
     }
 
     fn note_on(&mut self) {

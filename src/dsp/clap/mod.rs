@@ -23,6 +23,15 @@ pub use instance::ClapPlugin;
 /// The prefix that marks a chain element as a CLAP plugin.
 pub const PREFIX: &str = "clap:";
 
+/// How CLAP's files and ids read in paths and messages (`dsp::files`).
+pub const KIND: crate::dsp::files::Kind = crate::dsp::files::Kind {
+    prefix: "clap",
+    title: "CLAP",
+    ext: "clap",
+    file_only: true,
+    id_word: "id",
+};
+
 /// Instantiate `target` with `params` (`name=value,…`) for `ctx`.
 pub fn create(target: &str, params: &str, ctx: &PluginContext) -> Result<ClapPlugin> {
     let found = catalog::resolve(target)?;
@@ -59,17 +68,7 @@ impl PluginFormat for Clap {
     }
 
     fn list(&self, filter: Option<&str>) -> Vec<PluginDesc> {
-        let f = filter.map(str::to_lowercase);
-        catalog::all()
-            .iter()
-            .map(|p| &p.desc)
-            .filter(|d| {
-                f.as_ref().is_none_or(|f| {
-                    d.uri.to_lowercase().contains(f) || d.name.to_lowercase().contains(f)
-                })
-            })
-            .cloned()
-            .collect()
+        crate::dsp::files::list(catalog::all(), filter)
     }
 
     fn in_dir(&self, dir: &std::path::Path) -> Option<Vec<PluginDesc>> {

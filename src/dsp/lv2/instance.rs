@@ -463,31 +463,8 @@ impl Plugin for Lv2Plugin {
         // from overlapping.
         unsafe { self.worker.deliver() };
         drop(in_plugin);
-        match self.audio_out.as_slice() {
-            [] => {}
-            [mono] if self.adds => {
-                for ((m, l), r) in mono.iter().zip(left.iter_mut()).zip(right.iter_mut()) {
-                    *l += m;
-                    *r += m;
-                }
-            }
-            [mono] => {
-                left[..n].copy_from_slice(&mono[..n]);
-                right[..n].copy_from_slice(&mono[..n]);
-            }
-            [a, b, ..] if self.adds => {
-                for (l, s) in left.iter_mut().zip(a.iter()) {
-                    *l += s;
-                }
-                for (r, s) in right.iter_mut().zip(b.iter()) {
-                    *r += s;
-                }
-            }
-            [a, b, ..] => {
-                left[..n].copy_from_slice(&a[..n]);
-                right[..n].copy_from_slice(&b[..n]);
-            }
-        }
+        let adds = self.adds;
+        crate::dsp::format::to_stereo(self.audio_out.as_slice(), left, right, n, adds);
     }
 
     fn note_on(&mut self) {

@@ -7,7 +7,9 @@
 
 use super::host::wide_text;
 use super::parts::{self, audio_buses, Module, Parts};
+use super::KIND;
 use crate::dsp::clap as clap_format;
+use crate::dsp::files;
 use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
 use crate::rt::crash::{self, Label, Phase};
@@ -31,17 +33,9 @@ use vst3::Steinberg::{
 /// The class category of a plugin's processor (the SDK's kVstAudioEffectClass).
 const AUDIO_MODULE_CLASS: &str = "Audio Module Class";
 
-/// One parameter: its VST3 id, the port it is in the description, and what `name=value`
-/// matches; `min` and `max` are its plain values at normalized 0 and 1, in order.
-#[derive(Debug, Clone)]
-pub struct Param {
-    pub id: ParamID,
-    pub port: usize,
-    pub symbol: String,
-    pub name: String,
-    pub min: f64,
-    pub max: f64,
-}
+/// One parameter, with its VST3 id; `min` and `max` are its plain values at normalized 0
+/// and 1, in order.
+pub type Param = crate::dsp::files::Param<ParamID>;
 
 /// One plugin class found on the search path.
 #[derive(Clone)]
@@ -69,23 +63,6 @@ pub fn search_dirs() -> Vec<PathBuf> {
     dirs.push("/usr/lib/vst3".into());
     dirs.push("/usr/local/lib/vst3".into());
     dirs
-}
-
-/// Every `*.vst3` bundle (or bare binary) under `dir`, a few levels deep (vendors put theirs
-/// in folders); a bundle is not searched inside.
-fn bundles(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.extension().is_some_and(|e| e == "vst3") {
-            out.push(p);
-        } else if p.is_dir() && depth > 0 {
-            bundles(&p, depth - 1, out);
-        }
-    }
 }
 
 /// The binary of a bundle for this machine: `Contents/<arch>-linux/<name>.so`, or the only
@@ -380,84 +357,45 @@ pub fn plugins_of(path: &Path) -> Vec<Found> {
 }
 
 fn broken(path: &Path, why: String) -> Found {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     Found {
         module: None,
         cid: [0; 16],
-        desc: PluginDesc {
-            uri: path.display().to_string(),
-            name: stem,
-            class: String::new(),
-            ports: Vec::new(),
-            required_features: Vec::new(),
-            latency_port: None,
-            unhostable: Some(format!("{}: {why}", path.display())),
-        },
+        desc: files::broken(path, why),
         params: Vec::new(),
         init_failed: false,
     }
 }
 
-/// The plugins of the `.vst3` bundles directly in `dir`, as chain elements know them: a
-/// bundle holding one plugin by its path (`vst3:/dir/X.vst3`, found wherever the folder is),
-/// one holding several by their class ids, which must then be on the search path.
-pub fn in_dir(dir: &Path) -> Vec<PluginDesc> {
-    let mut found_bundles = Vec::new();
-    bundles(dir, 0, &mut found_bundles);
-    let mut out = Vec::new();
-    for bundle in found_bundles {
-        let found = plugins_of(&bundle);
-        let one = found.len() == 1;
-        for f in found {
-            let mut d = f.desc;
-            if one && f.module.is_some() {
-                d.uri = bundle.display().to_string();
-            }
-            out.push(d);
-        }
+impl files::Probed for Found {
+    fn desc(&self) -> &PluginDesc {
+        &self.desc
     }
-    out
+    fn into_desc(self) -> PluginDesc {
+        self.desc
+    }
+    fn loaded(&self) -> bool {
+        self.module.is_some()
+    }
+}
+
+/// The plugins of the `.vst3` bundles directly in `dir` (`dsp::files::in_dir`): a bundle
+/// holding one plugin by its path (`vst3:/dir/X.vst3`), one holding several by class id.
+pub fn in_dir(dir: &Path) -> Vec<PluginDesc> {
+    files::in_dir(&KIND, dir, plugins_of)
 }
 
 /// Everything installed, sorted by class id; probed once per process.
 pub fn all() -> &'static [Found] {
     static ALL: OnceLock<Vec<Found>> = OnceLock::new();
-    ALL.get_or_init(|| {
-        let mut found_bundles = Vec::new();
-        for d in search_dirs() {
-            bundles(&d, 3, &mut found_bundles);
-        }
-        let mut seen = std::collections::HashSet::new();
-        found_bundles.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
-        let mut v: Vec<Found> = found_bundles.iter().flat_map(|f| plugins_of(f)).collect();
-        // The first of a class id on the search path wins, as VST3_PATH comes first.
-        let mut ids = std::collections::HashSet::new();
-        v.retain(|f| f.module.is_none() || ids.insert(f.desc.uri.clone()));
-        v.sort_by(|a, b| a.desc.uri.cmp(&b.desc.uri));
-        v
-    })
+    ALL.get_or_init(|| files::catalog(&KIND, search_dirs(), plugins_of))
 }
 
 /// Find a plugin by class id (32 hex digits, any case), by name (case-insensitive) or by the
 /// path of its `.vst3` bundle (when it holds one). Unknown or ambiguous is the user's
 /// mistake (exit 2).
 pub fn resolve(target: &str) -> Result<Found> {
-    if target.ends_with(".vst3") && target.contains('/') {
-        let found = plugins_of(Path::new(target));
-        return match found.as_slice() {
-            [one] => Ok(one.clone()),
-            many => Err(Error::usage(format!(
-                "{target} holds {} VST3 plugins; name one by its class id: {}",
-                many.len(),
-                many.iter()
-                    .map(|f| format!("vst3:{}", f.desc.uri))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
-        };
+    if let Some(one) = files::by_path(&KIND, target, plugins_of) {
+        return one;
     }
     let all = all();
     if let Some(f) = all.iter().find(|f| f.desc.uri.eq_ignore_ascii_case(target)) {
@@ -468,18 +406,9 @@ pub fn resolve(target: &str) -> Result<Found> {
         .iter()
         .filter(|f| f.desc.name.to_lowercase() == t)
         .collect();
-    match named.as_slice() {
-        [] => Err(Error::usage(crate::dsp::format::unknown_message(
+    files::the_one(&KIND, target, &named).unwrap_or_else(|| {
+        Err(Error::usage(crate::dsp::format::unknown_message(
             "VST3", target,
-        ))),
-        [one] => Ok((*one).clone()),
-        many => Err(Error::usage(format!(
-            "vst3:{target} names {} installed plugins; use the class id: {}",
-            many.len(),
-            many.iter()
-                .map(|f| f.desc.uri.clone())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
+        )))
+    })
 }

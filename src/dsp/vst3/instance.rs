@@ -34,68 +34,10 @@ use vst3::Steinberg::Vst::{
 use vst3::Steinberg::{kResultOk, FUnknown};
 use vst3::{ComPtr, ComWrapper};
 
-/// Parse `name=value,…` against the plugin's parameters (by the `symbol` `plugins show`
-/// prints, its title, or its numeric id), in plain units. Unknown names and values outside
-/// the parameter's range are the user's mistake (exit 2), named with what is valid. Each
-/// value comes back with the parameter's index in `found.params`.
+/// Parse `name=value,…` against the plugin's parameters (`dsp::files::parse_params`), each
+/// value with its parameter's index in `found.params`.
 pub fn parse_params(found: &Found, params: &str) -> Result<Vec<(usize, f64)>> {
-    let uri = &found.desc.uri;
-    let valid = || {
-        found
-            .params
-            .iter()
-            .map(|p| format!("{} ({}..={})", p.symbol, p.min, p.max))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut out = Vec::new();
-    for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (sym, v) = kv.split_once('=').ok_or_else(|| {
-            Error::usage(format!(
-                "vst3:{uri}: parameter '{kv}' is not name=value; its parameters are: {}",
-                valid()
-            ))
-        })?;
-        let (sym, v) = (sym.trim(), v.trim());
-        let lower = sym.to_lowercase();
-        let slot = found
-            .params
-            .iter()
-            .position(|p| {
-                p.symbol == lower || p.name.to_lowercase() == lower || p.id.to_string() == sym
-            })
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "vst3:{uri} has no parameter '{sym}'; its parameters are: {}",
-                    if found.params.is_empty() {
-                        "none".to_string()
-                    } else {
-                        valid()
-                    }
-                ))
-            })?;
-        let p = &found.params[slot];
-        let value: f64 = v
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite())
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "vst3:{uri}: {sym}={v} is not a number (valid range {}..={})",
-                    p.min, p.max
-                ))
-            })?;
-        // A little slack: the range ends are the plugin's own conversions of 0 and 1.
-        let slack = 1e-9 * (p.max - p.min).abs().max(1.0);
-        if value < p.min - slack || value > p.max + slack {
-            return Err(Error::usage(format!(
-                "vst3:{uri}: {sym}={v} is outside the parameter's range {}..={}",
-                p.min, p.max
-            )));
-        }
-        out.push((slot, value));
-    }
-    Ok(out)
+    crate::dsp::files::parse_params(&super::KIND, &found.desc.uri, &found.params, params)
 }
 
 /// The channel buffers of one side and the tables VST3 reads them through.
@@ -405,31 +347,8 @@ impl Plugin for Vst3Plugin {
         self.context.continousTimeSamples += n as i64;
         self.changes.clear();
         self.events.clear();
-        match self.outputs.main_channels() {
-            [] => {}
-            [mono] if self.adds => {
-                for ((m, l), r) in mono.iter().zip(left.iter_mut()).zip(right.iter_mut()) {
-                    *l += m;
-                    *r += m;
-                }
-            }
-            [mono] => {
-                left[..n].copy_from_slice(&mono[..n]);
-                right[..n].copy_from_slice(&mono[..n]);
-            }
-            [a, b, ..] if self.adds => {
-                for (l, s) in left.iter_mut().zip(a.iter()) {
-                    *l += s;
-                }
-                for (r, s) in right.iter_mut().zip(b.iter()) {
-                    *r += s;
-                }
-            }
-            [a, b, ..] => {
-                left[..n].copy_from_slice(&a[..n]);
-                right[..n].copy_from_slice(&b[..n]);
-            }
-        }
+        let adds = self.adds;
+        crate::dsp::format::to_stereo(self.outputs.main_channels(), left, right, n, adds);
     }
 
     fn note_on(&mut self) {

@@ -26,6 +26,15 @@ pub use instance::Vst3Plugin;
 /// The prefix that marks a chain element as a VST3 plugin.
 pub const PREFIX: &str = "vst3:";
 
+/// How VST3's bundles and class ids read in paths and messages (`dsp::files`).
+pub const KIND: crate::dsp::files::Kind = crate::dsp::files::Kind {
+    prefix: "vst3",
+    title: "VST3",
+    ext: "vst3",
+    file_only: false,
+    id_word: "class id",
+};
+
 /// Instantiate `target` with `params` (`name=value,…`) for `ctx`.
 pub fn create(target: &str, params: &str, ctx: &PluginContext) -> Result<Vst3Plugin> {
     let found = catalog::resolve(target)?;
@@ -69,17 +78,7 @@ impl PluginFormat for Vst3 {
     }
 
     fn list(&self, filter: Option<&str>) -> Vec<PluginDesc> {
-        let f = filter.map(str::to_lowercase);
-        catalog::all()
-            .iter()
-            .map(|p| &p.desc)
-            .filter(|d| {
-                f.as_ref().is_none_or(|f| {
-                    d.uri.to_lowercase().contains(f) || d.name.to_lowercase().contains(f)
-                })
-            })
-            .cloned()
-            .collect()
+        crate::dsp::files::list(catalog::all(), filter)
     }
 
     fn in_dir(&self, dir: &std::path::Path) -> Option<Vec<PluginDesc>> {

@@ -31,7 +31,7 @@ pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
             return Ok(Check::new(
                 "state",
                 Verdict::Skip,
-                "its format's instances cannot save state here",
+                "it has no state to save (a CLAP plugin without clap.state, or a built-in)",
             ));
         };
         let saved = saved.map_err(|e| format!("saving: {e}"))?;

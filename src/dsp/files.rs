@@ -1,0 +1,247 @@
+//! What the formats whose plugins are files of their own (CLAP's `.clap`, VST3's `.vst3`)
+//! share, so that each format's folder keeps only what is its own (loading a module, asking
+//! its factory): walking the search path, a file that is no plugin, the plugins one folder
+//! holds, the catalog where the first of an identifier wins, naming one plugin by identifier,
+//! name or path, and `name=value` parameters.
+
+use super::format::PluginDesc;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// One plugin a format found in a file, as this module needs to see it.
+pub trait Probed: Clone {
+    fn desc(&self) -> &PluginDesc;
+    fn into_desc(self) -> PluginDesc;
+    /// Its module loaded; a file that is no plugin is listed without one, as unhostable.
+    fn loaded(&self) -> bool;
+}
+
+/// How one format names its files and identifiers in paths and messages.
+pub struct Kind {
+    /// The chain element's prefix without the colon (`clap`).
+    pub prefix: &'static str,
+    /// The format's name (`CLAP`).
+    pub title: &'static str,
+    /// The files' extension (`clap`).
+    pub ext: &'static str,
+    /// A plugin is a regular file, not a bundle folder.
+    pub file_only: bool,
+    /// What its identifier is called (`id`, `class id`).
+    pub id_word: &'static str,
+}
+
+/// One parameter: the format's id for it, its port in the description (what
+/// `Plugin::set_control` names), what `name=value` matches, and its range in plain units.
+#[derive(Debug, Clone)]
+pub struct Param<Id> {
+    pub id: Id,
+    pub port: usize,
+    pub symbol: String,
+    pub name: String,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Every plugin file of `kind` under `dir`, sorted, `depth` folders deep (vendors put theirs
+/// in folders); a bundle is not searched inside.
+pub fn walk(kind: &Kind, dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.extension().is_some_and(|e| e == kind.ext) && (!kind.file_only || p.is_file()) {
+            out.push(p);
+        } else if p.is_dir() && depth > 0 {
+            walk(kind, &p, depth - 1, out);
+        }
+    }
+}
+
+/// The description of a file that is no plugin: named after the file, unhostable with why.
+pub fn broken(path: &Path, why: String) -> PluginDesc {
+    PluginDesc {
+        uri: path.display().to_string(),
+        name: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        class: String::new(),
+        ports: Vec::new(),
+        required_features: Vec::new(),
+        latency_port: None,
+        unhostable: Some(format!("{}: {why}", path.display())),
+    }
+}
+
+/// The plugins of the files directly in `dir`, as chain elements know them: a file holding
+/// one plugin by its path (found wherever the folder is), one holding several by their
+/// identifiers, which must then be on the search path.
+pub fn in_dir<P: Probed>(
+    kind: &Kind,
+    dir: &Path,
+    plugins_of: impl Fn(&Path) -> Vec<P>,
+) -> Vec<PluginDesc> {
+    let mut files = Vec::new();
+    walk(kind, dir, 0, &mut files);
+    let mut out = Vec::new();
+    for file in files {
+        let found = plugins_of(&file);
+        let one = found.len() == 1;
+        for f in found {
+            let loaded = f.loaded();
+            let mut d = f.into_desc();
+            if one && loaded {
+                d.uri = file.display().to_string();
+            }
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Everything in `dirs`, sorted by identifier: each file once however it is reached, and of
+/// an identifier the first on the search path (the user's variable comes first).
+pub fn catalog<P: Probed>(
+    kind: &Kind,
+    dirs: Vec<PathBuf>,
+    plugins_of: impl Fn(&Path) -> Vec<P>,
+) -> Vec<P> {
+    let mut files = Vec::new();
+    for d in dirs {
+        walk(kind, &d, 3, &mut files);
+    }
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone())));
+    let mut v: Vec<P> = files.iter().flat_map(|f| plugins_of(f)).collect();
+    let mut ids = std::collections::HashSet::new();
+    v.retain(|f| !f.loaded() || ids.insert(f.desc().uri.clone()));
+    v.sort_by(|a, b| a.desc().uri.cmp(&b.desc().uri));
+    v
+}
+
+/// The installed plugins whose identifier or name contains `filter` (case-insensitive).
+pub fn list<P: Probed>(all: &[P], filter: Option<&str>) -> Vec<PluginDesc> {
+    let f = filter.map(str::to_lowercase);
+    all.iter()
+        .map(|p| p.desc())
+        .filter(|d| {
+            f.as_ref().is_none_or(|f| {
+                d.uri.to_lowercase().contains(f) || d.name.to_lowercase().contains(f)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// `target` as the path of one plugin file: `None` when it is not a path of this kind; the
+/// plugin when the file holds exactly one; else the user's mistake, naming its identifiers.
+pub fn by_path<P: Probed>(
+    kind: &Kind,
+    target: &str,
+    plugins_of: impl Fn(&Path) -> Vec<P>,
+) -> Option<Result<P>> {
+    if !(target.ends_with(&format!(".{}", kind.ext)) && target.contains('/')) {
+        return None;
+    }
+    let found = plugins_of(Path::new(target));
+    Some(match found.as_slice() {
+        [one] => Ok(one.clone()),
+        many => Err(Error::usage(format!(
+            "{target} holds {} {} plugins; name one by its {}: {}",
+            many.len(),
+            kind.title,
+            kind.id_word,
+            many.iter()
+                .map(|f| format!("{}:{}", kind.prefix, f.desc().uri))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    })
+}
+
+/// The one plugin among `matches` (those a name matched): `None` when there is none, the
+/// user's mistake when there are several, naming their identifiers.
+pub fn the_one<P: Probed>(kind: &Kind, target: &str, matches: &[&P]) -> Option<Result<P>> {
+    match matches {
+        [] => None,
+        [one] => Some(Ok((*one).clone())),
+        many => Some(Err(Error::usage(format!(
+            "{}:{target} names {} installed plugins; use the {}: {}",
+            kind.prefix,
+            many.len(),
+            kind.id_word,
+            many.iter()
+                .map(|f| f.desc().uri.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))),
+    }
+}
+
+/// Parse `name=value,…` against `params` (by the `symbol` `plugins show` prints, the
+/// parameter's name, or its numeric id), in plain units. Unknown names and values outside
+/// the parameter's range are the user's mistake (exit 2), named with what is valid. Each
+/// value comes back with the parameter's index in `params`.
+pub fn parse_params<Id: std::fmt::Display>(
+    kind: &Kind,
+    uri: &str,
+    params: &[Param<Id>],
+    text: &str,
+) -> Result<Vec<(usize, f64)>> {
+    let prefix = kind.prefix;
+    let valid = || {
+        if params.is_empty() {
+            return "none".to_string();
+        }
+        params
+            .iter()
+            .map(|p| format!("{} ({}..={})", p.symbol, p.min, p.max))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for kv in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (sym, v) = kv.split_once('=').ok_or_else(|| {
+            Error::usage(format!(
+                "{prefix}:{uri}: parameter '{kv}' is not name=value; its parameters are: {}",
+                valid()
+            ))
+        })?;
+        let (sym, v) = (sym.trim(), v.trim());
+        let lower = sym.to_lowercase();
+        let slot = params
+            .iter()
+            .position(|p| {
+                p.symbol == lower || p.name.to_lowercase() == lower || p.id.to_string() == sym
+            })
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "{prefix}:{uri} has no parameter '{sym}'; its parameters are: {}",
+                    valid()
+                ))
+            })?;
+        let p = &params[slot];
+        let value: f64 = v
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite())
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "{prefix}:{uri}: {sym}={v} is not a number (valid range {}..={})",
+                    p.min, p.max
+                ))
+            })?;
+        // A little slack: a range's ends may be the plugin's own conversions of 0 and 1.
+        let slack = 1e-9 * (p.max - p.min).abs().max(1.0);
+        if value < p.min - slack || value > p.max + slack {
+            return Err(Error::usage(format!(
+                "{prefix}:{uri}: {sym}={v} is outside the parameter's range {}..={}",
+                p.min, p.max
+            )));
+        }
+        out.push((slot, value));
+    }
+    Ok(out)
+}
