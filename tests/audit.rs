@@ -239,6 +239,42 @@ fn a_zam_lv2_plugin_passes() {
     }
 }
 
+/// ZamTube as VST3 glides to a control set through the parameter queue, while a restored
+/// state holds it from the start: the state check lets both settle before comparing, so the
+/// glide is not taken for a state bug (it failed by 3e-2 before); and its tone-stack model,
+/// a stepped parameter, is described with its 24 steps, which the audit moves along.
+#[test]
+fn a_gliding_vst3_plugin_restores_its_state() {
+    let installed = Path::new("/usr/lib/vst3/ZamTube.vst3").exists();
+    if !common::require(installed, "zam-plugins (ZamTube.vst3) for the VST3 audit") {
+        return;
+    }
+    let o = xrunlab()
+        .env("VST3_PATH", "/usr/lib/vst3")
+        .args(["-q", "--json", "plugins", "audit", "vst3:ZamTube"])
+        .output()
+        .unwrap();
+    let all = audits(&o);
+    let a = &all[0];
+    assert_eq!(verdict(a, "state"), "pass", "{a}");
+    let o = xrunlab()
+        .env("VST3_PATH", "/usr/lib/vst3")
+        .args(["--json", "plugins", "show", "vst3:ZamTube"])
+        .output()
+        .unwrap();
+    let desc: Value = serde_json::from_slice(&o.stdout).expect("plugins show --json");
+    let stepped: Vec<(String, u64)> = desc["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p["symbol"].as_str()?.to_string(), p["steps"].as_u64()?)))
+        .collect();
+    assert!(
+        stepped.contains(&("tone_stack_model".into(), 24)),
+        "{stepped:?}"
+    );
+}
+
 /// Unknown plugins and formats are the user's mistake: exit 2, nothing audited.
 #[test]
 fn bad_input_exits_2() {

@@ -1616,6 +1616,7 @@ mod parsers {
             default: range.map(|r| r.0),
             minimum: range.map(|r| r.0),
             maximum: range.map(|r| r.1),
+            steps: None,
             unsupported_class: None,
         };
         PluginDesc {

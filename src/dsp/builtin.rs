@@ -238,18 +238,8 @@ fn find(name: &str) -> Result<&'static PluginInfo> {
 
 /// A built-in works in place on the stereo bus: two audio inputs, two outputs, no features.
 fn desc(i: &PluginInfo) -> PluginDesc {
-    let port = |index, symbol: &str, input| PortDesc {
-        index,
-        symbol: symbol.into(),
-        name: symbol.into(),
-        kind: PortKind::Audio,
-        input,
-        optional: false,
-        default: None,
-        minimum: None,
-        maximum: None,
-        unsupported_class: None,
-    };
+    let port =
+        |index, symbol: &str, input| PortDesc::signal(index, symbol.into(), PortKind::Audio, input);
     PluginDesc {
         uri: i.name.into(),
         name: i.name.into(),

@@ -142,12 +142,34 @@ pub struct PortDesc {
     pub default: Option<f32>,
     pub minimum: Option<f32>,
     pub maximum: Option<f32>,
+    /// A control that takes whole steps only, this many from `minimum` to `maximum` (1 for a
+    /// switch; LV2 lv2:integer or lv2:toggled, CLAP's stepped flag, VST3's stepCount), so
+    /// that the audit moves it to values the plugin can hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
     /// The first class URI that made the port unsupported, for the error message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported_class: Option<String>,
 }
 
 impl PortDesc {
+    /// A port that carries a signal or events (no range), named by its symbol.
+    pub fn signal(index: usize, symbol: String, kind: PortKind, input: bool) -> Self {
+        PortDesc {
+            index,
+            name: symbol.clone(),
+            symbol,
+            kind,
+            input,
+            optional: false,
+            default: None,
+            minimum: None,
+            maximum: None,
+            steps: None,
+            unsupported_class: None,
+        }
+    }
+
     /// The valid range as text, e.g. `0..=1`, for messages and `plugins show`.
     pub fn range_text(&self) -> String {
         let f = |v: Option<f32>| v.map(|v| format!("{v}")).unwrap_or_default();

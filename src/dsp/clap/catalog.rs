@@ -228,18 +228,7 @@ pub fn symbol_of(name: &str) -> String {
 unsafe fn ports_and_params(p: *const clap_plugin) -> (Vec<PortDesc>, Vec<Param>) {
     let mut ports = Vec::new();
     let port = |ports: &mut Vec<PortDesc>, symbol: String, kind, input| {
-        ports.push(PortDesc {
-            index: ports.len(),
-            name: symbol.clone(),
-            symbol,
-            kind,
-            input,
-            optional: false,
-            default: None,
-            minimum: None,
-            maximum: None,
-            unsupported_class: None,
-        })
+        ports.push(PortDesc::signal(ports.len(), symbol, kind, input))
     };
     for input in [true, false] {
         let side = if input { "in" } else { "out" };
@@ -287,6 +276,8 @@ unsafe fn ports_and_params(p: *const clap_plugin) -> (Vec<PortDesc>, Vec<Param>)
                     default: Some(info.default_value as f32),
                     minimum: Some(info.min_value as f32),
                     maximum: Some(info.max_value as f32),
+                    steps: (info.flags & clap_sys::ext::params::CLAP_PARAM_IS_STEPPED != 0)
+                        .then(|| (info.max_value - info.min_value).round().max(1.0) as u32),
                     unsupported_class: None,
                 });
                 if !readonly {

@@ -163,6 +163,10 @@ fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
         node(&format!("{LV2}InputPort")),
         node(&format!("{LV2}connectionOptional")),
     );
+    let (integer, toggled) = (
+        node(&format!("{LV2}integer")),
+        node(&format!("{LV2}toggled")),
+    );
     let (buffer_type, sequence) = (
         node(&format!("{ATOM}bufferType")),
         node(&format!("{ATOM}Sequence")),
@@ -214,6 +218,13 @@ fn describe(p: &lilv::plugin::Plugin) -> PluginDesc {
             default: r.filter(|_| control_range).and_then(|r| finite(r.default)),
             minimum: r.filter(|_| control_range).and_then(|r| finite(r.min)),
             maximum: r.filter(|_| control_range).and_then(|r| finite(r.max)),
+            steps: match r.filter(|_| control_range) {
+                Some(_) if port.has_property(&toggled) => Some(1),
+                Some(r) if port.has_property(&integer) && (r.max - r.min).is_finite() => {
+                    Some((r.max - r.min).round().max(1.0) as u32)
+                }
+                _ => None,
+            },
             unsupported_class,
         });
     }

@@ -194,18 +194,7 @@ pub fn cid_text(cid: &TUID) -> String {
 unsafe fn ports_and_params(parts: &Parts) -> (Vec<PortDesc>, Vec<Param>) {
     let mut ports = Vec::new();
     let port = |ports: &mut Vec<PortDesc>, symbol: String, kind, input| {
-        ports.push(PortDesc {
-            index: ports.len(),
-            name: symbol.clone(),
-            symbol,
-            kind,
-            input,
-            optional: false,
-            default: None,
-            minimum: None,
-            maximum: None,
-            unsupported_class: None,
-        })
+        ports.push(PortDesc::signal(ports.len(), symbol, kind, input))
     };
     for input in [true, false] {
         let side = if input { "in" } else { "out" };
@@ -261,6 +250,7 @@ unsafe fn ports_and_params(parts: &Parts) -> (Vec<PortDesc>, Vec<Param>) {
                 default: Some(default as f32),
                 minimum: Some(min as f32),
                 maximum: Some(max as f32),
+                steps: u32::try_from(info.stepCount).ok().filter(|&n| n > 0),
                 unsupported_class: None,
             });
             if !readonly {

@@ -150,8 +150,8 @@ pub fn checks(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Vec<Chec
     let moving = timed(p.as_mut(), &mut feed, n / 4, |b, p, f| {
         let ph = (b % 64) as f32 / 32.0;
         let x = if ph <= 1.0 { ph } else { 2.0 - ph };
-        for &(i, lo, hi) in &controls {
-            settable &= p.set_control(i, lo + x * (hi - lo));
+        for c in &controls {
+            settable &= p.set_control(c.index, c.at(x));
         }
         noise(b, p, f);
     });

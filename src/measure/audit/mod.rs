@@ -218,8 +218,8 @@ impl Subject {
         self.desc.as_ref().is_some_and(PluginDesc::is_instrument)
     }
 
-    /// The control inputs a host may move: (port index, minimum, maximum).
-    pub fn controls(&self) -> Vec<(usize, f32, f32)> {
+    /// The control inputs a host may move, with their ranges and steps.
+    pub fn controls(&self) -> Vec<Control> {
         let Some(d) = &self.desc else {
             return Vec::new();
         };
@@ -228,11 +228,39 @@ impl Subject {
             .filter(|p| p.kind == PortKind::Control && p.input)
             .filter_map(|p| match (p.minimum, p.maximum) {
                 (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() && hi > lo => {
-                    Some((p.index, lo, hi))
+                    Some(Control {
+                        index: p.index,
+                        lo,
+                        hi,
+                        steps: p.steps.filter(|&n| n > 0),
+                    })
                 }
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// A control input the audit moves: its port, its range, and its steps when it takes whole
+/// steps only.
+#[derive(Debug, Clone, Copy)]
+pub struct Control {
+    pub index: usize,
+    lo: f32,
+    hi: f32,
+    steps: Option<u32>,
+}
+
+impl Control {
+    /// The value `x` (0 to 1) of the way through its range, on the nearest step when it has
+    /// steps: a value between steps would be rounded by the plugin one way when set and
+    /// perhaps another when restored from its state, and the audit would blame the plugin.
+    pub fn at(&self, x: f32) -> f32 {
+        let x = match self.steps {
+            Some(n) => (x * n as f32).round() / n as f32,
+            None => x,
+        };
+        self.lo + x * (self.hi - self.lo)
     }
 }
 

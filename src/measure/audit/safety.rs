@@ -74,7 +74,7 @@ fn run_one(
     s: &Subject,
     rate: u32,
     frames: usize,
-    controls: &[(usize, f32, f32)],
+    controls: &[super::Control],
 ) -> Result<Run, String> {
     let mut p = s.instantiate(rate, frames).map_err(|e| e.to_string())?;
     let mut feed = Feed::new(rate, frames);
@@ -117,8 +117,8 @@ fn run_one(
             // One triangle through each control's whole range, up and back down.
             let ph = 2.0 * b as f32 / param_blocks as f32;
             let x = if ph <= 1.0 { ph } else { 2.0 - ph };
-            for &(i, lo, hi) in controls {
-                p.set_control(i, lo + x * (hi - lo));
+            for c in controls {
+                p.set_control(c.index, c.at(x));
             }
             feed.fill(false);
             feed.process(p.as_mut());

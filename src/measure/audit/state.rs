@@ -1,12 +1,17 @@
 //! State (docs/methods.md "Plugin audit"): a plugin whose controls were moved saves its
-//! state; a fresh instance restores it; both then process the same noise from fresh DSP
-//! state, and must give the same output. A format whose instances cannot save state
-//! ([`crate::dsp::Plugin::save_state`] says so) skips the check with that reason.
+//! state; a fresh instance restores it; after both settle on silence (so that the glide of a
+//! control set directly is over) they process the same noise, and must give the same
+//! output. A plugin without state ([`crate::dsp::Plugin::save_state`] says so) skips the
+//! check with that reason.
 
 use super::{AuditConfig, Check, Feed, Stage, Subject, Verdict};
 
 /// Largest difference between the two outputs that still counts as the same.
 const SAME: f32 = 1e-6;
+
+/// Seconds of silence both instances process before the comparison (longer than the
+/// parameter smoothing of the plugins seen: DPF's glide on ZamTube, ZamDelay's delay time).
+const SETTLE_S: f64 = 0.5;
 
 pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
     let (rate, frames) = (cfg.cost_rate, cfg.cost_block as usize);
@@ -16,8 +21,8 @@ pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
         let controls = s.controls();
         // Somewhere in each control's range that is unlikely to be its default.
         let moved = |p: &mut dyn crate::dsp::Plugin| {
-            for &(i, lo, hi) in &controls {
-                p.set_control(i, lo + 0.37 * (hi - lo));
+            for c in &controls {
+                p.set_control(c.index, c.at(0.37));
             }
         };
         let mut a = make()?;
@@ -47,6 +52,16 @@ pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
         moved(c.as_mut());
         let again = b.save_state().and_then(|r| r.ok());
         let (mut fb, mut fc) = (Feed::new(rate, frames), Feed::new(rate, frames));
+        // Both settle on silence first: a control set directly reaches some formats' plugins
+        // in the next block (VST3's parameter queue) and glides there, while a restored state
+        // holds it from the start. The glide is the plugin's smoothing, not its state; on
+        // silence it leaves nothing behind, and a value restored wrong still shows after it.
+        for _ in 0..super::blocks_for(SETTLE_S, rate, frames, 4) {
+            fb.fill(true);
+            fc.fill(true);
+            fb.process(b.as_mut());
+            fc.process(c.as_mut());
+        }
         let mut worst = 0.0f32;
         for _ in 0..64 {
             fb.fill(false);
