@@ -115,6 +115,27 @@ mod tests {
     }
 
     #[test]
+    fn a_table_printed_as_blocks_keeps_each_line_of_a_many_line_cell() {
+        let mut t = style::new_table(&["plugin", "verdict", "findings"]);
+        let long = "vst3:2046504473616C633244485A00000000-and-a-name-that-cannot-share-a-row";
+        t.add_row(vec![
+            long,
+            "fail",
+            "rt.heap fail: 12 heap operations\nlatency fail: measured 35 frames",
+        ]);
+        let text = t.to_string();
+        assert!(
+            text.contains("\n    rt.heap fail: 12 heap operations\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n    latency fail: measured 35 frames\n"),
+            "{text}"
+        );
+        assert!(text.contains("verdict: fail"), "{text}");
+    }
+
+    #[test]
     fn a_check_summary_has_a_block_per_check_and_the_tally_last() {
         let item = |id: &str, verdict| CheckItem {
             id: id.into(),

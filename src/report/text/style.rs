@@ -174,15 +174,30 @@ fn records(header: &[String], rows: &[Vec<String>]) -> String {
         };
         out.push_str(&wrap(&title, 2));
         out.push('\n');
-        let pairs = rest
-            .iter()
-            .zip(header.iter().skip(1))
-            .filter(|(v, _)| !v.trim().is_empty())
+        let cells = || {
+            rest.iter()
+                .zip(header.iter().skip(1))
+                .filter(|(v, _)| !v.trim().is_empty())
+        };
+        let pairs = cells()
+            .filter(|(v, _)| !v.trim().contains('\n'))
             .map(|(v, h)| match flat(h) {
                 h if h.is_empty() => flat(v),
                 h => format!("{h}: {}", flat(v)),
             });
         out.push_str(&pack(pairs, 2));
+        // A cell of several lines (one finding each) keeps them: packed into one paragraph
+        // they would run together.
+        for (v, h) in cells().filter(|(v, _)| v.trim().contains('\n')) {
+            let h = flat(h);
+            if !h.is_empty() {
+                out.push_str(&format!("  {h}:\n"));
+            }
+            for line in v.lines().filter(|l| !l.trim().is_empty()) {
+                out.push_str(&wrap(&format!("    {}", flat(line)), 6));
+                out.push('\n');
+            }
+        }
     }
     out
 }
