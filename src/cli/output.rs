@@ -117,6 +117,9 @@ impl crate::progress::Progress for Saying {
     fn say(&self, line: &str) {
         stderr(&format!("{line}\n"));
     }
+    fn shows(&self) -> bool {
+        self.0.shows()
+    }
 }
 
 /// How a complete result ends the process (a partial one always exits 3).
