@@ -402,6 +402,11 @@ pub struct RunResults {
     /// `--forensics`: who took the time of each xrun, from a kernel trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
+    /// Under SCHED_OTHER, the timer slack of the thread whose sleeps pace the cycles, read
+    /// back after setting the minimum (1 ns); None under a real-time policy, on a server's
+    /// thread (JACK), and in older files. See `LatencyResult::timer_slack_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_slack_ns: Option<u64>,
     /// Set when `stop_on` ended the run: the cycle of the xrun that did. Not in the result
     /// document: a load trial reports it as its `stopped_at_cycle`.
     #[serde(skip)]
@@ -904,6 +909,7 @@ fn fold_results(
         compete: None,
         plugins: Vec::new(),
         forensics: None,
+        timer_slack_ns: out.timer_slack_ns.filter(|_| cfg.driver.real_time()),
         early_stop_cycle: folded.early_stop_cycle,
     };
     RunResult {
