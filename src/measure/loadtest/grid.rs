@@ -479,7 +479,8 @@ fn run_cell(
 /// The load grid's live line while a trial runs: the cell (period at its rate, tracks), the
 /// trial and its instances per track, how the trial before it ended, then the plugin, cut
 /// to keep the line within 80 columns (its figures come first, so none is ever cut):
-/// "256@48k 2 tr · trial 3: 12 inst · last 10 passed · reverb-heavy".
+/// "256@48k 2 tr · trial 3: 12 inst · last 10 ok · reverb-heavy" (without the plugin, 44
+/// columns: what is left beside the bar on an 80-column terminal).
 fn trial_line(
     (buffer, rate, tracks, plugin): (u32, u32, u32, &str),
     trial: usize,
@@ -492,7 +493,7 @@ fn trial_line(
     };
     let mut s = format!("{buffer}@{rate} {tracks} tr · trial {trial}: {instances} inst");
     if let Some((n, ok)) = last {
-        let how = if ok { "passed" } else { "failed" };
+        let how = if ok { "ok" } else { "fail" };
         s.push_str(&format!(" · last {n} {how}"));
     }
     let room = 80usize.saturating_sub(s.chars().count() + 3);
@@ -578,7 +579,7 @@ mod tests {
         let l = trial_line((256, 48000, 2, "reverb-heavy"), 3, 12, Some((10, true)));
         assert_eq!(
             l,
-            "256@48k 2 tr · trial 3: 12 inst · last 10 passed · reverb-heavy"
+            "256@48k 2 tr · trial 3: 12 inst · last 10 ok · reverb-heavy"
         );
         let first = trial_line((64, 44100, 1, "burn(5%)"), 1, 4, None);
         assert_eq!(first, "64@44.1k 1 tr · trial 1: 4 inst · burn(5%)");
@@ -593,7 +594,7 @@ mod tests {
         );
         assert!(long.chars().count() <= 80, "{long}");
         assert!(
-            long.contains("trial 100: 1000000 inst · last 999999 failed · lv2"),
+            long.contains("trial 100: 1000000 inst · last 999999 fail · lv2"),
             "{long}"
         );
         let cut = trial_line((256, 48000, 2, &uri), 3, 12, None);
