@@ -32,7 +32,7 @@ pub fn show(ended: &dyn Fn() -> bool, h: &Harness<'_>, live: &Live, period_ns: u
     while !ended() {
         h.progress.set_position(h.monitor.cycles_done());
         tick += 1;
-        if tick % MESSAGE_EVERY == 0 && h.progress.shows() {
+        if tick.is_multiple_of(MESSAGE_EVERY) && h.progress.shows() {
             h.progress.set_message(&line(&live.take(), period_ns));
         }
         std::thread::sleep(POLL);
