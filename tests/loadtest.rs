@@ -560,6 +560,11 @@ fn a_tiny_real_grid_completes_on_the_virtual_driver() {
         assert!(cell.capped);
         assert!(cell.dsp_load_pct.mean > 5.0, "{:?}", cell.dsp_load_pct);
     }
+    // The reported trial's thread ran with the minimum timer slack under SCHED_OTHER.
+    if cell.max_per_track > 0 {
+        let other = matches!(c.policy, Policy::Other { .. });
+        assert_eq!(cell.timer_slack_ns, other.then_some(1), "{:?}", c.policy);
+    }
 }
 
 /// On a real driver the limit is measured with as many instances in series as one engine
@@ -681,6 +686,11 @@ fn the_trial_line_is_built_only_for_a_display() {
     assert_eq!(shown.len(), trials, "{shown:?}");
     assert!(shown[0].starts_with("96@48k 1 tr · trial 1: "), "{shown:?}");
     assert!(!shown[0].contains("last"), "{shown:?}");
-    assert!(shown[1..].iter().all(|l| l.contains(" · last ")), "{shown:?}");
-    assert!(shown.iter().all(|l| l.chars().count() <= 80 && l.ends_with("gain")));
+    assert!(
+        shown[1..].iter().all(|l| l.contains(" · last ")),
+        "{shown:?}"
+    );
+    assert!(shown
+        .iter()
+        .all(|l| l.chars().count() <= 80 && l.ends_with("gain")));
 }

@@ -540,6 +540,7 @@ fn cell_of(cfg: &LoadConfig, buffer: u32, tracks: u32, plugin: &str, s: Searched
             server_xruns: j.server_xruns,
         });
     let cost_prior = r.as_ref().and_then(|r| r.results.cost_prior.clone());
+    let timer_slack_ns = r.as_ref().and_then(|r| r.results.timer_slack_ns);
     let (dsp, xr, p99, wmax) = match &r {
         Some(r) => (
             r.results.dsp_load_pct,
@@ -567,6 +568,7 @@ fn cell_of(cfg: &LoadConfig, buffer: u32, tracks: u32, plugin: &str, s: Searched
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
         cost_prior,
+        timer_slack_ns,
     }
 }
 
