@@ -50,6 +50,16 @@ impl Progress for Bar {
     }
 }
 
+impl Drop for Bar {
+    /// A run that ends in an error or a Ctrl-C may never reach `finish`: the bar still goes,
+    /// so no stale line stays above what is printed next.
+    fn drop(&mut self) {
+        if !self.0.is_finished() {
+            self.0.finish_and_clear();
+        }
+    }
+}
+
 /// True when a progress bar should be shown: stderr is a terminal and not under CI.
 pub fn wanted(quiet: bool) -> bool {
     !quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none()

@@ -64,3 +64,33 @@ fn output_into_missing_directory_is_usage_error_and_writes_nothing() {
         .stderr(predicate::str::contains("does not exist"));
     assert!(!target.exists());
 }
+
+/// Computations say nothing about the machine they ran on: none of its conditions (a VM,
+/// the governor, RT throttling…) is warned about or recorded in their results.
+#[test]
+fn pure_computations_warn_of_no_machine_condition() {
+    let machine = xrunlab::system::Environment::capture().warnings();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: [&[&str]; 3] = [
+        &["rtl", "--model"],
+        &["run", "--driver", "sim", "--duration", "1s"],
+        &["latency", "--sim-latency", "const:20us", "--duration", "1s"],
+    ];
+    for (i, args) in runs.iter().enumerate() {
+        let file = tmp.path().join(format!("{i}.json"));
+        let out = xrunlab().args(*args).arg("-o").arg(&file).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let recorded = doc["warnings"].to_string();
+        for w in &machine {
+            let head: String = w.chars().take(30).collect();
+            assert!(
+                !stderr.contains(&head),
+                "{args:?} warned '{head}':\n{stderr}"
+            );
+            assert!(!recorded.contains(&head), "{args:?} recorded '{head}'");
+        }
+    }
+}

@@ -190,3 +190,39 @@ fn missing_privileges_exit_3_with_advice() {
         assert!(err.contains(advice), "{extra:?}: {err}");
     }
 }
+
+/// A SCHED_OTHER measurement records the timer slack its threads ran with (the minimum, so
+/// the default 50 µs is not read as latency) and says it; a FIFO one records none.
+#[test]
+fn a_sched_other_result_carries_its_timer_slack() {
+    let other = ["--policy", "other", "--no-mlock", "--no-dma-latency"];
+    let (code, doc) = run_json(&[&["--duration", "300ms"][..], &other[..]].concat());
+    assert_eq!(code, 0);
+    assert_eq!(doc["results"]["timer_slack_ns"], 1, "{}", doc["results"]);
+    let out = xrunlab()
+        .args(["latency", "--duration", "300ms"])
+        .args(other)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("timer slack 1 ns, the minimum"), "{text}");
+    let out = xrunlab()
+        .args([
+            "run",
+            "--driver",
+            "virtual",
+            "--duration",
+            "300ms",
+            "--json",
+            "-q",
+        ])
+        .args(["--policy", "other", "--no-mlock"])
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["results"]["timer_slack_ns"], 1, "{}", run["results"]);
+    if is_root() {
+        let (_, fifo) = run_json(&["--duration", "300ms", "--policy", "fifo:80"]);
+        assert!(fifo["results"].get("timer_slack_ns").is_none());
+    }
+}

@@ -560,6 +560,11 @@ fn a_tiny_real_grid_completes_on_the_virtual_driver() {
         assert!(cell.capped);
         assert!(cell.dsp_load_pct.mean > 5.0, "{:?}", cell.dsp_load_pct);
     }
+    // The reported trial's thread ran with the minimum timer slack under SCHED_OTHER.
+    if cell.max_per_track > 0 {
+        let other = matches!(c.policy, Policy::Other { .. });
+        assert_eq!(cell.timer_slack_ns, other.then_some(1), "{:?}", c.policy);
+    }
 }
 
 /// On a real driver the limit is measured with as many instances in series as one engine
@@ -628,4 +633,64 @@ fn trials_take_the_physical_limits_bench_as_their_cost_prior() {
             "{p:?}"
         );
     }
+}
+
+/// A display that records the messages it is given, showing or not.
+struct Spy {
+    shows: bool,
+    messages: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl xrunlab::progress::Progress for Spy {
+    fn set_total(&self, _: u64) {}
+    fn set_position(&self, _: u64) {}
+    fn set_message(&self, m: &str) {
+        self.messages.lock().unwrap().push(m.to_string());
+    }
+    fn finish(&self) {}
+    fn shows(&self) -> bool {
+        self.shows
+    }
+}
+
+/// The grid's live line says each trial of the cell with the one before it, and is built
+/// only for a display.
+#[test]
+fn the_trial_line_is_built_only_for_a_display() {
+    let c = sim_cfg(&[96], &[1], &[("gain", 200.0)], 0);
+    let lines = |shows: bool| {
+        let messages = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let spy = Spy {
+            shows,
+            messages: messages.clone(),
+        };
+        let mut session = xrunlab::measure::session::Session::start(Box::new(spy), Vec::new());
+        let out = xrunlab::measure::loadtest::run(
+            &c,
+            &mut session,
+            Checkpoints {
+                prior: None,
+                on_cell: &mut |_| Ok(()),
+            },
+        )
+        .unwrap();
+        assert_eq!(out.status, Status::Complete);
+        let trials = out.results.cells[0].trials.len();
+        let m = messages.lock().unwrap().clone();
+        let m: Vec<String> = m.into_iter().filter(|l| l.contains("· trial ")).collect();
+        (m, trials)
+    };
+    let (none, _) = lines(false);
+    assert_eq!(none, Vec::<String>::new());
+    let (shown, trials) = lines(true);
+    assert_eq!(shown.len(), trials, "{shown:?}");
+    assert!(shown[0].starts_with("96@48k 1 tr · trial 1: "), "{shown:?}");
+    assert!(!shown[0].contains("last"), "{shown:?}");
+    assert!(
+        shown[1..].iter().all(|l| l.contains(" · last ")),
+        "{shown:?}"
+    );
+    assert!(shown
+        .iter()
+        .all(|l| l.chars().count() <= 80 && l.ends_with("gain")));
 }

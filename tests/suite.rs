@@ -86,6 +86,14 @@ fn suite_smoke_end_to_end_then_resume() {
         .collect();
     assert!(failed.is_empty(), "failed stages: {failed:#?}\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The machine's conditions once for the whole suite, not once per stage. (A machine
+    // without any — bare metal, performance governor, PREEMPT_RT — has nothing to count.)
+    let machine = xrunlab::system::Environment::capture().warnings();
+    for w in machine.iter().filter(|w| !w.starts_with("no RT privilege")) {
+        let head: String = w.chars().take(30).collect();
+        let said = stderr.matches(&format!("warning: {head}")).count();
+        assert_eq!(said, 1, "'{head}…' said {said} times:\n{stderr}");
+    }
     // One progress line per stage on stderr.
     for n in &want {
         assert!(

@@ -115,8 +115,19 @@ fn verdict_and_predict_render_golden_in_80_columns() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     std::env::set_current_dir(root()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // `predict` is still to add here (its inputs need a compute result).
-    let runs: [(&str, Vec<&str>); 1] = [("verdict", vec!["verdict", "tests/fixtures/verdict"])];
+    let runs: [(&str, Vec<&str>); 2] = [
+        ("verdict", vec!["verdict", "tests/fixtures/verdict"]),
+        (
+            "predict",
+            vec![
+                "predict",
+                "--latency",
+                "tests/fixtures/results/latency.json",
+                "--cost",
+                "tests/fixtures/results/run.json",
+            ],
+        ),
+    ];
     for (name, args) in runs {
         let out = dir.path().join(format!("{name}.json"));
         let st = xrunlab()
@@ -134,13 +145,41 @@ fn verdict_and_predict_render_golden_in_80_columns() {
     }
 }
 
-/// The summaries the CLI composes itself: 80 columns and golden.
+/// `plugins audit`'s table, from a committed audit of three built-ins (`plugins audit gain
+/// reverb-light sine`: a pass with skips, a failed latency check, a long skip reason): the
+/// live audit's cost checks depend on the machine's load.
+#[test]
+fn the_plugin_audit_renders_golden_in_80_columns() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_current_dir(root()).unwrap();
+    let doc = xrunlab::results::read_result(Path::new("tests/fixtures/audit/builtins.json"))
+        .expect("the committed audit reads");
+    golden("plugins_audit", || xrunlab::report::text::body(&doc));
+}
+
+/// The summaries the CLI composes itself: 80 columns and golden. `check` and `tune`'s plan
+/// read committed system trees (`--root`), not this machine; the tune journal named is
+/// never written by a plan.
 #[test]
 fn cli_composed_summaries_fit_80_columns() {
-    let cases: [(&str, &[&str]); 3] = [
+    let cases: [(&str, &[&str]); 5] = [
         ("plugins_list", &["plugins", "list"]),
         ("rtl_model", &["rtl", "--model"]),
         ("verdict_cli", &["verdict", "tests/fixtures/verdict"]),
+        (
+            "check_desktop",
+            &["check", "--root", "tests/fixtures/system/desktop-dynamic"],
+        ),
+        (
+            "tune_plan",
+            &[
+                "tune",
+                "--root",
+                "tests/fixtures/system/tune-desktop",
+                "--journal",
+                "/nonexistent/xrunlab-tune.json",
+            ],
+        ),
     ];
     for (name, args) in cases {
         let out = xrunlab().current_dir(root()).args(args).output().unwrap();
@@ -148,6 +187,14 @@ fn cli_composed_summaries_fit_80_columns() {
         let text = String::from_utf8(out.stdout).unwrap();
         assert_fits(name, &text);
         insta::assert_snapshot!(name, text);
+        // The same command very wide says the same numbers: none was split.
+        let wide = common::xrunlab_wide()
+            .current_dir(root())
+            .args(args)
+            .output()
+            .unwrap();
+        let wide = String::from_utf8(wide.stdout).unwrap();
+        assert_eq!(numbers(&text), numbers(&wide), "{name}: a number was split");
     }
 }
 

@@ -230,7 +230,8 @@ pub fn run(a: LatencyArgs, g: &Global) -> Result<u8> {
     };
     let mut m = Measured::new(body, r.status, started, human)
         .warnings(r.warnings)
-        .threshold(crossed);
+        .threshold(crossed)
+        .computed(simulated);
     if !simulated {
         m = m.partial("xrunlab: interrupted; the partial result was written\n");
     }

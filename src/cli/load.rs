@@ -508,6 +508,7 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
     };
     let m = Measured::new(body(&out.results), out.status, started, human)
         .warnings(out.warnings)
+        .computed(cfg.driver.simulated())
         .partial(partial);
     let g = Global {
         output: out_path,

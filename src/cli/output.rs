@@ -47,9 +47,21 @@ pub fn stderr(text: &str) {
 }
 
 /// Say each warning on stderr, one `xrunlab: warning:` line each.
+/// Each warning at most once per process: a command that measures in several parts (a
+/// suite's pre-flight and its own lines, `tune --measure`'s before and after) says a
+/// condition of the machine once, not once per part.
 pub fn warn<'a>(warnings: impl IntoIterator<Item = &'a String>) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     let lines: String = warnings
         .into_iter()
+        .filter(|w| {
+            let new = !said.contains(w);
+            if new {
+                said.push((*w).clone());
+            }
+            new
+        })
         .map(|w| {
             let line = crate::report::text::style::wrap(&format!("xrunlab: warning: {w}"), 2);
             format!("{line}\n")
@@ -117,6 +129,9 @@ impl crate::progress::Progress for Saying {
     fn say(&self, line: &str) {
         stderr(&format!("{line}\n"));
     }
+    fn shows(&self) -> bool {
+        self.0.shows()
+    }
 }
 
 /// How a complete result ends the process (a partial one always exits 3).
@@ -150,6 +165,10 @@ pub struct Measured {
     pub show_warnings: bool,
     /// What else is written of the final document (`--export FORMAT=PATH`), after the result.
     pub also: Option<AlsoWrite>,
+    /// A computation, not a measurement (`rtl --model`, the sim driver, `--sim-latency`):
+    /// the machine's conditions (a VM, the governor, RT throttling…) say nothing about its
+    /// figures, so they are neither warned about nor put in its warnings.
+    pub computed: bool,
 }
 
 /// A writer of the final result document in more forms (`ExportArgs::writer`).
@@ -171,6 +190,7 @@ impl Measured {
             partial,
             show_warnings: true,
             also: None,
+            computed: false,
         }
     }
 
@@ -199,6 +219,12 @@ impl Measured {
         self
     }
 
+    /// Mark a computation ([`Measured::computed`]).
+    pub fn computed(mut self, yes: bool) -> Self {
+        self.computed = yes;
+        self
+    }
+
     pub fn partial(mut self, line: impl Into<String>) -> Self {
         self.partial = line.into();
         self
@@ -208,6 +234,13 @@ impl Measured {
 /// Write the result as the global options ask, say its warnings once, and return the exit code.
 pub fn finish(m: Measured, g: &Global) -> Result<u8> {
     let mut doc = ResultDoc::new(m.body, m.status, m.started.at, m.started.env);
+    if m.computed {
+        // What ran beside it (`--stress`) is the computation's own condition: kept.
+        let mut env = doc.environment.clone();
+        env.stress.clear();
+        let machine = env.warnings();
+        doc.warnings.retain(|w| !machine.contains(w));
+    }
     // The environment's warnings come first; a measurement repeating one adds nothing.
     for w in m.warnings {
         if !doc.warnings.contains(&w) {

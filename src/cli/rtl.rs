@@ -235,7 +235,8 @@ fn config(a: &RtlArgs) -> Result<RtlConfig> {
 pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     let cfg = config(&a)?;
     cfg.validate()?;
-    let mut session = output::session(g.quiet || cfg.driver.is_none(), 0, Vec::new());
+    let model_only = cfg.driver.is_none();
+    let mut session = output::session(g.quiet || model_only, 0, Vec::new());
     let r = rtl::run(&cfg, &mut session)?;
     let started = session.into_started();
     let human = crate::report::text::rtl::summary(&r.config, &r.results);
@@ -251,7 +252,8 @@ pub fn run(a: RtlArgs, g: &Global) -> Result<u8> {
     };
     let mut m = Measured::new(body, r.status, started, human)
         .warnings(r.warnings)
-        .verdict(verdict);
+        .verdict(verdict)
+        .computed(model_only);
     if let Some(w) = watchdog {
         m = m.partial(format!(
             "xrunlab: error: watchdog: a cycle of the loop did not end within {}; its thread was demoted to SCHED_OTHER and the run stopped (partial result{})\n",

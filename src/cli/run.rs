@@ -225,12 +225,14 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
         .trace_error
         .as_ref()
         .map(|e| output::Verdict::OutputLost(format!("xrunlab: error: {e}\n")));
+    let simulated = r.config.driver.simulated();
     let body = Body::Run {
         config: r.config,
         results: r.results,
     };
     let m = Measured::new(body, r.status, started, human)
         .warnings(r.warnings)
+        .computed(simulated)
         .threshold(a.fail_on_xrun && glitches > 0)
         .partial(partial);
     output::finish(

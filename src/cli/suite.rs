@@ -172,6 +172,17 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         forensics: !a.no_forensics,
         budget,
     };
+    if !quiet {
+        // The machine's conditions, said once for the whole suite (each stage records them
+        // in its result; their lines go to the stage logs). No RT privilege is the
+        // pre-flight's to say, with its remedies.
+        let env = crate::system::Environment::capture();
+        output::warn(
+            env.warnings()
+                .iter()
+                .filter(|w| !w.starts_with("no RT privilege")),
+        );
+    }
     let m = suite::run(&cfg)?;
     if let Some(j) = &a.junit {
         let xml = suite::junit(&m, &dir);

@@ -137,6 +137,8 @@ pub struct Running<T> {
     /// The thread that runs the cycles; 0 until known.
     rt_tid: Arc<AtomicI32>,
     stop: Arc<AtomicBool>,
+    /// Whether `thread` runs the cycles (not a thread waiting on JACK's).
+    owns_cycles: bool,
 }
 
 impl<T: Send + 'static> Running<T> {
@@ -153,6 +155,7 @@ impl<T: Send + 'static> Running<T> {
             thread,
             rt_tid,
             stop,
+            owns_cycles: true,
         })
     }
 
@@ -170,6 +173,7 @@ impl<T: Send + 'static> Running<T> {
             thread,
             rt_tid,
             stop,
+            owns_cycles: false,
         })
     }
 }
@@ -178,6 +182,12 @@ impl<T> Running<T> {
     /// The thread the device runs on (for JACK the waiting thread).
     pub fn thread_tid(&self) -> libc::pid_t {
         self.thread.tid
+    }
+
+    /// The timer slack of the thread that runs the cycles under SCHED_OTHER (None under a
+    /// real-time policy, or when the cycles run on a server's thread, not ours).
+    pub fn timer_slack_ns(&self) -> Option<u64> {
+        self.thread.timer_slack_ns.filter(|_| self.owns_cycles)
     }
 
     /// The real-time thread that runs the cycles, once known.

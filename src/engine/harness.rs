@@ -80,6 +80,9 @@ pub struct HarnessOutcome<T> {
     pub tids: Vec<libc::pid_t>,
     /// The device's warnings: what opening it said, then what its report says.
     pub warnings: Vec<String>,
+    /// The timer slack of the device's thread when it runs the cycles under SCHED_OTHER
+    /// (`Running::timer_slack_ns`).
+    pub timer_slack_ns: Option<u64>,
     /// `server_shutdown` when the audio server went away, `watchdog` when it fired,
     /// `complete` when the device ran all its periods, else `interrupted` (a stop request,
     /// a signal, a device that gave up). Callers whose own stop means "done" refine it.
@@ -134,6 +137,7 @@ where
     let stop = spec.stop.clone();
     let running = device.start(parts, spec)?;
     let mut tids = vec![running.wait_rt_tid(RT_TID_WAIT)];
+    let timer_slack_ns = running.timer_slack_ns();
     tids.extend(&h.extra_tids);
     sup.on_threads(&tids);
     let watchdog = match start_watchdog(&tids, stop) {
@@ -187,6 +191,7 @@ where
         driver,
         watchdog: wd,
         tids,
+        timer_slack_ns,
         warnings,
         status,
     })

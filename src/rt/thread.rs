@@ -20,6 +20,10 @@ pub struct ThreadSpec {
 /// A spawned RT thread and its kernel thread id (for CPU-time reads and demotion).
 pub struct RtThread<T> {
     pub tid: libc::pid_t,
+    /// The thread's timer slack as the kernel reports it after set-up, for a SCHED_OTHER
+    /// thread (set to the minimum, 1 ns); None under a real-time policy, where the kernel
+    /// applies no slack.
+    pub timer_slack_ns: Option<u64>,
     handle: JoinHandle<Option<T>>,
 }
 
@@ -45,7 +49,7 @@ where
     T: Send + 'static,
 {
     spec.policy.validate()?;
-    let (tx, rx) = mpsc::sync_channel::<Result<libc::pid_t>>(1);
+    let (tx, rx) = mpsc::sync_channel::<Result<(libc::pid_t, Option<u64>)>>(1);
     let (go_tx, go_rx) = mpsc::sync_channel::<bool>(1);
     let name = spec.name.clone();
     let handle = std::thread::Builder::new()
@@ -56,6 +60,7 @@ where
                     affinity::set_affinity(0, &spec.cpus)?;
                 }
                 super::policy::set_policy(0, &spec.policy)?;
+                let mut slack = None;
                 if !spec.policy.is_realtime() {
                     // A SCHED_OTHER sleep ends up to the 50 µs default timer slack late:
                     // that is the kernel batching timers, not scheduling latency.
@@ -63,8 +68,12 @@ where
                     unsafe {
                         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
                     }
+                    // Read back: what the result records is the slack in effect.
+                    // SAFETY: PR_GET_TIMERSLACK takes no pointer and returns the value.
+                    let got = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+                    slack = u64::try_from(got).ok();
                 }
-                Ok(clock::gettid())
+                Ok((clock::gettid(), slack))
             })();
             let ok = setup.is_ok();
             let _ = tx.send(setup);
@@ -76,8 +85,8 @@ where
             }
         })
         .map_err(|e| super::policy::explain_spawn(&format!("thread {name}"), e))?;
-    let tid = match rx.recv() {
-        Ok(Ok(tid)) => tid,
+    let (tid, timer_slack_ns) = match rx.recv() {
+        Ok(Ok(got)) => got,
         Ok(Err(e)) => {
             let _ = handle.join();
             return Err(e);
@@ -90,7 +99,11 @@ where
         }
     };
     let _ = go_tx.send(true);
-    Ok(RtThread { tid, handle })
+    Ok(RtThread {
+        tid,
+        timer_slack_ns,
+        handle,
+    })
 }
 
 /// Demote a thread to SCHED_OTHER (used by the watchdog and on every exit path).
@@ -115,6 +128,7 @@ mod tests {
         )
         .unwrap();
         assert!(t.tid > 0);
+        assert_eq!(t.timer_slack_ns, Some(1));
         assert_eq!(t.join(), 42);
     }
 

@@ -5,11 +5,13 @@
 mod cost;
 mod events;
 mod fold;
+mod live;
 mod trace_csv;
 
 pub use cost::{WorkCost, HOST_CPU_MIN_CYCLES, PRIOR_STALE_PER_MILLE};
 pub use events::{Heaviest, XrunEvent};
 pub use fold::{Folded, PlacementFold, ThreadStalls};
+pub use live::{Live, LiveFigures};
 pub use trace_csv::{cut_at_last_line, TraceWriter};
 
 use crate::common::stats::{new_ns_histogram, record_clamped, Histogram, Summary};
@@ -117,11 +119,13 @@ pub fn spawn(
         early,
         None,
         Some(WorkCost::default()),
+        None,
     )
 }
 
 /// `spawn`, also forwarding every record to `tap` (a non-RT observer such as `xrunlab
-/// sched`'s reservation controller); a closed tap is dropped and the collection goes on.
+/// sched`'s reservation controller; a closed tap is dropped and the collection goes on) and
+/// counting it in `live` for the progress line.
 pub fn spawn_tapped(
     mut consumer: rtrb::Consumer<CycleRecord>,
     mut trace: Option<TraceWriter>,
@@ -129,6 +133,7 @@ pub fn spawn_tapped(
     early: Option<EarlyStop>,
     mut tap: Option<std::sync::mpsc::Sender<CycleRecord>>,
     judge: Option<WorkCost>,
+    live: Option<Arc<Live>>,
 ) -> Result<std::thread::JoinHandle<Result<Folded>>> {
     std::thread::Builder::new()
         .name("xr-collector".into())
@@ -142,6 +147,9 @@ pub fn spawn_tapped(
                 let mut n = 0;
                 while let Ok(mut r) = consumer.pop() {
                     f.judge_and_fold(&mut r);
+                    if let Some(l) = &live {
+                        l.observe(&r);
+                    }
                     if let (Some(e), Some(c), None) = (&early, r.cause, f.early_stop_cycle) {
                         if e.on.matches(c) && r.cycle >= e.from_cycle {
                             f.early_stop_cycle = Some(r.cycle);

@@ -389,9 +389,12 @@ pub(super) fn measure_keeping(
         }
     }
     progress.finish();
+    let slack = threads.iter().filter_map(|t| t.timer_slack_ns).max();
     let states: Vec<ThreadState> = threads.into_iter().map(|t| t.join()).collect();
     let interrupted = interrupt::requested();
-    Ok(summarise(states, &p, interrupted, cfg.fail_above.as_ref()))
+    let mut r = summarise(states, &p, interrupted, cfg.fail_above.as_ref());
+    r.timer_slack_ns = slack;
+    Ok(r)
 }
 
 /// A summary with exact extremes, its percentiles kept within them: HDR reports a bucket's
@@ -533,6 +536,7 @@ pub(super) fn summarise(
         baseline: None,
         spikes,
         forensics: None,
+        timer_slack_ns: None,
     };
     r.fail_above = fail.map(|f| r.evaluate(f));
     r

@@ -269,6 +269,12 @@ pub struct LatencyResult {
     /// `--forensics`: who delayed the wake-ups above the threshold and each CPU's maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
+    /// Under SCHED_OTHER, the measuring threads' timer slack (the largest of them, read back
+    /// after setting the minimum, 1 ns): a normal thread's sleep may end this late by design,
+    /// which is the kernel batching timers, not scheduling latency. None under a real-time
+    /// policy (no slack applies), for a simulated or imported result, and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_slack_ns: Option<u64>,
 }
 
 /// One wake-up kept for forensics, CLOCK_MONOTONIC ns.

@@ -361,6 +361,14 @@ fn run_cell(
     // A trial that ended abnormally: its status and what to say.
     let mut ended: Option<(Status, String)> = None;
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
+        if session.progress().shows() {
+            let last = trials
+                .last()
+                .map(|t: &Trial| (t.instances_per_track, t.passed));
+            let cell = (buffer, cfg.rate, tracks, plugin);
+            let line = trial_line(cell, trials.len() + 1, n, last);
+            session.progress().set_message(&line);
+        }
         let mut rc = cfg.trial_config(buffer, tracks, plugin, n, dur)?;
         rc.cost_prior = prior.clone();
         let w0 = crate::rt::clock::monotonic_ns();
@@ -468,6 +476,39 @@ fn run_cell(
     ))))
 }
 
+/// The load grid's live line while a trial runs: the cell (period at its rate, tracks), the
+/// trial and its instances per track, how the trial before it ended, then the plugin, cut
+/// to keep the line within 80 columns (its figures come first, so none is ever cut):
+/// "256@48k 2 tr · trial 3: 12 inst · last 10 ok · reverb-heavy" (without the plugin, 44
+/// columns: what is left beside the bar on an 80-column terminal).
+fn trial_line(
+    (buffer, rate, tracks, plugin): (u32, u32, u32, &str),
+    trial: usize,
+    instances: u32,
+    last: Option<(u32, bool)>,
+) -> String {
+    let rate = match rate % 1000 {
+        0 => format!("{}k", rate / 1000),
+        _ => format!("{:.1}k", rate as f64 / 1000.0),
+    };
+    let mut s = format!("{buffer}@{rate} {tracks} tr · trial {trial}: {instances} inst");
+    if let Some((n, ok)) = last {
+        let how = if ok { "ok" } else { "fail" };
+        s.push_str(&format!(" · last {n} {how}"));
+    }
+    let room = 80usize.saturating_sub(s.chars().count() + 3);
+    if room >= 4 {
+        let name: String = if plugin.chars().count() <= room {
+            plugin.to_string()
+        } else {
+            plugin.chars().take(room - 1).chain(['…']).collect()
+        };
+        s.push_str(" · ");
+        s.push_str(&name);
+    }
+    s
+}
+
 /// What the search of one cell found: the largest passing count, whether the cap passed,
 /// the passing run reported for it, every trial, and when the cell began.
 struct Searched {
@@ -499,6 +540,7 @@ fn cell_of(cfg: &LoadConfig, buffer: u32, tracks: u32, plugin: &str, s: Searched
             server_xruns: j.server_xruns,
         });
     let cost_prior = r.as_ref().and_then(|r| r.results.cost_prior.clone());
+    let timer_slack_ns = r.as_ref().and_then(|r| r.results.timer_slack_ns);
     let (dsp, xr, p99, wmax) = match &r {
         Some(r) => (
             r.results.dsp_load_pct,
@@ -526,5 +568,39 @@ fn cell_of(cfg: &LoadConfig, buffer: u32, tracks: u32, plugin: &str, s: Searched
         time_spent_ns: crate::rt::clock::monotonic_ns() - t0,
         jack,
         cost_prior,
+        timer_slack_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trial_line_says_the_cell_and_fits_80_columns() {
+        let l = trial_line((256, 48000, 2, "reverb-heavy"), 3, 12, Some((10, true)));
+        assert_eq!(
+            l,
+            "256@48k 2 tr · trial 3: 12 inst · last 10 ok · reverb-heavy"
+        );
+        let first = trial_line((64, 44100, 1, "burn(5%)"), 1, 4, None);
+        assert_eq!(first, "64@44.1k 1 tr · trial 1: 4 inst · burn(5%)");
+        let uri = format!("lv2:http://example.org/{}", "x".repeat(200));
+        // The largest cell any command runs (8192 frames, 384 kHz, 64 tracks), a search
+        // capped at a million instances after a hundred trials.
+        let long = trial_line(
+            (8192, 384_000, 64, &uri),
+            100,
+            1_000_000,
+            Some((999_999, false)),
+        );
+        assert!(long.chars().count() <= 80, "{long}");
+        assert!(
+            long.contains("trial 100: 1000000 inst · last 999999 fail · lv2"),
+            "{long}"
+        );
+        let cut = trial_line((256, 48000, 2, &uri), 3, 12, None);
+        assert_eq!(cut.chars().count(), 80, "{cut}");
+        assert!(cut.ends_with('…') && cut.contains("· lv2:http"), "{cut}");
     }
 }

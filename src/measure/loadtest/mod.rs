@@ -468,6 +468,10 @@ pub struct Cell {
     /// burn's calibration), and whether the run agreed with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_prior: Option<crate::measure::run::PriorReport>,
+    /// Under SCHED_OTHER, the timer slack of the reported trial's cycle thread
+    /// (`RunResults::timer_slack_ns`); None under a real-time policy and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_slack_ns: Option<u64>,
 }
 
 /// What the JACK server said about the passing trial at a cell's maximum.

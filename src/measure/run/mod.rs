@@ -3,6 +3,7 @@
 //! result.
 
 pub mod forensics;
+mod live;
 
 use crate::common::Status;
 use crate::common::Summary;
@@ -17,7 +18,7 @@ use crate::dsp::ChainElement;
 use crate::engine::collector::{
     self, EarlyStop, Folded, StopCriterion, TraceWriter, WorkCost, XrunEvent,
 };
-use crate::engine::harness::{self, show_progress, Harness, HarnessOutcome, Supervisor};
+use crate::engine::harness::{self, Harness, HarnessOutcome, Supervisor};
 use crate::engine::watchdog::{bound_ns, WatchdogReport};
 use crate::engine::{CostModel, Engine, EngineSpec};
 use crate::error::{Error, Result};
@@ -401,6 +402,11 @@ pub struct RunResults {
     /// `--forensics`: who took the time of each xrun, from a kernel trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forensics: Option<crate::trace::Forensics>,
+    /// Under SCHED_OTHER, the timer slack of the thread whose sleeps pace the cycles, read
+    /// back after setting the minimum (1 ns); None under a real-time policy, on a server's
+    /// thread (JACK), and in older files. See `LatencyResult::timer_slack_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_slack_ns: Option<u64>,
     /// Set when `stop_on` ended the run: the cycle of the xrun that did. Not in the result
     /// document: a load trial reports it as its `stopped_at_cycle`.
     #[serde(skip)]
@@ -484,7 +490,8 @@ pub fn run_observed(
     let prefix = prior
         .as_ref()
         .map(|p| p.prefix_ns(&cfg.chain_elements, cfg.rate, cfg.buffer_frames));
-    let collector = Collector::start(cfg, built.consumer, &stop, tap, prefix.clone())?;
+    let live = Arc::new(collector::Live::default());
+    let collector = Collector::start(cfg, built.consumer, &stop, tap, prefix.clone(), &live)?;
     let h = Harness {
         policy: cfg.policy,
         watchdog_bound_ns,
@@ -516,6 +523,8 @@ pub fn run_observed(
         on_threads,
         steal_sampling: cfg.driver.steal_sampling(),
         steal: None,
+        live,
+        period_ns,
     };
     let out = match harness::run(&h, device, parts, spec, &mut sup) {
         Ok(o) => o,
@@ -716,6 +725,7 @@ impl Collector {
         run_stop: &Arc<AtomicBool>,
         tap: Option<std::sync::mpsc::Sender<crate::common::cycle::CycleRecord>>,
         prior_ns: Option<Vec<u64>>,
+        live: &Arc<collector::Live>,
     ) -> Result<Self> {
         let trace = match &cfg.trace {
             Some(p) => Some(TraceWriter::create(std::path::Path::new(p))?),
@@ -731,7 +741,9 @@ impl Collector {
             .driver
             .real_time()
             .then(|| prior_ns.map(WorkCost::with_prior).unwrap_or_default());
-        let thread = collector::spawn_tapped(consumer, trace, stop.clone(), early, tap, judge)?;
+        let live = Some(live.clone());
+        let thread =
+            collector::spawn_tapped(consumer, trace, stop.clone(), early, tap, judge, live)?;
         Ok(Collector { thread, stop })
     }
 
@@ -744,12 +756,14 @@ impl Collector {
     }
 }
 
-/// `run`'s part in the harness: the caller's thread observer, and the host's steal sampled
-/// beside a real-time run while it is supervised.
+/// `run`'s part in the harness: the caller's thread observer, the host's steal sampled
+/// beside a real-time run while it is supervised, and the live line's figures.
 struct RunSupervisor<'f> {
     on_threads: &'f dyn Fn(&[libc::pid_t]),
     steal_sampling: bool,
     steal: Option<crate::system::steal::StealSampler>,
+    live: Arc<collector::Live>,
+    period_ns: u64,
 }
 
 impl Supervisor for RunSupervisor<'_> {
@@ -762,7 +776,7 @@ impl Supervisor for RunSupervisor<'_> {
             .steal_sampling
             .then(crate::system::steal::StealSampler::start)
             .flatten();
-        show_progress(ended, h)
+        live::show(ended, h, &self.live, self.period_ns)
     }
 }
 
@@ -895,6 +909,7 @@ fn fold_results(
         compete: None,
         plugins: Vec::new(),
         forensics: None,
+        timer_slack_ns: out.timer_slack_ns.filter(|_| cfg.driver.real_time()),
         early_stop_cycle: folded.early_stop_cycle,
     };
     RunResult {

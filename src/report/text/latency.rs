@@ -78,10 +78,25 @@ pub fn summary(
             format_ns(f.threshold_ns)
         ));
     }
+    out.push_str(&slack_line(r.timer_slack_ns));
     if r.interrupted {
         out.push_str("interrupted: partial result\n");
     }
     out
+}
+
+/// What timer slack the SCHED_OTHER threads ran with (none for a real-time policy): a
+/// normal thread's sleep may end up to its slack late, which is not scheduling latency.
+pub(super) fn slack_line(slack_ns: Option<u64>) -> String {
+    match slack_ns {
+        None => String::new(),
+        Some(ns) => format!(
+            "SCHED_OTHER threads: timer slack {}{} (the default, 50 µs, would add up to that \
+             to every wake-up)\n",
+            crate::units::format_ns(ns),
+            if ns <= 1 { ", the minimum" } else { "" }
+        ),
+    }
 }
 
 /// Huang et al.'s Table 2 shape: min/avg/max (and p99) per phase and CPU, phases side by side.

@@ -70,6 +70,9 @@ pub fn summary(
              instances in series as a thread runs at a (the cache-realistic limit the search starts from)\n",
         );
     }
+    s.push_str(&super::latency::slack_line(
+        r.cells.iter().filter_map(|c| c.timer_slack_ns).max(),
+    ));
     if let Some(l) = load_host_line(r) {
         s.push_str(&l);
         s.push('\n');

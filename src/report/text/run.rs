@@ -84,6 +84,7 @@ pub fn summary(
         c.policy
     );
     s.push_str(&format!("{t}\n"));
+    s.push_str(&super::latency::slack_line(x.timer_slack_ns));
     s.push_str(&format!(
         "cycles {}  xruns {} (late-wakeup {}, overload {}, interference {})  skipped periods {}",
         x.cycles,

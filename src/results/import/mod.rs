@@ -383,6 +383,7 @@ fn build(
         baseline: None,
         spikes: Vec::new(),
         forensics: None,
+        timer_slack_ns: None,
     };
     Ok((cfg, result))
 }
