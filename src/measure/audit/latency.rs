@@ -14,6 +14,11 @@ const TOLERANCE: u32 = 2;
 /// The loudest output sample must hold at least this share of the response's energy for its
 /// position to be a delay.
 const MIN_CONCENTRATION: f64 = 0.05;
+/// Seconds after the loudest sample from which energy counts as a tail.
+const TAIL_AFTER_S: f64 = 0.02;
+/// A response with more than this share of its energy in the tail is a reverb's: its loudest
+/// sample is a strong early reflection (a sparse reverb puts over 5% in one), not a delay.
+const MAX_TAIL: f64 = 0.5;
 
 pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
     if !s.has_audio_in() {
@@ -79,15 +84,20 @@ pub fn check(s: &Subject, cfg: &AuditConfig, stage: &mut dyn Stage) -> Check {
     // A delay, an EQ, a compressor put most of the impulse's energy in a few samples; a
     // reverb without its dry signal spreads it over thousands, and its first reflection is
     // no latency.
-    let energy: f64 = y.iter().map(|&v| (v as f64) * (v as f64)).sum();
-    let concentration = (peak as f64).powi(2) / energy.max(f64::MIN_POSITIVE);
-    if concentration < MIN_CONCENTRATION {
+    let sq = |v: &f32| (*v as f64) * (*v as f64);
+    let energy: f64 = y.iter().map(sq).sum::<f64>().max(f64::MIN_POSITIVE);
+    let concentration = (peak as f64).powi(2) / energy;
+    let loudest = y.iter().position(|&v| v == peak).unwrap_or(0);
+    let tail_from = (loudest + (TAIL_AFTER_S * rate as f64) as usize).min(y.len());
+    let tail = y[tail_from..].iter().map(sq).sum::<f64>() / energy;
+    if concentration < MIN_CONCENTRATION || tail > MAX_TAIL {
         return Check::new(
             "latency",
             Verdict::Skip,
             format!(
-                "no direct path to time: the impulse comes out spread (its loudest sample holds {:.1}% of the energy; a reverb?); {said}",
-                100.0 * concentration
+                "no direct path to time: the impulse comes out spread (its loudest sample holds {:.1}% of the energy, {:.0}% comes over 20 ms after it; a reverb?); {said}",
+                100.0 * concentration,
+                100.0 * tail
             ),
         );
     }
