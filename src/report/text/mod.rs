@@ -136,6 +136,17 @@ mod tests {
     }
 
     #[test]
+    fn a_command_in_backticks_is_never_wrapped_inside() {
+        let text = "frequency ramps add latency and change the DSP load here: `cpupower frequency-set -g performance` now";
+        let w = style::wrap(text, 2);
+        assert!(
+            w.lines()
+                .any(|l| l.contains("`cpupower frequency-set -g performance`")),
+            "{w}"
+        );
+    }
+
+    #[test]
     fn a_check_summary_has_a_block_per_check_and_the_tally_last() {
         let item = |id: &str, verdict| CheckItem {
             id: id.into(),

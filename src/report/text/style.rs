@@ -385,7 +385,13 @@ fn spaced_words(text: &str) -> Vec<(usize, String)> {
         }
         let unit = ["ns", "µs", "ms", "s", "min", "h", "%", "Hz", "kHz", "MiB"]
             .contains(&w.trim_end_matches([',', ';', ')', '.', ':']));
+        // A command in backticks is one word: on two lines it could not be copied.
+        let open_quote = |p: &str| p.starts_with('`') && p.matches('`').count() == 1;
         match words.last_mut() {
+            Some((_, prev)) if open_quote(prev) => {
+                prev.push_str(&" ".repeat(gap + 1));
+                prev.push_str(w);
+            }
             Some((_, prev)) if unit && prev.ends_with(|c: char| c.is_ascii_digit()) => {
                 prev.push_str(&" ".repeat(gap + 1));
                 prev.push_str(w);

@@ -64,7 +64,7 @@ pub(super) fn governor(c: &Ctx) -> CheckItem {
         T.1,
         if all_perf { Verdict::Ok } else { Verdict::Warn },
         observed,
-        "frequency ramps add latency and change DSP load: cpupower frequency-set -g performance",
+        "frequency ramps add latency and change DSP load: `cpupower frequency-set -g performance`",
     )
 }
 
@@ -77,7 +77,7 @@ pub(super) fn smt(c: &Ctx) -> CheckItem {
             T.1,
             Verdict::Warn,
             "active: sibling threads share a core's execution units",
-            "a busy sibling slows the audio thread unpredictably: boot with nosmt, or echo off > /sys/devices/system/cpu/smt/control",
+            "a busy sibling slows the audio thread unpredictably: boot with nosmt, or `echo off > /sys/devices/system/cpu/smt/control`",
         ),
         (_, Some("notsupported")) | (_, Some("notimplemented")) => item(
             T.0,

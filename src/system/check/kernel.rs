@@ -168,7 +168,7 @@ pub(super) fn rt_throttling(c: &Ctx) -> CheckItem {
                     v as f64 / 1000.0,
                     period / 1000
                 ),
-                "a runaway RT thread is stopped, but so is a busy audio thread; for measurements: sysctl kernel.sched_rt_runtime_us=-1 (xrunlab's watchdog guards the machine)",
+                "a runaway RT thread is stopped, but so is a busy audio thread; for measurements: `sysctl kernel.sched_rt_runtime_us=-1` (xrunlab's watchdog guards the machine)",
             )
         }
         None => item(

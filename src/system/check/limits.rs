@@ -76,7 +76,7 @@ pub(super) fn user(c: &Ctx) -> CheckItem {
                     groups.join(", ")
                 }
             ),
-            "sudo usermod -aG audio $USER, then log in again",
+            "`sudo usermod -aG audio $USER`, then log in again",
         ),
     }
 }
@@ -118,7 +118,7 @@ pub(super) fn rtprio_limit(c: &Ctx) -> CheckItem {
             T.1,
             Verdict::Warn,
             format!("{} (/proc/self/limits not readable)", l.rtprio),
-            "run ulimit -r to see the limit",
+            "run `ulimit -r` to see the limit",
         ),
     }
 }
@@ -218,7 +218,7 @@ pub(super) fn memlock(c: &Ctx) -> CheckItem {
             T.1,
             Verdict::Warn,
             format!("{v} (/proc/self/limits not readable)"),
-            "run ulimit -l to see the limit",
+            "run `ulimit -l` to see the limit",
         ),
     }
 }

@@ -110,14 +110,14 @@ pub(super) fn swap(c: &Ctx) -> CheckItem {
             T.1,
             Verdict::Warn,
             format!("{on}, swappiness {v}"),
-            "sysctl vm.swappiness=10 (persist in /etc/sysctl.d/) so audio memory is not swapped out",
+            "`sysctl vm.swappiness=10` (persist in /etc/sysctl.d/) so audio memory is not swapped out",
         ),
         None => item(
             T.0,
             T.1,
             Verdict::Warn,
             format!("{on}, swappiness not readable"),
-            "check sysctl vm.swappiness",
+            "check `sysctl vm.swappiness`",
         ),
     }
 }
