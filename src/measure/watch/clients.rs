@@ -232,10 +232,23 @@ fn runs_in(
     }
 }
 
+/// How long after the late run an xrun's notification may arrive and still be matched to
+/// it. jackd2 tells clients of an xrun from its non-real-time notification thread, and the
+/// watcher's own notification thread is SCHED_OTHER too: on a loaded machine the callback
+/// runs tens of milliseconds after the cycle, well past the two periods an unloaded one
+/// needs (issue 29: with two compiles or `stress-ng --cpu 2` beside it, a third of the
+/// bursts' xruns arrived after the late run's two periods and named no client, or the
+/// server).
+pub const NOTIFY_LAG_NS: u64 = 200_000_000;
+
 /// The late client of an xrun notified at `at_ns` (absolute CLOCK_MONOTONIC) with period
-/// `period_ns`: among each thread's run that started before the notification and ended at
-/// most two periods before it, the one exceeding its thread's usual figures (`usual`: median
-/// wake-up delay and run, per thread) the most, by at least a twentieth of a period.
+/// `period_ns`: among each thread's runs woken before the notification, the one exceeding
+/// its thread's usual figures (`usual`: median wake-up delay and run, per thread) the most —
+/// by at least a twentieth of a period for a run that ended at most two periods before the
+/// notification, and by at least half a period (enough to spoil a cycle on its own) for one
+/// that ended up to [`NOTIFY_LAG_NS`] before it: a notification that came late still finds
+/// its cause, and ordinary jitter that far back is never taken for it. A knock-on xrun (the
+/// cycles after a long one, still catching up) names the same run.
 /// Only threads that run in the graph's cycles (`per_cycle`) can be late for one.
 /// Returns the thread's index in `threads` and the run.
 pub fn late_client(
@@ -252,21 +265,25 @@ pub fn late_client(
             continue;
         }
         let Some(rs) = runs.get(&t.tid) else { continue };
-        // Runs are in end order: the last that started before the notification.
-        let Some(r) = rs
-            .iter()
-            .rev()
-            .find(|r| r.waking_ns <= at_ns && r.end_ns + 2 * period_ns >= at_ns)
-        else {
-            continue;
-        };
         let (uw, ur) = usual[i];
-        let ran = r.run_ns().saturating_sub(ur);
-        let woke = r.wake_delay_ns().saturating_sub(uw);
-        let excess = ran.max(woke);
-        // A twentieth of a period past its usual is jitter, not what made the cycle late.
-        if excess >= period_ns / 20 && excess > best.as_ref().map_or(0, |b| b.2) {
-            best = Some((i, *r, excess, woke > ran));
+        // Runs are in end order: walk back from the notification over the lag.
+        for r in rs.iter().rev() {
+            if r.end_ns.saturating_add(NOTIFY_LAG_NS.max(2 * period_ns)) < at_ns {
+                break;
+            }
+            if r.waking_ns > at_ns {
+                continue;
+            }
+            let ran = r.run_ns().saturating_sub(ur);
+            let woke = r.wake_delay_ns().saturating_sub(uw);
+            let excess = ran.max(woke);
+            // A twentieth of a period past its usual is jitter, not what made the cycle
+            // late; further back only a run that could spoil a cycle by itself counts.
+            let near = r.end_ns.saturating_add(2 * period_ns) >= at_ns;
+            let least = if near { period_ns / 20 } else { period_ns / 2 };
+            if excess >= least.max(1) && excess > best.as_ref().map_or(0, |b| b.2) {
+                best = Some((i, *r, excess, woke > ran));
+            }
         }
     }
     best
@@ -574,6 +591,19 @@ mod tests {
         // Nothing past its usual figures: nobody is named.
         let usual = [(0, 4_000_000), (0, 3_000_000)];
         assert!(late_client(&threads, &m, &usual, &[true, true], 5_000_000, 5_333_333).is_none());
+        // Notified 50 ms after the slow run (a loaded machine's notification thread): the
+        // run is still found, as it exceeded by more than half a period.
+        let usual = [(0, 4_000_000), (0, 100_000)];
+        let (i, _, _, _) =
+            late_client(&threads, &m, &usual, &[true, true], 55_000_000, 5_333_333).unwrap();
+        assert_eq!(i, 1);
+        // That far back, jitter of a tenth of a period is not taken for the cause.
+        let mut j = HashMap::new();
+        j.insert(1, vec![run(0, 4_000_000)]);
+        j.insert(2, vec![run(0, 600_000)]);
+        assert!(late_client(&threads, &j, &usual, &[true, true], 55_000_000, 5_333_333).is_none());
+        // Past the lag nothing is matched at all.
+        assert!(late_client(&threads, &m, &usual, &[true, true], 300_000_000, 5_333_333).is_none());
         // A thread the graph does not wake every cycle is never the late client.
         let usual = [(0, 4_000_000), (0, 100_000)];
         assert!(late_client(&threads, &m, &usual, &[true, false], 5_000_000, 5_333_333).is_none());
