@@ -446,7 +446,7 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
 /// non-real-time thread to the watcher's SCHED_OTHER one, tens of milliseconds after the
 /// cycle under load, and the late run is matched across that lag (`clients::NOTIFY_LAG_NS`).
 #[test]
-#[ignore = "the notification-lag cause is fixed (clients::NOTIFY_LAG_NS; passed 5 of 5 alone and 4 of 4 with its file under stress-ng --cpu 2-3), but 2 runs of the file in a row then failed on a busy VM: one burst xrun of about 7 named the slow client woken 13-16 ms late with culprit 'unaccounted' (its window's attribution, issue 29, open)"]
+#[ignore = "the notification-lag cause is fixed (clients::NOTIFY_LAG_NS; passed 5 of 5 alone and 4 of 4 with its file under stress-ng --cpu 2-3 at 04:33-04:35), but later on the busy VM it failed 5 of 7: the burst CPU's scheduler events are missing from the kept trace (a slow-client run woken 1010 ms before it started, culprits 'unaccounted', no lost events reported): suspect the flight recorder's page keeping for a quiet CPU (issue 29, open)"]
 fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
     let Some((_t, _m)) = common::trace::setup() else {
         return;
