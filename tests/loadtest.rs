@@ -635,35 +635,13 @@ fn trials_take_the_physical_limits_bench_as_their_cost_prior() {
     }
 }
 
-/// A display that records the messages it is given, showing or not.
-struct Spy {
-    shows: bool,
-    messages: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl xrunlab::progress::Progress for Spy {
-    fn set_total(&self, _: u64) {}
-    fn set_position(&self, _: u64) {}
-    fn set_message(&self, m: &str) {
-        self.messages.lock().unwrap().push(m.to_string());
-    }
-    fn finish(&self) {}
-    fn shows(&self) -> bool {
-        self.shows
-    }
-}
-
 /// The grid's live line says each trial of the cell with the one before it, and is built
 /// only for a display.
 #[test]
 fn the_trial_line_is_built_only_for_a_display() {
     let c = sim_cfg(&[96], &[1], &[("gain", 200.0)], 0);
     let lines = |shows: bool| {
-        let messages = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let spy = Spy {
-            shows,
-            messages: messages.clone(),
-        };
+        let (spy, messages) = common::spy::Spy::new(shows);
         let mut session = xrunlab::measure::session::Session::start(Box::new(spy), Vec::new());
         let out = xrunlab::measure::loadtest::run(
             &c,

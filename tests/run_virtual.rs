@@ -383,24 +383,6 @@ fn a_trace_on_a_full_disk_is_cut_at_its_last_line_and_the_result_kept() {
     assert!(std::fs::read_to_string(&trace).unwrap().ends_with('\n'));
 }
 
-/// A display that records the messages it is given, showing or not.
-struct Spy {
-    shows: bool,
-    messages: std::sync::Mutex<Vec<String>>,
-}
-
-impl xrunlab::progress::Progress for Spy {
-    fn set_total(&self, _: u64) {}
-    fn set_position(&self, _: u64) {}
-    fn set_message(&self, m: &str) {
-        self.messages.lock().unwrap().push(m.to_string());
-    }
-    fn finish(&self) {}
-    fn shows(&self) -> bool {
-        self.shows
-    }
-}
-
 #[test]
 fn the_live_line_is_built_only_for_a_display() {
     let mut c = RunConfig::new(DriverKind::Virtual, "burn(20%)").unwrap();
@@ -409,13 +391,10 @@ fn the_live_line_is_built_only_for_a_display() {
     c.policy = policy();
     c.mlock = is_root();
     let live = |shows: bool| {
-        let spy = Spy {
-            shows,
-            messages: Default::default(),
-        };
+        let (spy, messages) = common::spy::Spy::new(shows);
         let r = xrunlab::measure::run::run_observed(&c, &spy, Default::default()).unwrap();
         assert_eq!(r.status, Status::Complete);
-        let m = spy.messages.into_inner().unwrap();
+        let m = messages.lock().unwrap().clone();
         m.into_iter()
             .filter(|m| m.contains("· DSP "))
             .collect::<Vec<_>>()

@@ -55,6 +55,7 @@ pub mod counting;
 pub mod hostile_lv2;
 pub mod servers;
 pub mod signals;
+pub mod spy;
 pub mod tmpfs;
 pub mod trace;
 
