@@ -308,6 +308,70 @@ impl Trace {
     }
 }
 
+/// The switches into `of`'s threads that the kernel did not trace, as `Switch` events.
+///
+/// Every event names the task current on its CPU (`common_pid`), so a task seen running
+/// where the CPU's last switch put another one was switched in unseen. Some kernels never
+/// trace a CPU's switch out of its idle task (seen on a 6.18 Firecracker guest: CPU 1 had
+/// not one `prev_comm=swapper/1` while CPU 0 had hundreds), and a thread that wakes there
+/// then seems to run from its first seen switch to every later sleep. The unseen switch
+/// is placed just after the CPU's previous event, or at the task's wake-up when that came
+/// later: the earliest it can have been. The task it replaced is taken to have slept.
+pub fn untraced_switch_ins(events: &[Event], of: &[i32]) -> Vec<Event> {
+    let mut wakings: HashMap<i32, Vec<(u64, i32)>> = HashMap::new();
+    let mut per_cpu: HashMap<u16, Vec<&Event>> = HashMap::new();
+    for e in events {
+        if let Kind::Waking { pid, prio, .. } = e.kind {
+            if of.contains(&pid) {
+                wakings.entry(pid).or_default().push((e.ts_ns, prio));
+            }
+        }
+        per_cpu.entry(e.cpu).or_default().push(e);
+    }
+    for w in wakings.values_mut() {
+        w.sort_unstable();
+    }
+    let mut out = Vec::new();
+    for (_, mut evs) in per_cpu {
+        evs.sort_by_key(|e| e.ts_ns);
+        let (mut current, mut last): (Option<i32>, Option<u64>) = (None, None);
+        for e in evs {
+            let names_task = e.pid >= 0 && !matches!(e.kind, Kind::Lost { .. });
+            if let (true, Some(cur), Some(t)) = (names_task, current, last) {
+                if cur != e.pid && (of.contains(&cur) || of.contains(&e.pid)) {
+                    let woke = wakings.get(&e.pid).and_then(|w| {
+                        let i = w.partition_point(|x| x.0 <= e.ts_ns);
+                        i.checked_sub(1).map(|i| w[i])
+                    });
+                    // Strictly after the previous event (it saw `cur` running), at most at
+                    // this one.
+                    let at = (t + 1).max(woke.map_or(0, |w| w.0)).min(e.ts_ns);
+                    out.push(Event {
+                        ts_ns: at,
+                        cpu: e.cpu,
+                        pid: cur,
+                        kind: Kind::Switch {
+                            prev_pid: cur,
+                            prev_prio: 120,
+                            prev_runnable: false,
+                            next_pid: e.pid,
+                            next_prio: woke.map_or(120, |w| w.1),
+                        },
+                    });
+                }
+            }
+            match e.kind {
+                Kind::Lost { .. } => current = None,
+                Kind::Switch { next_pid, .. } => current = Some(next_pid),
+                _ if names_task => current = Some(e.pid),
+                _ => {}
+            }
+            last = Some(e.ts_ns);
+        }
+    }
+    out
+}
+
 impl Trace {
     /// `e` as a line of the kernel's text format (ns times), which [`Trace::push_line`]
     /// reads back as the same event: windows' events are dumped this way to become fixtures.

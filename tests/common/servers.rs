@@ -23,22 +23,24 @@ fn unique(prefix: &str) -> String {
     )
 }
 
-/// SIGTERM, then SIGKILL if the server does not leave within `grace`.
-fn stop_child(child: &mut Child, grace: Duration) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
+/// SIGTERM, then SIGKILL if the server does not leave within `grace`. Whether it ended
+/// cleanly (exit status 0) after the SIGTERM.
+fn stop_child(child: &mut Child, grace: Duration) -> bool {
+    if let Ok(Some(st)) = child.try_wait() {
+        return st.success();
     }
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let t = Instant::now();
     while t.elapsed() < grace {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+        if let Ok(Some(st)) = child.try_wait() {
+            return st.success();
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
     let _ = child.wait();
+    false
 }
 
 fn read_log(path: &Path) -> String {
@@ -224,8 +226,10 @@ impl JackdServer {
 
 impl Drop for JackdServer {
     fn drop(&mut self) {
-        stop_child(&mut self.child, Duration::from_secs(3));
-        if self.killed {
+        // jackd that dies on its way out (SIGPIPE from a client killed just before, seen
+        // here) leaves its slot behind as a killed one does.
+        let clean = stop_child(&mut self.child, Duration::from_secs(3));
+        if self.killed || !clean {
             self.reap();
         }
         // A killed jackd leaves its named sockets and semaphores in /dev/shm.

@@ -9,7 +9,7 @@
 //!
 //! Pure functions over the trace; the threads are found in `/proc` by [`session_threads`].
 
-use crate::trace::parse::{Kind, Trace};
+use crate::trace::parse::{untraced_switch_ins, Kind, Trace};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -115,6 +115,22 @@ pub struct LateClient {
 /// holds in full (empty: all of it). Runs are followed within each covered range only: a
 /// wake-up before a gap and a switch after it are not one run.
 pub fn runs(trace: &Trace, tids: &[i32], coverage: &[(u64, u64)]) -> HashMap<i32, Vec<Run>> {
+    runs_with(
+        trace,
+        tids,
+        coverage,
+        &untraced_switch_ins(&trace.events, tids),
+    )
+}
+
+/// [`runs`] with the switches the kernel did not trace (`unseen`) already found.
+fn runs_with(
+    trace: &Trace,
+    tids: &[i32],
+    coverage: &[(u64, u64)],
+    unseen: &[crate::trace::parse::Event],
+) -> HashMap<i32, Vec<Run>> {
+    // An unseen switch goes before a seen event at the same time: it came first.
     let mut evs: Vec<_> = trace
         .events
         .iter()
@@ -125,8 +141,11 @@ pub fn runs(trace: &Trace, tids: &[i32], coverage: &[(u64, u64)]) -> HashMap<i32
             Kind::Waking { pid, .. } => tids.contains(&pid),
             _ => false,
         })
+        .map(|e| (1, e))
+        .chain(unseen.iter().map(|e| (0, e)))
         .collect();
-    evs.sort_by_key(|e| e.ts_ns);
+    evs.sort_by_key(|&(seen, e)| (e.ts_ns, seen));
+    let evs: Vec<_> = evs.into_iter().map(|(_, e)| e).collect();
     let mut out: HashMap<i32, Vec<Run>> = tids.iter().map(|&t| (t, Vec::new())).collect();
     if coverage.is_empty() {
         let first = trace.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
@@ -383,7 +402,8 @@ pub fn explain(
     period_ns: u64,
 ) -> (Vec<ClientTiming>, crate::trace::Forensics, Vec<String>) {
     let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
-    let all = runs(&recording.trace, &tids, &recording.coverage);
+    let unseen = untraced_switch_ins(&recording.trace.events, &tids);
+    let all = runs_with(&recording.trace, &tids, &recording.coverage, &unseen);
     let mut timings: Vec<ClientTiming> = threads
         .iter()
         .map(|t| {
@@ -463,7 +483,22 @@ pub fn explain(
             }
         }
     }
-    let warnings = recording.warnings(&f);
+    let mut warnings = recording.warnings(&f);
+    let mut unseen_cpus: Vec<u16> = unseen
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Switch { next_pid, .. } if tids.contains(&next_pid)))
+        .map(|e| e.cpu)
+        .collect();
+    let n = unseen_cpus.len();
+    unseen_cpus.sort_unstable();
+    unseen_cpus.dedup();
+    if n > 0 {
+        let cpus: Vec<String> = unseen_cpus.iter().map(u16::to_string).collect();
+        warnings.push(format!(
+            "forensics: the kernel did not trace {n} switch(es) to the clients' threads (CPU {}; some kernels never trace a switch out of a CPU's idle task); those runs start at the CPU's previous event, so their wake-up delays read low",
+            cpus.join(", ")
+        ));
+    }
     (timings, f, warnings)
 }
 
@@ -535,12 +570,52 @@ mod tests {
         assert_eq!(r[&7][1].wake_delay_ns(), 300);
         // A thread already running when the trace began: its run starts with the trace.
         let mut trace = Trace::default();
-        trace.events = vec![sw(50, 3, true, 3), sw(90, 7, false, 0)];
+        // (The first event on another CPU: this one's last switch did not put 3 there.)
+        let mut first = sw(50, 3, true, 3);
+        first.cpu = 1;
+        trace.events = vec![first, sw(90, 7, false, 0)];
         let r = runs(&trace, &[7], &[]);
         assert_eq!(
             (r[&7][0].start_ns, r[&7][0].end_ns, r[&7][0].busy_ns),
             (50, 90, 40)
         );
+    }
+
+    #[test]
+    fn a_switch_from_idle_the_kernel_did_not_trace_still_starts_a_run() {
+        // CPU 1 as a 6.18 guest traces it: the switch out of idle never appears, but the
+        // thread's own events (it wakes a client) and its sleep do.
+        let on1 = |mut e: Event, pid: i32| {
+            e.cpu = 1;
+            e.pid = pid;
+            e
+        };
+        let mut trace = Trace::default();
+        trace.events = vec![
+            on1(sw(0, 5, false, 0), 5),
+            on1(wk(1_000, 7), 0),
+            on1(wk(1_020, 8), 7),
+            on1(sw(1_100, 7, false, 0), 7),
+            on1(wk(6_000, 7), 0),
+            on1(sw(6_500, 7, false, 0), 7),
+        ];
+        let unseen = untraced_switch_ins(&trace.events, &[7]);
+        assert_eq!(unseen.len(), 2, "{unseen:?}");
+        let r = runs(&trace, &[7], &[]);
+        let got: Vec<_> = r[&7]
+            .iter()
+            .map(|r| (r.waking_ns, r.start_ns, r.end_ns, r.busy_ns))
+            .collect();
+        // Each run starts just after its wake-up, the CPU's event before (the earliest the
+        // unseen switch can be), never at the trace's start, and ends at its sleep.
+        assert_eq!(
+            got,
+            vec![(1_000, 1_001, 1_100, 99), (6_000, 6_001, 6_500, 499)]
+        );
+        // A CPU whose switches are all traced gets nothing invented.
+        let mut traced = Trace::default();
+        traced.events = vec![wk(100, 7), sw(110, 0, false, 7), sw(200, 7, false, 0)];
+        assert!(untraced_switch_ins(&traced.events, &[7]).is_empty());
     }
 
     #[test]
