@@ -154,6 +154,13 @@ fn watch_records_the_injected_xruns_and_says_what_forensics_adds() {
         stdout.contains("--forensics would add each client's wake-up and busy time"),
         "{stdout}"
     );
+    // On JACK the near-miss histogram needs the trace: said, not shown empty.
+    let words = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("the near-miss histogram (on JACK it needs the trace)"),
+        "{stdout}"
+    );
+    assert!(j["results"]["headroom"].is_null());
 }
 
 #[test]
@@ -317,6 +324,26 @@ fn forensic_watch(server: &JackdServer, secs: u32) -> (serde_json::Value, std::p
     (read_json(&out), o)
 }
 
+/// One line per xrun (when, the late client, its excess, the culprit): what a failure shows.
+fn xrun_table(j: &serde_json::Value) -> String {
+    let mut s = String::new();
+    for x in j["results"]["xruns"].as_array().into_iter().flatten() {
+        let l = &x["late"];
+        s += &format!(
+            "xrun {} at {} ms: late {:?} excess {} µs woke_late {} wake {} µs run {} µs culprit {:?}\n",
+            x["index"],
+            u(&x["at_ns"]) / 1_000_000,
+            l["name"].as_str(),
+            l["excess_ns"].as_u64().unwrap_or(0) / 1000,
+            l["woke_late"],
+            l["wake_delay_ns"].as_u64().unwrap_or(0) / 1000,
+            l["run_ns"].as_u64().unwrap_or(0) / 1000,
+            l["culprit"].as_str(),
+        );
+    }
+    s
+}
+
 /// The late client's name, the slow one reduced to its thread's name.
 fn late_name(x: &serde_json::Value) -> &str {
     let n = x["late"]["name"].as_str().unwrap_or("");
@@ -392,8 +419,44 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("/xrl-slowpoke' ran long"), "{stdout}");
+    // The near-miss histogram of the cycles the flight recorder kept: a sample of the
+    // watched cycles, said so, every headroom within the period.
+    let h = &r["headroom"];
+    assert!(
+        h["cycles"].is_u64() && h["of_cycles"].is_u64(),
+        "no near-miss histogram: {h}\n{}",
+        show(&o)
+    );
+    let p = period().as_nanos() as u64;
+    assert!(u(&h["cycles"]) > 100, "{h}");
+    assert!(u(&h["of_cycles"]) >= u(&h["cycles"]), "{h}");
+    assert!(u(&h["missed"]) >= 1, "{h}");
+    assert!(u(&h["min_ns"]) <= p && u(&h["p50_ns"]) <= p, "{h}");
+    assert_eq!(u(&h["period_ns"]), p);
+    let words = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("near misses:") && words.contains("cycles the flight recorder kept"),
+        "{stdout}"
+    );
+    // The slow client's busy histogram holds its spins (3 periods: the last bin).
+    let busy = r["busy_histograms"].as_array().unwrap();
+    let slow = busy
+        .iter()
+        .find(|b| b["name"].as_str().unwrap_or("").ends_with("/xrl-slowpoke"))
+        .unwrap_or_else(|| panic!("{}", r["busy_histograms"]));
+    assert!(slow["bins"][19].as_u64().unwrap_or(0) >= 1, "{slow}");
+    assert!(
+        busy.iter()
+            .filter(|b| b["name"].as_str().unwrap_or("").contains("simple"))
+            .all(|b| b["bins"][19].as_u64() == Some(0)),
+        "{}",
+        r["busy_histograms"]
+    );
 }
 
+/// Run beside a loaded machine too: libjack's xrun notification comes from jackd's
+/// non-real-time thread to the watcher's SCHED_OTHER one, tens of milliseconds after the
+/// cycle under load, and the late run is matched across that lag (`clients::NOTIFY_LAG_NS`).
 #[test]
 fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
     let Some((_t, _m)) = common::trace::setup() else {
@@ -416,12 +479,33 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
     let spans = burst.stop();
     drop(client);
     let xruns = j["results"]["xruns"].as_array().unwrap();
-    // The xruns the burst caused: those whose late client is the slow one.
+    // The xruns the burst caused: those whose late run (its forensic window, from waking to
+    // asleep) overlapped a burst. Not "those naming the slow client": on a loaded machine
+    // the cycle after a burst can find the client a little late for reasons of its own
+    // (the hypervisor), and that is no xrun of the burst's.
+    let windows = j["results"]["forensics"]["windows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let caused: Vec<_> = xruns
         .iter()
         .filter(|x| late_name(x) == "xrl-slowpoke")
+        .filter(|x| {
+            windows.iter().any(|w| {
+                w["id"] == x["index"] && {
+                    let (a, b) = (u(&w["t_ideal_ns"]), u(&w["end_ns"]));
+                    spans.iter().any(|&(s, e)| s < b && a < e)
+                }
+            })
+        })
         .collect();
-    assert!(caused.len() >= 2, "{} bursts, {}", spans.len(), show(&o));
+    assert!(
+        caused.len() >= 2,
+        "{} bursts, {}{}",
+        spans.len(),
+        xrun_table(&j),
+        show(&o)
+    );
     let named = caused
         .iter()
         .filter(|x| {
@@ -433,8 +517,9 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
         .count();
     assert!(
         named * 10 >= caused.len() * 9,
-        "the burst named in {named} of {} xruns\n{}",
+        "the burst named in {named} of {} xruns\n{}{}",
         caused.len(),
+        xrun_table(&j),
         show(&o)
     );
 }

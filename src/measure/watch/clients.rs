@@ -25,27 +25,7 @@ pub struct ClientThread {
     pub tid: i32,
 }
 
-/// One cycle of a thread: woken, first on CPU, asleep again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    pub waking_ns: u64,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub busy_ns: u64,
-    /// Still running when the trace ended.
-    pub open: bool,
-}
-
-impl Run {
-    pub fn wake_delay_ns(&self) -> u64 {
-        self.start_ns.saturating_sub(self.waking_ns)
-    }
-
-    /// First on CPU to asleep again: its busy time plus any preemption.
-    pub fn run_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.start_ns)
-    }
-}
+pub use super::cycles::Run;
 
 /// Count and p50 / p99 / max of a set of durations, ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -251,10 +231,24 @@ fn runs_in(
     }
 }
 
+/// How long after the late run an xrun's notification may arrive and still be matched to
+/// it. jackd2 tells clients of an xrun from its non-real-time notification thread, and the
+/// watcher's own notification thread is SCHED_OTHER too: on a loaded machine the callback
+/// runs tens of milliseconds after the cycle, well past the two periods an unloaded one
+/// needs (issue 29: with two compiles or `stress-ng --cpu 2` beside it, a third of the
+/// bursts' xruns arrived after the late run's two periods and named no client, or the
+/// server).
+pub const NOTIFY_LAG_NS: u64 = 200_000_000;
+
 /// The late client of an xrun notified at `at_ns` (absolute CLOCK_MONOTONIC) with period
-/// `period_ns`: among each thread's run that started before the notification and ended at
-/// most two periods before it, the one exceeding its thread's usual figures (`usual`: median
-/// wake-up delay and run, per thread) the most, by at least a twentieth of a period.
+/// `period_ns`: among each thread's runs woken before the notification, the one exceeding
+/// its thread's usual figures (`usual`: median wake-up delay and run, per thread) the most —
+/// by at least a twentieth of a period for a run that ended at most two periods before the
+/// notification, and by at least half a period (enough to spoil a cycle on its own) for one
+/// that ended up to [`NOTIFY_LAG_NS`] before it and after the previous xrun's notification
+/// (`prev_ns`; a run that ended before that one was there to explain it, and taking it again
+/// would blame a host stall's victim for the xruns after it): a notification that came late
+/// still finds its cause, and ordinary jitter that far back is never taken for it.
 /// Only threads that run in the graph's cycles (`per_cycle`) can be late for one.
 /// Returns the thread's index in `threads` and the run.
 pub fn late_client(
@@ -263,6 +257,7 @@ pub fn late_client(
     usual: &[(u64, u64)],
     per_cycle: &[bool],
     at_ns: u64,
+    prev_ns: u64,
     period_ns: u64,
 ) -> Option<(usize, Run, u64, bool)> {
     let mut best: Option<(usize, Run, u64, bool)> = None;
@@ -271,21 +266,28 @@ pub fn late_client(
             continue;
         }
         let Some(rs) = runs.get(&t.tid) else { continue };
-        // Runs are in end order: the last that started before the notification.
-        let Some(r) = rs
-            .iter()
-            .rev()
-            .find(|r| r.waking_ns <= at_ns && r.end_ns + 2 * period_ns >= at_ns)
-        else {
-            continue;
-        };
         let (uw, ur) = usual[i];
-        let ran = r.run_ns().saturating_sub(ur);
-        let woke = r.wake_delay_ns().saturating_sub(uw);
-        let excess = ran.max(woke);
-        // A twentieth of a period past its usual is jitter, not what made the cycle late.
-        if excess >= period_ns / 20 && excess > best.as_ref().map_or(0, |b| b.2) {
-            best = Some((i, *r, excess, woke > ran));
+        // Runs are in end order: walk back from the notification over the lag.
+        for r in rs.iter().rev() {
+            if r.end_ns.saturating_add(NOTIFY_LAG_NS.max(2 * period_ns)) < at_ns {
+                break;
+            }
+            if r.waking_ns > at_ns {
+                continue;
+            }
+            let ran = r.run_ns().saturating_sub(ur);
+            let woke = r.wake_delay_ns().saturating_sub(uw);
+            let excess = ran.max(woke);
+            // A twentieth of a period past its usual is jitter, not what made the cycle
+            // late; further back only a run that could spoil a cycle by itself counts.
+            let near = r.end_ns.saturating_add(2 * period_ns) >= at_ns;
+            if !near && r.end_ns <= prev_ns {
+                continue;
+            }
+            let least = if near { period_ns / 20 } else { period_ns / 2 };
+            if excess >= least.max(1) && excess > best.as_ref().map_or(0, |b| b.2) {
+                best = Some((i, *r, excess, woke > ran));
+            }
         }
     }
     best
@@ -391,16 +393,29 @@ pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
     out
 }
 
+/// What `--forensics` adds to a watch.
+pub struct Explained {
+    pub timings: Vec<ClientTiming>,
+    pub forensics: crate::trace::Forensics,
+    pub warnings: Vec<String>,
+    /// The near-miss histogram of the cycles the trace kept (`cycles::jack_headroom`); None
+    /// when no server cycle thread was found in it.
+    pub headroom: Option<super::cycles::Headroom>,
+    /// Busy time per cycle of each thread the graph wakes every cycle.
+    pub busy: Vec<super::cycles::BusyHistogram>,
+}
+
 /// What `--forensics` adds to a watch: each client's timing, the late client of each xrun
-/// (written into `xruns`), and the attribution of each late run (the `forensics` section),
-/// with the warnings the recording carries. `t0` is the watch's start (CLOCK_MONOTONIC).
+/// (written into `xruns`), the attribution of each late run (the `forensics` section), the
+/// near-miss and busy histograms of the cycles the trace kept, with the warnings the
+/// recording carries. `t0` is the watch's start (CLOCK_MONOTONIC).
 pub fn explain(
     recording: &crate::trace::Recording,
     threads: &[ClientThread],
     xruns: &mut [super::WatchXrun],
     t0: u64,
     period_ns: u64,
-) -> (Vec<ClientTiming>, crate::trace::Forensics, Vec<String>) {
+) -> Explained {
     let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
     let unseen = untraced_switch_ins(&recording.trace.events, &tids);
     let all = runs_with(&recording.trace, &tids, &recording.coverage, &unseen);
@@ -430,11 +445,14 @@ pub fn explain(
             runs_every_cycle(rs, period_ns, &recording.coverage)
         })
         .collect();
+    let (headroom, busy) = cycles_of(threads, &all, &per_cycle, &recording.coverage, period_ns);
     let mut windows = Vec::new();
+    let mut prev = 0;
     for x in xruns.iter_mut() {
-        let Some((i, run, excess, woke_late)) =
-            late_client(threads, &all, &usual, &per_cycle, t0 + x.at_ns, period_ns)
-        else {
+        let at = t0 + x.at_ns;
+        let late = late_client(threads, &all, &usual, &per_cycle, at, prev, period_ns);
+        prev = at;
+        let Some((i, run, excess, woke_late)) = late else {
             continue;
         };
         timings[i].xruns_late += 1;
@@ -499,7 +517,52 @@ pub fn explain(
             cpus.join(", ")
         ));
     }
-    (timings, f, warnings)
+    Explained {
+        timings,
+        forensics: f,
+        warnings,
+        headroom,
+        busy,
+    }
+}
+
+/// The near-miss histogram and the busy histograms from the threads' runs: the server's
+/// cycle thread is its thread the graph wakes every cycle with the most runs (jackd's
+/// driver thread; its other real-time threads wake on their own schedule).
+fn cycles_of(
+    threads: &[ClientThread],
+    all: &HashMap<i32, Vec<Run>>,
+    per_cycle: &[bool],
+    coverage: &[(u64, u64)],
+    period_ns: u64,
+) -> (
+    Option<super::cycles::Headroom>,
+    Vec<super::cycles::BusyHistogram>,
+) {
+    let runs_of = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+    let graph: Vec<&ClientThread> = threads
+        .iter()
+        .zip(per_cycle)
+        .filter(|(_, &p)| p)
+        .map(|(t, _)| t)
+        .collect();
+    let server = graph
+        .iter()
+        .filter(|t| t.name.starts_with("server:"))
+        .max_by_key(|t| runs_of(t).len());
+    let busy = graph
+        .iter()
+        .map(|t| super::cycles::busy_histogram(&t.name, runs_of(t), period_ns))
+        .collect();
+    let headroom = server.map(|s| {
+        let clients: Vec<&[Run]> = graph
+            .iter()
+            .filter(|t| t.tid != s.tid)
+            .map(|t| runs_of(t))
+            .collect();
+        super::cycles::jack_headroom(runs_of(s), &clients, coverage, period_ns)
+    });
+    (headroom.filter(|h| h.cycles > 0), busy)
 }
 
 #[cfg(test)]
@@ -644,14 +707,75 @@ mod tests {
         m.insert(2, vec![run(0, 3_000_000)]);
         let usual = [(0, 4_000_000), (0, 100_000)];
         let (i, _, excess, woke) =
-            late_client(&threads, &m, &usual, &[true, true], 5_000_000, 5_333_333).unwrap();
+            late_client(&threads, &m, &usual, &[true, true], 5_000_000, 0, 5_333_333).unwrap();
         assert_eq!((i, excess, woke), (1, 2_900_000, false));
         // Nothing past its usual figures: nobody is named.
         let usual = [(0, 4_000_000), (0, 3_000_000)];
-        assert!(late_client(&threads, &m, &usual, &[true, true], 5_000_000, 5_333_333).is_none());
+        assert!(
+            late_client(&threads, &m, &usual, &[true, true], 5_000_000, 0, 5_333_333).is_none()
+        );
+        // Notified 50 ms after the slow run (a loaded machine's notification thread): the
+        // run is still found, as it exceeded by more than half a period.
+        let usual = [(0, 4_000_000), (0, 100_000)];
+        let (i, _, _, _) = late_client(
+            &threads,
+            &m,
+            &usual,
+            &[true, true],
+            55_000_000,
+            0,
+            5_333_333,
+        )
+        .unwrap();
+        assert_eq!(i, 1);
+        // That far back, jitter of a tenth of a period is not taken for the cause.
+        let mut j = HashMap::new();
+        j.insert(1, vec![run(0, 4_000_000)]);
+        j.insert(2, vec![run(0, 600_000)]);
+        assert!(late_client(
+            &threads,
+            &j,
+            &usual,
+            &[true, true],
+            55_000_000,
+            0,
+            5_333_333
+        )
+        .is_none());
+        // Nor a run that ended before the previous xrun's notification: that one had it.
+        assert!(late_client(
+            &threads,
+            &m,
+            &usual,
+            &[true, true],
+            55_000_000,
+            20_000_000,
+            5_333_333
+        )
+        .is_none());
+        // Past the lag nothing is matched at all.
+        assert!(late_client(
+            &threads,
+            &m,
+            &usual,
+            &[true, true],
+            300_000_000,
+            0,
+            5_333_333
+        )
+        .is_none());
         // A thread the graph does not wake every cycle is never the late client.
         let usual = [(0, 4_000_000), (0, 100_000)];
-        assert!(late_client(&threads, &m, &usual, &[true, false], 5_000_000, 5_333_333).is_none());
+        assert!(late_client(
+            &threads,
+            &m,
+            &usual,
+            &[true, false],
+            5_000_000,
+            0,
+            5_333_333
+        )
+        .is_none());
     }
 
     #[test]

@@ -7,6 +7,29 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// One cycle of a thread: woken, first on CPU, asleep again (from the trace of its
+/// scheduler events, `clients::runs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub waking_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub busy_ns: u64,
+    /// Still running when the trace ended.
+    pub open: bool,
+}
+
+impl Run {
+    pub fn wake_delay_ns(&self) -> u64 {
+        self.start_ns.saturating_sub(self.waking_ns)
+    }
+
+    /// First on CPU to asleep again: its busy time plus any preemption.
+    pub fn run_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
 /// Bins of the headroom and busy histograms: 5 % of the period each.
 pub const BINS: usize = 20;
 
@@ -26,6 +49,10 @@ pub struct Headroom {
     pub p50_ns: u64,
     /// The period the bins are relative to, ns (the last one seen).
     pub period_ns: u64,
+    /// The cycles the watch ran, when `cycles` is a sample of them (JACK: the cycles the
+    /// flight recorder kept and decoded); 0 when every cycle was measured (PipeWire).
+    #[serde(default)]
+    pub of_cycles: u64,
 }
 
 impl Headroom {
@@ -56,6 +83,7 @@ pub fn merge(a: Headroom, b: Headroom) -> Headroom {
     };
     Headroom {
         cycles: big.cycles + small.cycles,
+        of_cycles: big.of_cycles.saturating_add(small.of_cycles),
         missed: big.missed + small.missed,
         bins,
         min_ns: min(big.min_ns, small.min_ns),
@@ -113,7 +141,67 @@ impl HeadroomAcc {
             p1_ns: q(0.01),
             p50_ns: q(0.5),
             period_ns: self.period_ns,
+            of_cycles: 0,
         }
+    }
+}
+
+/// JACK's cycles from the trace of its threads' runs (`watch --forensics`): each cycle starts
+/// when the server's cycle thread (`server`) is woken — the driver's period wake-up — and its
+/// deadline is one period later; the graph finished when the last run that overlaps the
+/// cycle and was woken before its deadline ended, the server's own run and each client's
+/// (`clients`: the threads the graph wakes every cycle). A run still going from an earlier
+/// cycle counts: the graph is not done while it runs, so that cycle missed too. Only cycles
+/// with their whole period inside one kept range of the trace (`coverage`, empty = all of
+/// it) and no run cut by the trace's end are counted: a sample, whose size the result says
+/// (`of_cycles` is set by the caller).
+pub fn jack_headroom(
+    server: &[Run],
+    clients: &[&[Run]],
+    coverage: &[(u64, u64)],
+    period_ns: u64,
+) -> Headroom {
+    let mut acc = HeadroomAcc::default();
+    if period_ns == 0 {
+        return acc.result();
+    }
+    let inside =
+        |a: u64, b: u64| coverage.is_empty() || coverage.iter().any(|&(x, y)| a >= x && b <= y);
+    for s in server.iter().filter(|s| !s.open) {
+        let (start, deadline) = (s.waking_ns, s.waking_ns + period_ns);
+        if !inside(start, deadline + period_ns) {
+            continue;
+        }
+        let mut finish = s.end_ns;
+        let mut cut = false;
+        for rs in clients {
+            // Runs are in end order: those ending after the cycle's start are at the back.
+            for r in rs.iter().rev().take_while(|r| r.end_ns > start) {
+                if r.waking_ns < deadline {
+                    finish = finish.max(r.end_ns);
+                    cut |= r.open;
+                }
+            }
+        }
+        if cut {
+            continue;
+        }
+        acc.add(deadline.checked_sub(finish), period_ns);
+    }
+    acc.result()
+}
+
+/// A thread's busy time per cycle as a [`BusyHistogram`].
+pub fn busy_histogram(name: &str, runs: &[Run], period_ns: u64) -> BusyHistogram {
+    let mut bins = vec![0u64; BINS];
+    for r in runs.iter().filter(|r| !r.open) {
+        let b = (r.busy_ns as u128 * BINS as u128 / period_ns.max(1) as u128) as usize;
+        bins[b.min(BINS - 1)] += 1;
+    }
+    BusyHistogram {
+        name: name.to_string(),
+        bins,
+        period_ns,
     }
 }
 
@@ -150,6 +238,40 @@ pub struct CycleTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(waking: u64, start: u64, end: u64) -> Run {
+        Run {
+            waking_ns: waking,
+            start_ns: start,
+            end_ns: end,
+            busy_ns: end - start,
+            open: false,
+        }
+    }
+
+    #[test]
+    fn jack_cycles_finish_with_their_last_run_and_a_long_one_misses() {
+        let p = 1_000_000;
+        // Four cycles from 0: the server runs 50 µs; the client ends at 300 µs, then 200 µs,
+        // then runs 2.5 periods from cycle 2 (missing it and cycle 3), and the fourth
+        // cycle's window reaches past the trace (not counted).
+        let server: Vec<Run> = (0..4).map(|k| run(k * p, k * p, k * p + 50_000)).collect();
+        let client = vec![
+            run(60_000, 60_000, 300_000),
+            run(p + 60_000, p + 60_000, p + 200_000),
+            run(2 * p + 60_000, 2 * p + 60_000, 4 * p + 500_000),
+        ];
+        let h = jack_headroom(&server, &[&client], &[(0, 4 * p + 900_000)], p);
+        assert_eq!((h.cycles, h.missed), (3, 1), "{h:?}");
+        assert!(h.min_ns.abs_diff(700_000) < 10_000, "{h:?}");
+        assert_eq!(h.bins[15] + h.bins[16], 1);
+        assert_eq!(h.bins[13] + h.bins[14], 1);
+        // Read whole: the fourth cycle is there, and the client still ran into it.
+        let h = jack_headroom(&server, &[&client], &[], p);
+        assert_eq!((h.cycles, h.missed), (4, 2), "{h:?}");
+        let b = busy_histogram("c", &client, p);
+        assert_eq!((b.bins[4], b.bins[2], b.bins[19]), (1, 1, 1));
+    }
 
     #[test]
     fn headroom_bins_count_cycles_by_their_share_of_the_period() {

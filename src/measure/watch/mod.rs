@@ -161,11 +161,12 @@ pub struct WatchResults {
     /// `--forensics`: the attribution of each late client's run (what ran on its CPU).
     #[serde(default)]
     pub forensics: Option<crate::trace::Forensics>,
-    /// The near-miss histogram: every cycle's headroom (PipeWire; JACK needs per-cycle
-    /// finish times it does not have yet).
+    /// The near-miss histogram: every cycle's headroom on PipeWire; on JACK (`--forensics`)
+    /// that of the cycles the flight recorder kept (`of_cycles` says of how many).
     #[serde(default)]
     pub headroom: Option<cycles::Headroom>,
-    /// Each client's or node's busy time per cycle (PipeWire).
+    /// Each client's or node's busy time per cycle (PipeWire; JACK with `--forensics`,
+    /// over the cycles kept).
     #[serde(default)]
     pub busy_histograms: Vec<cycles::BusyHistogram>,
     /// The worst xrun's cycle, one lane per node (PipeWire).
@@ -494,13 +495,21 @@ pub fn run(
             more_threads(&mut threads, adapter.as_ref());
         }
         let recording = rec.finish();
-        let (timings, mut f, w) =
-            clients::explain(&recording, &threads, &mut r.xruns, t0, r.server.period_ns());
-        session.keep(&mut f, &mut warnings);
-        warnings.extend(w);
-        r.clients = timings;
-        r.forensics = Some(f);
+        let period = r.server.period_ns();
+        let mut e = clients::explain(&recording, &threads, &mut r.xruns, t0, period);
+        session.keep(&mut e.forensics, &mut warnings);
+        warnings.extend(e.warnings);
+        r.clients = e.timings;
+        r.forensics = Some(e.forensics);
         r.forensics_note = None;
+        if r.headroom.is_none() {
+            // A sample of the cycles: say of how many.
+            r.headroom = e.headroom.map(|mut h| {
+                h.of_cycles = (r.watched_ns / period.max(1)).max(h.cycles);
+                h
+            });
+            r.busy_histograms = e.busy;
+        }
     }
     Ok(Outcome {
         status,
@@ -586,7 +595,8 @@ fn wait_for_server(
 /// What `--forensics` would add, or why it cannot run here.
 pub fn forensics_note(cfg: &WatchConfig) -> String {
     let adds = "--forensics would add each client's wake-up and busy time per cycle, the late \
-                client of every xrun and what ran on its CPU instead";
+                client of every xrun and what ran on its CPU instead, and the near-miss \
+                histogram (on JACK it needs the trace)";
     if cfg.forensics {
         return format!("{adds}, but it could not record here (see the line above)");
     }

@@ -112,6 +112,16 @@ pub fn headroom_section(h: &Headroom) -> String {
         format_ns(h.p1_ns),
         format_ns(h.p50_ns)
     );
+    if h.of_cycles > 0 {
+        let pct = h.cycles as f64 * 100.0 / h.of_cycles as f64;
+        let line = format!(
+            "(a sample: the {} cycles the flight recorder kept of the {} watched, {pct:.1} %: \
+             around each xrun and 1 s every 20 s, every 5 min later)",
+            h.cycles, h.of_cycles
+        );
+        s.push_str(&super::style::wrap(&line, 2));
+        s.push('\n');
+    }
     for (name, n) in rows {
         let bar = ((n as f64).ln_1p() / top.max(1e-9) * 40.0).round() as usize;
         s.push_str(&format!("  {name:<14} {n:>10}  {}\n", "#".repeat(bar)));
