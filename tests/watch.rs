@@ -452,6 +452,29 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
         "{}",
         r["busy_histograms"]
     );
+    // The worst xrun's cycle: a lane per graph thread, the slow client's the late one and
+    // running past the period.
+    let wc = &r["worst_cycle"];
+    let lanes = wc["lanes"].as_array().unwrap_or_else(|| panic!("{wc}"));
+    let late: Vec<_> = lanes.iter().filter(|l| l["late"] == true).collect();
+    assert_eq!(late.len(), 1, "{wc}");
+    assert!(
+        late[0]["name"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("/xrl-slowpoke"),
+        "{wc}"
+    );
+    assert!(
+        late[0]["finish_ns"].as_i64().unwrap_or(i64::MAX) > p as i64,
+        "{wc}"
+    );
+    assert!(
+        lanes
+            .iter()
+            .any(|l| l["name"].as_str().unwrap_or("").starts_with("server:")),
+        "{wc}"
+    );
 }
 
 /// Run beside a loaded machine too: libjack's xrun notification comes from jackd's

@@ -403,6 +403,8 @@ pub struct Explained {
     pub headroom: Option<super::cycles::Headroom>,
     /// Busy time per cycle of each thread the graph wakes every cycle.
     pub busy: Vec<super::cycles::BusyHistogram>,
+    /// The cycle of the xrun whose late client was furthest past its usual figures.
+    pub worst_cycle: Option<super::cycles::CycleTimeline>,
 }
 
 /// What `--forensics` adds to a watch: each client's timing, the late client of each xrun
@@ -446,8 +448,10 @@ pub fn explain(
         })
         .collect();
     let (headroom, busy) = cycles_of(threads, &all, &per_cycle, &recording.coverage, period_ns);
+    let runs_of = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
     let mut windows = Vec::new();
     let mut prev = 0;
+    let mut worst: Option<(u64, u64, usize, Run)> = None;
     for x in xruns.iter_mut() {
         let at = t0 + x.at_ns;
         let late = late_client(threads, &all, &usual, &per_cycle, at, prev, period_ns);
@@ -455,6 +459,9 @@ pub fn explain(
         let Some((i, run, excess, woke_late)) = late else {
             continue;
         };
+        if worst.is_none_or(|w| excess > w.0) {
+            worst = Some((excess, x.index, i, run));
+        }
         timings[i].xruns_late += 1;
         x.late = Some(LateClient {
             name: threads[i].name.clone(),
@@ -501,6 +508,18 @@ pub fn explain(
             }
         }
     }
+    let worst_cycle = worst.map(|(_, index, i, run)| {
+        // The graph's threads, the late one among them (a thread woken every cycle by
+        // definition, `late_client` names no other).
+        let graph: Vec<usize> = (0..threads.len()).filter(|&k| per_cycle[k]).collect();
+        let lanes: Vec<(&str, &[Run])> = graph
+            .iter()
+            .map(|&k| (threads[k].name.as_str(), runs_of(&threads[k])))
+            .collect();
+        let late_lane = graph.iter().position(|&k| k == i).unwrap_or(usize::MAX);
+        let server = server_thread(threads, &all, &per_cycle).map(runs_of);
+        super::cycles::jack_timeline(index, server, &lanes, (late_lane, run), period_ns)
+    });
     let mut warnings = recording.warnings(&f);
     let mut unseen_cpus: Vec<u16> = unseen
         .iter()
@@ -523,12 +542,27 @@ pub fn explain(
         warnings,
         headroom,
         busy,
+        worst_cycle,
     }
 }
 
-/// The near-miss histogram and the busy histograms from the threads' runs: the server's
-/// cycle thread is its thread the graph wakes every cycle with the most runs (jackd's
-/// driver thread; its other real-time threads wake on their own schedule).
+/// The server's cycle thread: of its threads the graph wakes every cycle, the one with the
+/// most runs (jackd's driver thread; its other real-time threads wake on their own schedule).
+fn server_thread<'a>(
+    threads: &'a [ClientThread],
+    all: &HashMap<i32, Vec<Run>>,
+    per_cycle: &[bool],
+) -> Option<&'a ClientThread> {
+    threads
+        .iter()
+        .zip(per_cycle)
+        .filter(|(t, &p)| p && t.name.starts_with("server:"))
+        .map(|(t, _)| t)
+        .max_by_key(|t| all.get(&t.tid).map_or(0, Vec::len))
+}
+
+/// The near-miss histogram (from the server's cycle thread's wake-ups) and the busy
+/// histograms from the threads' runs.
 fn cycles_of(
     threads: &[ClientThread],
     all: &HashMap<i32, Vec<Run>>,
@@ -546,10 +580,7 @@ fn cycles_of(
         .filter(|(_, &p)| p)
         .map(|(t, _)| t)
         .collect();
-    let server = graph
-        .iter()
-        .filter(|t| t.name.starts_with("server:"))
-        .max_by_key(|t| runs_of(t).len());
+    let server = server_thread(threads, all, per_cycle);
     let busy = graph
         .iter()
         .map(|t| super::cycles::busy_histogram(&t.name, runs_of(t), period_ns))

@@ -191,6 +191,55 @@ pub fn jack_headroom(
     acc.result()
 }
 
+/// The worst xrun's cycle on JACK, from the threads' runs: it starts at the server cycle
+/// thread's last wake-up at or before the late run's (`server`: its runs; without one, at the
+/// late run's wake-up), and each lane is a graph thread's run in that cycle — the first
+/// woken within its period, else one still going from before it. `lanes` are the graph's
+/// threads by name with their runs; `late` is the index of the late one and its run.
+pub fn jack_timeline(
+    xrun: u64,
+    server: Option<&[Run]>,
+    lanes: &[(&str, &[Run])],
+    late: (usize, Run),
+    period_ns: u64,
+) -> CycleTimeline {
+    let start = server
+        .and_then(|s| {
+            s.iter()
+                .map(|r| r.waking_ns)
+                .filter(|&w| w <= late.1.waking_ns)
+                .max()
+        })
+        .unwrap_or(late.1.waking_ns);
+    let end = start + period_ns;
+    let rel = |t: u64| t as i64 - start as i64;
+    let lanes = lanes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (name, rs))| {
+            let r = if i == late.0 {
+                late.1
+            } else {
+                *rs.iter()
+                    .find(|r| r.waking_ns >= start && r.waking_ns < end)
+                    .or_else(|| rs.iter().find(|r| r.start_ns < start && r.end_ns > start))?
+            };
+            Some(Lane {
+                name: name.to_string(),
+                signal_ns: rel(r.waking_ns),
+                awake_ns: rel(r.start_ns),
+                finish_ns: (!r.open).then(|| rel(r.end_ns)),
+                late: i == late.0,
+            })
+        })
+        .collect();
+    CycleTimeline {
+        xrun,
+        period_ns,
+        lanes,
+    }
+}
+
 /// A thread's busy time per cycle as a [`BusyHistogram`].
 pub fn busy_histogram(name: &str, runs: &[Run], period_ns: u64) -> BusyHistogram {
     let mut bins = vec![0u64; BINS];
@@ -247,6 +296,51 @@ mod tests {
             busy_ns: end - start,
             open: false,
         }
+    }
+
+    #[test]
+    fn the_worst_jack_cycle_has_a_lane_per_graph_thread_from_the_server_wake_up() {
+        let p = 1_000_000;
+        let server: Vec<Run> = (0..3)
+            .map(|k| run(k * p, k * p + 10, k * p + 50_000))
+            .collect();
+        let quick: Vec<Run> = (0..3)
+            .map(|k| run(k * p + 60_000, k * p + 70_000, k * p + 90_000))
+            .collect();
+        // The slow client of cycle 1 runs 2.5 periods; a thread with no run in that cycle
+        // gets no lane.
+        let slow = run(p + 60_000, p + 80_000, p + 2_580_000);
+        let idle: Vec<Run> = vec![run(10 * p, 10 * p, 10 * p + 5)];
+        let t = jack_timeline(
+            7,
+            Some(&server),
+            &[
+                ("server:jackd", &server),
+                ("quick", &quick),
+                ("slow", &[slow]),
+                ("elsewhere", &idle),
+            ],
+            (2, slow),
+            p,
+        );
+        assert_eq!((t.xrun, t.period_ns), (7, p));
+        let lane = |n: &str| t.lanes.iter().find(|l| l.name == n).cloned();
+        let s = lane("server:jackd").unwrap();
+        assert_eq!(
+            (s.signal_ns, s.awake_ns, s.finish_ns),
+            (0, 10, Some(50_000))
+        );
+        let q = lane("quick").unwrap();
+        assert_eq!(
+            (q.signal_ns, q.finish_ns, q.late),
+            (60_000, Some(90_000), false)
+        );
+        let l = lane("slow").unwrap();
+        assert_eq!(
+            (l.awake_ns, l.finish_ns, l.late),
+            (80_000, Some(2_580_000), true)
+        );
+        assert!(lane("elsewhere").is_none());
     }
 
     #[test]

@@ -360,6 +360,33 @@ pub fn no_server_message(cfg: &WatchConfig) -> String {
     )
 }
 
+/// What `--forensics` found, into the result: the clients' timings, the attribution, and
+/// the cycle figures where the server gave none of its own (JACK).
+fn take_explained(
+    mut e: clients::Explained,
+    r: &mut WatchResults,
+    session: &mut Session,
+    warnings: &mut Vec<String>,
+) {
+    session.keep(&mut e.forensics, warnings);
+    warnings.extend(e.warnings);
+    r.clients = e.timings;
+    r.forensics = Some(e.forensics);
+    r.forensics_note = None;
+    if r.headroom.is_none() {
+        // A sample of the cycles: say of how many.
+        let period = r.server.period_ns().max(1);
+        r.headroom = e.headroom.map(|mut h| {
+            h.of_cycles = (r.watched_ns / period).max(h.cycles);
+            h
+        });
+        r.busy_histograms = e.busy;
+    }
+    if r.worst_cycle.is_none() {
+        r.worst_cycle = e.worst_cycle;
+    }
+}
+
 pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
     let dir =
         std::env::var_os("PIPEWIRE_RUNTIME_DIR").or_else(|| std::env::var_os("XDG_RUNTIME_DIR"))?;
@@ -494,22 +521,14 @@ pub fn run(
         if status != Status::ServerShutdown {
             more_threads(&mut threads, adapter.as_ref());
         }
-        let recording = rec.finish();
-        let period = r.server.period_ns();
-        let mut e = clients::explain(&recording, &threads, &mut r.xruns, t0, period);
-        session.keep(&mut e.forensics, &mut warnings);
-        warnings.extend(e.warnings);
-        r.clients = e.timings;
-        r.forensics = Some(e.forensics);
-        r.forensics_note = None;
-        if r.headroom.is_none() {
-            // A sample of the cycles: say of how many.
-            r.headroom = e.headroom.map(|mut h| {
-                h.of_cycles = (r.watched_ns / period.max(1)).max(h.cycles);
-                h
-            });
-            r.busy_histograms = e.busy;
-        }
+        let e = clients::explain(
+            &rec.finish(),
+            &threads,
+            &mut r.xruns,
+            t0,
+            r.server.period_ns(),
+        );
+        take_explained(e, &mut r, session, &mut warnings);
     }
     Ok(Outcome {
         status,

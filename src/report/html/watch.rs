@@ -127,7 +127,7 @@ fn timeline(t: &CycleTimeline) -> Markup {
     };
     let height = 20 * t.lanes.len() + 30;
     html! {
-        h4 { "The worst xrun's cycle (xrun " (t.xrun) "), one lane per node" }
+        h4 { "The worst xrun's cycle (xrun " (t.xrun) "), one lane per client (grey: woken, waiting for its CPU; blue: running; red: the late one)" }
         svg.timeline width="780" height=(height) {
             line x1=(x(t.period_ns as i64)) x2=(x(t.period_ns as i64)) y1="0" y2=(height - 15) stroke="black" stroke-dasharray="4" {}
             text x=(x(t.period_ns as i64)) y=(height - 3) font-size="10" { "deadline " (format_ns(t.period_ns)) }
