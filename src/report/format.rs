@@ -36,12 +36,28 @@ pub fn rate_cell(r: &crate::measure::predict::Rate) -> String {
 }
 
 /// A measurement length a person would type: seconds, minutes, hours or days.
-pub fn span(ns: u64) -> String {
+/// A time still to spend ("measure 102 s"), rounded up: rounding a requirement down would
+/// ask for too little.
+pub fn span_at_least(ns: u64) -> String {
     let s = ns as f64 / 1e9;
     if s < 120.0 {
         format!("{:.0} s", s.ceil())
     } else if s < 7_200.0 {
         format!("{:.0} min", (s / 60.0).ceil())
+    } else {
+        span(ns)
+    }
+}
+
+/// A time spent ("watched 10 min"), to the nearest unit.
+pub fn span(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    // Nearest, not up: a 10-minute watch ends a few ms past 600 s and must read "10 min";
+    // under a second still reads "1 s", never "0 s".
+    if s < 119.5 {
+        format!("{:.0} s", s.round().max(1.0))
+    } else if s < 7_200.0 {
+        format!("{:.0} min", (s / 60.0).round())
     } else if s < 172_800.0 {
         format!("{:.1} h", s / 3_600.0)
     } else {
@@ -72,6 +88,11 @@ mod tests {
     fn lengths_are_said_as_a_person_types_them() {
         assert_eq!(span(1_500_000_000), "2 s");
         assert_eq!(span(600_000_000_000), "10 min");
+        // A 10-minute watch that ended 52 ms late (it read "11 min").
+        assert_eq!(span(600_052_194_827), "10 min");
+        assert_eq!(span(300_000_000), "1 s");
+        assert_eq!(span_at_least(101_200_000_000), "102 s");
+        assert_eq!(span_at_least(600_052_194_827), "11 min");
         assert_eq!(span(3 * 3_600_000_000_000), "3.0 h");
         assert_eq!(span(3 * 86_400_000_000_000), "3.0 days");
     }

@@ -717,7 +717,7 @@ fn gaps(
     judged_on: Option<Condition>,
     cfg: &VerdictConfig,
 ) -> Vec<String> {
-    use super::format::span;
+    use super::format::span_at_least;
     let has = |k: &str| inputs.iter().any(|i| i.kind() == k);
     let mut out = Vec::new();
     match judged_on {
@@ -747,7 +747,7 @@ fn gaps(
                 r.buffer_frames,
                 p.latency,
                 super::format::per_hour(cfg.target_per_hour),
-                span(t)
+                span_at_least(t)
             )),
             None => out.push(format!(
                 "{} frames is undecided: its interval contains the target; measure longer",

@@ -5,7 +5,7 @@
 
 use super::{Export, Exporter};
 use crate::error::{Error, Result};
-use crate::report::format::{per_hour, rate_cell, span};
+use crate::report::format::{per_hour, rate_cell, span_at_least};
 use crate::report::Loaded;
 use crate::results::suite::{Manifest, StageStatus};
 use crate::results::verdict::{VerdictConfig, VerdictResults};
@@ -179,7 +179,7 @@ fn document(
                         None => Outcome::Skip(format!(
                             "undecided: {rate}{}",
                             p.and_then(|p| p.measure_for_ns)
-                                .map(|t| format!("; measure {} of latency to decide", span(t)))
+                                .map(|t| format!("; measure {} of latency to decide", span_at_least(t)))
                                 .unwrap_or_default()
                         )),
                     },

@@ -11,7 +11,10 @@ pub fn outlook_cell(r: &crate::measure::predict::PredictRow) -> String {
         s.push_str(" (overload)");
     }
     if let Some(t) = r.measure_for_ns {
-        s.push_str(&format!(" (measure {})", span(t)));
+        s.push_str(&format!(
+            " (measure {})",
+            crate::report::format::span_at_least(t)
+        ));
     }
     if r.censored {
         s.push_str(" *");
