@@ -5,6 +5,7 @@
 mod common;
 use common::{read_json, show, xrunlab};
 use predicates::prelude::*;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use xrunlab::driver::sim::LatencyModel;
 use xrunlab::measure::latency::{self, LatencyConfig, LatencySource};
@@ -231,6 +232,15 @@ fn predicts_from_the_fixtures_for_every_cost_source() {
         args.extend(&cost[2..]);
         let v = predict_json(&args);
         assert_eq!(v["config"]["rate"], 48_000, "{cost:?}");
+        // A run pinned its driver thread to CPU 0: the latency that thread meets is CPU 0's
+        // (the fixture measured CPUs 0 and 1); bench and load name no CPU: every CPU pooled.
+        let one = cost[1] == "run.json";
+        assert_eq!(v["config"]["cpu"], if one { json!(0) } else { json!(null) });
+        assert_eq!(
+            v["results"]["latency"][0]["cpus"].as_array().unwrap().len(),
+            if one { 1 } else { 2 },
+            "{cost:?}"
+        );
         let rows = v["results"]["tables"][0]["rows"].as_array().unwrap();
         // Compute scales per frame: twice the buffer, twice the time.
         let c = |i: usize| rows[i]["compute_mean_ns"].as_f64().unwrap();
@@ -254,7 +264,7 @@ fn predicts_from_the_fixtures_for_every_cost_source() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("episodes/h (95 %)"))
+        .stdout(predicate::str::contains("glitches/h (95 %)"))
         .stdout(predicate::str::contains("outlook"));
 }
 

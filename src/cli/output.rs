@@ -123,6 +123,9 @@ impl crate::progress::Progress for Saying {
     fn set_message(&self, msg: &str) {
         self.0.set_message(msg)
     }
+    fn set_unit(&self, unit: crate::progress::Unit) {
+        self.0.set_unit(unit)
+    }
     fn finish(&self) {
         self.0.finish()
     }

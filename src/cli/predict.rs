@@ -9,14 +9,14 @@ use crate::units::{parse_duration_ns, parse_percent, parse_uint_list, MAX_BUFFER
 use clap::Args;
 use std::path::{Path, PathBuf};
 
-/// Expected xruns per hour for each buffer size and period count, from a latency result and
+/// Expected glitches and xruns per hour for each buffer size and period count, from a latency result and
 /// a compute time, with a confidence interval and an outlook against a target.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 A cycle misses when its wake-up latency (drawn from the latency result's histograms) plus its
 compute time exceeds (n-1)·P. Per buffer size and period count: the chance a cycle misses,
-late cycles per hour (xruns, as a driver that catches up counts them), episodes per hour (runs
-of consecutive late cycles: one host stall each, what a listener hears), each with a 95 %
+late cycles per hour (xruns, as a driver that catches up counts them), glitches per hour
+(episodes: runs of consecutive late cycles, one host stall each, what a listener hears), each with a 95 %
 interval from the number of latency samples beyond the budget. With fewer than 3 such samples
 the rate is only bounded ('< X') and the outlook says how long a latency measurement would
 settle it. Outlook: ok when the interval lies within --target, fails when it lies above,
@@ -68,7 +68,8 @@ pub struct PredictArgs {
     /// Episodes per hour a buffer size may have: 1/h, 0.5/h, 10/day, 1/min.
     #[arg(long, default_value = "1/h", value_name = "RATE")]
     pub target: String,
-    /// Use only this CPU's samples [default: every CPU pooled].
+    /// Use only this CPU's samples [default: the CPU a `--cost` run's driver thread was
+    /// pinned to, when the latency result measured it; else every CPU pooled].
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,
     /// The measurement interval of latency files that do not record it (cyclictest -i).
@@ -179,8 +180,12 @@ fn cost(a: &PredictArgs) -> Result<CostInput> {
     }
 }
 
-/// Every latency input the `--latency` files hold.
-fn latency(a: &PredictArgs, interval_ns: Option<u64>) -> Result<Vec<LatencyInput>> {
+/// Every latency input the `--latency` files hold, `cpu`'s samples only when given.
+fn latency(
+    a: &PredictArgs,
+    cpu: Option<usize>,
+    interval_ns: Option<u64>,
+) -> Result<Vec<LatencyInput>> {
     let mut out = Vec::new();
     for spec in &a.latency {
         let doc: ResultDoc = read_result(&spec.path)?;
@@ -198,7 +203,7 @@ fn latency(a: &PredictArgs, interval_ns: Option<u64>) -> Result<Vec<LatencyInput
             &spec.label(),
             config,
             results,
-            a.cpu,
+            cpu,
             interval_ns,
         )?);
     }
@@ -269,8 +274,19 @@ pub fn run(a: PredictArgs, g: &Global) -> Result<u8> {
     // Options first, so a typo costs no file reading; the rate check needs the cost file.
     config(&a, None)?;
     let cost = cost(&a)?;
-    let cfg = config(&a, cost.rate)?;
-    let inputs = latency(&a, cfg.interval_ns)?;
+    let mut cfg = config(&a, cost.rate)?;
+    // A run pinned its driver thread: the latency that thread meets is its CPU's, when the
+    // latency files measured that CPU (else every CPU pooled, as without a run).
+    let inputs = match cost.engine_cpu.filter(|_| a.cpu.is_none()) {
+        Some(c) => match latency(&a, Some(c), cfg.interval_ns) {
+            Ok(i) => {
+                cfg.cpu = Some(c);
+                i
+            }
+            Err(_) => latency(&a, None, cfg.interval_ns)?,
+        },
+        None => latency(&a, a.cpu, cfg.interval_ns)?,
+    };
     let results = predict::predict(&cfg, &inputs, &cost);
     let human = crate::report::text::predict::summary(&cfg, &results);
     let mut doc = ResultDoc::new(

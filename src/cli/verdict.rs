@@ -11,7 +11,7 @@ use crate::units::{parse_percent, parse_uint_list, MAX_BUFFER_FRAMES};
 use clap::Args;
 use std::path::PathBuf;
 
-/// The answer first: per buffer size, the predicted xruns per hour idle and under stress,
+/// The answer first: per buffer size, the predicted glitches per hour idle and under stress,
 /// measured xruns, DSP headroom and round-trip latency, the smallest size that meets a
 /// target, the causes of the xruns seen and what to fix first.
 #[derive(Debug, Args)]

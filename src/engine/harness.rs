@@ -29,8 +29,9 @@ pub struct Harness<'a> {
     /// Real-time threads besides the device's (the engine's workers), watched with it.
     pub extra_tids: Vec<libc::pid_t>,
     pub progress: &'a dyn Progress,
-    /// The progress bar's total and message, set once the watchdog runs.
+    /// The progress bar's total, its unit and message, set once the watchdog runs.
     pub progress_total: u64,
+    pub progress_unit: crate::progress::Unit,
     pub progress_message: &'a str,
 }
 
@@ -149,6 +150,7 @@ where
             return Err(e);
         }
     };
+    h.progress.set_unit(h.progress_unit);
     h.progress.set_total(h.progress_total);
     h.progress.set_message(h.progress_message);
     // Ctrl-C ends the supervision too: the device sees it on its own, a custom supervisor
@@ -305,6 +307,7 @@ mod tests {
             extra_tids: Vec::new(),
             progress: &crate::progress::Silent,
             progress_total: 0,
+            progress_unit: crate::progress::Unit::Items("cycles"),
             progress_message: "test",
         }
     }

@@ -56,6 +56,7 @@ pub fn bench_runs(
     stop_at_error: bool,
     progress: &dyn crate::progress::Progress,
 ) -> Result<BenchRuns> {
+    progress.set_unit(crate::progress::Unit::Items("runs"));
     progress.set_total(runs.len() as u64);
     let gauge = BenchGauge::default();
     let (tx, rx) = mpsc::channel::<Msg>();

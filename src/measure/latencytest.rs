@@ -481,6 +481,7 @@ pub fn run(cfg: &LatencytestConfig, session: &mut Session) -> Result<Latencytest
         plan.push((class.clone(), Some(spec)));
     }
     let secs = cfg.phase_duration_ns.div_ceil(clock::NS_PER_S);
+    session.progress().set_unit(crate::progress::Unit::Seconds);
     session.progress().set_total(secs * plan.len() as u64);
     let idle = StressSpec::default();
     for (i, (name, spec)) in plan.iter().enumerate() {

@@ -84,7 +84,7 @@ fn side(l: &Latency, frames: u32, rate: u32) -> Side {
             holds: predict::Holds::default(),
         };
         let cost = super::verdict::default_cost();
-        predict::predict(&cfg, std::slice::from_ref(i), &cost).tables[0].rows[0].xruns_per_hour
+        predict::predict(&cfg, std::slice::from_ref(i), &cost).tables[0].rows[0].episodes_per_hour
     });
     Side {
         data: input.map(|i| i.data),
@@ -180,7 +180,7 @@ pub fn latency(condition: &str, before: Latency, after: Latency) -> Table {
     ]);
     if let (Some(pb), Some(pa)) = (&sb.predicted, &sa.predicted) {
         rows.push(vec![
-            format!("predicted xruns/h at {frames} frames × {PERIODS} @ {rate} Hz"),
+            format!("predicted glitches/h at {frames} frames × {PERIODS} @ {rate} Hz"),
             super::format::rate_cell(pb),
             super::format::rate_cell(pa),
             rate_change(pb, pa),

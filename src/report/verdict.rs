@@ -779,8 +779,8 @@ pub const PLUGINS_COLUMN: usize = 6;
 pub const HEADER: [&str; 9] = [
     "buffer",
     "P ms",
-    "idle xruns/h",
-    "stressed xruns/h",
+    "idle glitches/h",
+    "stressed glitches/h",
     "measured xruns/h",
     "free %",
     "max instances/track (1/2/… tracks)",
@@ -793,7 +793,9 @@ fn predicted_cell(p: &Option<Predicted>) -> String {
     match p {
         None => "—".into(),
         Some(p) if p.overload => "overload".into(),
-        Some(p) => rate_cell(&p.xruns_per_hour),
+        // Glitches (episodes of late cycles), as the terminal's table and the answer count
+        // them: the outcome is judged on these.
+        Some(p) => rate_cell(&p.episodes_per_hour),
     }
 }
 

@@ -39,6 +39,7 @@ pub fn run_stress(
         .transpose()?;
     let t0 = crate::rt::clock::monotonic_ns();
     let secs = duration_ns.div_ceil(1_000_000_000);
+    progress.set_unit(crate::progress::Unit::Seconds);
     progress.set_total(secs);
     progress.set_message("stress");
     loop {

@@ -257,6 +257,7 @@ pub fn audit_all(
     progress: &dyn Progress,
 ) -> Result<(Vec<PluginAudit>, bool)> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding xrunlab's own binary", e))?;
+    progress.set_unit(crate::progress::Unit::Items("plugins"));
     progress.set_total(targets.len() as u64);
     let mut out = Vec::new();
     for (i, t) in targets.iter().enumerate() {

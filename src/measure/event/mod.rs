@@ -229,6 +229,9 @@ pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventRunResult> {
         .collect();
     let mut runs = Vec::new();
     let mut status = Status::Complete;
+    session
+        .progress()
+        .set_unit(crate::progress::Unit::Items("trials"));
     session.progress().set_total(cfg.trials as u64);
     for s in &list {
         session.progress().set_message(&s.label());

@@ -253,6 +253,7 @@ pub(super) fn run_trials<D: Device, O: RtSink>(
         extra_tids: handler.worker_tids(),
         progress,
         progress_total: cfg.trials as u64,
+        progress_unit: crate::progress::Unit::Items("trials"),
         progress_message: &label,
     };
     let parts = Parts {

@@ -376,6 +376,7 @@ pub(super) fn measure_keeping(
     }
 
     let total_s = p.expected_ns.div_ceil(clock::NS_PER_S);
+    progress.set_unit(crate::progress::Unit::Seconds);
     progress.set_total(total_s);
     progress.set_message("latency");
     let t0 = clock::monotonic_ns() + START_LEAD_NS;

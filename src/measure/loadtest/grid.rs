@@ -216,6 +216,9 @@ struct GridEnd {
 impl GridRun<'_> {
     /// Search the cells of `todo` in turn, under the stress the session started.
     fn cells(&mut self, session: &mut Session, todo: Vec<(u32, u32, String)>) -> GridEnd {
+        session
+            .progress()
+            .set_unit(crate::progress::Unit::Items("cells"));
         session.progress().set_total(self.grid.len() as u64);
         session
             .progress()

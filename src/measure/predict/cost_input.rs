@@ -77,6 +77,9 @@ pub struct CostInput {
     pub compute: Compute,
     pub rate: Option<u32>,
     pub description: String,
+    /// The CPU a run's driver thread was pinned to: the wake-up latency the audio thread
+    /// meets is that CPU's, not the pool of every CPU measured.
+    pub engine_cpu: Option<usize>,
 }
 
 /// Sub-points each percentile band is spread over.
@@ -146,25 +149,41 @@ impl CostInput {
             compute: Compute::LoadPct { pct },
             rate: None,
             description: format!("{pct} % of each period (--load-pct)"),
+            engine_cpu: None,
         }
     }
 
-    /// A run's compute wall time (end − wake): what a cycle took once awake, interference
-    /// included, at the run's buffer size.
+    /// A run's compute time at its buffer size: the critical thread's CPU time per cycle,
+    /// without the interference its wall time (end − wake) also holds. The interference is
+    /// the host's and other tasks' holds, which the latency input already carries as late
+    /// wake-ups: adding them again as compute counted each hold twice, and the run's rare
+    /// 10–50 ms holds, spread over its top percentile bands, tripled the prediction at 32
+    /// frames on this project's VM (docs/methods.md §3). Files without the CPU time (none
+    /// recorded) keep the wall time.
     pub fn from_run(path: &Path, cfg: &RunConfig, r: &RunResults) -> Result<Self> {
         if r.wall_ns.count == 0 {
             return Err(Error::input(path, "the run processed no cycle"));
         }
-        let points = summary_points(&r.wall_ns);
+        let (s, what) = if r.crit_cpu_ns.count > 0 && r.crit_cpu_ns.max > 0 {
+            (&r.crit_cpu_ns, "compute CPU time")
+        } else {
+            (&r.wall_ns, "compute wall time")
+        };
+        let points = summary_points(s);
+        let engine_cpu = r.threads.first().and_then(|t| t.cpu);
         Ok(CostInput {
             description: format!(
-                "run {}: compute wall time at {} frames, mean {}, p99 {}, max {}, scaled per frame",
+                "run {}: {what} at {} frames, mean {}, p99 {}, max {}, scaled per frame{}",
                 path.display(),
                 cfg.buffer_frames,
-                ms(r.wall_ns.mean),
-                ms(r.wall_ns.p99 as f64),
-                ms(r.wall_ns.max as f64)
+                ms(s.mean),
+                ms(s.p99 as f64),
+                ms(s.max as f64),
+                engine_cpu
+                    .map(|c| format!("; its driver thread ran on CPU {c}"))
+                    .unwrap_or_default()
             ),
+            engine_cpu,
             compute: Compute::PerFrame {
                 measured: vec![BufferCost {
                     frames: cfg.buffer_frames,
@@ -244,6 +263,7 @@ impl CostInput {
         let frames = frames.unwrap_or(cfg.buffer_frames);
         let points = bands(None, &BANDS.into_iter().zip(sum).collect::<Vec<_>>());
         Ok(CostInput {
+            engine_cpu: None,
             description: format!(
                 "bench {}: one block of {} at {frames} frames, p50 {}, p99 {}, p99.9 {}, max {}, scaled per frame",
                 path.display(),
@@ -319,6 +339,7 @@ impl CostInput {
             parts.push(format!("{} frames ×{}", c.buffer_frames, c.max_per_track));
         }
         Ok(CostInput {
+            engine_cpu: None,
             description: format!(
                 "load {}: {tracks} track(s) of {plugin} at the grid's maximum ({}), DSP load p50/p99/max; other sizes scaled per frame",
                 path.display(),
@@ -418,5 +439,46 @@ mod tests {
         };
         let total: f64 = summary_points(&s).iter().map(|p| p.probability).sum();
         assert!((total - 1.0).abs() < 1e-12);
+    }
+
+    fn fixture_run() -> (RunConfig, RunResults) {
+        let text = include_str!("../../../tests/fixtures/results/run.json");
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        (
+            serde_json::from_value(v["config"].clone()).unwrap(),
+            serde_json::from_value(v["results"].clone()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_runs_cost_is_its_cpu_time_without_the_interference_the_latency_already_holds() {
+        let (cfg, mut r) = fixture_run();
+        // A 50 ms hold in one cycle's wall time: interference, not compute.
+        r.wall_ns.max = 50_000_000;
+        r.wall_ns.p99_9999 = 50_000_000;
+        r.wall_ns.p99_99 = 40_000_000;
+        let c = CostInput::from_run(Path::new("run.json"), &cfg, &r).unwrap();
+        let at = c.compute.at(cfg.buffer_frames, 0.0);
+        assert_eq!(
+            cost_max(&at),
+            r.crit_cpu_ns.max as f64,
+            "{:?}",
+            c.description
+        );
+        assert!((cost_mean(&at) - r.crit_cpu_ns.mean).abs() < 0.2 * r.crit_cpu_ns.mean);
+        assert!(
+            c.description.contains("compute CPU time"),
+            "{}",
+            c.description
+        );
+        // The CPU its driver thread was pinned to, for the latency that thread meets.
+        assert_eq!(c.engine_cpu, r.threads[0].cpu);
+        assert!(c.engine_cpu.is_some());
+        // A file without the CPU time keeps the wall time; an unpinned run names no CPU.
+        r.crit_cpu_ns = Summary::default();
+        r.threads[0].cpu = None;
+        let c = CostInput::from_run(Path::new("run.json"), &cfg, &r).unwrap();
+        assert_eq!(cost_max(&c.compute.at(cfg.buffer_frames, 0.0)), 50e6);
+        assert_eq!(c.engine_cpu, None);
     }
 }

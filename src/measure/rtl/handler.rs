@@ -230,6 +230,9 @@ pub(super) fn run_loop<D: Device, I: RtSource, O: RtSink>(
         extra_tids: Vec::new(),
         progress,
         progress_total: periods_total,
+        progress_unit: crate::progress::Unit::Periods {
+            period_ns: p.period_ns(),
+        },
         progress_message: spec.message,
     };
     let run = RunSpec {

@@ -499,6 +499,7 @@ pub fn run_observed(
         extra_tids: built.engine.worker_tids(),
         progress,
         progress_total: cfg.periods_total(),
+        progress_unit: crate::progress::Unit::Periods { period_ns },
         progress_message: "run",
     };
     let parts = Parts {

@@ -25,7 +25,7 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
             h4 { (tb.latency) ", " (tb.periods) " periods, " (cfg.rate) " Hz — target " (per_hour(cfg.target_per_hour)) "/h" }
             table.predict {
                 tr { th { "buffer" } th { "P ms" } th { "budget ms" } th { "compute ms mean/max" } th { "P(miss)/cycle" }
-                     th { "xruns/h (95 %)" } th { "episodes/h (95 %)" } th { "cycles/episode" } th { "outlook" } }
+                     th { "xruns/h (95 %)" } th { "glitches/h (95 %)" } th { "cycles/episode" } th { "outlook" } }
                 @for x in &tb.rows {
                     tr { (n(x.buffer_frames)) (n(ms(x.period_ns))) (n(ms(x.budget_ns)))
                          (n(format!("{}/{}", ms(x.compute_mean_ns), ms(x.compute_max_ns))))
@@ -36,9 +36,9 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
                 }
             }
         }
-        p { "A cycle misses when wake-up latency + compute time exceeds (n−1)·P. Episodes are runs of consecutive late cycles, one per host stall; "
+        p { "A cycle misses when wake-up latency + compute time exceeds (n−1)·P. Glitches are episodes: runs of consecutive late cycles, one per host stall, what a listener hears; "
             "xruns count every late cycle as a driver that catches up (JACK) does. Intervals are exact Poisson intervals on the latency samples beyond the budget; "
-            "\"< X\": fewer than 3 such samples, the data only bounds the rate. Outlook against the target episodes per hour: ok when the interval lies within it, "
+            "\"< X\": fewer than 3 such samples, the data only bounds the rate. Outlook against the target glitches per hour: ok when the interval lies within it, "
             "fails when above, marginal when it contains it (docs/methods.md)." }
     }
 }

@@ -65,8 +65,8 @@ pub fn section(cfg: &VerdictConfig, r: &VerdictResults) -> Markup {
         @if !r.gaps.is_empty() {
             ul { @for g in &r.gaps { li { (g) } } }
         }
-        p { "Predicted xruns/h per latency result (the worst idle and the worst stressed), with their 95 % interval and outlook; "
-            "measured: run results at that size; free %: the share of the period the assumed compute leaves; max instances: "
+        p { "Predicted glitches/h (episodes of late cycles per hour) per latency result (the worst idle and the worst stressed), with their 95 % interval; "
+            "measured: run results at that size, as late cycles (xruns) per hour; free %: the share of the period the assumed compute leaves; max instances: "
             "the load grid's maxima (+: capped); a size meets the target when its interval under the judged condition lies within it "
             "and no run under that condition surely exceeded it (docs/methods.md \"Verdict\")." }
     }

@@ -72,7 +72,7 @@ pub fn summary(
             "compute",
             "P(miss)",
             "xruns/h (95 %)",
-            "episodes/h (95 %)",
+            "glitches/h (95 %)",
             "cyc/ep",
             "outlook",
         ]);
