@@ -251,7 +251,13 @@ fn pw_watch(
         c.env(k, v);
     }
     let o = c
-        .args(["watch", "--server", "pipewire", "--duration", &format!("{secs}s")])
+        .args([
+            "watch",
+            "--server",
+            "pipewire",
+            "--duration",
+            &format!("{secs}s"),
+        ])
         .args(args)
         .arg("-o")
         .arg(&out)

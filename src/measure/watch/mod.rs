@@ -119,6 +119,9 @@ pub struct NodeRun {
     pub awake_ns: Option<u64>,
     /// When it finished; None when it was not seen finished.
     pub finish_ns: Option<u64>,
+    /// Its previous cycle's finish, when it was not yet running at the deadline (its block
+    /// still showed it then).
+    pub prev_finish_ns: Option<u64>,
     /// The cycle's deadline.
     pub deadline_ns: u64,
 }
@@ -431,7 +434,10 @@ pub fn run(
             x.index = r.total_xruns() + 1;
             let at = t0 + x.at_ns;
             // A PipeWire node that ran long is reported once it finished, past the deadline.
-            let until = x.node_run.and_then(|n| n.finish_ns).map_or(at, |f| f.max(at));
+            let until = x
+                .node_run
+                .and_then(|n| n.finish_ns)
+                .map_or(at, |f| f.max(at));
             flight.pin(at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS);
             live.xrun(&x);
             on(Event::Xrun(&x, &r.server));

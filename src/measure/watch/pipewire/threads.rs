@@ -22,12 +22,18 @@ const FINISH_SLACK_NS: u64 = 50_000;
 /// The thread whose run spans `awake` and ends nearest after `finish` (the latest one when
 /// the node was not seen finished); None when no run spans it, or when two threads fit
 /// equally well (within `FINISH_SLACK_NS` of each other).
-pub fn thread_at(runs: &HashMap<i32, Vec<clients::Run>>, n: &NodeRun) -> Option<i32> {
-    let awake = n.awake_ns?;
+pub fn thread_at(
+    runs: &HashMap<i32, Vec<clients::Run>>,
+    awake: u64,
+    finish: Option<u64>,
+) -> Option<i32> {
     let mut fits: Vec<(u64, i32)> = Vec::new();
     for (&tid, rs) in runs {
-        for r in rs.iter().filter(|r| r.start_ns <= awake && awake <= r.end_ns) {
-            let score = match n.finish_ns {
+        for r in rs
+            .iter()
+            .filter(|r| r.start_ns <= awake && awake <= r.end_ns)
+        {
+            let score = match finish {
                 Some(f) if r.end_ns + FINISH_SLACK_NS < f => continue,
                 Some(f) => r.end_ns.abs_diff(f),
                 // Still running at the cycle's end: the longest run is the late one.
@@ -44,6 +50,23 @@ pub fn thread_at(runs: &HashMap<i32, Vec<clients::Run>>, n: &NodeRun) -> Option<
     }
 }
 
+/// How soon after a node's signal its thread is woken: the server (or the node before)
+/// writes its eventfd at the signal time, and the wake-up follows within microseconds.
+const WOKEN_NS: u64 = 100_000;
+
+/// The one thread woken within `WOKEN_NS` after `signal`; None when none or several were
+/// (nodes signalled together).
+pub fn woken_at(runs: &HashMap<i32, Vec<clients::Run>>, signal: u64) -> Option<i32> {
+    let mut woken = runs.iter().filter(|(_, rs)| {
+        rs.iter()
+            .any(|r| r.waking_ns >= signal && r.waking_ns <= signal + WOKEN_NS)
+    });
+    match (woken.next(), woken.next()) {
+        (Some((&t, _)), None) => Some(t),
+        _ => None,
+    }
+}
+
 /// Each node's thread: the one most of its xruns' runs point at.
 pub fn node_threads(
     runs: &HashMap<i32, Vec<clients::Run>>,
@@ -54,7 +77,20 @@ pub fn node_threads(
         let (Some(l), Some(n)) = (&x.late, &x.node_run) else {
             continue;
         };
-        if let Some(tid) = thread_at(runs, n) {
+        // This cycle's run, and the cycle before for a node not yet running.
+        let seen = n.awake_ns.map(|a| (a, n.finish_ns));
+        // Its thread was running when it wrote that finish, and slept right after.
+        let before = n.prev_finish_ns.map(|f| (f, Some(f)));
+        let mut found: Vec<i32> = seen
+            .into_iter()
+            .chain(before)
+            .filter_map(|(awake, finish)| thread_at(runs, awake, finish))
+            .collect();
+        if n.awake_ns.is_none() {
+            // Not yet running at the deadline: the thread its signal woke.
+            found.extend(woken_at(runs, n.signal_ns));
+        }
+        for tid in found {
             *votes.entry((l.name.clone(), tid)).or_default() += 1;
         }
     }
@@ -68,11 +104,26 @@ pub fn node_threads(
     best.into_iter().map(|(k, (t, _))| (k, t)).collect()
 }
 
+/// How long after its signal a node never seen awake may have first run.
+const LATE_RUN_NS: u64 = 1_000_000_000;
+
 /// The window of a late node's run: woken at its signal, running from awake, until it
-/// finished (or the cycle's end when it was not seen finished).
-pub fn window(id: u64, tid: i32, n: &NodeRun) -> Window {
-    let end = n.finish_ns.unwrap_or(n.deadline_ns).max(n.signal_ns);
-    let wake = n.awake_ns.unwrap_or(end).clamp(n.signal_ns, end);
+/// finished (or the cycle's end when it was not seen finished). A node never seen awake
+/// runs, by its thread's runs (`rs`), from its first run after the signal to that run's end.
+pub fn window(id: u64, tid: i32, n: &NodeRun, rs: &[clients::Run]) -> Window {
+    let traced = || {
+        rs.iter()
+            .find(|r| r.start_ns >= n.signal_ns && r.start_ns <= n.signal_ns + LATE_RUN_NS)
+    };
+    let (wake, end) = match (n.awake_ns, n.finish_ns) {
+        (Some(a), f) => (a, f.unwrap_or(n.deadline_ns)),
+        (None, _) => match traced() {
+            Some(r) => (r.start_ns, r.end_ns),
+            None => (n.deadline_ns, n.deadline_ns),
+        },
+    };
+    let end = end.max(n.signal_ns);
+    let wake = wake.clamp(n.signal_ns, end);
     Window {
         id,
         tid,
@@ -104,7 +155,12 @@ fn pipewire_threads(recording: &Recording) -> HashMap<i32, i32> {
     let own = std::process::id() as i32;
     crate::trace::clients::identify(&crate::system::Root::default(), &tids, own)
         .into_iter()
-        .filter(|(_, c)| matches!(c.role, AudioRole::PipewireClient | AudioRole::PipewireServer))
+        .filter(|(_, c)| {
+            matches!(
+                c.role,
+                AudioRole::PipewireClient | AudioRole::PipewireServer
+            )
+        })
         .map(|(tid, c)| (tid, c.pid))
         .collect()
 }
@@ -132,7 +188,8 @@ pub fn explain(
             continue;
         };
         l.tid = tid;
-        windows.push(window(x.index, tid, &n));
+        let rs = runs.get(&tid).map(Vec::as_slice).unwrap_or_default();
+        windows.push(window(x.index, tid, &n, rs));
     }
     for t in timings.iter_mut() {
         if let Some(&tid) = threads.get(&t.name) {
@@ -182,6 +239,7 @@ mod tests {
             signal_ns: awake.saturating_sub(10_000),
             awake_ns: Some(awake),
             finish_ns: finish,
+            prev_finish_ns: None,
             deadline_ns: awake + 5_000_000,
         }
     }
@@ -195,24 +253,28 @@ mod tests {
         runs.insert(20, vec![run(1_010_000, 9_000_030)]);
         // Another client's, asleep all along.
         runs.insert(30, vec![run(20_000_000, 20_100_000)]);
-        assert_eq!(thread_at(&runs, &node(1_015_000, Some(9_000_000))), Some(20));
+        assert_eq!(thread_at(&runs, 1_015_000, Some(9_000_000)), Some(20));
         // Not seen finished: the run that lasted longest.
-        assert_eq!(thread_at(&runs, &node(1_015_000, None)), Some(20));
+        assert_eq!(thread_at(&runs, 1_015_000, None), Some(20));
         // Nothing spans awake: no thread.
-        assert_eq!(thread_at(&runs, &node(15_000_000, Some(16_000_000))), None);
-        // Never seen awake: no thread from this xrun alone.
-        let mut n = node(1_015_000, None);
-        n.awake_ns = None;
-        assert_eq!(thread_at(&runs, &n), None);
+        assert_eq!(thread_at(&runs, 15_000_000, Some(16_000_000)), None);
+        // Woken within microseconds of a signal at 1.0 ms: the node's thread.
+        assert_eq!(woken_at(&runs, 1_000_000), Some(20));
+        assert_eq!(woken_at(&runs, 5_000_000), None);
         // Two threads that fit alike: ambiguous, no answer.
         runs.insert(40, vec![run(1_000_000, 9_000_010)]);
-        assert_eq!(thread_at(&runs, &node(1_015_000, Some(9_000_000))), None);
+        assert_eq!(thread_at(&runs, 1_015_000, Some(9_000_000)), None);
+        // Two woken at one signal (nodes signalled together): neither.
+        assert_eq!(woken_at(&runs, 1_000_000), None);
     }
 
     #[test]
     fn each_node_takes_the_thread_most_of_its_xruns_point_at() {
         let mut runs = HashMap::new();
-        runs.insert(20, vec![run(1_000, 9_000_000), run(100_000_000, 104_000_000)]);
+        runs.insert(
+            20,
+            vec![run(1_000, 9_000_000), run(100_000_000, 104_000_000)],
+        );
         runs.insert(
             50,
             vec![run(200_000_000, 204_000_000), run(300_000_000, 304_000_000)],
@@ -253,13 +315,34 @@ mod tests {
         let t = node_threads(&runs, &xs);
         assert_eq!(t.get("slow"), Some(&20));
         assert_eq!(t.get("other"), Some(&50));
+        // A node never seen awake votes with the cycle before, whose finish it still showed
+        // (nothing was woken at its signal here).
+        let never = NodeRun {
+            signal_ns: 110_000_000,
+            awake_ns: None,
+            finish_ns: None,
+            prev_finish_ns: Some(104_000_000),
+            deadline_ns: 115_000_000,
+        };
+        let t = node_threads(&runs, &[x(5, "late-waker", never)]);
+        assert_eq!(t.get("late-waker"), Some(&20));
         // Its window: woken at the signal, running from awake, until the finish (or the
         // cycle's end when unfinished).
         let n = node(2_000_000, None);
-        let w = window(7, 20, &n);
+        let w = window(7, 20, &n, &[]);
         assert_eq!(
             (w.t_ideal_ns, w.wake_ns, w.end_ns),
             (1_990_000, 2_000_000, n.deadline_ns)
         );
+        // Never seen awake: its thread's first run after the signal is the late run.
+        let rs = [run(90_000_000, 90_100_000), run(125_000_000, 125_050_000)];
+        let w = window(8, 20, &never, &rs);
+        assert_eq!(
+            (w.t_ideal_ns, w.wake_ns, w.end_ns),
+            (110_000_000, 125_000_000, 125_050_000)
+        );
+        // No such run in the trace: up to the deadline, its wake-up unknown.
+        let w = window(9, 20, &never, &rs[..1]);
+        assert_eq!((w.wake_ns, w.end_ns), (115_000_000, 115_000_000));
     }
 }

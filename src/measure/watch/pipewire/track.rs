@@ -272,6 +272,13 @@ impl Tracker {
                 signal_ns: b.signal,
                 awake_ns: (b.status == AWAKE && b.awake >= b.signal).then_some(b.awake),
                 finish_ns: None,
+                // A node not yet running still shows its previous cycle's finish (0.3.65
+                // has already overwritten that cycle's awake).
+                prev_finish_ns: (b.status == TRIGGERED
+                    && b.finish > 0
+                    && b.finish >= b.prev_signal
+                    && b.finish <= b.signal)
+                    .then_some(b.finish),
                 deadline_ns: start + period,
             });
             let (uw, ub) = self.node(b).usual();
@@ -324,6 +331,7 @@ impl Tracker {
                 signal_ns: b.signal,
                 awake_ns: Some(b.awake),
                 finish_ns: Some(b.finish),
+                prev_finish_ns: None,
                 deadline_ns: start + period,
             });
             let (uw, ub) = self.node(b).usual();
@@ -371,7 +379,12 @@ impl Tracker {
                     None
                 }
             });
-            let gone = b.is_none() || f.age > WAIT_CYCLES;
+            // A node not yet running at the deadline that has since been signalled again and
+            // finished: its late run is over, its times overwritten. Waiting longer would take
+            // its next xrun for this one.
+            let overwritten =
+                b.is_some_and(|b| b.signal > signal && b.status == FINISHED && awake < signal);
+            let gone = b.is_none() || f.age > WAIT_CYCLES || overwritten;
             if end.is_none() && !gone {
                 i += 1;
                 continue;
