@@ -389,6 +389,8 @@ pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
 
 /// Watch until the duration, Ctrl-C, or the server going away (with `follow`: until the
 /// duration or Ctrl-C). `on` hears each event as it happens; `live` is kept current.
+/// PipeWire's profiler times every node in every cycle: there `--forensics` keeps the trace
+/// only around xruns, for what ran on the late node's CPU.
 pub fn run(
     cfg: &WatchConfig,
     session: &mut Session,
@@ -401,8 +403,6 @@ pub fn run(
         forensics_note: Some(forensics_note(cfg)),
         ..WatchResults::default()
     };
-    // PipeWire's profiler times every node in every cycle: the trace is needed only around
-    // xruns, for what ran on the late node's CPU.
     let profiled = adapter.names_late();
     if profiled {
         r.forensics_note = Some(pipewire_forensics_note(cfg));
