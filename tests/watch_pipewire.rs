@@ -4,6 +4,10 @@
 //! `xrl-slowpoke` — this test binary run again under pw-jack (see `slow_client_process`),
 //! which spins 3 periods long in one cycle a second and writes down how long each of those
 //! process callbacks took by its own clock. Bounds are generous: noisy 2-core VMs.
+//!
+//! With `--forensics` the slow client is quick but pinned to CPU 1, where a FIFO burst of
+//! the test's own (`common::trace::Culprit`) takes the CPU for 3 periods once a second:
+//! the xruns it causes must name the node late and the burst as what ran instead.
 
 mod common;
 
@@ -16,6 +20,9 @@ use std::time::{Duration, Instant};
 const RATE: u32 = 48000;
 const FRAMES: u32 = 256;
 const SLOW_ENV: &str = "XRL_TEST_SLOW_CLIENT_OUT";
+/// The slow client's spin in periods (3 unless set) and its CPU (none unless set).
+const SPIN_ENV: &str = "XRL_TEST_SLOW_CLIENT_SPIN";
+const CPU_ENV: &str = "XRL_TEST_SLOW_CLIENT_CPU";
 
 fn period() -> Duration {
     Duration::from_nanos(FRAMES as u64 * 1_000_000_000 / RATE as u64)
@@ -51,6 +58,11 @@ fn slow_client_process() {
     let Some(out) = std::env::var_os(SLOW_ENV) else {
         return;
     };
+    let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    if let Some(cpu) = var(CPU_ENV) {
+        // libpipewire's data thread, started by the client's opening, inherits the pinning.
+        common::trace::pin_self(c"xrl-slowpoke", cpu as usize, None);
+    }
     let (c, _) = jack::Client::new("xrl-slowpoke", jack::ClientOptions::NO_START_SERVER)
         .expect("slow client opens");
     let _port = c
@@ -60,7 +72,7 @@ fn slow_client_process() {
     let h = Slow {
         n: 0,
         every: (RATE / FRAMES) as u64,
-        spin: period() * 3,
+        spin: period() * var(SPIN_ENV).unwrap_or(3),
         took: tx,
     };
     let _active = c.activate_async((), h).expect("slow client activates");
@@ -95,10 +107,20 @@ fn spawn_quiet(mut c: Command) -> Kid {
 
 /// The slow client under pw-jack, and the file it writes its callback times to.
 fn slow_client(server: &PipeWireServer, dir: &std::path::Path) -> (Kid, std::path::PathBuf) {
+    slow_client_with(server, dir, &[])
+}
+
+/// [`slow_client`] with more of its variables (`SPIN_ENV`, `CPU_ENV`).
+fn slow_client_with(
+    server: &PipeWireServer,
+    dir: &std::path::Path,
+    vars: &[(&str, &str)],
+) -> (Kid, std::path::PathBuf) {
     let out = dir.join("slow.txt");
     let mut c = server.command(&std::env::current_exe().unwrap());
     c.args(["--exact", "slow_client_process", "--ignored", "--nocapture"])
-        .env(SLOW_ENV, &out);
+        .env(SLOW_ENV, &out)
+        .envs(vars.iter().copied());
     let kid = spawn_quiet(c);
     let t = Instant::now();
     while !std::fs::read_to_string(&out).is_ok_and(|s| s.starts_with("ready")) {
@@ -213,4 +235,129 @@ fn the_profiler_names_the_slow_node_with_its_own_busy_time_and_never_the_innocen
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("'xrl-slowpoke' ran long"), "{stdout}");
+}
+
+/// `watch --server pipewire` on the private daemon, `secs` long, with `args`: its result
+/// and output.
+fn pw_watch(
+    server: &PipeWireServer,
+    secs: u32,
+    args: &[&str],
+) -> (serde_json::Value, std::process::Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let mut c = Command::new(bin());
+    for (k, v) in server.client_env() {
+        c.env(k, v);
+    }
+    let o = c
+        .args([
+            "watch",
+            "--server",
+            "pipewire",
+            "--duration",
+            &format!("{secs}s"),
+        ])
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", show(&o), server.log());
+    (read_json(&out), o)
+}
+
+/// One line per xrun (the late node, its times, the culprit): what a failure shows.
+fn xrun_table(j: &serde_json::Value) -> String {
+    let mut s = String::new();
+    for x in j["results"]["xruns"].as_array().into_iter().flatten() {
+        let l = &x["late"];
+        s += &format!(
+            "xrun {} at {} ms: late {:?} tid {} woke_late {} wake {} µs busy {} µs culprit {:?} {} µs\n",
+            x["index"],
+            u(&x["at_ns"]) / 1_000_000,
+            l["name"].as_str(),
+            l["tid"],
+            l["woke_late"],
+            l["wake_delay_ns"].as_u64().unwrap_or(0) / 1000,
+            l["busy_ns"].as_u64().unwrap_or(0) / 1000,
+            l["culprit"].as_str(),
+            l["culprit_ns"].as_u64().unwrap_or(0) / 1000,
+        );
+    }
+    s
+}
+
+#[test]
+fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
+    let Some((_t, _m)) = common::trace::setup() else {
+        return;
+    };
+    let Some(server) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The node itself is quick, its data thread on CPU 1 at PipeWire's FIFO 88: a FIFO 90
+    // thread there keeps it off its CPU for 3 periods once a second.
+    let (slow, _) = slow_client_with(&server, dir.path(), &[(SPIN_ENV, "0"), (CPU_ENV, "1")]);
+    let burst = common::trace::Culprit::start(
+        "xrl-burst",
+        1,
+        Some(90),
+        period() * 3,
+        Duration::from_millis(1000),
+    );
+    let (j, o) = pw_watch(&server, 5, &["--forensics"]);
+    let spans = burst.stop();
+    drop(slow);
+    let xruns = j["results"]["xruns"].as_array().unwrap();
+    let windows = j["results"]["forensics"]["windows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // The xruns the burst caused: the slow node's whose window (signal to finish)
+    // overlapped a burst.
+    let caused: Vec<_> = xruns
+        .iter()
+        .filter(|x| x["late"]["name"] == "xrl-slowpoke")
+        .filter(|x| {
+            windows.iter().any(|w| {
+                w["id"] == x["index"] && {
+                    let (a, b) = (u(&w["t_ideal_ns"]), u(&w["end_ns"]));
+                    spans.iter().any(|&(s, e)| s < b && a < e)
+                }
+            })
+        })
+        .collect();
+    assert!(
+        caused.len() >= 2,
+        "{} bursts, {} windows\n{}{}",
+        spans.len(),
+        windows.len(),
+        xrun_table(&j),
+        show(&o)
+    );
+    let named = caused
+        .iter()
+        .filter(|x| {
+            x["late"]["culprit"]
+                .as_str()
+                .unwrap_or("")
+                .contains("xrl-burst")
+        })
+        .count();
+    eprintln!(
+        "the burst named in {named} of {} xruns it caused",
+        caused.len()
+    );
+    assert!(
+        named * 10 >= caused.len() * 9,
+        "the burst named in {named} of {} xruns\n{}{}",
+        caused.len(),
+        xrun_table(&j),
+        show(&o)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("xrl-burst"), "{stdout}");
 }

@@ -487,27 +487,9 @@ pub fn explain(
             own_cpu_ns: Some(run.busy_ns),
         });
     }
-    let ours: Vec<i32> = std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ours = our_threads();
     let f = recording.explain("xrun", &windows, &ours);
-    for w in &f.windows {
-        let Some(x) = xruns.iter_mut().find(|x| x.index == w.id) else {
-            continue;
-        };
-        // A run that was busy nearly all along was its own work: nothing took its CPU.
-        let own_work = |l: &LateClient| !l.woke_late && l.busy_ns * 10 >= l.run_ns * 9;
-        if let (Some(l), Some(top)) = (x.late.as_mut(), w.top.first()) {
-            if !own_work(l) {
-                l.culprit = Some(top.culprit.label());
-                l.culprit_ns = top.ns;
-            }
-        }
-    }
+    name_culprits(&f, xruns, |l, _| l.busy_ns * 10 >= l.run_ns * 9);
     let worst_cycle = worst.map(|(_, index, i, run)| {
         // The graph's threads, the late one among them (a thread woken every cycle by
         // definition, `late_client` names no other).
@@ -559,6 +541,38 @@ fn server_thread<'a>(
         .filter(|(t, &p)| p && t.name.starts_with("server:"))
         .map(|(t, _)| t)
         .max_by_key(|t| all.get(&t.tid).map_or(0, Vec::len))
+}
+
+/// Name each late client's culprit: what took its CPU most in its window (`f`, windows
+/// by xrun index) — unless it did not wake late and was `busy` on its own nearly all along
+/// (its own work: nothing took its CPU).
+pub fn name_culprits(
+    f: &crate::trace::Forensics,
+    xruns: &mut [super::WatchXrun],
+    busy: impl Fn(&LateClient, &crate::trace::WindowReport) -> bool,
+) {
+    for w in &f.windows {
+        let Some(x) = xruns.iter_mut().find(|x| x.index == w.id) else {
+            continue;
+        };
+        if let (Some(l), Some(top)) = (x.late.as_mut(), w.top.first()) {
+            if l.woke_late || !busy(l, w) {
+                l.culprit = Some(top.culprit.label());
+                l.culprit_ns = top.ns;
+            }
+        }
+    }
+}
+
+/// The threads of our own process (the watcher's: never a culprit of the session).
+pub fn our_threads() -> Vec<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The near-miss histogram (from the server's cycle thread's wake-ups) and the busy

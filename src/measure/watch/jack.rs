@@ -196,6 +196,7 @@ impl Adapter for JackAdapter {
                 dsp_load_pct: if load.is_finite() { load } else { 0.0 },
                 late: None,
                 late_by_ns: None,
+                node_run: None,
             });
         }
         (!s.gone.load(Ordering::Acquire), lost)

@@ -104,6 +104,26 @@ pub struct WatchXrun {
     /// it is not known: it was signalled again before it was seen finished).
     #[serde(default)]
     pub late_by_ns: Option<u64>,
+    /// PipeWire: the late node's times in that cycle, for `--forensics` to find its thread
+    /// and window (not kept in the result: the late client and forensics sections say it).
+    #[serde(skip)]
+    pub node_run: Option<NodeRun>,
+}
+
+/// The late node's times in its xrun's cycle as the profiler gave them (absolute
+/// CLOCK_MONOTONIC ns, the trace's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeRun {
+    pub signal_ns: u64,
+    /// When its thread started the cycle's work; None when it was never seen awake.
+    pub awake_ns: Option<u64>,
+    /// When it finished; None when it was not seen finished.
+    pub finish_ns: Option<u64>,
+    /// Its previous cycle's finish, when it was not yet running at the deadline (its block
+    /// still showed it then).
+    pub prev_finish_ns: Option<u64>,
+    /// The cycle's deadline.
+    pub deadline_ns: u64,
 }
 
 /// A span without a server (`--follow`).
@@ -360,33 +380,6 @@ pub fn no_server_message(cfg: &WatchConfig) -> String {
     )
 }
 
-/// What `--forensics` found, into the result: the clients' timings, the attribution, and
-/// the cycle figures where the server gave none of its own (JACK).
-fn take_explained(
-    mut e: clients::Explained,
-    r: &mut WatchResults,
-    session: &mut Session,
-    warnings: &mut Vec<String>,
-) {
-    session.keep(&mut e.forensics, warnings);
-    warnings.extend(e.warnings);
-    r.clients = e.timings;
-    r.forensics = Some(e.forensics);
-    r.forensics_note = None;
-    if r.headroom.is_none() {
-        // A sample of the cycles: say of how many.
-        let period = r.server.period_ns().max(1);
-        r.headroom = e.headroom.map(|mut h| {
-            h.of_cycles = (r.watched_ns / period).max(h.cycles);
-            h
-        });
-        r.busy_histograms = e.busy;
-    }
-    if r.worst_cycle.is_none() {
-        r.worst_cycle = e.worst_cycle;
-    }
-}
-
 pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
     let dir =
         std::env::var_os("PIPEWIRE_RUNTIME_DIR").or_else(|| std::env::var_os("XDG_RUNTIME_DIR"))?;
@@ -396,6 +389,8 @@ pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
 
 /// Watch until the duration, Ctrl-C, or the server going away (with `follow`: until the
 /// duration or Ctrl-C). `on` hears each event as it happens; `live` is kept current.
+/// PipeWire's profiler times every node in every cycle: there `--forensics` keeps the trace
+/// only around xruns, for what ran on the late node's CPU.
 pub fn run(
     cfg: &WatchConfig,
     session: &mut Session,
@@ -408,16 +403,18 @@ pub fn run(
         forensics_note: Some(forensics_note(cfg)),
         ..WatchResults::default()
     };
-    if adapter.names_late() {
-        r.forensics_note = Some(PIPEWIRE_FORENSICS.into());
+    let profiled = adapter.names_late();
+    if profiled {
+        r.forensics_note = Some(pipewire_forensics_note(cfg));
     }
     let flight = std::sync::Arc::new(crate::trace::flight::Flight::new(FLIGHT_KEEP_NS));
-    let recorder = if cfg.forensics && !adapter.names_late() {
+    let recorder = if cfg.forensics {
         session.start_trace_with(&[], cfg.duration_ns.unwrap_or(0), Some(flight.clone()))
     } else {
         None
     };
-    let mut threads = if recorder.is_some() {
+    let traced = recorder.is_some() && !profiled;
+    let mut threads = if traced {
         clients::session_threads(&adapter.client_names())
     } else {
         Vec::new()
@@ -436,7 +433,12 @@ pub fn run(
         for mut x in fresh.drain(..) {
             x.index = r.total_xruns() + 1;
             let at = t0 + x.at_ns;
-            flight.pin(at.saturating_sub(XRUN_BEFORE_NS), at + XRUN_AFTER_NS);
+            // A PipeWire node that ran long is reported once it finished, past the deadline.
+            let until = x
+                .node_run
+                .and_then(|n| n.finish_ns)
+                .map_or(at, |f| f.max(at));
+            flight.pin(at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS);
             live.xrun(&x);
             on(Event::Xrun(&x, &r.server));
             r.xruns.push(x);
@@ -465,7 +467,7 @@ pub fn run(
             if !cfg.follow {
                 break Status::ServerShutdown;
             }
-            if recorder.is_some() {
+            if traced {
                 more_threads(&mut threads, adapter.as_ref());
             }
             end_adapter(adapter.as_mut(), t0, &mut r, live, on);
@@ -497,7 +499,7 @@ pub fn run(
             on(Event::Tick(live.snapshot()));
             next_tick = now + 1_000_000_000;
         }
-        if recorder.is_some() && now >= next_sample {
+        if traced && now >= next_sample {
             flight.pin(now, now + SAMPLE_NS);
             next_sample = now
                 + if now - t0 < SAMPLE_EARLY_NS {
@@ -506,7 +508,7 @@ pub fn run(
                     SAMPLE_LATER_NS
                 };
         }
-        if recorder.is_some() && now >= next_scan {
+        if traced && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
             more_threads(&mut threads, adapter.as_ref());
             next_scan = now + SCAN_NS;
@@ -518,17 +520,19 @@ pub fn run(
     end_adapter(adapter.as_mut(), t0, &mut r, live, on);
     let mut warnings = Vec::new();
     if let Some(rec) = recorder {
-        if status != Status::ServerShutdown {
+        if !profiled && status != Status::ServerShutdown {
             more_threads(&mut threads, adapter.as_ref());
         }
-        let e = clients::explain(
-            &rec.finish(),
-            &threads,
-            &mut r.xruns,
-            t0,
-            r.server.period_ns(),
-        );
-        take_explained(e, &mut r, session, &mut warnings);
+        let recording = rec.finish();
+        let (mut f, w) = if profiled {
+            pipewire::threads::explain(&recording, &mut r.xruns, &mut r.clients)
+        } else {
+            explain_jack(&recording, &threads, t0, &mut r)
+        };
+        session.keep(&mut f, &mut warnings);
+        warnings.extend(w);
+        r.forensics = Some(f);
+        r.forensics_note = None;
     }
     Ok(Outcome {
         status,
@@ -538,10 +542,43 @@ pub fn run(
     })
 }
 
-/// What `--forensics` adds on PipeWire, said in the result's one line.
-const PIPEWIRE_FORENSICS: &str = "the profiler names the late node of every xrun; what ran on \
-its CPU instead (--forensics) is traced on JACK only for now: watch through `pw-jack xrunlab \
-watch --server jack --forensics` for that";
+/// What `--forensics` adds on PipeWire, or why it is off, said in the result's one line.
+fn pipewire_forensics_note(cfg: &WatchConfig) -> String {
+    let adds = "the profiler names the late node of every xrun; --forensics would add what ran \
+                on its CPU instead (tasks, IRQs, softirqs)";
+    if cfg.forensics {
+        return format!("{adds}, but it could not record here (see the line above)");
+    }
+    match crate::trace::probe() {
+        Ok(()) => format!("{adds}; root and tracefs are here, add --forensics"),
+        Err(e) => format!("{adds}; it needs root and tracefs ({e})"),
+    }
+}
+
+/// What the trace says of a JACK watch: each client's timing and the late client of each
+/// xrun (into `r`), the attribution of each late run, its warnings.
+fn explain_jack(
+    recording: &crate::trace::Recording,
+    threads: &[clients::ClientThread],
+    t0: u64,
+    r: &mut WatchResults,
+) -> (crate::trace::Forensics, Vec<String>) {
+    let period = r.server.period_ns();
+    let e = clients::explain(recording, threads, &mut r.xruns, t0, period);
+    r.clients = e.timings;
+    if r.headroom.is_none() {
+        // A sample of the cycles: say of how many.
+        r.headroom = e.headroom.map(|mut h| {
+            h.of_cycles = (r.watched_ns / period.max(1)).max(h.cycles);
+            h
+        });
+        r.busy_histograms = e.busy;
+    }
+    if r.worst_cycle.is_none() {
+        r.worst_cycle = e.worst_cycle;
+    }
+    (e.forensics, e.warnings)
+}
 
 /// The last xruns an adapter was completing, then what it kept of every cycle.
 fn end_adapter(

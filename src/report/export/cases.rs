@@ -356,6 +356,7 @@ mod tests {
             dsp_load_pct: 0.0,
             late: None,
             late_by_ns: None,
+            node_run: None,
         }
     }
 

@@ -461,6 +461,7 @@ mod tests {
             dsp_load_pct: 50.0,
             late: None,
             late_by_ns: None,
+            node_run: None,
         }
     }
 

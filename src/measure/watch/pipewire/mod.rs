@@ -10,6 +10,7 @@
 
 mod ffi;
 pub mod pod;
+pub mod threads;
 pub mod track;
 
 use super::{Adapter, ServerInfo, WatchConfig, WatchResults, WatchXrun};
@@ -389,6 +390,7 @@ impl PipeWireAdapter {
             dsp_load_pct: f.dsp_load_pct,
             late: f.late,
             late_by_ns: f.late_by_ns,
+            node_run: f.node_run,
         }
     }
 }

@@ -14,6 +14,7 @@
 use super::pod::{Block, Sample, AWAKE, FINISHED, TRIGGERED};
 use crate::measure::watch::clients::{ClientTiming, LateClient, Timing};
 use crate::measure::watch::cycles::{BusyHistogram, CycleTimeline, HeadroomAcc, Lane, BINS};
+use crate::measure::watch::NodeRun;
 use hdrhistogram::Histogram;
 
 /// How many cycles an xrun waits for its late node to finish before it is reported with
@@ -68,6 +69,8 @@ pub struct Found {
     pub late: Option<LateClient>,
     /// How far past the deadline the late node finished.
     pub late_by_ns: Option<u64>,
+    /// The late node's times in this cycle (`--forensics` explains that run).
+    pub node_run: Option<NodeRun>,
     lanes: Vec<Lane>,
     start_ns: u64,
     period_ns: u64,
@@ -255,6 +258,7 @@ impl Tracker {
             dsp_load_pct: s.cpu_load * 100.0,
             late: None,
             late_by_ns: None,
+            node_run: None,
             lanes,
             start_ns: start,
             period_ns: period,
@@ -264,6 +268,19 @@ impl Tracker {
         };
         if let Some(b) = running.or(woken) {
             f.waiting = Some((b.id, b.signal, b.awake));
+            f.node_run = Some(NodeRun {
+                signal_ns: b.signal,
+                awake_ns: (b.status == AWAKE && b.awake >= b.signal).then_some(b.awake),
+                finish_ns: None,
+                // A node not yet running still shows its previous cycle's finish (0.3.65
+                // has already overwritten that cycle's awake).
+                prev_finish_ns: (b.status == TRIGGERED
+                    && b.finish > 0
+                    && b.finish >= b.prev_signal
+                    && b.finish <= b.signal)
+                    .then_some(b.finish),
+                deadline_ns: start + period,
+            });
             let (uw, ub) = self.node(b).usual();
             f.late = Some(LateClient {
                 name: b.name.clone(),
@@ -310,6 +327,13 @@ impl Tracker {
             }
         }
         if let Some((b, ex, woke_late)) = best {
+            f.node_run = Some(NodeRun {
+                signal_ns: b.signal,
+                awake_ns: Some(b.awake),
+                finish_ns: Some(b.finish),
+                prev_finish_ns: None,
+                deadline_ns: start + period,
+            });
             let (uw, ub) = self.node(b).usual();
             self.node(b).xruns_late += 1;
             f.late = Some(LateClient {
@@ -355,7 +379,12 @@ impl Tracker {
                     None
                 }
             });
-            let gone = b.is_none() || f.age > WAIT_CYCLES;
+            // A node not yet running at the deadline that has since been signalled again and
+            // finished: its late run is over, its times overwritten. Waiting longer would take
+            // its next xrun for this one.
+            let overwritten =
+                b.is_some_and(|b| b.signal > signal && b.status == FINISHED && awake < signal);
+            let gone = b.is_none() || f.age > WAIT_CYCLES || overwritten;
             if end.is_none() && !gone {
                 i += 1;
                 continue;
@@ -384,6 +413,10 @@ impl Tracker {
                     l.woke_late = ew > eb;
                 }
                 f.late_by_ns = Some(b.finish.saturating_sub(f.deadline_ns));
+                if let Some(n) = f.node_run.as_mut() {
+                    n.awake_ns = Some(b.awake);
+                    n.finish_ns = Some(b.finish);
+                }
                 for l in f.lanes.iter_mut().filter(|l| l.late) {
                     l.awake_ns = b.awake as i64 - f.start_ns as i64;
                     l.finish_ns = Some(b.finish as i64 - f.start_ns as i64);
