@@ -311,42 +311,19 @@ fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
     let (j, o) = pw_watch(&server, 5, &["--forensics"]);
     let spans = burst.stop();
     drop(slow);
-    let xruns = j["results"]["xruns"].as_array().unwrap();
-    let windows = j["results"]["forensics"]["windows"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    // The xruns the burst caused: the slow node's whose window (signal to finish)
-    // overlapped a burst.
-    let caused: Vec<_> = xruns
-        .iter()
-        .filter(|x| x["late"]["name"] == "xrl-slowpoke")
-        .filter(|x| {
-            windows.iter().any(|w| {
-                w["id"] == x["index"] && {
-                    let (a, b) = (u(&w["t_ideal_ns"]), u(&w["end_ns"]));
-                    spans.iter().any(|&(s, e)| s < b && a < e)
-                }
-            })
-        })
-        .collect();
+    let (caused, named) = common::trace::burst_xruns(
+        &j,
+        &spans,
+        |x| x["late"]["name"] == "xrl-slowpoke",
+        "xrl-burst",
+    );
     assert!(
         caused.len() >= 2,
-        "{} bursts, {} windows\n{}{}",
+        "{} bursts\n{}{}",
         spans.len(),
-        windows.len(),
         xrun_table(&j),
         show(&o)
     );
-    let named = caused
-        .iter()
-        .filter(|x| {
-            x["late"]["culprit"]
-                .as_str()
-                .unwrap_or("")
-                .contains("xrl-burst")
-        })
-        .count();
     eprintln!(
         "the burst named in {named} of {} xruns it caused",
         caused.len()

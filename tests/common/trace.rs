@@ -220,3 +220,38 @@ pub fn burst_hits<'a>(
         .count();
     (hit, named)
 }
+
+/// Of a watch result `j`, the xruns a burst caused — those whose late client passes `slow`
+/// and whose forensic window (waking to end) overlapped one of the burst's `spans` — and how
+/// many of them name `name` as the culprit of the late client's CPU. Not "every xrun naming
+/// the slow client": the cycle after a burst can find it a little late for reasons of its
+/// own (the hypervisor), and that is no xrun of the burst's.
+pub fn burst_xruns<'a>(
+    j: &'a Value,
+    spans: &[(u64, u64)],
+    slow: impl Fn(&Value) -> bool,
+    name: &str,
+) -> (Vec<&'a Value>, usize) {
+    static NONE: Vec<Value> = Vec::new();
+    let xruns = j["results"]["xruns"].as_array().unwrap_or(&NONE);
+    let windows = j["results"]["forensics"]["windows"]
+        .as_array()
+        .unwrap_or(&NONE);
+    let caused: Vec<&Value> = xruns
+        .iter()
+        .filter(|x| slow(x))
+        .filter(|x| {
+            windows.iter().any(|w| {
+                w["id"] == x["index"] && {
+                    let (a, b) = (super::u(&w["t_ideal_ns"]), super::u(&w["end_ns"]));
+                    spans.iter().any(|&(s, e)| s < b && a < e)
+                }
+            })
+        })
+        .collect();
+    let named = caused
+        .iter()
+        .filter(|x| x["late"]["culprit"].as_str().unwrap_or("").contains(name))
+        .count();
+    (caused, named)
+}
