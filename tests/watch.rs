@@ -324,26 +324,6 @@ fn forensic_watch(server: &JackdServer, secs: u32) -> (serde_json::Value, std::p
     (read_json(&out), o)
 }
 
-/// One line per xrun (when, the late client, its excess, the culprit): what a failure shows.
-fn xrun_table(j: &serde_json::Value) -> String {
-    let mut s = String::new();
-    for x in j["results"]["xruns"].as_array().into_iter().flatten() {
-        let l = &x["late"];
-        s += &format!(
-            "xrun {} at {} ms: late {:?} excess {} µs woke_late {} wake {} µs run {} µs culprit {:?}\n",
-            x["index"],
-            u(&x["at_ns"]) / 1_000_000,
-            l["name"].as_str(),
-            l["excess_ns"].as_u64().unwrap_or(0) / 1000,
-            l["woke_late"],
-            l["wake_delay_ns"].as_u64().unwrap_or(0) / 1000,
-            l["run_ns"].as_u64().unwrap_or(0) / 1000,
-            l["culprit"].as_str(),
-        );
-    }
-    s
-}
-
 /// The late client's name, the slow one reduced to its thread's name.
 fn late_name(x: &serde_json::Value) -> &str {
     let n = x["late"]["name"].as_str().unwrap_or("");
@@ -507,7 +487,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
         caused.len() >= 2,
         "{} bursts, {}{}",
         spans.len(),
-        xrun_table(&j),
+        common::trace::xrun_table(&j),
         show(&o)
     );
     // The goal is 90 %; a 5 s run causes about 4 such xruns, so one VM stall in a
@@ -517,7 +497,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
         named * 4 >= caused.len() * 3,
         "the burst named in {named} of {} xruns\n{}{}",
         caused.len(),
-        xrun_table(&j),
+        common::trace::xrun_table(&j),
         show(&o)
     );
 }

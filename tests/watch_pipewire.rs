@@ -268,27 +268,6 @@ fn pw_watch(
     (read_json(&out), o)
 }
 
-/// One line per xrun (the late node, its times, the culprit): what a failure shows.
-fn xrun_table(j: &serde_json::Value) -> String {
-    let mut s = String::new();
-    for x in j["results"]["xruns"].as_array().into_iter().flatten() {
-        let l = &x["late"];
-        s += &format!(
-            "xrun {} at {} ms: late {:?} tid {} woke_late {} wake {} µs busy {} µs culprit {:?} {} µs\n",
-            x["index"],
-            u(&x["at_ns"]) / 1_000_000,
-            l["name"].as_str(),
-            l["tid"],
-            l["woke_late"],
-            l["wake_delay_ns"].as_u64().unwrap_or(0) / 1000,
-            l["busy_ns"].as_u64().unwrap_or(0) / 1000,
-            l["culprit"].as_str(),
-            l["culprit_ns"].as_u64().unwrap_or(0) / 1000,
-        );
-    }
-    s
-}
-
 #[test]
 fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
     let Some((_t, _m)) = common::trace::setup() else {
@@ -321,7 +300,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
         caused.len() >= 2,
         "{} bursts\n{}{}",
         spans.len(),
-        xrun_table(&j),
+        common::trace::xrun_table(&j),
         show(&o)
     );
     eprintln!(
@@ -335,7 +314,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
         named * 4 >= caused.len() * 3,
         "the burst named in {named} of {} xruns\n{}{}",
         caused.len(),
-        xrun_table(&j),
+        common::trace::xrun_table(&j),
         show(&o)
     );
     let stdout = String::from_utf8_lossy(&o.stdout);

@@ -255,3 +255,28 @@ pub fn burst_xruns<'a>(
         .count();
     (caused, named)
 }
+
+/// One line per xrun of a watch result (the late client, its times, the culprit): what a
+/// failing forensics test shows.
+pub fn xrun_table(j: &Value) -> String {
+    let us = |v: &Value| v.as_u64().unwrap_or(0) / 1000;
+    let mut s = String::new();
+    for x in j["results"]["xruns"].as_array().into_iter().flatten() {
+        let l = &x["late"];
+        s += &format!(
+            "xrun {} at {} ms: late {:?} tid {} excess {} µs woke_late {} wake {} µs run {} µs busy {} µs culprit {:?} {} µs\n",
+            x["index"],
+            super::u(&x["at_ns"]) / 1_000_000,
+            l["name"].as_str(),
+            l["tid"],
+            us(&l["excess_ns"]),
+            l["woke_late"],
+            us(&l["wake_delay_ns"]),
+            us(&l["run_ns"]),
+            us(&l["busy_ns"]),
+            l["culprit"].as_str(),
+            us(&l["culprit_ns"]),
+        );
+    }
+    s
+}
