@@ -424,11 +424,15 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
         .iter()
         .find(|b| b["name"].as_str().unwrap_or("").ends_with("/xrl-slowpoke"))
         .unwrap_or_else(|| panic!("{}", r["busy_histograms"]));
-    assert!(slow["bins"][19].as_u64().unwrap_or(0) >= 1, "{slow}");
+    let slow_spins = slow["bins"][19].as_u64().unwrap_or(0);
+    assert!(slow_spins >= 3, "{slow}");
+    // An innocent can land there too once in a while: a host stall while it runs is time on
+    // its CPU as the guest sees it (a fresh-clone run had one such cycle of 940). Far fewer
+    // than the slow client's spins, though.
     assert!(
         busy.iter()
             .filter(|b| b["name"].as_str().unwrap_or("").contains("simple"))
-            .all(|b| b["bins"][19].as_u64() == Some(0)),
+            .all(|b| b["bins"][19].as_u64().unwrap_or(u64::MAX) * 2 < slow_spins),
         "{}",
         r["busy_histograms"]
     );
