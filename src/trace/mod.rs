@@ -457,29 +457,82 @@ const RAW_POLL: Duration = Duration::from_millis(50);
 
 /// The pages of one CPU as read, each `u32` length then the page up to its data's end (the
 /// header, the events and a stored missed-events count), decoded after the measurement.
+/// A flight recorder's pages are spilled to an unlinked file instead of held in memory: a
+/// watch keeps 1.8 s of trace per xrun for hours, and the watcher's memory stays flat
+/// whatever their number (docs/methods.md "Watch"). Decoding reads them back at the end.
 #[derive(Default)]
 struct CpuPages {
     bytes: Vec<u8>,
+    spill: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl CpuPages {
+    /// Pages spilled to a file in [`spill_dir`]; in memory when no file can be made there.
+    fn spilled() -> CpuPages {
+        CpuPages {
+            bytes: Vec::new(),
+            spill: tempfile::tempfile_in(spill_dir())
+                .ok()
+                .map(|f| std::io::BufWriter::with_capacity(1 << 16, f)),
+        }
+    }
+
     /// Keep a page as read, cut to [`raw::page_used`].
     fn push(&mut self, page: &[u8]) {
-        self.bytes
-            .extend_from_slice(&(page.len() as u32).to_ne_bytes());
+        use std::io::Write;
+        let len = (page.len() as u32).to_ne_bytes();
+        if let Some(w) = self.spill.as_mut() {
+            if w.write_all(&len).and_then(|()| w.write_all(page)).is_ok() {
+                return;
+            }
+            // A full disk: the rest stays in memory (the bound still holds).
+            self.spill = None;
+        }
+        self.bytes.extend_from_slice(&len);
         self.bytes.extend_from_slice(page);
     }
 
-    fn pages(&self) -> impl Iterator<Item = &[u8]> {
+    /// Every page kept, oldest first: those spilled, then those in memory.
+    fn each(&mut self, mut f: impl FnMut(&[u8])) {
+        use std::io::{BufRead, Read, Seek};
+        if let Some(w) = self.spill.take() {
+            if let Ok(mut file) = w.into_inner() {
+                if file.rewind().is_ok() {
+                    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+                    let mut len = [0u8; 4];
+                    let mut page = Vec::new();
+                    while r.fill_buf().is_ok_and(|b| !b.is_empty()) {
+                        if r.read_exact(&mut len).is_err() {
+                            break;
+                        }
+                        page.resize(u32::from_ne_bytes(len) as usize, 0);
+                        if r.read_exact(&mut page).is_err() {
+                            break;
+                        }
+                        f(&page);
+                    }
+                }
+            }
+        }
         let b = &self.bytes;
         let mut at = 0;
-        std::iter::from_fn(move || {
-            let n = u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
-            let p = b.get(at + 4..at + 4 + n)?;
+        while let Some(n) = b.get(at..at + 4) {
+            let n = u32::from_ne_bytes(n.try_into().unwrap_or_default()) as usize;
+            let Some(p) = b.get(at + 4..at + 4 + n) else {
+                break;
+            };
+            f(p);
             at += 4 + n;
-            Some(p)
-        })
+        }
     }
+}
+
+/// Where a flight recorder spills its pages: `$TMPDIR`, else /var/tmp — on disk, where
+/// Debian 13 keeps /tmp in memory.
+fn spill_dir() -> std::path::PathBuf {
+    std::env::var_os("TMPDIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| "/var/tmp".into(), std::path::PathBuf::from)
 }
 
 /// Keep a page in memory within [`MAX_RAW_BYTES`]; past it, decode it into `over` only to
@@ -517,7 +570,16 @@ fn read_raw(
     flight: Option<&flight::Flight>,
     stop: &AtomicBool,
 ) -> (Trace, u64) {
-    let mut kept: Vec<CpuPages> = pipes.iter().map(|_| CpuPages::default()).collect();
+    let mut kept: Vec<CpuPages> = pipes
+        .iter()
+        .map(|_| {
+            if flight.is_some() {
+                CpuPages::spilled()
+            } else {
+                CpuPages::default()
+            }
+        })
+        .collect();
     let mut rings: Vec<flight::Ring> = pipes.iter().map(|_| flight::Ring::default()).collect();
     let mut total = 0usize;
     let mut over = Trace::default();
@@ -599,8 +661,8 @@ fn read_raw(
         }
     }
     let mut trace = Trace::default();
-    for ((cpu, _), pages) in pipes.iter().zip(&kept) {
-        for p in pages.pages() {
+    for ((cpu, _), pages) in pipes.iter().zip(&mut kept) {
+        pages.each(|p| {
             if trace.events.len() >= MAX_EVENTS {
                 raw::decode_page(p, *cpu, fm, &mut over);
                 dropped += over.events.len() as u64;
@@ -608,7 +670,7 @@ fn read_raw(
             } else {
                 raw::decode_page(p, *cpu, fm, &mut trace);
             }
-        }
+        });
     }
     // Lost markers of pages past the memory bound still count.
     for (cpu, n) in over.lost {
@@ -732,14 +794,36 @@ pub fn write_csv(path: &std::path::Path, f: &Forensics) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn back(k: &mut CpuPages) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        k.each(|p| v.push(p.to_vec()));
+        v
+    }
+
     #[test]
     fn kept_pages_come_back_in_order_and_whole() {
         let mut k = CpuPages::default();
         k.push(&[1, 2, 3]);
         k.push(&[]);
         k.push(&[9; 40]);
-        let back: Vec<&[u8]> = k.pages().collect();
-        assert_eq!(back, vec![&[1u8, 2, 3][..], &[][..], &[9u8; 40][..]]);
+        assert_eq!(back(&mut k), vec![vec![1u8, 2, 3], vec![], vec![9u8; 40]]);
+    }
+
+    #[test]
+    fn spilled_pages_leave_memory_and_come_back_in_order() {
+        let mut k = CpuPages::spilled();
+        assert!(
+            k.spill.is_some(),
+            "no file could be made in {:?}",
+            spill_dir()
+        );
+        // More than the writer's buffer, so some pages reach the file before the end.
+        let pages: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 4096 - i as usize]).collect();
+        for p in &pages {
+            k.push(p);
+        }
+        assert!(k.bytes.is_empty(), "spilled pages stay out of memory");
+        assert_eq!(back(&mut k), pages);
     }
 
     #[test]
