@@ -214,18 +214,26 @@ fn late_clause(r: &WatchResults) -> Option<String> {
         .filter(|l| l.name == name)
         .collect();
     let ran_long = mine.iter().filter(|l| !l.woke_late).count();
+    // "Usual" over the whole watch when it was timed; the first xrun's view may predate
+    // any ordinary cycle of the client.
+    let whole = r
+        .clients
+        .iter()
+        .find(|c| c.name == name && c.busy_ns.count > 0);
     let how = if ran_long * 2 >= mine.len() {
         let worst = mine.iter().map(|l| l.run_ns).max().unwrap_or(0);
+        let usual = whole.map_or(mine[0].usual_run_ns, |c| c.run_ns.p50);
         format!(
             "ran long (usually {}, up to {})",
-            format_ns(mine[0].usual_run_ns),
+            format_ns(usual),
             format_ns(worst)
         )
     } else {
         let worst = mine.iter().map(|l| l.wake_delay_ns).max().unwrap_or(0);
+        let usual = whole.map_or(mine[0].usual_wake_delay_ns, |c| c.wake_delay_ns.p50);
         format!(
             "woke late (usual delay {}, worst {})",
-            format_ns(mine[0].usual_wake_delay_ns),
+            format_ns(usual),
             format_ns(worst)
         )
     };

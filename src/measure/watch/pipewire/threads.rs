@@ -189,7 +189,15 @@ pub fn explain(
         };
         l.tid = tid;
         let rs = runs.get(&tid).map(Vec::as_slice).unwrap_or_default();
-        windows.push(window(x.index, tid, &n, rs));
+        let w = window(x.index, tid, &n, rs);
+        if n.awake_ns.is_none() && w.wake_ns < w.end_ns {
+            // Never seen awake: the trace has when its thread first ran after the signal.
+            l.wake_delay_ns = w.wake_ns - n.signal_ns;
+            l.excess_ns = l
+                .excess_ns
+                .max(l.wake_delay_ns.saturating_sub(l.usual_wake_delay_ns));
+        }
+        windows.push(w);
     }
     for t in timings.iter_mut() {
         if let Some(&tid) = threads.get(&t.name) {

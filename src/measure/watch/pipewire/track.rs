@@ -282,20 +282,24 @@ impl Tracker {
                 deadline_ns: start + period,
             });
             let (uw, ub) = self.node(b).usual();
+            // Not yet awake at the deadline: it woke at least that long after its signal
+            // (the true delay once it is seen running, or from the trace).
+            let (wake, excess) = if b.status == AWAKE {
+                (b.awake - b.signal.min(b.awake), 0)
+            } else {
+                let w = (start + period).saturating_sub(b.signal);
+                (w, w.saturating_sub(uw))
+            };
             f.late = Some(LateClient {
                 name: b.name.clone(),
                 tid: 0,
-                wake_delay_ns: if b.status == AWAKE {
-                    b.awake - b.signal.min(b.awake)
-                } else {
-                    0
-                },
+                wake_delay_ns: wake,
                 busy_ns: 0,
                 run_ns: 0,
                 usual_wake_delay_ns: uw,
                 usual_busy_ns: ub,
                 usual_run_ns: ub,
-                excess_ns: 0,
+                excess_ns: excess,
                 woke_late: b.status == TRIGGERED,
                 culprit: None,
                 culprit_ns: 0,
