@@ -245,8 +245,22 @@ fn late_clause(r: &WatchResults) -> Option<String> {
         }
     }
     culprits.sort_by_key(|e| std::cmp::Reverse(e.1));
-    let behind = match culprits.first() {
-        Some((c, m)) if m * 2 > mine.len() => format!(" behind {c} on its CPU"),
+    // Without one process behind most of them, maybe one program (bursts from two runs of
+    // one tool, a plugin host restarted): its name without the pids.
+    let mut programs: Vec<(String, usize, usize)> = Vec::new();
+    for &(c, m) in &culprits {
+        let p = without_pids(c);
+        match programs.iter_mut().find(|(n, _, _)| *n == p) {
+            Some(e) => (e.1, e.2) = (e.1 + m, e.2 + 1),
+            None => programs.push((p, m, 1)),
+        }
+    }
+    programs.sort_by_key(|e| std::cmp::Reverse(e.1));
+    let behind = match (culprits.first(), programs.first()) {
+        (Some((c, m)), _) if m * 2 > mine.len() => format!(" behind {c} on its CPU"),
+        (_, Some((p, m, n))) if m * 2 > mine.len() => {
+            format!(" behind {p} ({n} processes) on its CPU")
+        }
         _ => String::new(),
     };
     let all = if k == r.total_xruns() {
@@ -255,6 +269,28 @@ fn late_clause(r: &WatchResults) -> Option<String> {
         format!("{k} of them")
     };
     Some(format!("{all} while '{name}' {how}{behind}"))
+}
+
+/// A culprit's label without its process and thread ids: "python3[812] rt:95" → "python3
+/// rt:95".
+fn without_pids(c: &str) -> String {
+    let mut out = String::with_capacity(c.len());
+    let mut rest = c;
+    while let Some(i) = rest.find('[') {
+        let tail = &rest[i + 1..];
+        match tail.find(']') {
+            Some(j) if j > 0 && tail[..j].bytes().all(|b| b.is_ascii_digit()) => {
+                out.push_str(&rest[..i]);
+                rest = &tail[j + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=i]);
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The late client of an xrun, as the summary's table shows it.
@@ -509,5 +545,49 @@ mod tests {
         );
         assert!(s.contains("server away from 1 s to 1 s"), "{s}");
         assert!(s.ends_with(&format!("answer: {a}\n")));
+    }
+
+    fn late(culprit: &str) -> LateClient {
+        LateClient {
+            name: "synth".into(),
+            tid: 7,
+            wake_delay_ns: 6_000_000,
+            busy_ns: 100_000,
+            run_ns: 100_000,
+            usual_wake_delay_ns: 20_000,
+            usual_busy_ns: 100_000,
+            usual_run_ns: 100_000,
+            excess_ns: 5_980_000,
+            woke_late: true,
+            culprit: Some(culprit.into()),
+            culprit_ns: 6_000_000,
+        }
+    }
+
+    #[test]
+    fn two_runs_of_one_program_behind_most_xruns_are_named_as_that_program() {
+        let xs = [
+            "python3[812] rt:95",
+            "python3[812] rt:95",
+            "python3[977] rt:95",
+            "irq 45 xhci_hcd",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, c)| WatchXrun {
+            late: Some(late(c)),
+            ..x(i as u64 + 1, 0.0)
+        })
+        .collect();
+        let a = answer(&results(xs));
+        assert!(
+            a.contains("all while 'synth' woke late (usual delay 20.0 µs, worst 6000.0 µs) behind python3 rt:95 (2 processes) on its CPU"),
+            "{a}"
+        );
+        assert_eq!(
+            without_pids("JACK client jalv[15462]: jalv[15496] rt:80"),
+            "JACK client jalv: jalv rt:80"
+        );
+        assert_eq!(without_pids("irq 45 xhci_hcd [x]"), "irq 45 xhci_hcd [x]");
     }
 }
