@@ -75,22 +75,43 @@ pub fn merge(r: &mut Vec<(u64, u64)>) {
     *r = out;
 }
 
+/// Bytes of history one CPU's ring holds at most, whatever its event rate: the watcher's
+/// memory is this history (the kept pages go to a file), and at a few MB a second of trace
+/// (a machine busy with compiles or a 200 µs latency test) 5 s of it would grow the
+/// watcher by tens of MB. 8 MiB still holds over 2 s at 3.5 MB a second, more than the
+/// 1.5 s before an xrun plus a poll's notification delay that a pin reaches back.
+const HISTORY_MAX_BYTES: usize = 8 << 20;
+
 /// One CPU's pages within the history, oldest first, each with its first time stamp.
 #[derive(Default)]
 pub(super) struct Ring {
     pages: VecDeque<(u64, Vec<u8>)>,
+    bytes: usize,
 }
 
 impl Ring {
     pub(super) fn push(&mut self, ts_ns: u64, page: &[u8]) {
+        self.bytes += page.len();
         self.pages.push_back((ts_ns, page.to_vec()));
     }
 
-    /// Let go of the pages that ended before `horizon_ns`, handing those that overlap a pin
-    /// to `keep`. A page ends where the next one starts; the newest stays (its end is open).
+    /// Let go of the pages that ended before `horizon_ns`, and of the oldest beyond
+    /// [`HISTORY_MAX_BYTES`], handing those that overlap a pin to `keep`. A page ends where
+    /// the next one starts; the newest stays (its end is open).
     pub(super) fn evict(&mut self, horizon_ns: u64, flight: &Flight, keep: &mut dyn FnMut(&[u8])) {
-        while self.pages.len() >= 2 && self.pages[1].0 < horizon_ns {
+        self.evict_within(horizon_ns, HISTORY_MAX_BYTES, flight, keep);
+    }
+
+    fn evict_within(
+        &mut self,
+        horizon_ns: u64,
+        max_bytes: usize,
+        flight: &Flight,
+        keep: &mut dyn FnMut(&[u8]),
+    ) {
+        while self.pages.len() >= 2 && (self.pages[1].0 < horizon_ns || self.bytes > max_bytes) {
             let (ts, page) = self.pages.pop_front().expect("two pages");
+            self.bytes -= page.len();
             self.settle(ts, self.pages[0].0, page, flight, keep);
         }
     }
@@ -98,6 +119,7 @@ impl Ring {
     /// At the end: every page, kept if it overlaps a pin.
     pub(super) fn drain(&mut self, flight: &Flight, keep: &mut dyn FnMut(&[u8])) {
         while let Some((ts, page)) = self.pages.pop_front() {
+            self.bytes -= page.len();
             let end = self.pages.front().map_or(u64::MAX, |p| p.0);
             self.settle(ts, end, page, flight, keep);
         }
@@ -177,6 +199,22 @@ mod tests {
         let kept = kept_after(&f, &[100, 110, 120], 105, false);
         assert!(kept.is_empty());
         assert_eq!(f.dropped_pages(), 0);
+    }
+
+    #[test]
+    fn a_history_past_its_bytes_lets_the_oldest_go_early() {
+        let f = Flight::new(10);
+        f.pin(105, 106);
+        let mut r = Ring::default();
+        for t in [100, 110, 120, 130] {
+            r.push(t, &page(t)); // 16 bytes each
+        }
+        let mut kept = Vec::new();
+        // Nothing is older than the horizon; 64 bytes against a bound of 40: the two oldest
+        // go, the pinned one to `keep`.
+        r.evict_within(0, 40, &f, &mut |p| kept.push(page_ts(p)));
+        assert_eq!(kept, vec![100]);
+        assert_eq!((r.pages.len(), r.bytes, f.dropped_pages()), (2, 32, 1));
     }
 
     #[test]
