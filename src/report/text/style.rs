@@ -237,7 +237,7 @@ pub fn fit(text: &str) -> String {
         if k > 0 {
             out.push('\n');
         }
-        if line.chars().count() <= width() {
+        if visible_width(line) <= width() {
             out.push_str(line);
         } else {
             let lead = line.len() - line.trim_start_matches(' ').len();
@@ -331,6 +331,28 @@ pub fn width() -> usize {
     WIDTH_NOW.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The columns `s` takes on a terminal: its characters less the colour and bold escape
+/// sequences (`ESC [ … m`) a coloured answer or a bold table row carries.
+pub fn visible_width(s: &str) -> usize {
+    let mut n = 0;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC '[' parameters, then one final byte in '@'..='~'.
+            if chars.next() == Some('[') {
+                for f in chars.by_ref() {
+                    if ('@'..='~').contains(&f) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// `text` wrapped at spaces to [`WIDTH`], later lines indented by `indent` spaces; a word
 /// longer than a line (a path, a command's argument) stays whole on its own line, so no
 /// number or argument is ever split.
@@ -352,9 +374,9 @@ pub fn wrap(text: &str, indent: usize) -> String {
             .collect()
     });
     for (gap, word) in pieces {
-        let len = line.chars().count();
+        let len = visible_width(&line);
         let started = line.chars().any(|c| c != ' ');
-        if started && len + gap + word.chars().count() > width() {
+        if started && len + gap + visible_width(&word) > width() {
             out.push_str(&line);
             out.push('\n');
             line = pad.clone();
@@ -401,4 +423,26 @@ fn spaced_words(text: &str) -> Vec<(usize, String)> {
         gap = 0;
     }
     words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_coloured_line_that_fits_is_left_whole() {
+        // 80 visible columns in bold green, as a painted answer's first line is.
+        let line = format!("\x1b[1;32m{}\x1b[0m", ["word"; 16].join(" "));
+        assert_eq!(visible_width(&line), 79);
+        assert_eq!(fit(&line), line);
+        // A bold table row: its cells' codes take no columns.
+        let row = format!("│\x1b[1m {} \x1b[0m│", "x".repeat(76));
+        assert_eq!((visible_width(&row), fit(&row)), (80, row.clone()));
+        // Longer than the width: wrapped by what shows.
+        let long = format!("\x1b[1m{}\x1b[0m", ["word"; 20].join(" "));
+        assert!(
+            fit(&long).lines().all(|l| visible_width(l) <= width()),
+            "{long}"
+        );
+    }
 }
