@@ -232,14 +232,26 @@ impl Recorder {
     }
 }
 
-/// The warning a section with lost events carries.
+/// The warning a section with lost events carries. The kernel's losses are counted per CPU;
+/// the rest are events the reader read but did not keep, past its memory bound: a user who
+/// sees them should shorten the run or trace fewer CPUs, not grow the ring buffer.
 pub fn lost_warning(f: &Forensics) -> Option<String> {
-    (f.lost_events > 0).then(|| {
-        format!(
-            "forensics: {} trace events were lost (ring buffer overrun); windows touching them are marked and their figures are lower bounds",
-            f.lost_events
-        )
-    })
+    let kernel: u64 = f.lost_per_cpu.iter().map(|c| c.events).sum();
+    let kept_not = f.lost_events.saturating_sub(kernel);
+    if kept_not == 0 {
+        return (f.lost_events > 0).then(|| {
+            format!(
+                "forensics: {} trace events were lost (ring buffer overrun); windows touching them are marked and their figures are lower bounds",
+                f.lost_events
+            )
+        });
+    }
+    Some(format!(
+        "forensics: {} trace events were lost: {kernel} overwritten in the kernel's ring buffer, {kept_not} read after xrunlab's bound on kept trace ({} MiB, {} million events) was reached; windows after that bound show their time as unaccounted, others touching lost events are marked and their figures are lower bounds",
+        f.lost_events,
+        MAX_RAW_BYTES >> 20,
+        MAX_EVENTS / 1_000_000
+    ))
 }
 
 /// Whether a recording could start here, leaving tracefs as found (mounted only for the
@@ -798,6 +810,39 @@ mod tests {
         let mut v = Vec::new();
         k.each(|p| v.push(p.to_vec()));
         v
+    }
+
+    #[test]
+    fn the_lost_warning_tells_the_kernel_s_losses_from_the_reader_s_bound() {
+        let mut f = Forensics {
+            instance: "xrunlab".into(),
+            cpus: vec![0, 1],
+            events: 10,
+            lost_events: 0,
+            lost_per_cpu: Vec::new(),
+            missing_events: Vec::new(),
+            windows_of: "xrun".into(),
+            windows_total: 0,
+            windows: Vec::new(),
+            culprits: Vec::new(),
+            csv_file: None,
+            worst: None,
+        };
+        assert_eq!(lost_warning(&f), None);
+        f.lost_events = 40;
+        f.lost_per_cpu = vec![CpuLost { cpu: 1, events: 40 }];
+        let w = lost_warning(&f).expect("a warning");
+        assert!(
+            w.contains("40 trace events were lost (ring buffer overrun)"),
+            "{w}"
+        );
+        f.lost_events = 1040;
+        let w = lost_warning(&f).expect("a warning");
+        assert!(
+            w.contains("1040 trace events were lost: 40 overwritten in the kernel's ring buffer, 1000 read after xrunlab's bound on kept trace (512 MiB"),
+            "{w}"
+        );
+        assert!(!w.contains("overrun"), "{w}");
     }
 
     #[test]
