@@ -192,6 +192,10 @@ pub struct WatchResults {
     /// The worst xrun's cycle, one lane per node (PipeWire).
     #[serde(default)]
     pub worst_cycle: Option<cycles::CycleTimeline>,
+    /// `--forensics`: when its trace began, ns after the attach. Setting the trace up takes
+    /// about a second; an xrun before this came while it did, and no trace covers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_from_ns: Option<u64>,
 }
 
 impl WatchResults {
@@ -389,6 +393,32 @@ pub(crate) fn pipewire_socket() -> Option<std::path::PathBuf> {
 
 /// Watch until the duration, Ctrl-C, or the server going away (with `follow`: until the
 /// duration or Ctrl-C). `on` hears each event as it happens; `live` is kept current.
+/// The watch's clock (CLOCK_MONOTONIC at the attach), its flight recorder and, with
+/// `--forensics`, the trace, noting in `r` when the trace began. The clock starts first: an
+/// xrun during the trace's set-up (the ring buffer's resize takes about a second) is listed
+/// at its own time, not at 0 s.
+fn start_clock_and_trace(
+    cfg: &WatchConfig,
+    session: &mut Session,
+    r: &mut WatchResults,
+) -> (
+    u64,
+    std::sync::Arc<crate::trace::flight::Flight>,
+    Option<crate::trace::Recorder>,
+) {
+    let t0 = crate::rt::clock::monotonic_ns();
+    let flight = std::sync::Arc::new(crate::trace::flight::Flight::new(FLIGHT_KEEP_NS));
+    let recorder = if cfg.forensics {
+        session.start_trace_with(&[], cfg.duration_ns.unwrap_or(0), Some(flight.clone()))
+    } else {
+        None
+    };
+    r.traced_from_ns = recorder
+        .is_some()
+        .then(|| crate::rt::clock::monotonic_ns().saturating_sub(t0));
+    (t0, flight, recorder)
+}
+
 /// PipeWire's profiler times every node in every cycle: there `--forensics` keeps the trace
 /// only around xruns, for what ran on the late node's CPU.
 pub fn run(
@@ -407,12 +437,7 @@ pub fn run(
     if profiled {
         r.forensics_note = Some(pipewire_forensics_note(cfg));
     }
-    let flight = std::sync::Arc::new(crate::trace::flight::Flight::new(FLIGHT_KEEP_NS));
-    let recorder = if cfg.forensics {
-        session.start_trace_with(&[], cfg.duration_ns.unwrap_or(0), Some(flight.clone()))
-    } else {
-        None
-    };
+    let (t0, flight, recorder) = start_clock_and_trace(cfg, session, &mut r);
     let traced = recorder.is_some() && !profiled;
     let mut threads = if traced {
         clients::session_threads(&adapter.client_names())
@@ -421,7 +446,6 @@ pub fn run(
     };
     live.server(&r.server, true);
     on(Event::Attached(&r.server));
-    let t0 = crate::rt::clock::monotonic_ns();
     let end = cfg.duration_ns.map(|d| t0.saturating_add(d));
     let mut fresh = Vec::new();
     let mut next_tick = t0;

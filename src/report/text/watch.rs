@@ -171,9 +171,13 @@ pub fn answer(r: &WatchResults) -> String {
         );
     }
     let per_min = n as f64 / (r.watched_ns.max(1) as f64 / 60e9);
+    let rate = match set_up_xruns(r) {
+        0 => format!("{per_min:.1}/min"),
+        k => format!("{per_min:.1}/min, {k} while xrunlab set up its trace"),
+    };
     if let Some(late) = late_clause(r) {
         return format!(
-            "{n} xrun{} in {} on {server} ({per_min:.1}/min){gaps}; {late}; {load}.",
+            "{n} xrun{} in {} on {server} ({rate}){gaps}; {late}; {load}.",
             if n == 1 { "" } else { "s" },
             span(r.watched_ns)
         );
@@ -189,7 +193,7 @@ pub fn answer(r: &WatchResults) -> String {
         )
     };
     format!(
-        "{n} xrun{} in {} on {server} ({per_min:.1}/min){gaps}; {cause}; {load}.",
+        "{n} xrun{} in {} on {server} ({rate}){gaps}; {cause}; {load}.",
         if n == 1 { "" } else { "s" },
         span(r.watched_ns)
     )
@@ -392,6 +396,9 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
             ));
         }
     }
+    if let Some(line) = during_set_up(r) {
+        s.push_str(&line);
+    }
     if r.xruns_lost > 0 {
         s.push_str(&format!(
             "{} xrun notification(s) came faster than they were read: counted, not detailed\n",
@@ -467,6 +474,29 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     }
     s.push_str(&format!("answer: {}\n", answer(r)));
     s
+}
+
+/// How many xruns came before the trace began.
+fn set_up_xruns(r: &WatchResults) -> usize {
+    r.traced_from_ns
+        .map_or(0, |from| r.xruns.iter().filter(|x| x.at_ns < from).count())
+}
+
+/// The xruns that came while `--forensics` set up its trace, said as such: that second is
+/// the watcher's own (the ring buffer's resize), and no trace explains them.
+fn during_set_up(r: &WatchResults) -> Option<String> {
+    let from = r.traced_from_ns?;
+    let k = set_up_xruns(r);
+    (k > 0).then(|| {
+        super::style::wrap(
+            &format!(
+                "{k} of these came in the first {:.1} s, while xrunlab set up its trace (the ring buffer's resize): no trace covers {}",
+                from as f64 / 1e9,
+                if k == 1 { "it" } else { "them" }
+            ),
+            2,
+        ) + "\n"
+    })
 }
 
 #[cfg(test)]
@@ -562,6 +592,26 @@ mod tests {
             culprit: Some(culprit.into()),
             culprit_ns: 6_000_000,
         }
+    }
+
+    #[test]
+    fn xruns_while_the_trace_was_set_up_are_said_to_be_so() {
+        let mut r = results(vec![x(1, 0.0), x(2, 0.0), x(3, 0.0)]);
+        assert_eq!(during_set_up(&r), None, "no trace, nothing to say");
+        r.traced_from_ns = Some(500_000_000);
+        assert_eq!(during_set_up(&r), None, "none before the trace began");
+        r.traced_from_ns = Some(2_500_000_000);
+        let l = during_set_up(&r).expect("a line");
+        assert!(
+            l.starts_with("2 of these came in the first 2.5 s, while xrunlab set up its trace"),
+            "{l}"
+        );
+        assert!(l.ends_with("no trace covers them\n"), "{l}");
+        let a = answer(&r);
+        assert!(
+            a.starts_with("3 xruns in 10 min on jackd2 'default' at 256/48000 (0.3/min, 2 while xrunlab set up its trace);"),
+            "{a}"
+        );
     }
 
     #[test]
