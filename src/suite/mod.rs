@@ -526,7 +526,8 @@ fn run_steps(
     }
     match &runner.forensics {
         Some(Ok(())) => say(cfg, format!(
-            "forensics: on for the {} stages (kernel trace of who took each xrun's time; --no-forensics turns it off)",
+            // Two lines: each fits 80 columns.
+            "forensics: on for the {} stages\n  (a kernel trace of who took each xrun's time; --no-forensics turns it off)",
             stages::FORENSICS.join(", ")
         )),
         Some(Err(why)) => say(cfg, format!("forensics: off: {why}")),
