@@ -51,6 +51,11 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Nothing was recorded (a field a result's older writer did not fill).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     /// Summarise a histogram. `min`/`max` are exact when the caller tracked them
     /// (`with_exact_extremes`); the histogram's are within its resolution.
     pub fn of(h: &Histogram) -> Self {

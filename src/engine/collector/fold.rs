@@ -99,6 +99,10 @@ pub struct Folded {
     pub wall: Dist,
     pub cpu: Dist,
     pub crit_cpu: Dist,
+    /// The critical thread's CPU time less the host stall judged in it: its compute. On KVM
+    /// the host's time is charged to the running thread, so `crit_cpu` also holds the holds a
+    /// latency measurement meets as late wake-ups (docs/methods.md §3 "Predicted xrun rate").
+    pub crit_compute: Dist,
     pub interference_ns: Dist,
     pub end_time: Dist,
     pub driver_period: Dist,
@@ -136,6 +140,9 @@ impl Folded {
         };
         self.host_cpu += expected.is_some() as u64;
         self.fold(r);
+        let crit_excess = excess.get(r.crit_thread as usize).copied().unwrap_or(0);
+        self.crit_compute
+            .record(r.crit_cpu_ns.saturating_sub(crit_excess));
         if let (Some(e), Some(x)) = (expected, self.xrun_events.last_mut()) {
             if x.cycle == r.cycle {
                 x.expected_cpu_ns = Some(e);
@@ -431,10 +438,16 @@ mod tests {
         );
         assert_eq!(b.worst_at_ns, 11_000_000);
         assert_eq!(b.tracks, [0, 1]);
-        // Not judged (sim): nothing counted.
+        // The critical thread's compute leaves its stall out (the xrun's 1100 µs) and keeps
+        // the rest: the 30 µs too small to be a stall, and thread 0's stall (not critical).
+        assert_eq!(f.crit_cpu.summary().max, 1_500_000);
+        assert_eq!(f.crit_compute.summary().max, 430_000);
+        assert_eq!(f.crit_compute.summary().count, 13);
+        // Not judged (sim): nothing counted, the compute is the CPU time.
         let mut s = Folded::default();
         s.judge_and_fold(&mut two_threads(0, 400, 1500, 4));
         assert!(s.stalls.is_empty());
+        assert_eq!(s.crit_compute.summary().max, 1_500_000);
     }
 
     #[test]

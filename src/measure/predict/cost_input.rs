@@ -158,13 +158,17 @@ impl CostInput {
     /// the host's and other tasks' holds, which the latency input already carries as late
     /// wake-ups: adding them again as compute counted each hold twice, and the run's rare
     /// 10–50 ms holds, spread over its top percentile bands, tripled the prediction at 32
-    /// frames on this project's VM (docs/methods.md §3). Files without the CPU time (none
-    /// recorded) keep the wall time.
+    /// frames on this project's VM (docs/methods.md §3). The CPU time itself holds the host's
+    /// holds too (on KVM a descheduled vCPU's time is charged to the running thread), so the
+    /// compute is the CPU time less the host stall judged in each cycle (`crit_compute_ns`);
+    /// files before it keep the CPU time, files without either the wall time.
     pub fn from_run(path: &Path, cfg: &RunConfig, r: &RunResults) -> Result<Self> {
         if r.wall_ns.count == 0 {
             return Err(Error::input(path, "the run processed no cycle"));
         }
-        let (s, what) = if r.crit_cpu_ns.count > 0 && r.crit_cpu_ns.max > 0 {
+        let (s, what) = if r.crit_compute_ns.count > 0 && r.crit_compute_ns.max > 0 {
+            (&r.crit_compute_ns, "compute CPU time without host stalls")
+        } else if r.crit_cpu_ns.count > 0 && r.crit_cpu_ns.max > 0 {
             (&r.crit_cpu_ns, "compute CPU time")
         } else {
             (&r.wall_ns, "compute wall time")
@@ -474,6 +478,30 @@ mod tests {
         // The CPU its driver thread was pinned to, for the latency that thread meets.
         assert_eq!(c.engine_cpu, r.threads[0].cpu);
         assert!(c.engine_cpu.is_some());
+        // With the host stalls judged out of each cycle, that is the compute.
+        let s = r.crit_cpu_ns;
+        let half = |x: u64| x / 2;
+        r.crit_compute_ns = Summary {
+            min: half(s.min),
+            mean: s.mean / 2.0,
+            max: half(s.max),
+            p50: half(s.p50),
+            p90: half(s.p90),
+            p99: half(s.p99),
+            p99_9: half(s.p99_9),
+            p99_99: half(s.p99_99),
+            p99_9999: half(s.p99_9999),
+            ..s
+        };
+        let c = CostInput::from_run(Path::new("run.json"), &cfg, &r).unwrap();
+        let at = c.compute.at(cfg.buffer_frames, 0.0);
+        assert_eq!(cost_max(&at), half(s.max) as f64);
+        assert!(
+            c.description.contains("without host stalls"),
+            "{}",
+            c.description
+        );
+        r.crit_compute_ns = Summary::default();
         // A file without the CPU time keeps the wall time; an unpinned run names no CPU.
         r.crit_cpu_ns = Summary::default();
         r.threads[0].cpu = None;

@@ -356,6 +356,10 @@ pub struct RunResults {
     pub wall_ns: Summary,
     pub cpu_ns: Summary,
     pub crit_cpu_ns: Summary,
+    /// `crit_cpu_ns` less the host stall judged in each cycle (docs/methods.md "Host stalls
+    /// per core"): the compute `predict --cost` takes. Empty in results written before it.
+    #[serde(default, skip_serializing_if = "Summary::is_empty")]
+    pub crit_compute_ns: Summary,
     pub interference_ns: Summary,
     /// Driver end time end − t_ideal.
     pub end_time_ns: Summary,
@@ -875,6 +879,7 @@ fn fold_results(
         wall_ns: wall,
         cpu_ns: cpu,
         crit_cpu_ns: folded.crit_cpu.summary(),
+        crit_compute_ns: folded.crit_compute.summary(),
         interference_ns: folded.interference_ns.summary(),
         end_time_ns: folded.end_time.summary(),
         driver_period_ns: folded.driver_period.summary(),
