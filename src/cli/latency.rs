@@ -27,7 +27,8 @@ Examples:
   xrunlab latency --duration 1m --fail-above 100us@p99.99      # exit 1 when crossed (CI)
   xrunlab latency --stress cpu,proc --duration 30s             # under load (stress-ng or built-in)
   xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (Huang et al.)
-  xrunlab latency --sim-latency normal:30us,10us --duration 1h --seed 1 -o model.json   # the sim's model, for predict")]
+  xrunlab latency --sim-latency normal:30us,10us --duration 1h --seed 1 -o model.json   # the sim's model, for predict
+  xrunlab latency --cpus 0 -i 2667us --busy 40 --duration 6m -o lat.json   # as a 128-frame engine at 40 % DSP load")]
 pub struct LatencyArgs {
     /// Real-time priority for fifo/rr (1..99).
     #[arg(short = 'p', long, value_name = "PRIO")]
@@ -75,6 +76,12 @@ pub struct LatencyArgs {
     /// is simulated time.
     #[arg(long, value_name = "MODEL", conflicts_with = "baseline")]
     pub sim_latency: Option<String>,
+    /// After each wake-up, compute for PCT % of the interval as an audio engine does and
+    /// record the holds met meanwhile (gaps ≥ 10 µs between clock reads: interrupts,
+    /// preemption, the host taking a vCPU). `predict` adds the xruns those holds cause
+    /// during an engine's compute. Give the engine's DSP load, at its period (-i).
+    #[arg(long, value_name = "PCT")]
+    pub busy: Option<f64>,
     /// Seed of --sim-latency (CPU i draws with SEED + i).
     #[arg(long, default_value_t = 0, requires = "sim_latency")]
     pub seed: u64,
@@ -161,6 +168,7 @@ pub fn config(a: &LatencyArgs) -> Result<LatencyConfig> {
         fail_above,
         stress: Vec::new(),
         baseline_idle: false,
+        busy_pct: a.busy,
     })
 }
 

@@ -302,6 +302,7 @@ mod tests {
             observed_ns: 1e9,
             interval_ns: 1_000_000,
             cpus: 1,
+            busy: None,
         };
         // n·p = 9900 ± 19.5 ranks: from the 99th 1 µs bucket into the 100th (upper edges).
         assert_eq!(quantile_interval(&d, 0.99), Some((99_000.0, 100_000.0)));

@@ -18,6 +18,9 @@ pub(super) struct Plan {
     expected_ns: u64,
     /// `--forensics`: keep the wake-ups later than this (and each thread's maximum).
     spikes_above_ns: Option<u64>,
+    /// `--busy`: clock time to compute after each wake-up, holds not counted (0: sleep at
+    /// once).
+    busy_ns: u64,
 }
 
 pub(super) fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
@@ -66,6 +69,15 @@ pub(super) fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
             format_ns(cfg.hist_max_ns)
         )));
     }
+    let busy_ns = match cfg.busy_pct {
+        None => 0,
+        Some(pct) if pct > 0.0 && pct <= MAX_BUSY_PCT => (interval_ns as f64 * pct / 100.0) as u64,
+        Some(pct) => {
+            return Err(Error::usage(format!(
+                "--busy {pct}: give a share of the interval above 0 and at most {MAX_BUSY_PCT} %"
+            )))
+        }
+    };
     let seconds = expected_ns.div_ceil(clock::NS_PER_S) as usize;
     // In loops mode skipped periods stretch the run beyond loops × interval; leave room.
     let series_len = if cfg.loops.is_some() {
@@ -83,6 +95,7 @@ pub(super) fn plan(cfg: &LatencyConfig) -> Result<(Plan, Policy)> {
             series_len: series_len.max(1),
             expected_ns,
             spikes_above_ns: None,
+            busy_ns,
         },
         policy,
     ))
@@ -128,6 +141,9 @@ pub(super) struct ThreadState {
     /// reserved up front), and of the maximum.
     spikes: Vec<(u64, u64, u64)>,
     max_abs: (u64, u64, u64),
+    /// `--busy`: the holds' lengths, the wall time spent computing, the longest hold.
+    busy_hdr: Histogram,
+    busy_wall_ns: u64,
 }
 
 impl ThreadState {
@@ -156,7 +172,29 @@ impl ThreadState {
                 0
             }),
             max_abs: (0, 0, 0),
+            busy_hdr: stats::new_ns_histogram(),
+            busy_wall_ns: 0,
         }
+    }
+
+    /// Compute for `work_ns` of clock time from `from`, as an engine's cycle does; a gap of
+    /// at least [`BUSY_GAP_NS`] between two reads is a hold, which lengthens the compute
+    /// as it lengthens an engine's instead of eating into it. Returns the clock at its end.
+    #[inline]
+    fn busy(&mut self, from: u64, work_ns: u64) -> u64 {
+        let (mut last, mut done) = (from, 0);
+        while done < work_ns {
+            let now = clock::monotonic_ns();
+            let gap = now.saturating_sub(last);
+            if gap >= BUSY_GAP_NS {
+                stats::record_clamped(&mut self.busy_hdr, gap);
+            } else {
+                done += gap;
+            }
+            last = now;
+        }
+        self.busy_wall_ns += last - from;
+        last
     }
 
     /// Account one wake-up. `offset_ns` is the target's distance from the start.
@@ -282,6 +320,11 @@ fn run_thread(
                 st.max_abs = (cycle, target, now);
             }
         }
+        let now = if p.busy_ns > 0 {
+            st.busy(now, p.busy_ns)
+        } else {
+            now
+        };
         target_off = st.next_target(target_off, now - t0, &p);
     }
     st
@@ -306,7 +349,9 @@ pub(super) fn simulate_thread(
         let lat = sampler.draw();
         let now_off = target_off + lat;
         st.record(lat, now_off, target_off, p);
-        target_off = st.next_target(target_off, now_off, p);
+        // The sim's model has delays at wake-ups only: its compute meets no hold.
+        st.busy_wall_ns += p.busy_ns;
+        target_off = st.next_target(target_off, now_off + p.busy_ns, p);
     }
     st
 }
@@ -497,6 +542,26 @@ pub(super) fn summarise(
             })
             .collect();
         let has = st.count > 0;
+        let busy = (p.busy_ns > 0).then(|| {
+            // 2 % steps: predict's thresholds lie hundreds of µs apart, and a fine HDR list
+            // of every interrupt would run to thousands of entries.
+            let steps = || {
+                st.busy_hdr
+                    .iter_log(BUSY_GAP_NS, BUSY_STEP)
+                    .filter(|v| v.count_since_last_iteration() > 0)
+                    .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+            };
+            // Sized first: one allocation however many holds a longer run meets.
+            let mut holds_ns = Vec::with_capacity(steps().count());
+            holds_ns.extend(steps());
+            BusyHolds {
+                busy_ns: st.busy_wall_ns,
+                holds: st.busy_hdr.len(),
+                gap_min_ns: BUSY_GAP_NS,
+                holds_ns,
+                max_ns: st.busy_hdr.max(),
+            }
+        });
         per_cpu.push(CpuLatency {
             cpu: st.cpu,
             stats: LatencyStats {
@@ -514,6 +579,7 @@ pub(super) fn summarise(
             overflow_ns,
             series,
             series_truncated: st.series_truncated,
+            busy,
         });
     }
     let overall = LatencyStats {
@@ -557,6 +623,7 @@ mod tests {
             series_len,
             expected_ns: 2_000_000,
             spikes_above_ns: None,
+            busy_ns: 0,
         }
     }
 
@@ -655,6 +722,63 @@ mod tests {
     }
 
     #[test]
+    fn busy_computes_after_each_wake_up_and_counts_only_long_gaps_as_holds() {
+        use crate::driver::sim::LatencyModel;
+        // On the sim: 30 µs late, then 180 µs of compute, ends 10 µs after the next target:
+        // each wake-up after the first then loses the period the compute ran into.
+        let cfg = LatencyConfig {
+            duration_ns: None,
+            loops: Some(100),
+            cpus: vec![0],
+            busy_pct: Some(90.0),
+            ..LatencyConfig::default()
+        };
+        let r = simulate(&cfg, &LatencyModel::Constant { ns: 30_000 }, 1).unwrap();
+        let c = &r.per_cpu[0];
+        let b = c.busy.as_ref().expect("--busy records its holds");
+        assert_eq!((b.busy_ns, b.holds, b.max_ns), (100 * 180_000, 0, 0));
+        assert_eq!(c.stats.missed_periods, Some(100));
+        let plain = simulate(
+            &LatencyConfig {
+                busy_pct: None,
+                ..cfg.clone()
+            },
+            &LatencyModel::Constant { ns: 30_000 },
+            1,
+        )
+        .unwrap();
+        assert_eq!(plain.per_cpu[0].busy, None);
+        assert_eq!(plain.per_cpu[0].stats.missed_periods, Some(0));
+        for pct in [0.0, -1.0, 95.0, f64::NAN] {
+            let bad = LatencyConfig {
+                busy_pct: Some(pct),
+                ..cfg.clone()
+            };
+            assert_eq!(
+                plan(&bad).unwrap_err().exit_code(),
+                crate::error::EXIT_USAGE,
+                "{pct}"
+            );
+        }
+        // On the clock: the compute is 2 ms of short gaps; whatever held the thread longer
+        // than a hold's minimum lengthened it instead, and was recorded.
+        let p = test_plan(4, 1);
+        let mut st = ThreadState::new(0, &p);
+        let from = clock::monotonic_ns();
+        let end = st.busy(from, 2_000_000);
+        assert_eq!(st.busy_wall_ns, end - from);
+        let held = st.busy_hdr.mean() * st.busy_hdr.len() as f64;
+        let worked = st.busy_wall_ns as f64 - held;
+        assert!(
+            (2_000_000.0 - held * 0.002..2_000_000.0 + BUSY_GAP_NS as f64 + held * 0.002)
+                .contains(&worked),
+            "{worked} ns of work besides {} holds",
+            st.busy_hdr.len()
+        );
+        assert!(st.busy_hdr.is_empty() || st.busy_hdr.min() >= BUSY_GAP_NS);
+    }
+
+    #[test]
     fn plan_rejects_bad_configs() {
         let ok = LatencyConfig::default();
         assert!(plan(&ok).is_ok());
@@ -706,6 +830,7 @@ mod props {
                 series_len: 1,
                 expected_ns: 0,
                 spikes_above_ns: None,
+                busy_ns: 0,
             };
             p.series_len = lats.len() * 200_000 / 1_000_000_000 + 1;
             let mut st = ThreadState::new(3, &p);

@@ -155,6 +155,13 @@ pub struct LatencyConfig {
     /// `baseline` holds it, the top-level statistics are the stressed phase.
     #[serde(default)]
     pub baseline_idle: bool,
+    /// `--busy PCT`: after each wake-up the thread computes for this share of the interval,
+    /// as an audio engine does, reading the clock; a gap between two reads of at least
+    /// [`BUSY_GAP_NS`] is a hold met while busy (each CPU's `busy`). A sleeping thread meets
+    /// only the holds that cover its wake-up; an engine also meets those that land in its
+    /// compute, which on a VM (the host preempting a running vCPU) are most of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_pct: Option<f64>,
 }
 
 impl Default for LatencyConfig {
@@ -173,6 +180,7 @@ impl Default for LatencyConfig {
             fail_above: None,
             stress: Vec::new(),
             baseline_idle: false,
+            busy_pct: None,
         }
     }
 }
@@ -232,6 +240,9 @@ pub struct CpuLatency {
     /// Per-second min/mean/max; seconds without wake-ups are left out.
     #[serde(default)]
     pub series: Vec<SeriesPoint>,
+    /// `--busy`: the holds met while computing after each wake-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<BusyHolds>,
     /// True when the run outlasted the preallocated series (its end is not in `series`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub series_truncated: bool,
@@ -286,6 +297,29 @@ pub struct Spike {
     pub cycle: u64,
     pub target_ns: u64,
     pub wake_ns: u64,
+}
+
+/// The shortest gap between two clock reads of a busy thread counted as a hold: longer than
+/// a clock read and a cache miss, shorter than any interrupt that could cost an audio cycle.
+pub const BUSY_GAP_NS: u64 = 10_000;
+/// The ratio between a busy CPU's hold buckets' bounds.
+pub const BUSY_STEP: f64 = 1.02;
+/// Largest `--busy` share: the thread must still sleep, or it measures no wake-ups.
+pub const MAX_BUSY_PCT: f64 = 90.0;
+
+/// The holds one CPU's thread met while it computed (`--busy`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BusyHolds {
+    /// Wall time spent computing, holds included: the time exposed to them.
+    pub busy_ns: u64,
+    /// Gaps of at least `gap_min_ns` between two clock reads.
+    pub holds: u64,
+    pub gap_min_ns: u64,
+    /// Their lengths, `[upper_ns, count]`: `count` holds longer than the previous entry's
+    /// bound (the first: than `upper_ns` / 1.02) and at most `upper_ns`, in steps of 2 %
+    /// from `gap_min_ns`, empty steps left out; the counts add up to `holds`.
+    pub holds_ns: Vec<(u64, u64)>,
+    pub max_ns: u64,
 }
 
 /// Most spikes kept per CPU for forensics.

@@ -2,7 +2,7 @@
 
 use crate::common::stats;
 use crate::error::{Error, Result};
-use crate::measure::latency::{LatencyConfig, LatencyResult, LatencySource};
+use crate::measure::latency::{CpuLatency, LatencyConfig, LatencyResult, LatencySource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -36,6 +36,17 @@ pub struct LatencyData {
     pub interval_ns: u64,
     /// CPUs measured in parallel, so that wall time = observed / cpus.
     pub cpus: usize,
+    /// `latency --busy`: the holds its threads met while computing.
+    pub busy: Option<BusyData>,
+}
+
+/// The holds a busy thread met, as the model uses them: every CPU's pooled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusyData {
+    /// Wall time spent computing, all CPUs: the exposure the holds are counted over.
+    pub exposed_ns: f64,
+    /// Hold lengths, spread evenly over each bucket.
+    pub holds: Vec<Bucket>,
 }
 
 impl LatencyData {
@@ -57,6 +68,7 @@ impl LatencyData {
             observed_ns: samples as f64 * interval_ns as f64,
             interval_ns,
             cpus: 1,
+            busy: None,
         }
     }
 }
@@ -80,6 +92,22 @@ pub struct LatencyInfo {
     /// cyclictest data): they are taken at the recorded maximum.
     pub censored: u64,
     pub censored_above_ns: Option<u64>,
+    /// `latency --busy`: what its threads met while computing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<BusyInfo>,
+}
+
+/// What a `latency --busy` input's threads met while computing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BusyInfo {
+    /// The share of each interval computed after the wake-up, %.
+    pub share_pct: f64,
+    /// Wall time spent computing, all CPUs.
+    pub exposed_ns: u64,
+    /// Gaps of at least `gap_min_ns` between two clock reads.
+    pub holds: u64,
+    pub gap_min_ns: u64,
+    pub max_ns: u64,
 }
 
 /// A latency input: the distribution and what to say about it.
@@ -179,8 +207,11 @@ impl LatencyInput {
             observed_ns: 0.0,
             interval_ns: interval,
             cpus: cpus.len(),
+            busy: None,
         };
         let mut max_ns = 0;
+        let (busy_data, busy_info) = busy_of(cfg, &cpus).unzip();
+        data.busy = busy_data;
         for c in cpus {
             let count = c.stats.summary.count;
             if count == 0 {
@@ -258,8 +289,92 @@ impl LatencyInput {
                 max_ns,
                 censored,
                 censored_above_ns: (censored > 0).then_some(from),
+                busy: busy_info,
             },
             data,
         })
+    }
+}
+
+/// The holds the CPUs' threads met while computing (`latency --busy`), pooled. Every CPU of
+/// such a measurement computed; one without a record (an edited file) leaves the input
+/// without the term rather than with part of it.
+fn busy_of(cfg: &LatencyConfig, cpus: &[&CpuLatency]) -> Option<(BusyData, BusyInfo)> {
+    let share_pct = cfg.busy_pct?;
+    let mut d = BusyData {
+        exposed_ns: 0.0,
+        holds: Vec::new(),
+    };
+    let mut info = BusyInfo {
+        share_pct,
+        exposed_ns: 0,
+        holds: 0,
+        gap_min_ns: 0,
+        max_ns: 0,
+    };
+    for c in cpus {
+        let b = c.busy.as_ref()?;
+        d.exposed_ns += b.busy_ns as f64;
+        // Each entry holds the holds above the one before it.
+        let mut lo = b.gap_min_ns;
+        for &(hi, n) in &b.holds_ns {
+            d.holds.push(Bucket {
+                lo_ns: lo.min(hi),
+                hi_ns: hi,
+                count: n,
+            });
+            lo = hi;
+        }
+        info.exposed_ns += b.busy_ns;
+        info.holds += b.holds;
+        info.gap_min_ns = b.gap_min_ns;
+        info.max_ns = info.max_ns.max(b.max_ns);
+    }
+    (d.exposed_ns > 0.0).then_some((d, info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::sim::LatencyModel;
+    use crate::measure::latency::{self, LatencyConfig};
+
+    #[test]
+    fn a_busy_measurements_holds_become_buckets_over_their_compute_time() {
+        let cfg = LatencyConfig {
+            duration_ns: None,
+            loops: Some(1000),
+            cpus: vec![0],
+            interval_ns: Some(1_000_000),
+            busy_pct: Some(40.0),
+            ..LatencyConfig::default()
+        };
+        let mut r = latency::simulate(&cfg, &LatencyModel::Constant { ns: 20_000 }, 1).unwrap();
+        let b = r.per_cpu[0].busy.as_mut().unwrap();
+        (b.holds, b.holds_ns) = (5, vec![(10_199, 3), (2_000_000, 2)]);
+        let path = Path::new("lat.json");
+        let read = |r: &LatencyResult| {
+            LatencyInput::from_result(path, "l", &cfg, r, None, None)
+                .unwrap()
+                .remove(0)
+        };
+        let input = read(&r);
+        let d = input.data.busy.expect("a --busy result has the term");
+        assert_eq!(d.exposed_ns, 1000.0 * 400_000.0);
+        let spans: Vec<_> = d
+            .holds
+            .iter()
+            .map(|h| (h.lo_ns, h.hi_ns, h.count))
+            .collect();
+        assert_eq!(spans, [(10_000, 10_199, 3), (10_199, 2_000_000, 2)]);
+        let info = input.info.busy.unwrap();
+        assert_eq!(
+            (info.share_pct, info.holds, info.exposed_ns),
+            (40.0, 5, 400_000_000)
+        );
+        // A CPU without its record: no term at all rather than part of one.
+        r.per_cpu[0].busy = None;
+        let input = read(&r);
+        assert_eq!((input.data.busy, input.info.busy), (None, None));
     }
 }

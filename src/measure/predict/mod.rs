@@ -167,6 +167,20 @@ pub struct PredictRow {
     /// that would see 3 samples beyond the budget if episodes came at the target rate.
     pub measure_for_ns: Option<u64>,
     pub outlook: Outlook,
+    /// With a `latency --busy` input: the part of the rates that comes from holds met
+    /// while computing (already in `xruns_per_hour` and `episodes_per_hour`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_compute: Option<HeldInCompute>,
+}
+
+/// The holds an engine meets while computing, from a busy thread's (`latency --busy`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HeldInCompute {
+    /// Holds longer than the budget the compute leaves, B − C (fractional, as
+    /// `events_beyond`): what the intervals rest on besides the wake-ups.
+    pub holds_beyond: f64,
+    pub episodes_per_hour: f64,
+    pub xruns_per_hour: f64,
 }
 
 /// One latency input at one period count.

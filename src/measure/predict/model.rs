@@ -3,8 +3,8 @@
 
 use super::cost_input::{cost_max, cost_mean};
 use super::{
-    poisson_high, poisson_low, CostPoint, Holds, LatencyData, Outlook, PredictConfig, PredictRow,
-    Rate, MIN_EVENTS, NS_PER_HOUR,
+    poisson_high, poisson_low, BusyData, CostPoint, HeldInCompute, Holds, LatencyData, Outlook,
+    PredictConfig, PredictRow, Rate, MIN_EVENTS, NS_PER_HOUR,
 };
 
 /// How much more (or less) often the audio thread, waking every P, meets a delay whose
@@ -181,6 +181,52 @@ fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
     s
 }
 
+/// The holds a busy thread met that would cost an engine computing `c` of each period P a
+/// deadline: it meets a hold when one lands in its compute, and misses when the hold is
+/// longer than the budget its compute leaves, B − c (its own wake-up delay left out).
+#[derive(Debug, Default, Clone, Copy)]
+struct InCompute {
+    /// Holds beyond B − c (fractional, as `Beyond::count`, mixed over cost points).
+    count: f64,
+    /// Expected per hour of the engine: holds per exposed ns × c/P of each hour.
+    episodes: f64,
+    /// The late cycles those cost when the driver catches up.
+    cycles: f64,
+    /// Per hour per hold counted, at the largest compute share: what bounds an unseen one.
+    per_hold_max: f64,
+}
+
+fn in_compute(b: &BusyData, cost: &[CostPoint], budget: f64, p: f64, slack: f64) -> InCompute {
+    let mut s = InCompute::default();
+    for c in cost.iter().filter(|c| c.probability > 0.0) {
+        let per_hold = (c.ns / p).clamp(0.0, 1.0) * NS_PER_HOUR / b.exposed_ns;
+        s.per_hold_max = s.per_hold_max.max(per_hold);
+        let x = budget - c.ns;
+        let (mut n, mut cycles) = (0.0, 0.0);
+        for h in &b.holds {
+            let (lo, hi) = (h.lo_ns as f64, h.hi_ns as f64);
+            let count = h.count as f64;
+            if hi <= lo {
+                if lo > x {
+                    n += count;
+                    cycles += count * cycles_per_stall(lo - x, slack);
+                }
+                continue;
+            }
+            let a = lo.max(x);
+            if a < hi {
+                let density = count / (hi - lo);
+                n += density * (hi - a);
+                cycles += density * ceil_integral(a - x, hi - x, slack);
+            }
+        }
+        s.count += c.probability * n;
+        s.episodes += c.probability * n * per_hold;
+        s.cycles += c.probability * cycles * per_hold;
+    }
+    s
+}
+
 /// One buffer size at n periods.
 pub fn row(
     d: &LatencyData,
@@ -225,28 +271,37 @@ pub fn row(
     let hours = d.observed_ns / NS_PER_HOUR / fresh;
     let i = d.interval_ns as f64;
     let w_max = weight_max(i, p, cfg.holds);
+    let held = d
+        .busy
+        .as_ref()
+        .map(|b| in_compute(b, cost, budget, p, slack));
+    let h = held.unwrap_or_default();
     let alpha = 1.0 - cfg.confidence;
     // Both rates scale the same interval on the count (the costly part of a row): once.
+    // The wake-ups and the holds in compute are two Poisson counts; their sum's interval,
+    // scaled by the mean rate per event, stands for both (exact when an event of either
+    // kind weighs the same).
+    let n_all = t.count + h.count;
     let (k_low, k_high) = (
-        poisson_low(t.count_low, alpha),
-        poisson_high(t.count, alpha),
+        poisson_low(t.count_low + h.count, alpha),
+        poisson_high(n_all, alpha),
     );
-    let rate = |sum: f64| {
-        let per_hour = sum / hours;
-        // Per sample beyond the budget: the observed mean, or the largest a weight can be.
-        let scale = if t.count > 0.0 {
-            per_hour / t.count
+    let rate = |wake_sum: f64, held_per_hour: f64| {
+        let per_hour = wake_sum / hours + held_per_hour;
+        // Per event: the observed mean, or the largest an unseen one can weigh.
+        let scale = if n_all > 0.0 {
+            per_hour / n_all
         } else {
-            w_max / hours
+            w_max / hours + h.per_hold_max
         };
         Rate {
             per_hour,
             low: scale * k_low,
             high: scale * k_high,
-            upper_bound: t.count < MIN_EVENTS,
+            upper_bound: n_all < MIN_EVENTS,
         }
     };
-    let (mut xruns, mut episodes) = (rate(t.cycles), rate(t.episodes));
+    let (mut xruns, mut episodes) = (rate(t.cycles, h.cycles), rate(t.episodes, h.episodes));
     if overload {
         let all = Rate {
             per_hour: cycles_per_hour,
@@ -294,6 +349,11 @@ pub fn row(
         censored: t.censored,
         measure_for_ns,
         outlook,
+        in_compute: held.filter(|_| !overload).map(|h| HeldInCompute {
+            holds_beyond: h.count,
+            episodes_per_hour: h.episodes,
+            xruns_per_hour: h.cycles,
+        }),
     }
 }
 
@@ -371,6 +431,7 @@ mod tests {
             observed_ns: 1000.0 * 200_000.0,
             interval_ns: 200_000,
             cpus: 1,
+            busy: None,
         };
         // 48 frames: P = 1 ms; C = 894 µs leaves 106 µs.
         let x = row(&d, &fixed(894_000.0), 48, 2, &cfg(&[48], &[2]));
@@ -466,6 +527,7 @@ mod tests {
             observed_ns: 1000.0 * 200e3,
             interval_ns: 200_000,
             cpus: 1,
+            busy: None,
         };
         let p = 64e9 / 48e3;
         let mut c = cfg(&[64], &[2]);
@@ -569,6 +631,75 @@ mod tests {
     }
 
     #[test]
+    fn holds_met_while_computing_add_the_share_of_each_hour_the_engine_computes() {
+        use crate::measure::predict::BusyData;
+        // Wake-ups never late; a busy thread met 100 holds of 2 ms in one hour of compute.
+        let mut d = LatencyData::points(&[(10_000, 1_000_000)], 2_666_667);
+        d.busy = Some(BusyData {
+            exposed_ns: NS_PER_HOUR,
+            holds: vec![Bucket {
+                lo_ns: 2_000_000,
+                hi_ns: 2_000_000,
+                count: 100,
+            }],
+        });
+        let c = cfg(&[128], &[2]);
+        // 128 frames: P = B = 2.667 ms; 40 % compute leaves 1.6 ms, so every hold misses,
+        // by 0.4 ms, one cycle each (slack 1.6 ms); the engine computes 0.4 of each hour.
+        let x = row(
+            &d,
+            &Compute::LoadPct { pct: 40.0 }.at(128, 128e9 / 48e3),
+            128,
+            2,
+            &c,
+        );
+        let h = x.in_compute.expect("a busy input adds the term");
+        assert!((h.holds_beyond - 100.0).abs() < 1e-9);
+        assert!((h.episodes_per_hour - 40.0).abs() < 1e-9, "{h:?}");
+        assert!((h.xruns_per_hour - 40.0).abs() < 1e-9);
+        assert_eq!(x.p_miss, 0.0);
+        assert!((x.episodes_per_hour.per_hour - 40.0).abs() < 1e-9);
+        // The interval rests on the 100 holds.
+        let lo = 40.0 / 100.0 * poisson_low(100.0, 0.05);
+        assert!((x.episodes_per_hour.low - lo).abs() < 1e-9);
+        assert!(!x.episodes_per_hour.upper_bound);
+        assert_eq!(x.outlook, Outlook::Fails);
+        // 10 % compute leaves 2.4 ms: no hold is long enough, and none was seen beyond, so
+        // the rate is only bounded by what an unseen hold or wake-up would weigh.
+        let y = row(
+            &d,
+            &Compute::LoadPct { pct: 10.0 }.at(128, 128e9 / 48e3),
+            128,
+            2,
+            &c,
+        );
+        assert_eq!(y.in_compute.unwrap().holds_beyond, 0.0);
+        assert_eq!(y.episodes_per_hour.per_hour, 0.0);
+        assert!(y.episodes_per_hour.upper_bound);
+        let hours = d.observed_ns / NS_PER_HOUR;
+        let w_max = 2_666_667.0 / (128e9 / 48e3);
+        let bound = (w_max / hours + 0.1) * poisson_high(0.0, 0.05);
+        assert!((y.episodes_per_hour.high - bound).abs() < 1e-9 * bound);
+        // A hold spread over [1.4, 1.8] ms: half of it beyond 1.6 ms.
+        d.busy.as_mut().unwrap().holds[0] = Bucket {
+            lo_ns: 1_400_000,
+            hi_ns: 1_800_000,
+            count: 100,
+        };
+        let z = row(
+            &d,
+            &Compute::LoadPct { pct: 40.0 }.at(128, 128e9 / 48e3),
+            128,
+            2,
+            &c,
+        );
+        assert!((z.in_compute.unwrap().holds_beyond - 50.0).abs() < 1e-6);
+        // Without a busy input nothing changes and nothing is reported.
+        d.busy = None;
+        assert_eq!(row(&d, &fixed(1e6), 128, 2, &c).in_compute, None);
+    }
+
+    #[test]
     fn censored_tails_are_bounded_and_flagged() {
         let d = LatencyData {
             buckets: vec![Bucket {
@@ -585,6 +716,7 @@ mod tests {
             observed_ns: 10_000.0 * 200e3,
             interval_ns: 200_000,
             cpus: 1,
+            busy: None,
         };
         // 256 frames, 50 % load: budget 5.33 ms, threshold 2.67 ms, inside the censored range.
         let cost = Compute::LoadPct { pct: 50.0 }.at(256, 256e9 / 48e3);

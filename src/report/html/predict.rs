@@ -1,7 +1,7 @@
 use super::n;
 use crate::measure::predict::{PredictConfig, PredictResults};
 use crate::report::format::{per_hour, rate_cell, span};
-use crate::report::text::predict::outlook_cell;
+use crate::report::text::predict::{busy_phrase, held_in_compute, outlook_cell};
 use maud::{html, Markup};
 
 pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
@@ -16,6 +16,9 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
                      (span(l.observed_ns)) " of CPU time, max " (format_ns(l.max_ns))
                      @if let Some(from) = l.censored_above_ns {
                          "; " (l.censored) " wake-ups above " (format_ns(from)) " known only by their count (*)"
+                     }
+                     @if let Some(b) = &l.busy {
+                         "; " (busy_phrase(b))
                      } }
             }
             li { "compute: " (r.compute_description) }
@@ -34,6 +37,9 @@ pub fn section(cfg: &PredictConfig, r: &PredictResults) -> Markup {
                          (n(format!("{:.1}", x.cycles_per_episode)))
                          td { @if tb.smallest_ok_frames == Some(x.buffer_frames) { b { (outlook_cell(x)) } } @else { (outlook_cell(x)) } } }
                 }
+            }
+            @if let Some(h) = held_in_compute(tb) {
+                p { (h) }
             }
         }
         p { "A cycle misses when wake-up latency + compute time exceeds (n−1)·P. Glitches are episodes: runs of consecutive late cycles, one per host stall, what a listener hears; "

@@ -22,6 +22,39 @@ pub fn outlook_cell(r: &crate::measure::predict::PredictRow) -> String {
     s
 }
 
+/// What a `latency --busy` input's threads met while computing.
+pub fn busy_phrase(b: &crate::measure::predict::BusyInfo) -> String {
+    use crate::units::format_ns;
+    format!(
+        "busy {:.0} % of each interval: {} holds of {} or more in {} of compute, max {}; \
+         an engine meets those in its compute too (added to the rates)",
+        b.share_pct,
+        b.holds,
+        format_ns(b.gap_min_ns),
+        span(b.exposed_ns),
+        format_ns(b.max_ns),
+    )
+}
+
+/// The part of each row's glitches that holds met while computing make, when the input
+/// measured them.
+pub fn held_in_compute(tb: &crate::measure::predict::PredictTable) -> Option<String> {
+    let held: Vec<String> = tb
+        .rows
+        .iter()
+        .filter_map(|x| {
+            x.in_compute
+                .map(|h| format!("{} at {}", per_hour(h.episodes_per_hour), x.buffer_frames))
+        })
+        .collect();
+    (!held.is_empty()).then(|| {
+        format!(
+            "of the glitches/h, from holds met while computing: {}",
+            held.join(", ")
+        )
+    })
+}
+
 /// `predict`: one table per latency input and period count.
 pub fn summary(
     cfg: &crate::measure::predict::PredictConfig,
@@ -52,6 +85,9 @@ pub fn summary(
                 l.censored,
                 format_ns(from)
             ));
+        }
+        if let Some(b) = &l.busy {
+            s.push_str(&format!("  {}\n", busy_phrase(b)));
         }
     }
     s.push_str(&format!("compute: {}\n", r.compute_description));
@@ -101,6 +137,9 @@ pub fn summary(
         s.push_str(
             "P, budget (n-1)·P and compute (mean/max) in ms; P(miss): one cycle's; cyc/ep: late cycles per episode when the driver catches up\n",
         );
+        if let Some(h) = held_in_compute(tb) {
+            s.push_str(&format!("{h}\n"));
+        }
         s.push_str(&match tb.smallest_ok_frames {
             Some(f) => format!(
                 "smallest buffer within {}/h: {f} frames\n",

@@ -315,6 +315,7 @@ fn build(
             overflow_ns: Vec::new(),
             series: Vec::new(),
             series_truncated: false,
+            busy: None,
         });
     }
     let merged: Vec<(u64, u64)> = merged.into_iter().collect();
@@ -372,6 +373,7 @@ fn build(
         fail_above: None,
         stress: Vec::new(),
         baseline_idle: false,
+        busy_pct: None,
     };
     let result = LatencyResult {
         elapsed_ns: 0,
