@@ -78,6 +78,29 @@ pub fn summary(
             format_ns(f.threshold_ns)
         ));
     }
+    for c in &r.per_cpu {
+        if let Some(b) = &c.busy {
+            let over = |x: u64| {
+                b.holds_ns
+                    .iter()
+                    .filter(|h| h.0 > x)
+                    .map(|h| h.1)
+                    .sum::<u64>()
+            };
+            out.push_str(&format!(
+                "CPU {} busy {:.0} %: {} holds of {} or more in {} of compute ({} over 100 µs, \
+                 {} over 1 ms), max {}\n",
+                c.cpu,
+                cfg.busy_pct.unwrap_or(0.0),
+                b.holds,
+                format_ns(b.gap_min_ns),
+                crate::report::format::span(b.busy_ns),
+                over(100_000),
+                over(1_000_000),
+                format_ns(b.max_ns),
+            ));
+        }
+    }
     out.push_str(&slack_line(r.timer_slack_ns));
     if r.interrupted {
         out.push_str("interrupted: partial result\n");
