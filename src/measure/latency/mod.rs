@@ -316,8 +316,8 @@ pub struct BusyHolds {
     pub holds: u64,
     pub gap_min_ns: u64,
     /// Their lengths, `[upper_ns, count]`: `count` holds longer than the previous entry's
-    /// bound (the first: than `upper_ns` / 1.02) and at most `upper_ns`, in steps of 2 %
-    /// from `gap_min_ns`, empty steps left out; the counts add up to `holds`.
+    /// `upper_ns` (the first entry's: at least `gap_min_ns`) and at most this one's, in
+    /// steps of 2 % from `gap_min_ns`, empty steps left out; the counts add up to `holds`.
     pub holds_ns: Vec<(u64, u64)>,
     pub max_ns: u64,
 }
