@@ -850,3 +850,48 @@ fn the_size_checker_measures_functions_and_ignores_braces_in_strings() {
         vec![format!("src/f.rs: {} lines", MAX_FILE_LINES + 1)]
     );
 }
+
+/// The test binaries that count heap operations on every thread (`common::counting::
+/// on_all_threads`, directly or through `common::plugin_noalloc`) and hold more than one
+/// test: a second test running beside the counting one would count its allocations there.
+fn shared_counting(files: &[(String, String)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(_, src)| {
+            let b = blank(src);
+            b.contains("on_all_threads") || b.contains("plugin_noalloc")
+        })
+        .filter_map(|(name, src)| {
+            let tests = blank(src).matches("#[test]").count();
+            (tests > 1).then(|| format!("tests/{name}: {tests} tests"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_binary_that_counts_every_threads_allocations_holds_one_test() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    let found = shared_counting(&files);
+    assert!(
+        found.is_empty(),
+        "merge the tests, or count on armed threads only:\n{}",
+        found.join("\n")
+    );
+    // The checker itself: two tests beside the counting are found, one is not, and a
+    // mention in a comment is not counting.
+    let two = "use common::counting::on_all_threads;\n#[test]\nfn a() {}\n#[test]\nfn b() {}\n";
+    let one = "use common::plugin_noalloc;\n#[test]\nfn a() {}\n";
+    let comment = "// on_all_threads\n#[test]\nfn a() {}\n#[test]\nfn b() {}\n";
+    let fixtures = [("two.rs", two), ("one.rs", one), ("c.rs", comment)]
+        .map(|(n, s)| (n.to_string(), s.to_string()));
+    assert_eq!(shared_counting(&fixtures), vec!["tests/two.rs: 2 tests"]);
+}
