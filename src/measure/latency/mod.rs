@@ -157,7 +157,8 @@ pub struct LatencyConfig {
     pub baseline_idle: bool,
     /// `--busy PCT`: after each wake-up the thread computes for this share of the interval,
     /// as an audio engine does, reading the clock; a gap between two reads of at least
-    /// [`BUSY_GAP_NS`] is a hold met while busy (each CPU's `busy`). A sleeping thread meets
+    /// [`BUSY_GAP_NS`] is a hold met while busy, and each compute's held total is recorded
+    /// (each CPU's `busy`). A sleeping thread meets
     /// only the holds that cover its wake-up; an engine also meets those that land in its
     /// compute, which on a VM (the host preempting a running vCPU) are most of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -307,18 +308,21 @@ pub const BUSY_STEP: f64 = 1.02;
 /// Largest `--busy` share: the thread must still sleep, or it measures no wake-ups.
 pub const MAX_BUSY_PCT: f64 = 90.0;
 
-/// The holds one CPU's thread met while it computed (`--busy`).
+/// The holds one CPU's thread met while it computed (`--busy`), summed per compute.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BusyHolds {
     /// Wall time spent computing, holds included: the time exposed to them.
     pub busy_ns: u64,
-    /// Gaps of at least `gap_min_ns` between two clock reads.
+    /// Computes held by gaps of at least `gap_min_ns` between two clock reads (one per
+    /// held compute, however many gaps it met).
     pub holds: u64,
     pub gap_min_ns: u64,
-    /// Their lengths, `[upper_ns, count]`: `count` holds longer than the previous entry's
-    /// `upper_ns` (the first entry's: at least `gap_min_ns`) and at most this one's, in
-    /// steps of 2 % from `gap_min_ns`, empty steps left out; the counts add up to `holds`.
+    /// Their held totals (the sum of a compute's gaps), `[upper_ns, count]`: `count` held
+    /// computes longer than the previous entry's `upper_ns` (the first entry's: at least
+    /// `gap_min_ns`) and at most this one's, in steps of 2 % from `gap_min_ns`, empty steps
+    /// left out; the counts add up to `holds`.
     pub holds_ns: Vec<(u64, u64)>,
+    /// The longest held total.
     pub max_ns: u64,
 }
 

@@ -104,9 +104,10 @@ pub struct BusyInfo {
     pub share_pct: f64,
     /// Wall time spent computing, all CPUs.
     pub exposed_ns: u64,
-    /// Gaps of at least `gap_min_ns` between two clock reads.
+    /// Computes held by gaps of at least `gap_min_ns` between two clock reads.
     pub holds: u64,
     pub gap_min_ns: u64,
+    /// The longest held total of a compute.
     pub max_ns: u64,
 }
 

@@ -182,8 +182,10 @@ fn beyond(d: &LatencyData, t: Threshold) -> Beyond {
 }
 
 /// The holds a busy thread met that would cost an engine computing `c` of each period P a
-/// deadline: it meets a hold when one lands in its compute, and misses when the hold is
-/// longer than the budget its compute leaves, B − c (its own wake-up delay left out).
+/// deadline: it meets them when they land in its compute, and misses when a compute's held
+/// total is longer than the budget its compute leaves, B − c (its own wake-up delay left
+/// out). The totals were measured per compute of the busy share: exact for an engine
+/// computing that share, scaled by c/P for another.
 #[derive(Debug, Default, Clone, Copy)]
 struct InCompute {
     /// Holds beyond B − c (fractional, as `Beyond::count`, mixed over cost points).
@@ -633,7 +635,7 @@ mod tests {
     #[test]
     fn holds_met_while_computing_add_the_share_of_each_hour_the_engine_computes() {
         use crate::measure::predict::BusyData;
-        // Wake-ups never late; a busy thread met 100 holds of 2 ms in one hour of compute.
+        // Wake-ups never late; a busy thread had 100 computes held 2 ms in one hour of compute.
         let mut d = LatencyData::points(&[(10_000, 1_000_000)], 2_666_667);
         d.busy = Some(BusyData {
             exposed_ns: NS_PER_HOUR,

@@ -88,8 +88,8 @@ pub fn summary(
                     .sum::<u64>()
             };
             out.push_str(&format!(
-                "CPU {} busy {:.0} %: {} holds of {} or more in {} of compute ({} over 100 µs, \
-                 {} over 1 ms), max {}\n",
+                "CPU {} busy {:.0} %: {} computes held {} or more in {} of compute ({} over \
+                 100 µs, {} over 1 ms), max {}\n",
                 c.cpu,
                 cfg.busy_pct.unwrap_or(0.0),
                 b.holds,

@@ -26,7 +26,7 @@ pub fn outlook_cell(r: &crate::measure::predict::PredictRow) -> String {
 pub fn busy_phrase(b: &crate::measure::predict::BusyInfo) -> String {
     use crate::units::format_ns;
     format!(
-        "busy {:.0} % of each interval: {} holds of {} or more in {} of compute, max {}; \
+        "busy {:.0} % of each interval: {} computes held {} or more in {} of compute, max {}; \
          an engine meets those in its compute too (added to the rates)",
         b.share_pct,
         b.holds,
