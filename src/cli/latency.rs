@@ -28,7 +28,7 @@ Examples:
   xrunlab latency --stress cpu,proc --duration 30s             # under load (stress-ng or built-in)
   xrunlab latency --baseline idle --stress paper --duration 15s   # idle then stressed (Huang et al.)
   xrunlab latency --sim-latency normal:30us,10us --duration 1h --seed 1 -o model.json   # the sim's model, for predict
-  xrunlab latency --cpus 0 -i 2667us --busy 40 --duration 6m -o lat.json   # as a 128-frame engine at 40 % DSP load")]
+  xrunlab latency --cpus 0 -i 2667us --busy 40 --no-dma-latency --duration 6m -o lat.json   # as a 128-frame engine at 40 % DSP load runs")]
 pub struct LatencyArgs {
     /// Real-time priority for fifo/rr (1..99).
     #[arg(short = 'p', long, value_name = "PRIO")]
@@ -77,9 +77,10 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "MODEL", conflicts_with = "baseline")]
     pub sim_latency: Option<String>,
     /// After each wake-up, compute for PCT % of the interval as an audio engine does and
-    /// record the holds met meanwhile (gaps ≥ 10 µs between clock reads: interrupts,
+    /// record each compute's held total (gaps ≥ 10 µs between clock reads: interrupts,
     /// preemption, the host taking a vCPU). `predict` adds the xruns those holds cause
-    /// during an engine's compute. Give the engine's DSP load, at its period (-i).
+    /// during an engine's compute. Give the engine's DSP load, at its period (-i), and
+    /// --no-dma-latency unless the engine holds /dev/cpu_dma_latency too.
     #[arg(long, value_name = "PCT")]
     pub busy: Option<f64>,
     /// Seed of --sim-latency (CPU i draws with SEED + i).
