@@ -442,3 +442,91 @@ fn bad_inputs_exit_2_with_the_reason() {
     let v = predict_json(&["--latency", ct, "--load-pct", "30", "--interval", "200"]);
     assert_eq!(v["results"]["latency"][0]["interval_ns"], 200_000);
 }
+
+#[test]
+fn slices_under_one_label_pool_into_one_input_and_other_conditions_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let slice = |name: &str, model: &str, extra: &[&str]| {
+        let p = d.path().join(name);
+        xrunlab()
+            .args(["latency", "--sim-latency", model, "--loops", "1000", "-q"])
+            .args(extra)
+            .arg("-o")
+            .arg(&p)
+            .assert()
+            .success();
+        format!("s={}", p.display())
+    };
+    let a = slice("a.json", "const:450us", &["-i", "1ms"]);
+    let b = slice("b.json", "const:20us", &["-i", "1ms"]);
+    let v = predict_json(&[
+        "--latency",
+        &a,
+        "--latency",
+        &b,
+        "--load-pct",
+        "40",
+        "--buffers",
+        "64",
+        "--periods",
+        "2",
+    ]);
+    let inputs = v["results"]["latency"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{inputs:?}");
+    let l = &inputs[0];
+    assert_eq!(
+        (l["label"].as_str(), l["samples"].as_u64()),
+        (Some("s"), Some(2000))
+    );
+    assert_eq!(l["observed_ns"], 2_000_000_000u64);
+    assert_eq!(l["max_ns"], 450_000);
+    // 64 frames: P = 1.33 ms, 0.53 ms of compute. A 450 µs wake-up leaves it in time
+    // (0.98 ms), so pooling changes the share but not the verdict: none misses.
+    assert_eq!(v["results"]["tables"][0]["rows"][0]["p_miss"], 0.0);
+    // 32 frames: half the wake-ups (the 450 µs slice) miss, whichever slice they came from.
+    let v = predict_json(&[
+        "--latency",
+        &a,
+        "--latency",
+        &b,
+        "--load-pct",
+        "40",
+        "--buffers",
+        "32",
+        "--periods",
+        "2",
+    ]);
+    let p = v["results"]["tables"][0]["rows"][0]["p_miss"]
+        .as_f64()
+        .unwrap();
+    assert!((p - 0.5).abs() < 1e-9, "{p}");
+    // Different labels stay apart.
+    let other = b.replacen("s=", "t=", 1);
+    let v = predict_json(&["--latency", &a, "--latency", &other, "--load-pct", "40"]);
+    assert_eq!(v["results"]["latency"].as_array().unwrap().len(), 2);
+    // A slice of another condition under the same label is refused, with both files named.
+    let fail = |c: &str, why: &str| {
+        xrunlab()
+            .args([
+                "predict",
+                "--latency",
+                &a,
+                "--latency",
+                c,
+                "--load-pct",
+                "40",
+            ])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why))
+            .stderr(predicate::str::contains("its own label"));
+    };
+    fail(
+        &slice("c.json", "const:20us", &["-i", "2ms"]),
+        "every 2000000 ns",
+    );
+    fail(
+        &slice("e.json", "const:20us", &["-i", "1ms", "--busy", "40"]),
+        "--busy 40",
+    );
+}

@@ -31,10 +31,13 @@ Examples:
   xrunlab predict --latency idle=idle.json --latency stressed=stress.json --cost run.json
   xrunlab predict --latency ct.json --interval 200us --cost bench.json --buffers 64..512 --periods 2
   xrunlab predict --latency lat.json --cost load.json --cell 1:reverb-heavy --target 0.1/h -o predict.json
-  xrunlab predict --latency lat.json --load-pct 40 --holds timed   # the conservative reading")]
+  xrunlab predict --latency lat.json --load-pct 40 --holds timed   # the conservative reading
+  xrunlab predict --latency s=slice1.json --latency s=slice2.json --cost run1.json   # pooled")]
 pub struct PredictArgs {
     /// A latency result (`latency -o`, or cyclictest data through `import`), as FILE or
-    /// LABEL=FILE; repeatable. A result with an idle baseline gives two inputs.
+    /// LABEL=FILE; repeatable. A result with an idle baseline gives two inputs. Files
+    /// given one LABEL are pooled into one input: one condition measured in slices, e.g.
+    /// between the runs it predicts (they must agree on interval, stress and --busy).
     #[arg(long = "latency", required = true, value_name = "[LABEL=]FILE", value_parser = LatencySpec::parse)]
     pub latency: Vec<LatencySpec>,
     /// The compute time from a result: a `run` (its compute wall time), a `load` grid (its
@@ -207,7 +210,7 @@ fn latency(
             interval_ns,
         )?);
     }
-    Ok(out)
+    predict::pool_by_label(out)
 }
 
 pub fn config(a: &PredictArgs, cost_rate: Option<u32>) -> Result<PredictConfig> {

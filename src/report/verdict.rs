@@ -175,16 +175,8 @@ fn pool_or_push(lat: &mut Vec<(LatencyInput, Condition)>, l: LatencyInput, c: Co
         lat.push((l, c));
         return;
     };
-    let (d, o) = (&mut m.data, l.data);
-    d.buckets.extend(o.buckets);
-    d.censored.extend(o.censored);
-    d.samples += o.samples;
-    d.observed_ns += o.observed_ns;
+    m.absorb(l);
     let i = &mut m.info;
-    i.samples += l.info.samples;
-    i.observed_ns += l.info.observed_ns;
-    i.max_ns = i.max_ns.max(l.info.max_ns);
-    i.censored += l.info.censored;
     i.label = match i.label.split_once(" + ") {
         Some((first, more)) => {
             let n: u32 = more

@@ -297,6 +297,111 @@ impl LatencyInput {
     }
 }
 
+/// Inputs that share a label pooled into one, in the order their labels first appear: one
+/// condition measured in slices (between the runs it predicts, so that both meet the same
+/// drift of the machine) reads as one measurement of their combined length. Slices of one
+/// condition agree on the interval, the source, the stress and whether they computed; a mismatch is an
+/// error rather than a distribution of two conditions.
+pub fn pool_by_label(inputs: Vec<LatencyInput>) -> Result<Vec<LatencyInput>> {
+    let mut out: Vec<LatencyInput> = Vec::new();
+    for i in inputs {
+        match out.iter_mut().find(|o| o.info.label == i.info.label) {
+            Some(o) => o.pool(i)?,
+            None => out.push(i),
+        }
+    }
+    Ok(out)
+}
+
+impl LatencyInput {
+    fn pool(&mut self, o: LatencyInput) -> Result<()> {
+        let (a, b) = (&self.info, &o.info);
+        let refuse = |what: String| {
+            Err(Error::input(
+                Path::new(&b.file),
+                format!(
+                    "is pooled with {} under the label '{}' but {what}: give each condition its own label",
+                    a.file, a.label
+                ),
+            ))
+        };
+        if a.interval_ns != b.interval_ns {
+            return refuse(format!(
+                "was measured every {} ns, not {} ns",
+                b.interval_ns, a.interval_ns
+            ));
+        }
+        if a.source != b.source {
+            return refuse(format!("is {}, not {}", b.source, a.source));
+        }
+        if a.stress != b.stress {
+            return refuse(format!(
+                "ran under stress [{}], not [{}]",
+                b.stress.join(","),
+                a.stress.join(",")
+            ));
+        }
+        let share = |b: &Option<BusyInfo>| b.as_ref().map(|b| (b.share_pct, b.gap_min_ns));
+        if share(&a.busy) != share(&b.busy) {
+            let say = |b: &Option<BusyInfo>| {
+                b.as_ref()
+                    .map_or("no --busy".into(), |b| format!("--busy {}", b.share_pct))
+            };
+            return refuse(format!(
+                "was measured with {}, not {}",
+                say(&b.busy),
+                say(&a.busy)
+            ));
+        }
+        let file = format!("{}, {}", a.file, b.file);
+        self.absorb(o);
+        self.info.file = file;
+        Ok(())
+    }
+
+    /// Add `o`'s samples to this input, as one longer measurement: its buckets, censored
+    /// tail, covered time, CPUs and held computes. The caller has judged the two to be of
+    /// one condition; label and file stay this input's. Held computes survive only when
+    /// both computed the same share (else the input loses the term rather than half of it).
+    pub fn absorb(&mut self, o: LatencyInput) {
+        let (d, e) = (&mut self.data, o.data);
+        // Wall time is what the minimum-length advice divides by: slices add their walls.
+        let wall = d.observed_ns / d.cpus.max(1) as f64 + e.observed_ns / e.cpus.max(1) as f64;
+        d.buckets.extend(e.buckets);
+        d.censored.extend(e.censored);
+        d.samples += e.samples;
+        d.observed_ns += e.observed_ns;
+        d.cpus = ((d.observed_ns / wall).round() as usize).max(1);
+        let (a, b) = (&mut self.info, o.info);
+        let same =
+            |x: &BusyInfo, y: &BusyInfo| x.share_pct == y.share_pct && x.gap_min_ns == y.gap_min_ns;
+        match (d.busy.take(), e.busy, a.busy.take(), b.busy) {
+            (Some(mut x), Some(y), Some(xi), Some(yi)) if same(&xi, &yi) => {
+                x.exposed_ns += y.exposed_ns;
+                x.holds.extend(y.holds);
+                d.busy = Some(x);
+                a.busy = Some(BusyInfo {
+                    exposed_ns: xi.exposed_ns + yi.exposed_ns,
+                    holds: xi.holds + yi.holds,
+                    max_ns: xi.max_ns.max(yi.max_ns),
+                    ..xi
+                });
+            }
+            _ => {}
+        }
+        for c in b.cpus {
+            if !a.cpus.contains(&c) {
+                a.cpus.push(c);
+            }
+        }
+        a.samples += b.samples;
+        a.observed_ns += b.observed_ns;
+        a.max_ns = a.max_ns.max(b.max_ns);
+        a.censored += b.censored;
+        a.censored_above_ns = a.censored_above_ns.or(b.censored_above_ns);
+    }
+}
+
 /// The holds the CPUs' threads met while computing (`latency --busy`), pooled. Every CPU of
 /// such a measurement computed; one without a record (an edited file) leaves the input
 /// without the term rather than with part of it.
