@@ -132,7 +132,7 @@ pub fn build_plan(root: &Root, profile: Profile, cpus: Option<&[usize]>) -> Resu
     rt_runtime(&c, &mut changes);
     swappiness(&c, &mut changes);
     let mut notes = vec![
-        "/dev/cpu_dma_latency: xrunlab's measurements hold it at 0 µs while they run (deep C-state exits are wake-up latency); it is not persisted, closing the file releases it".to_string(),
+        "/dev/cpu_dma_latency: `xrunlab latency` holds it at 0 µs while it runs, as cyclictest does (deep C-state exits are wake-up latency); the engines (`run`, `load`, JACK, PipeWire) do not, and neither does this profile: it is not persisted, closing the file releases it".to_string(),
     ];
     if profile == Profile::Measure {
         notes.push("kernel.sched_rt_runtime_us=-1 removes the kernel's guard against a runaway RT thread: use it only with xrunlab's watchdog running (every xrunlab measurement starts one), and restore afterwards".into());
