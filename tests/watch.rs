@@ -336,7 +336,7 @@ fn late_name(x: &serde_json::Value) -> &str {
 
 #[test]
 fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
-    let Some((_t, _m)) = common::trace::setup() else {
+    let Some(_t) = common::trace::setup() else {
         return;
     };
     let _g = serial();
@@ -466,7 +466,7 @@ fn forensics_names_the_slow_client_and_never_the_innocent_ones() {
 /// cycle under load, and the late run is matched across that lag (`clients::NOTIFY_LAG_NS`).
 #[test]
 fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
-    let Some((_t, _m)) = common::trace::setup() else {
+    let Some(_t) = common::trace::setup() else {
         return;
     };
     let _g = serial();

@@ -270,7 +270,7 @@ fn pw_watch(
 
 #[test]
 fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
-    let Some((_t, _m)) = common::trace::setup() else {
+    let Some(_t) = common::trace::setup() else {
         return;
     };
     let Some(server) = require_pipewire(RATE, FRAMES) else {

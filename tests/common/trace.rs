@@ -60,9 +60,19 @@ impl Drop for Mount {
     }
 }
 
+/// One test's hold on tracefs: the mount it made (if any) and its turn.
+pub struct Traced {
+    // Fields drop in this order: the mount is undone before the turn passes on. The other
+    // way round, the next test found tracefs still mounted, took it as not its own, and
+    // the unmount then removed the trace instance it was configuring (buffer_size_kb: no
+    // such file, on a fresh machine where the first test mounts tracefs).
+    _mount: Mount,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
 /// The lock, tracefs mounted, and two CPUs — or None (skip) with the reason printed; under
 /// CI a missing prerequisite fails.
-pub fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
+pub fn setup() -> Option<Traced> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
     if !super::require(
@@ -81,7 +91,10 @@ pub fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, Mount)> {
     if !super::require(m.is_some(), "tracefs mounted (mount -t tracefs failed)") {
         return None;
     }
-    Some((guard, m?))
+    Some(Traced {
+        _mount: m?,
+        _turn: guard,
+    })
 }
 
 /// `xrunlab-PID…` instances whose process is gone: left behind. (Another xrunlab tracing at
