@@ -3,7 +3,7 @@
 //! rows only, so the terminal, the HTML report and JUnit say the same words.
 
 use super::format::per_hour;
-use crate::measure::predict::Rate;
+use crate::measure::predict::{Outlook, Rate};
 use crate::results::verdict::{Condition, Predicted, VerdictConfig, VerdictRow};
 use std::path::Path;
 
@@ -108,12 +108,31 @@ fn target(per_hour: f64) -> String {
     }
 }
 
-/// What a failing size does: "glitches about 3 times a minute".
-fn glitches(r: &VerdictRow, on: Condition) -> String {
-    match judged(r, on) {
-        Some(p) if p.overload => "cannot keep up (the DSP fills the period)".into(),
-        Some(p) => format!("glitches {}", often(p.episodes_per_hour.per_hour)),
-        None => "fails".into(),
+/// What a failing size does: "glitches about 3 times a minute". When a run under the
+/// judged condition failed a size its prediction did not, the run's rate is the one said
+/// (a bounded prediction's 0 read "glitches never" of a size a run saw glitch).
+fn glitches(r: &VerdictRow, on: Condition, periods: u32) -> String {
+    let p = judged(r, on);
+    if p.is_some_and(|p| p.overload) {
+        return "cannot keep up (the DSP fills the period)".into();
+    }
+    let want_stress = on == Condition::Stressed;
+    let run = r
+        .measured
+        .iter()
+        .filter(|m| m.stress.is_empty() != want_stress && m.periods == periods)
+        .max_by(|a, b| a.per_hour.low.total_cmp(&b.per_hour.low));
+    match (p, run) {
+        (Some(p), _) if p.outlook == Outlook::Fails => {
+            format!("glitches {}", often(p.episodes_per_hour.per_hour))
+        }
+        (_, Some(m)) => format!("glitches {} in a run", often(m.per_hour.per_hour)),
+        (Some(p), None) if p.episodes_per_hour.upper_bound => format!(
+            "glitches up to {} times an hour",
+            per_hour(p.episodes_per_hour.high)
+        ),
+        (Some(p), None) => format!("glitches {}", often(p.episodes_per_hour.per_hour)),
+        (None, None) => "fails".into(),
     }
 }
 
@@ -170,7 +189,11 @@ pub fn sentence(
             .filter(|x| x.buffer_frames < r.buffer_frames)
             .max_by_key(|x| x.buffer_frames)
             .map(|x| match x.meets_target {
-                Some(false) => format!("; {} frames {}", x.buffer_frames, glitches(x, on)),
+                Some(false) => format!(
+                    "; {} frames {}",
+                    x.buffer_frames,
+                    glitches(x, on, cfg.periods)
+                ),
                 _ => format!("; {} frames is not decided yet", x.buffer_frames),
             })
             .unwrap_or_default();
@@ -191,7 +214,7 @@ pub fn sentence(
         (Some(f), Some(u)) => format!(
             "Not decided yet: {} frames {} {cond}; {} frames {} a longer measurement{}.",
             f.buffer_frames,
-            glitches(f, on),
+            glitches(f, on, cfg.periods),
             u.buffer_frames,
             if rows
                 .last()
@@ -215,7 +238,7 @@ pub fn sentence(
             f.buffer_frames,
             khz(cfg.rate),
             target(cfg.target_per_hour),
-            glitches(f, on)
+            glitches(f, on, cfg.periods)
         ),
         (None, None) => "No answer: no buffer size was judged.".into(),
     }
@@ -307,5 +330,42 @@ mod tests {
         assert_eq!(one_in(&r(0.0, 0.01, true)), "at most 1 glitch in 4 days");
         assert_eq!(target(1.0), "1 glitch an hour");
         assert_eq!(target(0.1), "1 glitch in 10 h");
+    }
+
+    /// A size that fails on a run its bounded prediction passed is said with the run's rate.
+    #[test]
+    fn a_size_a_run_failed_is_said_with_the_runs_rate() {
+        use crate::results::verdict::{test_row, MeasuredRun};
+        let run = |stress: &[&str], per_hour: f64| MeasuredRun {
+            file: "run.json".into(),
+            stress: stress.iter().map(|s| s.to_string()).collect(),
+            periods: 2,
+            hours: 0.25,
+            xruns: (per_hour / 4.0) as u64,
+            per_hour: Rate {
+                per_hour,
+                low: per_hour / 2.0,
+                high: per_hour * 2.0,
+                upper_bound: false,
+            },
+            dsp_load_mean_pct: 50.0,
+        };
+        let mut r = test_row(1024, 0.0, 0.49);
+        r.stressed.as_mut().unwrap().episodes_per_hour.upper_bound = true;
+        r.stressed.as_mut().unwrap().episodes_per_hour.per_hour = 0.0;
+        r.meets_target = Some(false);
+        r.measured = vec![run(&["paper"], 28.0), run(&[], 400.0)];
+        let s = Condition::Stressed;
+        assert_eq!(
+            glitches(&r, s, 2),
+            "glitches about once every 2 minutes in a run"
+        );
+        // A run with another period count or the other condition says nothing here; the
+        // bound does.
+        assert_eq!(glitches(&r, s, 3), "glitches up to 0.49 times an hour");
+        // Where the prediction itself fails, it is what the sentence says.
+        let mut f = test_row(512, 3.7, 8.9);
+        f.measured = vec![run(&["paper"], 279.0)];
+        assert_eq!(glitches(&f, s, 2), "glitches about once every 10 minutes");
     }
 }

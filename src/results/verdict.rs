@@ -177,3 +177,45 @@ pub struct VerdictResults {
     /// `--fail-above` was crossed.
     pub failed_threshold: bool,
 }
+
+/// For tests: a verdict row at `frames` whose stressed prediction is [low, high] per hour,
+/// judged against a 1/h target, with no measured run.
+#[cfg(test)]
+pub fn test_row(frames: u32, low: f64, high: f64) -> VerdictRow {
+    let meets = if high <= 1.0 {
+        Some(true)
+    } else if low > 1.0 {
+        Some(false)
+    } else {
+        None
+    };
+    let rate = Rate {
+        per_hour: (low + high) / 2.0,
+        low,
+        high,
+        upper_bound: false,
+    };
+    VerdictRow {
+        buffer_frames: frames,
+        period_ms: f64::from(frames) / 48.0,
+        idle: None,
+        stressed: Some(Predicted {
+            latency: "stress".into(),
+            xruns_per_hour: rate,
+            episodes_per_hour: rate,
+            outlook: match meets {
+                Some(true) => Outlook::Ok,
+                Some(false) => Outlook::Fails,
+                None => Outlook::Marginal,
+            },
+            measure_for_ns: None,
+            overload: false,
+        }),
+        measured: vec![],
+        free_pct: 50.0,
+        plugins: vec![],
+        rtl_model_ms: 0.0,
+        rtl_measured_ms: None,
+        meets_target: meets,
+    }
+}

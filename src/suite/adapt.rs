@@ -112,6 +112,7 @@ pub fn argv(base: &[String], secs: u64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::verdict::test_row as row;
 
     #[test]
     fn a_stretch_covers_what_is_missing_within_the_budget() {
@@ -137,48 +138,6 @@ mod tests {
             stretch(&nearly, Duration::from_secs(600)),
             Some(MIN_STRETCH)
         );
-    }
-
-    /// A verdict row at `frames` whose stressed prediction is `rate` [low, high] per hour
-    /// against a 1/h target.
-    fn row(frames: u32, low: f64, high: f64) -> VerdictRow {
-        use crate::measure::predict::{Outlook, Rate};
-        let meets = if high <= 1.0 {
-            Some(true)
-        } else if low > 1.0 {
-            Some(false)
-        } else {
-            None
-        };
-        let rate = Rate {
-            per_hour: (low + high) / 2.0,
-            low,
-            high,
-            upper_bound: false,
-        };
-        VerdictRow {
-            buffer_frames: frames,
-            period_ms: f64::from(frames) / 48.0,
-            idle: None,
-            stressed: Some(crate::results::verdict::Predicted {
-                latency: "stress".into(),
-                xruns_per_hour: rate,
-                episodes_per_hour: rate,
-                outlook: match meets {
-                    Some(true) => Outlook::Ok,
-                    Some(false) => Outlook::Fails,
-                    None => Outlook::Marginal,
-                },
-                measure_for_ns: None,
-                overload: false,
-            }),
-            measured: vec![],
-            free_pct: 50.0,
-            plugins: vec![],
-            rtl_model_ms: 0.0,
-            rtl_measured_ms: None,
-            meets_target: meets,
-        }
     }
 
     #[test]
