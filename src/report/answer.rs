@@ -3,6 +3,7 @@
 //! rows only, so the terminal, the HTML report and JUnit say the same words.
 
 use super::format::per_hour;
+use crate::measure::latency::{LatencyConfig, DEFAULT_INTERVAL_NS};
 use crate::measure::predict::{Outlook, Rate};
 use crate::results::verdict::{Condition, Predicted, VerdictConfig, VerdictRow};
 use std::path::Path;
@@ -256,14 +257,50 @@ fn minutes(ns: u64) -> u64 {
     (ns as f64 / 60e9).ceil().max(1.0) as u64
 }
 
+/// The `latency` options that measure again as `c` did, so that the new file pools with it
+/// (the verdict refuses to pool a different interval, stress or `--busy` share) and meets
+/// the machine as it did (`/dev/cpu_dma_latency`, mlock, policy); without `--duration`, nor
+/// `--cpus`: a result records the CPUs it measured, not whether they were chosen.
+pub fn again(c: &LatencyConfig) -> String {
+    let mut a = String::new();
+    if !c.stress.is_empty() {
+        a += &format!(" --stress {}", c.stress.join(","));
+    }
+    match (c.audio_period, c.interval_ns) {
+        (Some(p), _) => a += &format!(" --audio-period {}@{}", p.frames, p.rate),
+        (None, Some(ns)) if ns != DEFAULT_INTERVAL_NS => {
+            a += &match ns % 1_000 {
+                0 => format!(" --interval {}us", ns / 1_000),
+                _ => format!(" --interval {ns}ns"),
+            }
+        }
+        _ => {}
+    }
+    if let Some(pct) = c.busy_pct {
+        a += &format!(" --busy {pct}");
+    }
+    if c.policy.as_ref().is_some_and(|p| !p.is_realtime()) {
+        a += " --policy other";
+    }
+    if c.dma_latency == Some(false) {
+        a += " --no-dma-latency";
+    }
+    if c.mlock == Some(false) {
+        a += " --no-mlock";
+    }
+    a
+}
+
 /// The exact command to run next: measure longer where a size is undecided (the suite
-/// resumed with a budget that covers it, or one more latency file), try tuning where
-/// everything fails; None when a size meets the target.
+/// resumed with a budget that covers it, or one more latency file measured `again` as the
+/// judged one was: [`again`]), try tuning where everything fails; None when a size meets
+/// the target.
 pub fn next_command(
     rows: &[VerdictRow],
     recommended: Option<u32>,
     on: Option<Condition>,
     suite: Option<&Path>,
+    again: &str,
 ) -> Option<String> {
     let Some(on) = on else {
         return Some("xrunlab latency --stress paper --baseline idle --duration 5m -o lat.json && xrunlab verdict lat.json".into());
@@ -287,12 +324,7 @@ pub fn next_command(
             minutes(ns) + 2
         )),
         (Some(ns), None) => Some(format!(
-            "xrunlab latency{} --duration {}m -o lat-more.json",
-            if on == Condition::Stressed {
-                " --stress paper"
-            } else {
-                ""
-            },
+            "xrunlab latency{again} --duration {}m -o lat-more.json",
             minutes(ns)
         )),
         // Everything judged fails on the DSP alone: no tuning makes the period longer.
@@ -311,6 +343,32 @@ pub fn next_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_next_latency_measures_as_the_judged_one_did() {
+        let mut c = LatencyConfig {
+            stress: vec!["paper".into()],
+            audio_period: Some(crate::units::AudioPeriod {
+                frames: 64,
+                rate: 48000,
+            }),
+            busy_pct: Some(50.0),
+            dma_latency: Some(false),
+            ..LatencyConfig::default()
+        };
+        assert_eq!(
+            again(&c),
+            " --stress paper --audio-period 64@48000 --busy 50 --no-dma-latency"
+        );
+        c = LatencyConfig {
+            interval_ns: Some(1_000_000),
+            policy: Some(crate::rt::policy::Policy::Other { nice: 0 }),
+            mlock: Some(false),
+            ..LatencyConfig::default()
+        };
+        assert_eq!(again(&c), " --interval 1000us --policy other --no-mlock");
+        assert_eq!(again(&LatencyConfig::default()), "");
+    }
 
     #[test]
     fn rates_are_said_as_people_say_them() {

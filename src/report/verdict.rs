@@ -315,6 +315,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         recommended_frames,
         judged_on,
         super::answer::suite_dir(inputs),
+        &again(inputs, judged_on),
     );
     Ok(VerdictResults {
         headline,
@@ -329,6 +330,23 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
         gaps,
         failed_threshold,
     })
+}
+
+/// The options that measure the judged condition's latency again (`answer::again`): the
+/// first measured one's, else the protocol's stress for a stressed verdict.
+fn again(inputs: &[Input], on: Option<Condition>) -> String {
+    let stressed = on == Some(Condition::Stressed);
+    docs(inputs)
+        .find_map(|b| match b {
+            Body::Latency { config, .. }
+                if config.source == crate::measure::latency::LatencySource::Measured
+                    && config.stress.is_empty() != stressed =>
+            {
+                Some(super::answer::again(config))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| if stressed { " --stress paper" } else { "" }.into())
 }
 
 /// Some latency behind the predictions was measured without a real-time policy.
