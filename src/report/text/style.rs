@@ -353,6 +353,44 @@ pub fn visible_width(s: &str) -> usize {
     n
 }
 
+/// A shell command on lines of [`WIDTH`], the first indented by `indent`, the rest two more:
+/// broken only before an option (kept with its value) or `&&`, each line but the last ending
+/// in ` \\`, so that what is copied still runs as one command.
+pub fn command(cmd: &str, indent: usize) -> String {
+    let mut groups: Vec<String> = Vec::new();
+    for w in cmd.split_whitespace() {
+        match groups.last_mut() {
+            // A word joins the option before it (its value) or the words of the command.
+            Some(g)
+                if !w.starts_with('-') && w != "&&" && !(g.starts_with('-') && g.contains(' ')) =>
+            {
+                g.push(' ');
+                g.push_str(w);
+            }
+            _ => groups.push(w.to_string()),
+        }
+    }
+    let room = width().saturating_sub(2);
+    let mut out = String::new();
+    let mut line = " ".repeat(indent);
+    let mut started = false;
+    for g in groups {
+        if started && line.chars().count() + 1 + g.chars().count() > room {
+            out.push_str(&line);
+            out.push_str(" \\\n");
+            line = " ".repeat(indent + 2);
+            started = false;
+        }
+        if started {
+            line.push(' ');
+        }
+        line.push_str(&g);
+        started = true;
+    }
+    out.push_str(&line);
+    out
+}
+
 /// `text` wrapped at spaces to [`WIDTH`], later lines indented by `indent` spaces; a word
 /// longer than a line (a path, a command's argument) stays whole on its own line, so no
 /// number or argument is ever split.
@@ -444,5 +482,33 @@ mod tests {
             fit(&long).lines().all(|l| visible_width(l) <= width()),
             "{long}"
         );
+    }
+
+    #[test]
+    fn a_long_command_is_broken_before_an_option_and_still_pastes_as_one() {
+        let cmd = "xrunlab latency --stress paper --audio-period 64@48000 --busy 50 \
+                   --no-dma-latency --duration 12m -o lat-more.json && xrunlab verdict s";
+        let cmd = cmd.split_whitespace().collect::<Vec<_>>().join(" ");
+        let out = command(&cmd, 2);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.len() >= 2, "{out}");
+        assert!(lines.iter().all(|l| visible_width(l) <= width()), "{out}");
+        for l in &lines[..lines.len() - 1] {
+            assert!(l.ends_with(" \\"), "{out}");
+        }
+        // Every continuation starts with an option or `&&`; an option keeps its value.
+        for l in &lines[1..] {
+            let first = l.split_whitespace().next().unwrap();
+            assert!(first.starts_with('-') || first == "&&", "{out}");
+        }
+        assert!(
+            out.contains("--duration 12m") && out.contains("-o lat-more.json"),
+            "{out}"
+        );
+        // What the shell reads: the same words.
+        let joined = out.replace(" \\\n", " ");
+        assert_eq!(joined.split_whitespace().collect::<Vec<_>>().join(" "), cmd);
+        // A short one stays on its line.
+        assert_eq!(command("xrunlab verdict s", 2), "  xrunlab verdict s");
     }
 }

@@ -105,7 +105,7 @@ pub fn summary(
     let tone = crate::report::answer::tone(r.recommended_frames, &r.rows, r.judged_on);
     let mut s = format!("{}\n", super::style::paint(&wrap(&r.headline, 0), tone));
     if let Some(n) = &r.next {
-        s.push_str(&format!("next:\n  {n}\n"));
+        s.push_str(&format!("next:\n{}\n", super::style::command(n, 2)));
     }
     s.push('\n');
     s.push_str(&table(r));
