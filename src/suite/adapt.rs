@@ -94,9 +94,18 @@ fn knee_of(rows: &[VerdictRow], measured: Duration) -> Option<Knee> {
 /// events behind `measure_for` is looser than the 95 % bound that decides), at least
 /// [`MIN_STRETCH`], at most what is `left`; None when not even the minimum fits.
 pub fn stretch(k: &Knee, left: Duration) -> Option<Duration> {
-    let want = k.need.mul_f64(1.25).saturating_sub(k.measured);
-    let s = want.max(MIN_STRETCH).min(left);
+    let s = wanted(k).min(left);
     (s >= MIN_STRETCH).then(|| Duration::from_secs(s.as_secs()))
+}
+
+/// The stretch the knee asks for, whatever the budget: what it still needs with a quarter
+/// more, at least [`MIN_STRETCH`] (its estimate may already be spent while the rate is
+/// still undecided).
+pub fn wanted(k: &Knee) -> Duration {
+    k.need
+        .mul_f64(1.25)
+        .saturating_sub(k.measured)
+        .max(MIN_STRETCH)
 }
 
 /// The argv of one stretch: the stressed latency stage's with `--duration` replaced.
@@ -130,6 +139,7 @@ mod tests {
             Some(Duration::from_secs(90))
         );
         assert_eq!(stretch(&k, Duration::from_secs(10)), None);
+        assert_eq!(wanted(&k), Duration::from_secs(240));
         let nearly = Knee {
             measured: Duration::from_secs(249),
             ..k
@@ -138,6 +148,12 @@ mod tests {
             stretch(&nearly, Duration::from_secs(600)),
             Some(MIN_STRETCH)
         );
+        // Past its estimate and still undecided: a minimum stretch, never "0 s more".
+        let spent = Knee {
+            measured: Duration::from_secs(400),
+            ..k
+        };
+        assert_eq!(wanted(&spent), MIN_STRETCH);
     }
 
     #[test]

@@ -630,7 +630,7 @@ impl Runner<'_> {
                 say(self.cfg, format!(
                     "adaptive: {} frames is still undecided; it needs about {} s more of latency under stress, beyond --budget",
                     knee.frames,
-                    knee.need.saturating_sub(knee.measured).as_secs()
+                    adapt::wanted(&knee).as_secs()
                 ));
                 break;
             };
