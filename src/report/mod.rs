@@ -24,22 +24,11 @@ use crate::results::{parse_result, read_result_text, ResultDoc};
 use crate::system::Environment;
 use std::path::{Path, PathBuf};
 
-/// Kinds this build has a typed body for.
-pub const KNOWN_KINDS: &[&str] = &[
-    "check",
-    "stress",
-    "latency",
-    "run",
-    "bench",
-    "latencytest",
-    "load",
-    "sched",
-    "rtl",
-    "event",
-    "predict",
-    "verdict",
-    "watch",
-];
+/// Whether this build has a typed body for `kind` (derived from `results::Body`, so a new
+/// kind is known here the moment it exists).
+pub fn known_kind(kind: &str) -> bool {
+    crate::results::Kind::all().any(|k| k == kind)
+}
 
 /// One input file of a report or comparison.
 pub struct Input {
@@ -234,7 +223,7 @@ pub fn load(path: &Path) -> Result<Input> {
             let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
             let version_ok = value.get("schema_version").and_then(|v| v.as_u64())
                 == Some(crate::results::SCHEMA_VERSION as u64);
-            if kind.is_empty() || KNOWN_KINDS.contains(&kind) || !version_ok {
+            if kind.is_empty() || known_kind(kind) || !version_ok {
                 return Err(e);
             }
             if !kind
@@ -343,5 +332,54 @@ pub fn default_label(input: &Input) -> String {
             s
         }
         None => input.name(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(name: &str, text: &str) -> Result<Input> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        load(&p)
+    }
+
+    #[test]
+    fn every_kind_of_the_build_is_known_and_a_malformed_one_is_refused() {
+        let v = crate::results::SCHEMA_VERSION;
+        let kinds: Vec<&str> = crate::results::Kind::all().collect();
+        // The kinds the JSON Schema lists are the kinds this build refuses when malformed.
+        let schema = crate::results::schema_json();
+        for k in &kinds {
+            assert!(
+                schema.contains(&format!("\"{k}\"")),
+                "{k} not in the schema"
+            );
+        }
+        assert!(kinds.contains(&"audit") && kinds.contains(&"watch"));
+        for kind in kinds {
+            let text = format!(
+                r#"{{"schema_version": {v}, "tool": {{"name": "xrunlab", "version": "0"}},
+                "kind": "{kind}", "config": {{}}, "results": {{"nonsense": true}}}}"#
+            );
+            match load_text("r.json", &text) {
+                Err(e) => assert_eq!(e.exit_code(), 2, "{kind}: {e}"),
+                Ok(i) => panic!("a malformed {kind} result was read as {:?}", i.kind()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_kind_of_a_newer_build_is_shown_generically() {
+        let v = crate::results::SCHEMA_VERSION;
+        let text = format!(
+            r#"{{"schema_version": {v}, "tool": {{"name": "xrunlab", "version": "9"}},
+            "kind": "futurekind", "status": "complete", "config": {{}}, "results": {{}}}}"#
+        );
+        let i = load_text("f.json", &text).expect("an unknown kind is shown, not refused");
+        assert!(matches!(i.item, Loaded::Other { .. }));
+        assert_eq!(i.kind(), "futurekind");
     }
 }

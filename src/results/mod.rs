@@ -47,8 +47,12 @@ impl Default for Tool {
 
 /// The kind-specific part: `kind` names it, `config` is what was asked, `results` what was
 /// measured. One variant per measuring command.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, strum::EnumDiscriminants)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+// `Kind` is Body's list of variants made by the compiler, so the kinds this build knows are
+// never a hand-copied list that a new variant can miss (report::known_kind reads it).
+#[strum_discriminants(name(Kind), derive(strum::EnumIter, strum::IntoStaticStr))]
+#[strum_discriminants(strum(serialize_all = "lowercase"))]
 // One document per run: variant sizes differing is harmless.
 #[allow(clippy::large_enum_variant)]
 pub enum Body {
@@ -122,25 +126,17 @@ pub enum Body {
     },
 }
 
+impl Kind {
+    /// Every kind this build has a typed body for, as written in the JSON.
+    pub fn all() -> impl Iterator<Item = &'static str> {
+        <Kind as strum::IntoEnumIterator>::iter().map(<&'static str>::from)
+    }
+}
+
 impl Body {
     /// The `kind` string as written in the JSON.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Body::Check { .. } => "check",
-            Body::Stress { .. } => "stress",
-            Body::Latency { .. } => "latency",
-            Body::Run { .. } => "run",
-            Body::Bench { .. } => "bench",
-            Body::Audit { .. } => "audit",
-            Body::Latencytest { .. } => "latencytest",
-            Body::Load { .. } => "load",
-            Body::Sched { .. } => "sched",
-            Body::Rtl { .. } => "rtl",
-            Body::Event { .. } => "event",
-            Body::Predict { .. } => "predict",
-            Body::Verdict { .. } => "verdict",
-            Body::Watch { .. } => "watch",
-        }
+        Kind::from(self).into()
     }
 
     /// The `--forensics` section of a result that has one.

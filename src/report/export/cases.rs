@@ -165,7 +165,17 @@ fn add_doc(c: &mut Cases, d: &ResultDoc) {
             period = format!("{}-frames", results.server.frames);
             vec![kind, &server, &period]
         }
-        _ => vec![kind],
+        // Measured at no one period, server or condition: the kind names them.
+        Body::Check { .. }
+        | Body::Stress { .. }
+        | Body::Bench { .. }
+        | Body::Audit { .. }
+        | Body::Latencytest { .. }
+        | Body::Load { .. }
+        | Body::Sched { .. }
+        | Body::Event { .. }
+        | Body::Predict { .. }
+        | Body::Verdict { .. } => vec![kind],
     };
     let at = |last: &str| {
         let mut p = prefix.clone();
@@ -243,7 +253,15 @@ fn add_doc(c: &mut Cases, d: &ResultDoc) {
         }
         Body::Verdict { results, .. } => add_verdict(c, &add, results),
         Body::Watch { results, .. } => add_watch(c, &add, results),
-        _ => {}
+        // No pass/fail a fleet acts on beyond completing: the complete case says it.
+        Body::Stress { .. }
+        | Body::Bench { .. }
+        | Body::Audit { .. }
+        | Body::Latencytest { .. }
+        | Body::Load { .. }
+        | Body::Sched { .. }
+        | Body::Event { .. }
+        | Body::Predict { .. } => {}
     }
 }
 
