@@ -1,7 +1,9 @@
 //! Fleet outputs checked by the real tools that read them: `promtool check metrics`, a
 //! node exporter serving a `--textfile` export scraped by a Prometheus server (both started
 //! here on loopback ports, stopped at the end), the KCIDB schema of `kcidb-io` (installed
-//! from PyPI into a venv under target/), and the bad inputs of `export` and `--export`.
+//! from PyPI into a venv under target/), and the bad inputs of `export` and `--export`;
+//! `watch --metrics` scraped by a Prometheus server while a crowd of slow clients holds
+//! connections open, and ended by Ctrl-C with them open.
 
 mod common;
 
@@ -126,6 +128,62 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `n` connections to 127.0.0.1:port kept open by a thread until dropped, each sending one
+/// byte of a request head that never ends every 250 ms, and opened again when the server
+/// closes it (a slowloris).
+struct Crowd {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Crowd {
+    fn start(port: u16, n: usize) -> Crowd {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let open = move || {
+            let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_nonblocking(true).ok()?;
+            Some(s)
+        };
+        let mut socks: Vec<Option<TcpStream>> = (0..n).map(|_| open()).collect();
+        let thread = std::thread::spawn(move || {
+            let head = b"GET /metrics HTTP/1.1\r\nX-Slow: ";
+            let mut i = 0;
+            while !flag.load(Ordering::Relaxed) {
+                for s in &mut socks {
+                    let byte = head.get(i).copied().unwrap_or(b'a');
+                    // Open while there is nothing to read: an answer (408) or EOF ends it.
+                    let alive = s.as_mut().is_some_and(|c| {
+                        let mut buf = [0u8; 256];
+                        let idle = matches!(c.read(&mut buf),
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+                        idle && c.write(&[byte]).is_ok()
+                    });
+                    if !alive {
+                        *s = open();
+                    }
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        Crowd {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -701,6 +759,8 @@ fn prometheus_scrapes_watch_metrics_and_holds_the_results_xrun_count() {
     let body = wait_for(Duration::from_secs(5), || get(port, "/metrics"))
         .expect("watch --metrics answers on its port");
     let answered = started.elapsed();
+    // Prometheus scrapes (400 ms timeout) beside 200 slow clients for the whole watch.
+    let crowd = Crowd::start(port, 200);
     promtool_check(&body, "watch --metrics");
     assert!(
         body.contains("xrunlab_watch_xruns_total{server=\"jackd2\""),
@@ -719,6 +779,7 @@ fn prometheus_scrapes_watch_metrics_and_holds_the_results_xrun_count() {
     stop.store(true, Ordering::Relaxed);
     let quiet_from = started.elapsed();
     let o = watch.wait_with_output().unwrap();
+    drop(crowd);
     drop(client);
     assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
     let live: f64 = live
@@ -781,6 +842,51 @@ fn prometheus_scrapes_watch_metrics_and_holds_the_results_xrun_count() {
                 && l.ends_with(&format!(" {total}"))),
         "{text}"
     );
+}
+
+#[test]
+fn ctrl_c_ends_a_watch_at_once_with_its_result_while_slow_clients_hold_its_metrics() {
+    use common::servers::{require_jackd, AudioServer};
+    let Some(server) = require_jackd(48000, 256) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (port, out) = (free_port(), tmp.path().join("watch.json"));
+    let watch = server
+        .command(&common::bin())
+        .args(["watch", "--server"])
+        .arg(format!("jack:{}", server.name))
+        .arg(format!("--metrics=127.0.0.1:{port}"))
+        .arg("-o")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(10), || get(port, "/metrics"))
+        .expect("watch --metrics answers on its port");
+    let crowd = Crowd::start(port, 200);
+    std::thread::sleep(Duration::from_secs(1));
+    let beside = get(port, "/metrics");
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid, which it still is until waited for.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGINT) };
+    let o = watch.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    drop(crowd);
+    assert!(
+        beside.is_some(),
+        "a scrape beside 200 slow clients got no answer"
+    );
+    // The old endpoint waited for its client: a minute. 1 s is the aim; the bound is generous.
+    assert!(
+        took < Duration::from_secs(5),
+        "the watch ended {took:?} after SIGINT"
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", common::show(&o));
+    let j = common::read_json(&out);
+    assert_eq!(j["status"], "interrupted", "{j}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use super::Global;
 use crate::error::{Error, Result};
 use crate::measure::watch::{self, Event, Live, ServerKind, WatchConfig};
 use crate::report::export::openmetrics as om;
+use crate::report::serve::{Endpoint, Page};
 use crate::report::text::watch as text;
 use crate::results::Body;
 use clap::Args;
@@ -133,7 +134,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     }
     a.export.preflight(&[])?;
     // Bound before attaching: a port in use is exit 2 before anything is watched.
-    let endpoint = a.metrics.as_deref().map(om::Endpoint::bind).transpose()?;
+    let endpoint = a.metrics.as_deref().map(Endpoint::bind).transpose()?;
     let mut textfile = a.textfile.clone().map(|dir| Textfile {
         dir,
         every_ns,
@@ -159,7 +160,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     let attached: std::sync::Mutex<Option<(String, String)>> = Default::default();
     let url = endpoint
         .as_ref()
-        .map(|e| format!("http://{}{}", e.local_addr(), om::endpoint::PATH));
+        .map(|e| format!("http://{}{}", e.local_addr(), om::PATH));
     let mut on = |e: Event| {
         let mut announce = None;
         if let Event::Attached(s) | Event::ServerBack(s, _) = &e {
@@ -189,7 +190,13 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
                 let l = attached.lock().ok()?.clone()?;
                 Some(om::watch_live_text(&live.snapshot(), &l.0, &l.1))
             };
-            ep.serve_while(&body, || watch::run(&cfg, &mut session, &live, &mut on))
+            let page = Page {
+                path: om::PATH,
+                content_type: om::CONTENT_TYPE,
+                not_ready: "the watch has not attached to a server yet",
+                body: &body,
+            };
+            ep.serve_while(&page, || watch::run(&cfg, &mut session, &live, &mut on))
         }
         None => watch::run(&cfg, &mut session, &live, &mut on),
     }?;

@@ -15,6 +15,7 @@ pub mod grid;
 pub mod html;
 pub mod parts;
 pub mod plot;
+pub mod serve;
 pub mod text;
 pub mod tuning;
 pub mod verdict;

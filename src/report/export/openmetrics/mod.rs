@@ -10,13 +10,11 @@
 //! percentiles (summaries here).
 
 mod docs;
-pub mod endpoint;
 mod family;
 mod live;
 
 pub use docs::{add_doc, add_manifest, doc_labels, unix_seconds, LATENCY_BUCKETS, TOP_CULPRITS};
 pub use family::{number, Labels, Metrics, Type};
-pub use endpoint::Endpoint;
 pub use live::{add_watch_live, watch_live_text};
 
 use super::{Export, Exporter};
@@ -24,6 +22,11 @@ use crate::error::Result;
 use crate::report::Loaded;
 use crate::results::ResultDoc;
 use std::path::{Path, PathBuf};
+
+/// The Prometheus text format's media type (what the textfile holds too).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The path a scraper asks for the metrics (`watch --metrics`).
+pub const PATH: &str = "/metrics";
 
 /// The file the textfile collector reads (`--textfile DIR`).
 pub const TEXTFILE: &str = "xrunlab.prom";
