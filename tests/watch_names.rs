@@ -204,6 +204,21 @@ fn each_client_thread_is_named_by_its_jack_name_with_its_process_beside_it() {
         assert_eq!(c["pid"].as_i64(), Some(pid), "{c}");
     }
     assert_ne!(client("py one")["tid"], client("py two")["tid"]);
+    // Only this server's session: its one jackd and these clients, never the threads of
+    // another jackd running beside it (other tests, other users).
+    let ours: Vec<i64> = expect.iter().map(|e| e.2).collect();
+    let mut servers: Vec<i64> = clients
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap_or("").starts_with("server:"))
+        .map(|c| c["pid"].as_i64().unwrap())
+        .collect();
+    servers.sort_unstable();
+    servers.dedup();
+    assert_eq!(servers.len(), 1, "{}", r["clients"]);
+    for c in clients {
+        let pid = c["pid"].as_i64().unwrap();
+        assert!(ours.contains(&pid) || servers.contains(&pid), "{c}");
+    }
     // The spinner is named late by its client name, with its process, in the result and
     // in the summary; no late client is a bare process name.
     let xruns = r["xruns"].as_array().unwrap();

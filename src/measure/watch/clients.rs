@@ -376,7 +376,8 @@ pub fn runs_every_cycle(rs: &[Run], period_ns: u64, coverage: &[(u64, u64)]) -> 
 }
 
 /// The real-time threads (FIFO or RR) of every process that is a JACK client or server of
-/// the session we are a client of, ours left out. Each client thread is named by its JACK
+/// the session we are a client of (on jackd2: that maps one of its semaphores, so another
+/// server's are left out), ours left out. Each client thread is named by its JACK
 /// client: on jackd2 (`jack_server`: the server's name) by the semaphore it waits on
 /// (`names::jack_clients`), else by `names` (pid → JACK client names, from the client
 /// library), else by its process.
@@ -412,14 +413,14 @@ pub fn session_threads(
         }
     }
     let audio = crate::trace::clients::identify(&root, &rt, own);
-    let by_sem = semaphore_names(&audio, jack_server);
+    let (by_sem, members) = semaphore_names(&audio, jack_server);
     let mut out: Vec<ClientThread> = audio
         .into_iter()
         .filter(|(_, c)| {
             matches!(
                 c.role,
                 crate::trace::AudioRole::JackClient | crate::trace::AudioRole::JackServer
-            )
+            ) && members.as_ref().is_none_or(|m| m.contains(&c.pid))
         })
         .map(|(tid, c)| {
             let thread = root
@@ -453,24 +454,37 @@ pub fn session_threads(
     out
 }
 
-/// The JACK client of each client thread in `audio`, by the semaphore it waits on (jackd2).
+/// The JACK client of each client thread in `audio`, by the semaphore it waits on (jackd2),
+/// and the processes that map a semaphore of the server: its session's. None when no process
+/// does (the semaphores cannot be read here): then every JACK process is taken as before.
 fn semaphore_names(
     audio: &HashMap<i32, crate::trace::AudioClient>,
     jack_server: Option<&str>,
-) -> HashMap<i32, String> {
+) -> (HashMap<i32, String>, Option<std::collections::HashSet<i32>>) {
     let Some(server) = jack_server else {
-        return HashMap::new();
+        return (HashMap::new(), None);
     };
     let mut by_pid: HashMap<i32, Vec<i32>> = HashMap::new();
     for (&tid, c) in audio {
-        if c.role == crate::trace::AudioRole::JackClient {
-            by_pid.entry(c.pid).or_default().push(tid);
+        match c.role {
+            crate::trace::AudioRole::JackClient => by_pid.entry(c.pid).or_default().push(tid),
+            // The server's threads wait on no client's semaphore: only its membership.
+            crate::trace::AudioRole::JackServer => {
+                by_pid.entry(c.pid).or_default();
+            }
+            _ => {}
         }
     }
-    by_pid
-        .into_iter()
-        .flat_map(|(pid, tids)| super::names::jack_clients(server, pid, &tids))
-        .collect()
+    let mut names = HashMap::new();
+    let mut members = std::collections::HashSet::new();
+    for (pid, tids) in by_pid {
+        if let Some(found) = super::names::jack_clients(server, pid, &tids) {
+            members.insert(pid);
+            names.extend(found);
+        }
+    }
+    let members = (!members.is_empty()).then_some(members);
+    (names, members)
 }
 
 /// What `--forensics` adds to a watch.

@@ -125,15 +125,15 @@ pub fn client_at(sems: &[SemMap], addr: u64) -> Option<&str> {
 const LOOKS: usize = 20;
 
 /// The JACK client each of `tids` (threads of process `pid`) serves on server `server`,
-/// by the semaphore it waits on; threads never seen waiting on one are left out.
-pub fn jack_clients(server: &str, pid: i32, tids: &[i32]) -> Vec<(i32, String)> {
+/// by the semaphore it waits on; threads never seen waiting on one are left out. None when
+/// the process maps no semaphore of that server: it is not in its session (another jackd's
+/// client or server).
+pub fn jack_clients(server: &str, pid: i32, tids: &[i32]) -> Option<Vec<(i32, String)>> {
     let root = crate::system::Root::default();
-    let Some(maps) = root.read(&format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
+    let maps = root.read(&format!("/proc/{pid}/maps"))?;
     let sems = semaphores(&maps, server);
     if sems.is_empty() {
-        return Vec::new();
+        return None;
     }
     let mut out = Vec::new();
     let mut left: Vec<i32> = tids.to_vec();
@@ -157,7 +157,7 @@ pub fn jack_clients(server: &str, pid: i32, tids: &[i32]) -> Vec<(i32, String)> 
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
