@@ -78,6 +78,8 @@ fn every_result_kind_renders_golden_in_80_columns() {
         .collect();
     files.sort();
     files.push("tests/fixtures/forensics/run-paper.json".into());
+    // A JACK watch with --forensics: its clients by their JACK names, the process beside.
+    files.push("tests/fixtures/watch/watch-jack.json".into());
     for f in files {
         let rel = f.to_str().unwrap().to_string();
         let name = format!("report_{}", f.file_stem().unwrap().to_str().unwrap());

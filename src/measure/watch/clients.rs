@@ -14,15 +14,30 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+pub use super::names::NamedBy;
+
 /// A real-time thread of a JACK client (or of the server) of the watched session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClientThread {
-    /// The JACK client names of its process when known (`names`), else the process's comm,
-    /// with `/THREAD` when the thread's own name differs (libjack's process thread inherits
-    /// the name of the thread that activated the client); the server's are `server:COMM`.
+    /// Its JACK client's name (`named_by` says how it was found); when none was found, the
+    /// process's comm with `/THREAD` when the thread's own name differs (libjack's process
+    /// thread inherits the name of the thread that activated the client); the server's are
+    /// `server:COMM`.
     pub name: String,
+    /// The process's comm.
+    #[serde(default)]
+    pub process: String,
+    #[serde(default)]
+    pub named_by: NamedBy,
     pub pid: i32,
     pub tid: i32,
+}
+
+impl ClientThread {
+    /// As the user knows it: `client (process[pid])`.
+    pub fn who(&self) -> String {
+        super::names::display(&self.name, &self.process, self.pid)
+    }
 }
 
 pub use super::cycles::Run;
@@ -55,9 +70,15 @@ impl Timing {
 /// A client's timing over the whole watch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClientTiming {
+    /// The JACK client's (or PipeWire node's) name, else the process's (`named_by`).
     pub name: String,
     pub pid: i32,
     pub tid: i32,
+    /// The process's comm (empty in results written before clients were named).
+    #[serde(default)]
+    pub process: String,
+    #[serde(default)]
+    pub named_by: NamedBy,
     pub busy_ns: Timing,
     /// First on CPU to asleep again (busy plus preemptions).
     pub run_ns: Timing,
@@ -69,8 +90,14 @@ pub struct ClientTiming {
 /// The client named late in one xrun.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LateClient {
+    /// As in [`ClientTiming`]: the client's name when it was established.
     pub name: String,
     pub tid: i32,
+    /// Its process: comm and pid (empty and 0 when not known).
+    #[serde(default)]
+    pub process: String,
+    #[serde(default)]
+    pub pid: i32,
     /// Its run around the xrun.
     pub wake_delay_ns: u64,
     pub busy_ns: u64,
@@ -89,6 +116,26 @@ pub struct LateClient {
     pub culprit: Option<String>,
     #[serde(default)]
     pub culprit_ns: u64,
+}
+
+impl ClientTiming {
+    /// As the user knows it: `client (process[pid])`.
+    pub fn who(&self) -> String {
+        super::names::display(&self.name, &self.process, self.pid)
+    }
+}
+
+impl LateClient {
+    /// As the user knows it: `client (process[pid])`.
+    pub fn who(&self) -> String {
+        super::names::display(&self.name, &self.process, self.pid)
+    }
+
+    /// `'client' (process[pid])`, as prose quotes it.
+    pub fn quoted(&self) -> String {
+        let b = super::names::beside(&self.name, &self.process, self.pid);
+        format!("'{}'{b}", self.name)
+    }
 }
 
 /// Each thread's runs, from the trace's scheduler events; `coverage` is the times the trace
@@ -329,9 +376,15 @@ pub fn runs_every_cycle(rs: &[Run], period_ns: u64, coverage: &[(u64, u64)]) -> 
 }
 
 /// The real-time threads (FIFO or RR) of every process that is a JACK client or server of
-/// the session we are a client of, named by `names` (pid → JACK client names), ours left
-/// out.
-pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
+/// the session we are a client of (on jackd2: that maps one of its semaphores, so another
+/// server's are left out), ours left out. Each client thread is named by its JACK
+/// client: on jackd2 (`jack_server`: the server's name) by the semaphore it waits on
+/// (`names::jack_clients`), else by `names` (pid → JACK client names, from the client
+/// library), else by its process.
+pub fn session_threads(
+    names: &HashMap<i32, Vec<String>>,
+    jack_server: Option<&str>,
+) -> Vec<ClientThread> {
     let root = crate::system::Root::default();
     let own = std::process::id() as i32;
     let mut rt: Vec<i32> = Vec::new();
@@ -360,30 +413,38 @@ pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
         }
     }
     let audio = crate::trace::clients::identify(&root, &rt, own);
+    let (by_sem, members) = semaphore_names(&audio, jack_server);
     let mut out: Vec<ClientThread> = audio
         .into_iter()
         .filter(|(_, c)| {
             matches!(
                 c.role,
                 crate::trace::AudioRole::JackClient | crate::trace::AudioRole::JackServer
-            )
+            ) && members.as_ref().is_none_or(|m| m.contains(&c.pid))
         })
         .map(|(tid, c)| {
             let thread = root
                 .read(&format!("/proc/{}/task/{tid}/comm", c.pid))
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default();
-            let process = match names.get(&c.pid) {
-                Some(n) if !n.is_empty() => n.join("+"),
-                _ => c.process.clone(),
+            let (process, named_by) = match (by_sem.get(&tid), names.get(&c.pid)) {
+                (Some(n), _) => (n.clone(), NamedBy::Semaphore),
+                (None, Some(n)) if !n.is_empty() => (n.join("+"), NamedBy::Pid),
+                _ => (c.process.clone(), NamedBy::Process),
             };
             let name = match c.role {
                 crate::trace::AudioRole::JackServer => format!("server:{}", c.process),
+                _ if named_by == NamedBy::Semaphore => process,
                 _ if !thread.is_empty() && thread != c.process => format!("{process}/{thread}"),
                 _ => process,
             };
             ClientThread {
                 name,
+                process: c.process,
+                named_by: match c.role {
+                    crate::trace::AudioRole::JackServer => NamedBy::Process,
+                    _ => named_by,
+                },
                 pid: c.pid,
                 tid,
             }
@@ -391,6 +452,39 @@ pub fn session_threads(names: &HashMap<i32, Vec<String>>) -> Vec<ClientThread> {
         .collect();
     out.sort_by_key(|t| (t.pid, t.tid));
     out
+}
+
+/// The JACK client of each client thread in `audio`, by the semaphore it waits on (jackd2),
+/// and the processes that map a semaphore of the server: its session's. None when no process
+/// does (the semaphores cannot be read here): then every JACK process is taken as before.
+fn semaphore_names(
+    audio: &HashMap<i32, crate::trace::AudioClient>,
+    jack_server: Option<&str>,
+) -> (HashMap<i32, String>, Option<std::collections::HashSet<i32>>) {
+    let Some(server) = jack_server else {
+        return (HashMap::new(), None);
+    };
+    let mut by_pid: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (&tid, c) in audio {
+        match c.role {
+            crate::trace::AudioRole::JackClient => by_pid.entry(c.pid).or_default().push(tid),
+            // The server's threads wait on no client's semaphore: only its membership.
+            crate::trace::AudioRole::JackServer => {
+                by_pid.entry(c.pid).or_default();
+            }
+            _ => {}
+        }
+    }
+    let mut names = HashMap::new();
+    let mut members = std::collections::HashSet::new();
+    for (pid, tids) in by_pid {
+        if let Some(found) = super::names::jack_clients(server, pid, &tids) {
+            members.insert(pid);
+            names.extend(found);
+        }
+    }
+    let members = (!members.is_empty()).then_some(members);
+    (names, members)
 }
 
 /// What `--forensics` adds to a watch.
@@ -429,6 +523,8 @@ pub fn explain(
                 name: t.name.clone(),
                 pid: t.pid,
                 tid: t.tid,
+                process: t.process.clone(),
+                named_by: t.named_by,
                 busy_ns: Timing::of(rs.iter().map(|r| r.busy_ns).collect()),
                 run_ns: Timing::of(rs.iter().map(Run::run_ns).collect()),
                 wake_delay_ns: Timing::of(rs.iter().map(Run::wake_delay_ns).collect()),
@@ -466,6 +562,8 @@ pub fn explain(
         x.late = Some(LateClient {
             name: threads[i].name.clone(),
             tid: threads[i].tid,
+            process: threads[i].process.clone(),
+            pid: threads[i].pid,
             wake_delay_ns: run.wake_delay_ns(),
             busy_ns: run.busy_ns,
             run_ns: run.run_ns(),
@@ -731,11 +829,15 @@ mod tests {
         let threads = vec![
             ClientThread {
                 name: "busy-but-usual".into(),
+                process: "python3".into(),
+                named_by: NamedBy::Semaphore,
                 pid: 1,
                 tid: 1,
             },
             ClientThread {
                 name: "slow".into(),
+                process: "python3".into(),
+                named_by: NamedBy::Semaphore,
                 pid: 2,
                 tid: 2,
             },

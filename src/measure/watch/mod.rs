@@ -15,6 +15,7 @@
 pub mod clients;
 pub mod cycles;
 pub mod jack;
+pub mod names;
 pub mod pipewire;
 
 use crate::common::Status;
@@ -440,7 +441,7 @@ pub fn run(
     let (t0, flight, recorder) = start_clock_and_trace(cfg, session, &mut r);
     let traced = recorder.is_some() && !profiled;
     let mut threads = if traced {
-        clients::session_threads(&adapter.client_names())
+        clients::session_threads(&adapter.client_names(), semaphore_server(&r.server))
     } else {
         Vec::new()
     };
@@ -492,7 +493,7 @@ pub fn run(
                 break Status::ServerShutdown;
             }
             if traced {
-                more_threads(&mut threads, adapter.as_ref());
+                more_threads(&mut threads, adapter.as_ref(), &r.server);
             }
             end_adapter(adapter.as_mut(), t0, &mut r, live, on);
             // Closes the client of the server that went away.
@@ -534,7 +535,7 @@ pub fn run(
         }
         if traced && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
-            more_threads(&mut threads, adapter.as_ref());
+            more_threads(&mut threads, adapter.as_ref(), &r.server);
             next_scan = now + SCAN_NS;
         }
         std::thread::sleep(POLL);
@@ -545,7 +546,7 @@ pub fn run(
     let mut warnings = Vec::new();
     if let Some(rec) = recorder {
         if !profiled && status != Status::ServerShutdown {
-            more_threads(&mut threads, adapter.as_ref());
+            more_threads(&mut threads, adapter.as_ref(), &r.server);
         }
         let recording = rec.finish();
         let (mut f, w) = if profiled {
@@ -643,13 +644,26 @@ impl Adapter for Away {
     }
 }
 
-/// Add the session's real-time threads not seen yet (clients started during the watch).
-fn more_threads(threads: &mut Vec<clients::ClientThread>, adapter: &dyn Adapter) {
-    for t in clients::session_threads(&adapter.client_names()) {
-        if !threads.iter().any(|o| o.tid == t.tid) {
-            threads.push(t);
+/// Add the session's real-time threads not seen yet (clients started during the watch),
+/// and name those whose client was not found before (a thread busy at each look).
+fn more_threads(
+    threads: &mut Vec<clients::ClientThread>,
+    adapter: &dyn Adapter,
+    server: &ServerInfo,
+) {
+    for t in clients::session_threads(&adapter.client_names(), semaphore_server(server)) {
+        match threads.iter_mut().find(|o| o.tid == t.tid) {
+            Some(o) if o.named_by == names::NamedBy::Process && o.pid == t.pid => *o = t,
+            Some(_) => {}
+            None => threads.push(t),
         }
     }
+}
+
+/// The jackd2 server whose client semaphores name its clients' threads (`names`); None on
+/// PipeWire, whose libjack has no such semaphores.
+fn semaphore_server(server: &ServerInfo) -> Option<&str> {
+    (server.kind == "jackd2").then_some(server.name.as_str())
 }
 
 /// Ask for the server until it answers, the watch's end passes or Ctrl-C.

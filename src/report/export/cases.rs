@@ -383,6 +383,8 @@ mod tests {
             name: name.into(),
             pid: 1,
             tid: 1,
+            process: String::new(),
+            named_by: Default::default(),
             busy_ns: Default::default(),
             run_ns: Default::default(),
             wake_delay_ns: Default::default(),

@@ -22,7 +22,7 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                          (super::n(format!("{:.0} %", x.dsp_load_pct)))
                          @match &x.late {
                              Some(l) => {
-                                 td { (l.name) @if l.woke_late { " woke " (format_ns(l.wake_delay_ns)) " late (usual " (format_ns(l.usual_wake_delay_ns)) ")" }
+                                 td { (l.who()) @if l.woke_late { " woke " (format_ns(l.wake_delay_ns)) " late (usual " (format_ns(l.usual_wake_delay_ns)) ")" }
                                       @else { " ran " (format_ns(l.run_ns)) " (usual " (format_ns(l.usual_run_ns)) "; busy " (format_ns(l.busy_ns)) ")" } }
                                  td { (l.culprit.clone().unwrap_or_default()) @if l.culprit_ns > 0 { " " (format_ns(l.culprit_ns)) } }
                              },
@@ -39,10 +39,10 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
         @if !r.clients.is_empty() {
             h4 { "Client threads: busy time and wake-up delay per cycle" }
             table.clients {
-                tr { th { "client thread" } th { "pid/tid" } th { "cycles" } th { "busy p50" } th { "busy p99" } th { "busy max" }
+                tr { th { "client thread" } th { "named by" } th { "pid/tid" } th { "cycles" } th { "busy p50" } th { "busy p99" } th { "busy max" }
                      th { "wake-up p50" } th { "wake-up p99" } th { "wake-up max" } th { "xruns late" } }
                 @for c in &r.clients {
-                    tr { td { (c.name) } td { (c.pid) "/" (c.tid) } (super::n(c.busy_ns.count.to_string()))
+                    tr { td { (c.who()) } td { (named_by(c.named_by)) } td { (c.pid) "/" (c.tid) } (super::n(c.busy_ns.count.to_string()))
                          (super::n(format_ns(c.busy_ns.p50))) (super::n(format_ns(c.busy_ns.p99))) (super::n(format_ns(c.busy_ns.max)))
                          (super::n(format_ns(c.wake_delay_ns.p50))) (super::n(format_ns(c.wake_delay_ns.p99))) (super::n(format_ns(c.wake_delay_ns.max)))
                          (super::n(c.xruns_late.to_string())) }
@@ -141,5 +141,16 @@ fn timeline(t: &CycleTimeline) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// How a client's name was found, in words.
+fn named_by(n: crate::measure::watch::names::NamedBy) -> &'static str {
+    use crate::measure::watch::names::NamedBy;
+    match n {
+        NamedBy::Semaphore => "its JACK semaphore",
+        NamedBy::Pid => "libjack's client pid",
+        NamedBy::Node => "PipeWire node",
+        NamedBy::Process => "process only",
     }
 }

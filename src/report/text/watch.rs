@@ -71,12 +71,12 @@ fn node_line(x: &WatchXrun, l: &LateClient, s: &ServerInfo) -> String {
         .map(|b| format!(", {} late", format_ns(b)))
         .unwrap_or_default();
     let line = format!(
-        "{}  xrun {}  {}/{}  '{}' {how}{by}",
+        "{}  xrun {}  {}/{}  {} {how}{by}",
         clock(&x.wall),
         x.index,
         s.frames,
         s.rate,
-        l.name
+        l.quoted()
     );
     super::style::wrap(&line, 4)
 }
@@ -202,20 +202,22 @@ pub fn answer(r: &WatchResults) -> String {
 /// "K of them while 'CLIENT' ran long (usual busy …, worst …) behind CULPRIT": the client
 /// late most often, and the culprit most often on its CPU then; None without forensics.
 fn late_clause(r: &WatchResults) -> Option<String> {
-    let mut by: Vec<(&str, u64)> = Vec::new();
+    // By client and process: two processes may open clients of one name.
+    let mut by: Vec<(String, u64)> = Vec::new();
     for l in r.xruns.iter().filter_map(|x| x.late.as_ref()) {
-        match by.iter_mut().find(|(n, _)| *n == l.name) {
+        let who = l.who();
+        match by.iter_mut().find(|(n, _)| *n == who) {
             Some(e) => e.1 += 1,
-            None => by.push((&l.name, 1)),
+            None => by.push((who, 1)),
         }
     }
     by.sort_by_key(|e| std::cmp::Reverse(e.1));
-    let (name, k) = *by.first()?;
+    let (name, k) = by.first()?.clone();
     let mine: Vec<_> = r
         .xruns
         .iter()
         .filter_map(|x| x.late.as_ref())
-        .filter(|l| l.name == name)
+        .filter(|l| l.who() == name)
         .collect();
     let ran_long = mine.iter().filter(|l| !l.woke_late).count();
     // "Usual" over the whole watch when it was timed; the first xrun's view may predate
@@ -223,7 +225,7 @@ fn late_clause(r: &WatchResults) -> Option<String> {
     let whole = r
         .clients
         .iter()
-        .find(|c| c.name == name && c.busy_ns.count > 0);
+        .find(|c| c.who() == name && c.busy_ns.count > 0);
     let how = if ran_long * 2 >= mine.len() {
         let worst = mine.iter().map(|l| l.run_ns).max().unwrap_or(0);
         let usual = whole.map_or(mine[0].usual_run_ns, |c| c.run_ns.p50);
@@ -272,7 +274,8 @@ fn late_clause(r: &WatchResults) -> Option<String> {
     } else {
         format!("{k} of them")
     };
-    Some(format!("{all} while '{name}' {how}{behind}"))
+    let name = mine[0].quoted();
+    Some(format!("{all} while {name} {how}{behind}"))
 }
 
 /// A culprit's label without its process and thread ids: "python3[812] rt:95" → "python3
@@ -308,24 +311,24 @@ fn late_cell(x: &WatchXrun) -> String {
             .map(|b| format!(", {} late", format_ns(b)))
             .unwrap_or_default();
         return if l.busy_ns == 0 {
-            format!("'{}' unfinished{by}", l.name)
+            format!("{} unfinished{by}", l.quoted())
         } else if l.woke_late {
-            format!("'{}' woke {}{by}", l.name, format_ns(l.wake_delay_ns))
+            format!("{} woke {}{by}", l.quoted(), format_ns(l.wake_delay_ns))
         } else {
-            format!("'{}' ran {}{by}", l.name, format_ns(l.busy_ns))
+            format!("{} ran {}{by}", l.quoted(), format_ns(l.busy_ns))
         };
     }
     let mut s = if l.woke_late {
         format!(
-            "'{}' woke {} late (usual {})",
-            l.name,
+            "{} woke {} late (usual {})",
+            l.quoted(),
             format_ns(l.wake_delay_ns),
             format_ns(l.usual_wake_delay_ns)
         )
     } else {
         format!(
-            "'{}' ran {} (usual {}; busy {})",
-            l.name,
+            "{} ran {} (usual {}; busy {})",
+            l.quoted(),
             format_ns(l.run_ns),
             format_ns(l.usual_run_ns),
             format_ns(l.busy_ns)
@@ -420,7 +423,7 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
         let nodes = r.clients.iter().all(|c| c.tid == 0);
         let mut head = vec![if nodes { "node" } else { "client thread" }];
         if !nodes {
-            head.push("pid/tid");
+            head.push("process[pid]/tid");
         }
         head.extend([
             "cycles",
@@ -442,7 +445,17 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
             };
             let mut row = vec![c.name.clone().into()];
             if !nodes {
-                row.push(format!("{}/{}", c.pid, c.tid).into());
+                let process = if c.process.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}[{}]", c.process, c.pid)
+                };
+                let pid = if process.is_empty() {
+                    c.pid.to_string()
+                } else {
+                    process
+                };
+                row.push(format!("{pid}/{}", c.tid).into());
             }
             row.extend([
                 num(c.busy_ns.count),
@@ -581,6 +594,8 @@ mod tests {
         LateClient {
             name: "synth".into(),
             tid: 7,
+            process: String::new(),
+            pid: 0,
             wake_delay_ns: 6_000_000,
             busy_ns: 100_000,
             run_ns: 100_000,

@@ -188,6 +188,8 @@ pub fn explain(
             continue;
         };
         l.tid = tid;
+        l.pid = pids.get(&tid).copied().unwrap_or(0);
+        l.process = process_name(l.pid);
         let rs = runs.get(&tid).map(Vec::as_slice).unwrap_or_default();
         let w = window(x.index, tid, &n, rs);
         if n.awake_ns.is_none() && w.wake_ns < w.end_ns {
@@ -203,6 +205,7 @@ pub fn explain(
         if let Some(&tid) = threads.get(&t.name) {
             t.tid = tid;
             t.pid = pids.get(&tid).copied().unwrap_or(0);
+            t.process = process_name(t.pid);
         }
     }
     let f = recording.explain("xrun", &windows, &clients::our_threads());
@@ -225,6 +228,17 @@ pub fn explain(
         ));
     }
     (f, warnings)
+}
+
+/// A node's process by its comm, to stand beside the node's name; empty once it is gone.
+fn process_name(pid: i32) -> String {
+    if pid <= 0 {
+        return String::new();
+    }
+    crate::system::Root::default()
+        .read(&format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -290,6 +304,8 @@ mod tests {
         let late = |name: &str| LateClient {
             name: name.into(),
             tid: 0,
+            process: String::new(),
+            pid: 0,
             wake_delay_ns: 0,
             busy_ns: 0,
             run_ns: 0,

@@ -293,6 +293,9 @@ impl Tracker {
             f.late = Some(LateClient {
                 name: b.name.clone(),
                 tid: 0,
+                // Its process is known once `--forensics` finds its thread.
+                process: String::new(),
+                pid: 0,
                 wake_delay_ns: wake,
                 busy_ns: 0,
                 run_ns: 0,
@@ -343,6 +346,9 @@ impl Tracker {
             f.late = Some(LateClient {
                 name: b.name.clone(),
                 tid: 0,
+                // Its process is known once `--forensics` finds its thread.
+                process: String::new(),
+                pid: 0,
                 wake_delay_ns: b.awake - b.signal.min(b.awake),
                 busy_ns: b.finish - b.awake,
                 run_ns: b.finish - b.awake,
@@ -457,6 +463,8 @@ impl Tracker {
                 name: n.name.clone(),
                 pid: 0,
                 tid: 0,
+                process: String::new(),
+                named_by: super::super::names::NamedBy::Node,
                 busy_ns: Node::timing(&n.busy),
                 run_ns: Node::timing(&n.busy),
                 wake_delay_ns: Node::timing(&n.wake),
