@@ -683,3 +683,33 @@ fn the_binary_reads_the_pi_trees() {
         "{help}"
     );
 }
+
+#[test]
+fn a_bare_pi_tree_says_what_it_could_not_read() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    write(
+        p,
+        "/proc/device-tree/model",
+        "Raspberry Pi 4 Model B Rev 1.5\0",
+    );
+    write(p, "/boot/firmware/config.txt", "arm_freq=1800\n");
+    let (_, r) = check_at(p);
+    let v = |id: &str| r.get(id).unwrap().verdict;
+    assert_eq!(v("pi-throttled"), Warn);
+    assert_eq!(v("pi-temperature"), Warn);
+    assert_eq!(v("page-size"), Warn);
+    // No cpufreq: the firmware sets the clock, not a governor that is not there.
+    assert_eq!(
+        observed(&r, "pi-clock"),
+        "/boot/firmware/config.txt: arm_freq=1800; no cpufreq governor: the firmware alone sets the clock"
+    );
+    assert_eq!(
+        observed(&r, "rt-kernel"),
+        "booted: unknown kernel; no RT kernel installed (see preempt)"
+    );
+    // Older images keep config.txt in /boot.
+    std::fs::remove_file(p.join("boot/firmware/config.txt")).unwrap();
+    write(p, "/boot/config.txt", "force_turbo=1\n");
+    assert!(observed(&check_at(p).1, "pi-clock").starts_with("/boot/config.txt: force_turbo=1"));
+}

@@ -250,7 +250,16 @@ fn clock(c: &Ctx, model: &str) -> CheckItem {
             "mount the boot partition to check force_turbo and arm_freq",
         );
     };
-    let cfg = config_txt(&c.root.read(path).unwrap_or_default(), model);
+    let Some(text) = c.root.read(path) else {
+        return item(
+            T.0,
+            T.1,
+            Verdict::Warn,
+            format!("{path} is not readable"),
+            "check force_turbo and arm_freq in config.txt by hand",
+        );
+    };
+    let cfg = config_txt(&text, model);
     let get = |k: &str| cfg.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let turbo = get("force_turbo") == Some("1");
     let mut set: Vec<String> = ["force_turbo", "arm_freq", "over_voltage", "arm_boost"]
@@ -266,6 +275,8 @@ fn clock(c: &Ctx, model: &str) -> CheckItem {
     if turbo || !ramping {
         let why = if turbo {
             "force_turbo keeps the cores at full clock"
+        } else if governors.is_empty() {
+            "no cpufreq governor: the firmware alone sets the clock"
         } else {
             "the performance governor keeps the cores at full clock"
         };
@@ -368,7 +379,11 @@ fn rt_kernel(c: &Ctx, model: Option<&str>) -> Option<CheckItem> {
     const T: (&str, &str) = ("rt-kernel", "RT kernel installed and booted");
     let installed = installed_rt(c);
     let booted_rt = c.env.preempt.model == "rt";
-    let booted = &c.env.kernel;
+    let booted = if c.env.kernel.is_empty() {
+        "unknown kernel"
+    } else {
+        c.env.kernel.as_str()
+    };
     // A config.txt that asks for an RT image the firmware did not boot (e.g. an update
     // replaced the kernel, rpi-update #50).
     let asked = model.and_then(|m| {
