@@ -2,7 +2,19 @@
 //! - `vm-capture`: files captured from the 2-core PREEMPT_DYNAMIC KVM guest this was built on;
 //! - `rpi4-rt`: a hand-made Raspberry Pi 4 with a PREEMPT_RT kernel, tuned for audio;
 //! - `desktop-dynamic`: a hand-made untuned desktop (voluntary preemption, powersave, SMT,
-//!   sound card sharing its IRQ with the USB controller).
+//!   sound card sharing its IRQ with the USB controller);
+//! - `rpi4-throttled`: a hand-made Raspberry Pi 4 on Raspberry Pi OS's stock kernel, its
+//!   supply too weak (under-voltage since boot), ondemand, dwc_otg on a shared line, the
+//!   RT kernel package installed but not booted;
+//! - `rpi5-rt`: a hand-made Raspberry Pi 5 on a self-built 16 KiB-page PREEMPT_RT kernel,
+//!   clean.
+//!
+//! The Pi trees' formats come from the Raspberry Pi documentation (`vcgencmd
+//! get_throttled` bits; config.txt and its `[piN]` filters; 80 °C throttling in
+//! "Frequency management and thermal control"), raspberrypi/linux
+//! `drivers/firmware/raspberrypi.c` (`get_throttled` printed as `%x`), and the kernel's
+//! `Documentation/filesystems/proc.rst` (`/proc/interrupts`, `KernelPageSize` in smaps) and
+//! `Documentation/thermal/sysfs-api.rst` (`thermal_zoneN/temp` in millidegrees Celsius).
 //!
 //! Every check's verdict is asserted on every tree, then single files are changed in a copy
 //! of a tree to show each verdict follows the file it claims to read.
@@ -182,6 +194,12 @@ fn rpi4_rt_is_ready_for_audio() {
             ("filesystems", Pass),
             ("virtualization", Pass),
             ("container", Pass),
+            ("pi-board", Pass),
+            ("pi-throttled", Pass),
+            ("pi-temperature", Pass),
+            ("pi-clock", Pass),
+            ("page-size", Pass),
+            ("rt-kernel", Pass),
         ],
     );
     assert_eq!(r.fail, 0);
@@ -395,7 +413,7 @@ fn binary_json_parses_and_strict_exit_codes_follow_failures() {
             .unwrap_or_else(|e| panic!("{tree}: stdout is not JSON: {e}"));
         assert_eq!(doc["kind"], "check");
         let checks = doc["results"]["checks"].as_array().unwrap();
-        assert_eq!(checks.len(), 22);
+        assert_eq!(checks.len(), check_at(&dir).1.checks.len());
         let fails = checks.iter().filter(|c| c["verdict"] == "fail").count();
         assert_eq!(doc["results"]["fail"].as_u64(), Some(fails as u64));
         assert_eq!(fails > 0, strict_code == 1, "{tree}");
@@ -423,4 +441,275 @@ fn bad_root_is_a_usage_error() {
         .args(["check", "--root", "/no/such/dir"])
         .assert()
         .code(2);
+}
+
+/// The checks every machine gets, in order; a Pi adds its own after them.
+const GENERAL: [&str; 22] = [
+    "user",
+    "rtprio-limit",
+    "rt-priority",
+    "memlock",
+    "cpu-dma-latency",
+    "preempt",
+    "threadirqs",
+    "kernel-config",
+    "hrtimers",
+    "tickless",
+    "rt-throttling",
+    "mitigations",
+    "governor",
+    "smt",
+    "isolation",
+    "clocksource",
+    "sound-card",
+    "irq-sharing",
+    "swap",
+    "filesystems",
+    "virtualization",
+    "container",
+];
+
+#[test]
+fn rpi4_throttled_names_the_pis_own_causes() {
+    let (env, r) = check_at(&fixture("rpi4-throttled"));
+    assert_verdicts(
+        "rpi4-throttled",
+        &r,
+        &[
+            ("user", Pass),
+            ("rtprio-limit", Pass),
+            ("rt-priority", Pass),
+            ("memlock", Pass),
+            ("cpu-dma-latency", Pass),
+            ("preempt", Pass),
+            ("threadirqs", Warn),
+            ("kernel-config", Pass),
+            ("hrtimers", Pass),
+            ("tickless", Pass),
+            ("rt-throttling", Pass),
+            ("mitigations", Warn),
+            ("governor", Warn),
+            ("smt", Pass),
+            ("isolation", Warn),
+            ("clocksource", Pass),
+            ("sound-card", Pass),
+            ("irq-sharing", Warn),
+            ("swap", Pass),
+            ("filesystems", Pass),
+            ("virtualization", Pass),
+            ("container", Pass),
+            ("pi-board", Pass),
+            ("pi-throttled", Warn),
+            ("pi-temperature", Pass),
+            ("pi-clock", Warn),
+            ("page-size", Pass),
+            ("rt-kernel", Warn),
+        ],
+    );
+    let ids: Vec<&str> = r.checks.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids[..22],
+        GENERAL,
+        "the general checks come first, in order"
+    );
+    // The device tree's model, NUL and all, names the board.
+    assert_eq!(
+        observed(&r, "pi-board"),
+        "Raspberry Pi 4 Model B Rev 1.4, 4 CPUs online"
+    );
+    // 0x50000: bits 16 and 18, under-voltage and throttling since boot, nothing now.
+    assert_eq!(
+        observed(&r, "pi-throttled"),
+        "get_throttled = 0x50000; since boot: under-voltage, throttled"
+    );
+    assert!(r.get("pi-throttled").unwrap().advice.contains("supply"));
+    assert!(observed(&r, "pi-temperature").starts_with("61.9 °C"));
+    assert_eq!(observed(&r, "governor"), "cpu0-3: ondemand");
+    assert!(observed(&r, "pi-clock").contains("ondemand governor ramps"));
+    assert!(r.get("pi-clock").unwrap().advice.contains("force_turbo=1"));
+    // dwc_otg's own three handlers are one driver; the SPI controller beside it shares.
+    assert!(observed(&r, "irq-sharing").contains("IRQ 40: dwc_otg"));
+    assert!(observed(&r, "irq-sharing").contains("fe204000.spi"));
+    assert!(r
+        .get("irq-sharing")
+        .unwrap()
+        .advice
+        .contains("blue USB 3 port"));
+    assert_eq!(observed(&r, "isolation"), "none of 4 CPUs set aside");
+    assert_eq!(observed(&r, "page-size"), "4 KiB");
+    let rt = observed(&r, "rt-kernel");
+    assert!(rt.contains("booted: 6.12.47+rpt-rpi-v8, not RT"), "{rt}");
+    assert!(rt.contains("/lib/modules/6.12.47+rpt-rpi-v8-rt"), "{rt}");
+    assert!(rt.contains("/boot/firmware/kernel8_rt.img"), "{rt}");
+    // The stock module tree and image are not mistaken for RT ones.
+    assert!(
+        !rt.contains("/lib/modules/6.12.47+rpt-rpi-v8,") && !rt.contains("kernel8.img"),
+        "{rt}"
+    );
+    assert!(r
+        .get("rt-kernel")
+        .unwrap()
+        .advice
+        .contains("kernel=kernel8_rt.img"));
+    assert_eq!(env.preempt.model, "full");
+    assert_eq!(r.fail, 0);
+}
+
+#[test]
+fn rpi5_rt_with_16k_pages_is_clean() {
+    let (env, r) = check_at(&fixture("rpi5-rt"));
+    let mut want: Vec<(&str, Verdict)> = GENERAL.iter().map(|id| (*id, Pass)).collect();
+    // An Arm core with spectre_v1 mitigated by default: the only warning, as on every tree.
+    want.iter_mut()
+        .find(|(id, _)| *id == "mitigations")
+        .unwrap()
+        .1 = Warn;
+    for id in [
+        "pi-board",
+        "pi-throttled",
+        "pi-temperature",
+        "pi-clock",
+        "page-size",
+        "rt-kernel",
+    ] {
+        want.push((id, Pass));
+    }
+    assert_verdicts("rpi5-rt", &r, &want);
+    assert_eq!(env.preempt.model, "rt");
+    assert!(observed(&r, "pi-board").starts_with("Raspberry Pi 5 Model B Rev 1.0"));
+    assert!(observed(&r, "page-size").starts_with("16 KiB"));
+    assert!(observed(&r, "pi-clock").contains("force_turbo=1"));
+    assert!(observed(&r, "pi-throttled").starts_with("get_throttled = 0x0"));
+    assert_eq!(
+        observed(&r, "rt-kernel"),
+        "booted: 6.12.47-v8-16k-rt+ (PREEMPT_RT)"
+    );
+    // RP1's two xHCI controllers and the I2S block each have their own line.
+    assert!(observed(&r, "irq-sharing").starts_with("not shared: xhci-hcd:usb1 (IRQ 131)"));
+}
+
+#[test]
+fn pi_verdicts_follow_the_files_they_read() {
+    let d = copy_tree("rpi5-rt");
+    let p = d.path();
+    let throttled = "/sys/devices/platform/soc/soc:firmware/get_throttled";
+    let v = |p: &Path, id: &str| check_at(p).1.get(id).unwrap().verdict;
+    // Under-voltage now: the cores are being slowed as the check runs.
+    write(p, throttled, "50005\n");
+    assert_eq!(v(p, "pi-throttled"), Fail);
+    let (_, r) = check_at(p);
+    assert!(observed(&r, "pi-throttled").contains("now: under-voltage, throttled"));
+    // Soft temperature limit since boot only: a warning about cooling, not the supply.
+    write(p, throttled, "80000\n");
+    let (_, r) = check_at(p);
+    assert_eq!(r.get("pi-throttled").unwrap().verdict, Warn);
+    assert!(r.get("pi-throttled").unwrap().advice.contains("heatsink"));
+    write(p, throttled, "not hex\n");
+    assert_eq!(v(p, "pi-throttled"), Warn);
+    write(p, "/sys/class/thermal/thermal_zone0/temp", "81500\n");
+    assert_eq!(v(p, "pi-temperature"), Fail);
+    write(p, "/sys/class/thermal/thermal_zone0/temp", "72000\n");
+    assert_eq!(v(p, "pi-temperature"), Warn);
+    // force_turbo under another board's filter does not apply to this Pi 5.
+    write(
+        p,
+        "/boot/firmware/config.txt",
+        "[pi4]\nforce_turbo=1\n[pi5]\nkernel=kernel_2712_rt.img\n",
+    );
+    write(
+        p,
+        "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+        "ondemand\n",
+    );
+    assert_eq!(v(p, "pi-clock"), Warn);
+    // 4 KiB pages on a Pi 5 are named for what they are.
+    write(p, "/proc/self/smaps", "KernelPageSize:        4 kB\n");
+    let (_, r) = check_at(p);
+    assert!(observed(&r, "page-size").contains("kernel_2712 has 16 KiB"));
+    // config.txt asks for the RT image but a stock kernel came up (rpi-update #50).
+    std::fs::remove_file(p.join("sys/kernel/realtime")).unwrap();
+    write(
+        p,
+        "/proc/sys/kernel/version",
+        "#1 SMP PREEMPT Debian 1:6.12.47-1+rpt1\n",
+    );
+    write(p, "/proc/sys/kernel/osrelease", "6.12.47+rpt-rpi-2712\n");
+    let (env, r) = check_at(p);
+    assert_ne!(env.preempt.model, "rt");
+    assert_eq!(r.get("rt-kernel").unwrap().verdict, Warn);
+    assert!(observed(&r, "rt-kernel").contains("config.txt asks for kernel=kernel_2712_rt.img"));
+    // Without the model file and cpuinfo's Model line it is not a Pi: no Pi checks,
+    // but the installed RT kernel is still reported.
+    std::fs::remove_file(p.join("proc/device-tree/model")).unwrap();
+    write(p, "/proc/cpuinfo", "processor\t: 0\nCPU part\t: 0xd0b\n");
+    std::fs::remove_file(p.join(throttled.trim_start_matches('/'))).unwrap();
+    let (_, r) = check_at(p);
+    let ids: Vec<&str> = r.checks.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids[..22], GENERAL);
+    assert_eq!(ids[22..], ["rt-kernel"]);
+}
+
+#[test]
+fn the_binary_reads_the_pi_trees() {
+    let out = xrunlab()
+        .args(["check", "--root"])
+        .arg(fixture("rpi4-throttled"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Raspberry Pi board: Raspberry Pi 4 Model B Rev 1.4",
+        "SoC throttling and under-voltage: get_throttled = 0x50000",
+        "RT kernel installed and booted: booted: 6.12.47+rpt-rpi-v8, not RT",
+        "20 ok, 8 warn, 0 fail",
+    ] {
+        assert!(text.contains(want), "missing '{want}' in:\n{text}");
+    }
+    let out = xrunlab()
+        .args(["check", "--fail-on-problem", "--root"])
+        .arg(fixture("rpi5-rt"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Kernel page size: 16 KiB"), "{text}");
+    assert!(text.contains("27 ok, 1 warn, 0 fail"), "{text}");
+    // --root is documented, with an example.
+    let help = xrunlab().args(["check", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--root <DIR>") && help.contains("xrunlab check --root"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_bare_pi_tree_says_what_it_could_not_read() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    write(
+        p,
+        "/proc/device-tree/model",
+        "Raspberry Pi 4 Model B Rev 1.5\0",
+    );
+    write(p, "/boot/firmware/config.txt", "arm_freq=1800\n");
+    let (_, r) = check_at(p);
+    let v = |id: &str| r.get(id).unwrap().verdict;
+    assert_eq!(v("pi-throttled"), Warn);
+    assert_eq!(v("pi-temperature"), Warn);
+    assert_eq!(v("page-size"), Warn);
+    // No cpufreq: the firmware sets the clock, not a governor that is not there.
+    assert_eq!(
+        observed(&r, "pi-clock"),
+        "/boot/firmware/config.txt: arm_freq=1800; no cpufreq governor: the firmware alone sets the clock"
+    );
+    assert_eq!(
+        observed(&r, "rt-kernel"),
+        "booted: unknown kernel; no RT kernel installed (see preempt)"
+    );
+    // Older images keep config.txt in /boot.
+    std::fs::remove_file(p.join("boot/firmware/config.txt")).unwrap();
+    write(p, "/boot/config.txt", "force_turbo=1\n");
+    assert!(observed(&check_at(p).1, "pi-clock").starts_with("/boot/config.txt: force_turbo=1"));
 }

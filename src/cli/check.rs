@@ -13,14 +13,15 @@ use std::path::PathBuf;
 /// Is this system set up for real-time audio? (rtcqs's checks plus VM/container detection)
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  xrunlab check\n  xrunlab check --fail-on-problem # exit 1 when any check fails (for CI)\n  xrunlab check --json | python3 -m json.tool"
+    after_help = "Examples:\n  xrunlab check\n  xrunlab check --fail-on-problem # exit 1 when any check fails (for CI)\n  xrunlab check --json | python3 -m json.tool\n  xrunlab check --root ./pi-tree  # a board's /proc, /sys and /boot files copied into ./pi-tree\n\nOn a Raspberry Pi it also reads the firmware's throttled flags, the SoC temperature,\nconfig.txt's clock settings, the page size and which RT kernel is installed."
 )]
 pub struct CheckArgs {
     /// Exit 1 when any check fails (the old --strict is still accepted).
     #[arg(long = "fail-on-problem", alias = "strict")]
     pub strict: bool,
-    /// Read /proc, /sys and /etc under DIR instead of / (for fixtures and offline analysis).
-    #[arg(long, value_name = "DIR", hide = true)]
+    /// Read /proc, /sys, /etc, /boot and /lib/modules under DIR instead of / (a tree copied
+    /// from another machine, e.g. a board; the live-only probes are then skipped).
+    #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 }
 

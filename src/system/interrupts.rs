@@ -61,8 +61,7 @@ fn handler_list(rest: &str) -> Option<&str> {
         // split_whitespace yields subslices of rest, so the offset is exact.
         let start = word.as_ptr() as usize - rest.as_ptr() as usize;
         let pos = start + word.len();
-        let w = word.to_ascii_lowercase();
-        if w.ends_with("edge") || w.ends_with("level") || w.ends_with("eoi") {
+        if is_trigger(word) {
             let names = rest[pos..].trim();
             return (!names.is_empty()).then_some(names);
         }
@@ -75,6 +74,17 @@ fn handler_list(rest: &str) -> Option<&str> {
         .filter(|s| !s.is_empty())
         .collect();
     (cols.len() >= 3).then(|| cols[cols.len() - 1])
+}
+
+/// A trigger column: `Edge`/`Level` alone (ARM) or after the hardware IRQ number
+/// (`2-edge`, `16-fasteoi`). A chip name such as the Pi 3's `ARMCTRL-level` is not one.
+fn is_trigger(word: &str) -> bool {
+    let w = word.to_ascii_lowercase();
+    let kind = |k: &str| k.ends_with("edge") || k.ends_with("level") || k.ends_with("eoi");
+    match w.split_once('-') {
+        None => w == "edge" || w == "level",
+        Some((n, k)) => !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && kind(k),
+    }
 }
 
 /// The kind of audio-relevant controller a handler name belongs to, if any.
@@ -98,8 +108,27 @@ pub fn audio_relevant(device: &str) -> Option<&'static str> {
 pub struct Sharing {
     /// Audio-relevant lines with one handler.
     pub exclusive: Vec<IrqLine>,
-    /// Audio-relevant lines with more than one handler.
+    /// Audio-relevant lines with handlers of more than one driver.
     pub shared: Vec<IrqLine>,
+}
+
+/// How many drivers registered the handlers of a line. One driver may register several
+/// (the Pi's `dwc_otg, dwc_otg_pcd, dwc_otg_hcd:usb1`): names equal up to a `:` suffix,
+/// or extending another by `_…`, are one driver.
+pub fn driver_count(devices: &[String]) -> usize {
+    let key = |d: &str| d.split(':').next().unwrap_or(d).to_string();
+    let mut keys: Vec<String> = devices.iter().map(|d| key(d)).collect();
+    keys.sort_by_key(|k| k.len());
+    let mut drivers: Vec<String> = Vec::new();
+    for k in keys {
+        if !drivers
+            .iter()
+            .any(|d| k == *d || k.starts_with(&format!("{d}_")))
+        {
+            drivers.push(k);
+        }
+    }
+    drivers.len()
 }
 
 pub fn sharing(lines: &[IrqLine]) -> Sharing {
@@ -108,7 +137,7 @@ pub fn sharing(lines: &[IrqLine]) -> Sharing {
         .iter()
         .filter(|l| l.devices.iter().any(|d| audio_relevant(d).is_some()))
     {
-        if l.devices.len() > 1 {
+        if driver_count(&l.devices) > 1 {
             s.shared.push(l.clone());
         } else {
             s.exclusive.push(l.clone());
@@ -156,6 +185,19 @@ ERR:          0\n";
         assert_eq!(l[0].devices, vec!["xhci_hcd"]);
         assert_eq!(audio_relevant("xhci_hcd"), Some("usb"));
         assert_eq!(audio_relevant("virtio0-config"), None);
+    }
+
+    #[test]
+    fn one_driver_with_several_handlers_is_not_sharing() {
+        // A Raspberry Pi 3's USB line (dwc_otg registers three handlers on it).
+        let t = "           CPU0       CPU1       CPU2       CPU3       \n \
+ 56:    1033431          0          0          0  ARMCTRL-level  64 Edge      dwc_otg, dwc_otg_pcd, dwc_otg_hcd:usb1\n \
+ 57:       4021          0          0          0  ARMCTRL-level  65 Edge      dwc_otg, dwc_otg_pcd, dwc_otg_hcd:usb1, mmc1\n";
+        let s = sharing(&parse(t));
+        assert_eq!(s.exclusive.len(), 1, "{s:?}");
+        assert_eq!(s.exclusive[0].irq, "56");
+        assert_eq!(s.shared.len(), 1, "{s:?}");
+        assert_eq!(s.shared[0].irq, "57");
     }
 
     #[test]

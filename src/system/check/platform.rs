@@ -59,7 +59,17 @@ pub(super) fn irq_sharing(c: &Ctx) -> CheckItem {
             T.1,
             Verdict::Warn,
             format!("shared: {}", lines.join("; ")),
-            "every interrupt on a shared line runs all its handlers: move the interface to another port/slot, or enable MSI",
+            if s.shared
+                .iter()
+                .flat_map(|l| &l.devices)
+                .any(|d| d.starts_with("dwc_otg"))
+            {
+                // The Pi's dwc_otg serves the USB 2 ports (all of them, and Ethernet, on a
+                // Pi 3 and older); a Pi 4's blue USB 3 ports are on the VL805's own PCIe interrupt.
+                "every interrupt on a shared line runs all its handlers: on a Pi 4 plug the audio interface into a blue USB 3 port (xhci, its own interrupt); on older Pis keep other USB devices and network traffic off during sessions"
+            } else {
+                "every interrupt on a shared line runs all its handlers: move the interface to another port/slot, or enable MSI"
+            },
         );
     }
     if s.exclusive.is_empty() {
@@ -74,7 +84,7 @@ pub(super) fn irq_sharing(c: &Ctx) -> CheckItem {
     let names: Vec<String> = s
         .exclusive
         .iter()
-        .map(|l| format!("{} (IRQ {})", l.devices.join(""), l.irq))
+        .map(|l| format!("{} (IRQ {})", l.devices.join(", "), l.irq))
         .collect();
     item(
         T.0,
