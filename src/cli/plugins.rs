@@ -49,6 +49,19 @@ pub enum PluginsCommand {
     Audit(super::audit::AuditArgs),
     #[command(hide = true)]
     AuditChild(super::audit::AuditChildArgs),
+    #[command(hide = true)]
+    ProbeChild(ProbeChildArgs),
+}
+
+/// The probe child's arguments (hidden: `dsp::files::contained` starts it): load one CLAP
+/// file or VST3 bundle, describe its plugins, write them into --dir.
+#[derive(Debug, Args)]
+pub struct ProbeChildArgs {
+    #[arg(long, value_name = "FORMAT")]
+    pub format: String,
+    #[arg(long)]
+    pub dir: std::path::PathBuf,
+    pub file: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +143,14 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
         PluginsCommand::Bench(b) => bench(b, g),
         PluginsCommand::Audit(a) => super::audit::run(a, g),
         PluginsCommand::AuditChild(a) => super::audit::child(a),
+        PluginsCommand::ProbeChild(p) => {
+            match p.format.as_str() {
+                "clap" => crate::dsp::clap::catalog::probe_child(&p.dir, &p.file)?,
+                "vst3" => crate::dsp::vst3::catalog::probe_child(&p.dir, &p.file)?,
+                other => return super::usage(format!("probe-child: no file format '{other}'")),
+            }
+            Ok(0)
+        }
     }
 }
 
