@@ -87,7 +87,8 @@ impl Ended {
     }
 }
 
-const STAGE_FILE: &str = "stage";
+/// The file in a child's scratch directory that names its stage.
+pub const STAGE_FILE: &str = "stage";
 
 static STAGE_PATH: OnceLock<PathBuf> = OnceLock::new();
 

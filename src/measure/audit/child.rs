@@ -18,13 +18,15 @@ pub const CHILD_ARGS: [&str; 2] = ["plugins", "audit-child"];
 
 const RESULT: &str = "result.json";
 
-/// Names the stage in the scratch directory (`dsp::contain::stage`), where the parent reads
-/// it after a crash or a hang.
-struct FileStage;
+/// Writes the stage to the scratch directory, where the parent reads it after a crash or a
+/// hang. The audit's own stages only: those of loading a module (`dsp::contain::stage`)
+/// would hide which check was running.
+struct FileStage(PathBuf);
 
 impl Stage for FileStage {
     fn set(&mut self, what: &str) {
-        contain::stage(what);
+        // Best effort: a lost stage only makes a crash message vaguer.
+        let _ = std::fs::write(&self.0, what);
     }
 }
 
@@ -39,8 +41,7 @@ fn write_result(dir: &Path, text: &str) -> Result<()> {
 /// The child's side: audit `plugin` and write the result into `dir`. Errors resolving the
 /// plugin are a result too (skipped, with the reason), so the parent always finds one.
 pub fn child_main(dir: &Path, cfg: &AuditConfig, plugin: &str) -> Result<()> {
-    contain::set_stage_dir(dir);
-    let mut stage = FileStage;
+    let mut stage = FileStage(dir.join(contain::STAGE_FILE));
     stage.set("resolving the plugin");
     let audit = match Subject::resolve(plugin) {
         Ok(s) => audit_plugin(&s, cfg, &mut stage),
