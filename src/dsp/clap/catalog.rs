@@ -390,7 +390,7 @@ pub(super) fn init_failure(host: &HostShared) -> String {
 /// Every plugin of the file at `path`, or the file as one unhostable entry saying why;
 /// probed in a contained child, once per process.
 pub fn plugins_of(path: &Path) -> Vec<Found> {
-    files::contained(&KIND, path, broken)
+    files::contained(&KIND, path, probe_file, broken)
 }
 
 /// The probe child's side (`plugins probe-child --format clap`): probe `file` here and

@@ -338,7 +338,7 @@ fn probe(bundle: &Path, module: &'static Module, index: i32, info: &PClassInfo) 
 /// why.
 /// Probed in a contained child, once per process.
 pub fn plugins_of(path: &Path) -> Vec<Found> {
-    files::contained(&KIND, path, broken)
+    files::contained(&KIND, path, probe_bundle, broken)
 }
 
 /// The probe child's side (`plugins probe-child --format vst3`): probe the bundle `file`
