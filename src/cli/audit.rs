@@ -118,7 +118,10 @@ fn targets(a: &AuditArgs) -> Result<Vec<Target>> {
         if (p.contains('/') || p == ".") && path.is_dir() {
             let found = child::list_folder(path)?;
             if found.is_empty() {
-                return super::usage(format!("{p}: no plugin found in this folder (it is searched as LV2_PATH would be: a folder of bundles)"));
+                return super::usage(format!(
+                    "{p}: no plugin found in this folder (looked for LV2 bundles as LV2_PATH \
+                     would, CLAP files (.clap) and VST3 bundles (.vst3) directly in it)"
+                ));
             }
             out.extend(found);
             continue;

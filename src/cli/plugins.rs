@@ -28,7 +28,7 @@ pub enum PluginsCommand {
     /// List the built-in plugins with their parameters, or (--lv2, --clap, --format, FILTER) the
     /// installed ones, each saying whether xrunlab can host it and if not why.
     #[command(
-        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nCLAP plugins are found on CLAP_PATH, in ~/.clap and /usr/lib/clap (one .clap file may hold\nseveral); each is used as clap:ID or clap:NAME, with parameters as clap:ID(name=value,…).\nVST3 plugins are found on VST3_PATH if set, else in ~/.vst3, /usr/lib/vst3, /usr/local/lib/vst3\n(bundles X.vst3); each is used as vst3:CLASSID, vst3:NAME or vst3:/path/X.vst3, with\nparameters in plain units as vst3:NAME(name=value,…).\nA FILTER without a format searches every installed format.\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab plugins list --clap\n  xrunlab plugins list --format lv2,clap,vst3 zam\n  xrunlab plugins list --format vst3\n  xrunlab --json plugins list --lv2 > lv2.json"
+        after_help = "LV2 plugins are found on LV2_PATH (default ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2). Each is\nused in a chain as lv2:URI or lv2:NAME, with control values as lv2:URI(symbol=value,…).\nCLAP plugins are found on CLAP_PATH, in ~/.clap and /usr/lib/clap (one .clap file may hold\nseveral); each is used as clap:ID or clap:NAME, with parameters as clap:ID(name=value,…).\nVST3 plugins are found on VST3_PATH if set, else in ~/.vst3, /usr/lib/vst3, /usr/local/lib/vst3\n(bundles X.vst3); each is used as vst3:CLASSID, vst3:NAME or vst3:/path/X.vst3, with\nparameters in plain units as vst3:NAME(name=value,…).\nA FILTER without a format searches every installed format.\nA plugin runs inside xrunlab's process: one that crashes takes xrunlab with it, after a line\nnaming it on stderr (stressors started by xrunlab die with it).\nListing and describing load each CLAP file and VST3 bundle in a child process of its own: one\nthat crashes or hangs there (over 10 s, XRUNLAB_PROBE_TIMEOUT_S) is listed as not hostable with why.\n\nExamples:\n  xrunlab plugins list\n  xrunlab plugins list --lv2\n  xrunlab plugins list --lv2 reverb\n  xrunlab plugins list --clap\n  xrunlab plugins list --format lv2,clap,vst3 zam\n  xrunlab plugins list --format vst3\n  xrunlab --json plugins list --lv2 > lv2.json"
     )]
     List(ListArgs),
     /// The ports of one installed plugin (LV2, CLAP, VST3): kinds, ranges and defaults, required
@@ -49,6 +49,19 @@ pub enum PluginsCommand {
     Audit(super::audit::AuditArgs),
     #[command(hide = true)]
     AuditChild(super::audit::AuditChildArgs),
+    #[command(hide = true)]
+    ProbeChild(ProbeChildArgs),
+}
+
+/// The probe child's arguments (hidden: `dsp::files::contained` starts it): load one CLAP
+/// file or VST3 bundle, describe its plugins, write them into --dir.
+#[derive(Debug, Args)]
+pub struct ProbeChildArgs {
+    #[arg(long, value_name = "FORMAT")]
+    pub format: String,
+    #[arg(long)]
+    pub dir: std::path::PathBuf,
+    pub file: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +143,14 @@ pub fn run(a: PluginsArgs, g: &Global) -> Result<u8> {
         PluginsCommand::Bench(b) => bench(b, g),
         PluginsCommand::Audit(a) => super::audit::run(a, g),
         PluginsCommand::AuditChild(a) => super::audit::child(a),
+        PluginsCommand::ProbeChild(p) => {
+            match p.format.as_str() {
+                "clap" => crate::dsp::clap::catalog::probe_child(&p.dir, &p.file)?,
+                "vst3" => crate::dsp::vst3::catalog::probe_child(&p.dir, &p.file)?,
+                other => return super::usage(format!("probe-child: no file format '{other}'")),
+            }
+            Ok(0)
+        }
     }
 }
 

@@ -27,9 +27,9 @@ pub trait PluginFormat: Sync {
     /// Where installed plugins are searched, for the message that found none.
     fn search_path(&self) -> String;
 
-    /// The environment variable that replaces the search path (`LV2_PATH`): a process
-    /// started with it set to a folder sees that folder's plugins only (`plugins audit
-    /// DIR`). `None` when the format has none.
+    /// The environment variable that replaces the search path (`LV2_PATH`) or comes first
+    /// on it (`CLAP_PATH`): a process started with it set to a folder resolves that folder's
+    /// plugins first (`plugins audit DIR`). `None` when the format has none.
     fn path_var(&self) -> Option<&'static str> {
         None
     }
@@ -63,6 +63,12 @@ pub trait PluginFormat: Sync {
     /// knows such files there (`plugins bench DIR`); `None` otherwise.
     fn in_dir(&self, _dir: &std::path::Path) -> Option<Vec<PluginDesc>> {
         None
+    }
+
+    /// Its plugins are files (`.clap`, `.vst3`) that [`PluginFormat::in_dir`] finds in a
+    /// folder, rather than entries of a catalogue its search path loads.
+    fn plugin_files(&self) -> bool {
+        false
     }
 
     /// What a result records of `element` (`target` is its plugin without the prefix), given
@@ -116,7 +122,7 @@ fn parse_prefixed(
 }
 
 /// The kind of data a port carries, as the host must connect it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PortKind {
     Audio,
@@ -130,7 +136,7 @@ pub enum PortKind {
     Unsupported,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PortDesc {
     pub index: usize,
     pub symbol: String,
@@ -145,10 +151,10 @@ pub struct PortDesc {
     /// A control that takes whole steps only, this many from `minimum` to `maximum` (1 for a
     /// switch; LV2 lv2:integer or lv2:toggled, CLAP's stepped flag, VST3's stepCount), so
     /// that the audit moves it to values the plugin can hold.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
     /// The first class URI that made the port unsupported, for the error message.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported_class: Option<String>,
 }
 
@@ -179,7 +185,7 @@ impl PortDesc {
 
 /// One plugin as its format describes it: what `plugins list` and `plugins show` print (their
 /// JSON is this struct), and what the host checks before it instantiates.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PluginDesc {
     /// The format's identifier of the plugin (LV2: its URI; built-ins: their name).
     pub uri: String,

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod builtin;
 pub mod burn;
 pub mod clap;
+pub mod contain;
 pub mod denormal;
 pub mod fdn;
 pub mod files;

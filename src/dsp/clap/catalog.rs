@@ -2,10 +2,13 @@
 //! /usr/lib/clap, as the CLAP spec's entry.h gives them for Linux), each plugin its factory
 //! offers (one file may hold several), and whether xrunlab can host it. A plugin is described
 //! by creating and initialising it once with a host of our own and asking its extensions for
-//! its audio ports, note ports and parameters, then destroying it.
+//! its audio ports, note ports and parameters, then destroying it. That probe runs in a
+//! contained child process per file (`dsp::files::contained`): a file whose entry or plugin
+//! crashes or hangs in `init` is listed as unhostable with why, and xrunlab goes on.
 
 use super::host::HostShared;
 use super::KIND;
+use crate::dsp::contain::stage;
 use crate::dsp::files;
 use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
@@ -64,9 +67,11 @@ pub struct AudioPort {
 pub type Param = crate::dsp::files::Param<clap_id>;
 
 /// One plugin found on the search path.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Found {
-    pub module: Option<&'static Module>,
+    /// The file it is in, when that file loaded (a probe child found it; this process loads
+    /// the file only to instantiate the plugin).
+    pub file: Option<PathBuf>,
     pub id: CString,
     pub desc: PluginDesc,
     pub params: Vec<Param>,
@@ -118,6 +123,7 @@ fn dl_error() -> String {
 fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| "a NUL in its path")?;
+    stage("dlopen (the library's constructors)");
     // SAFETY: dlopen runs the library's constructors, which is what loading a plugin means;
     // the path is NUL-terminated. The handle is never closed (see `Module`).
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -125,6 +131,7 @@ fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
         return Err(format!("it does not load: {}", dl_error()));
     }
     // SAFETY: a symbol lookup in a handle just opened, with a NUL-terminated name.
+    stage("dlsym(clap_entry)");
     let entry = unsafe { libc::dlsym(handle, c"clap_entry".as_ptr()) } as *const clap_plugin_entry;
     // SAFETY: `clap_entry` is, by the CLAP ABI, a `clap_plugin_entry` that lives as long as
     // the library, which is never unloaded.
@@ -143,10 +150,12 @@ fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
     };
     // SAFETY: the entry's init is called once per process with the file's path, as CLAP
     // requires before anything else; get_factory after it.
+    stage("clap_entry.init");
     let factory = unsafe {
         if !init(c_path.as_ptr()) {
             return Err("its clap_entry init failed".into());
         }
+        stage("clap_entry.get_factory");
         get_factory(CLAP_PLUGIN_FACTORY_ID.as_ptr()) as *const clap_plugin_factory
     };
     if factory.is_null() {
@@ -300,6 +309,7 @@ unsafe fn ports_and_params(p: *const clap_plugin) -> (Vec<PortDesc>, Vec<Param>)
 fn probe(module: &'static Module, index: u32) -> Option<Found> {
     // SAFETY: the factory's functions are thread-safe (see `Module`); the descriptor lives
     // as long as the module.
+    stage(&format!("its factory's get_plugin_descriptor({index})"));
     let d = unsafe {
         let f = &*module.factory;
         f.get_plugin_descriptor?(module.factory, index).as_ref()?
@@ -334,27 +344,32 @@ fn probe(module: &'static Module, index: u32) -> Option<Found> {
     let _in_plugin = crash::enter(label, Phase::Instantiating);
     // SAFETY: create_plugin with a live host that outlives the plugin (destroyed below);
     // init, the extension queries and destroy are main-thread calls made from this thread.
+    let plugin = desc.uri.clone();
     unsafe {
+        stage(&format!("clap_plugin_factory.create_plugin ({plugin})"));
         let p = module.create(host.host(), &id).unwrap_or(std::ptr::null());
+        stage(&format!("clap_plugin.init ({plugin})"));
         if p.is_null() {
             desc.unhostable = Some("its factory refused to create it".into());
         } else if !(*p).init.is_some_and(|f| f(p)) {
             init_failed = true;
             desc.unhostable = Some(init_failure(&host));
         } else {
+            stage(&format!("describing {plugin} (its extensions)"));
             (desc.ports, params) = ports_and_params(p);
             if (*p).process.is_none() || (*p).activate.is_none() {
                 desc.unhostable = Some("it has no process or activate function".into());
             }
         }
         if !p.is_null() {
+            stage(&format!("clap_plugin.destroy ({plugin})"));
             if let Some(destroy) = (*p).destroy {
                 destroy(p);
             }
         }
     }
     Some(Found {
-        module: Some(module),
+        file: Some(module.path.clone()),
         id,
         desc,
         params,
@@ -372,12 +387,25 @@ pub(super) fn init_failure(host: &HostShared) -> String {
     }
 }
 
-/// Every plugin of the file at `path`, or the file as one unhostable entry saying why.
+/// Every plugin of the file at `path`, or the file as one unhostable entry saying why;
+/// probed in a contained child, once per process.
 pub fn plugins_of(path: &Path) -> Vec<Found> {
+    files::contained(&KIND, path, probe_file, broken)
+}
+
+/// The probe child's side (`plugins probe-child --format clap`): probe `file` here and
+/// write what it holds into `dir`.
+pub fn probe_child(dir: &Path, file: &Path) -> Result<()> {
+    files::probe_child(dir, file, probe_file)
+}
+
+/// Every plugin of the file at `path` probed in this process (the probe child's work).
+fn probe_file(path: &Path) -> Vec<Found> {
     let module = match load(path) {
         Ok(m) => m,
         Err(why) => return vec![broken(path, why)],
     };
+    stage("its factory's get_plugin_count");
     // SAFETY: the factory's count is thread-safe (see `Module`).
     let n = unsafe {
         (*module.factory)
@@ -392,7 +420,7 @@ pub fn plugins_of(path: &Path) -> Vec<Found> {
 
 fn broken(path: &Path, why: String) -> Found {
     Found {
-        module: None,
+        file: None,
         id: CString::default(),
         desc: files::broken(path, why),
         params: Vec::new(),
@@ -408,7 +436,7 @@ impl files::Probed for Found {
         self.desc
     }
     fn loaded(&self) -> bool {
-        self.module.is_some()
+        self.file.is_some()
     }
 }
 
@@ -443,7 +471,7 @@ pub fn resolve(target: &str) -> Result<Found> {
         .collect();
     let tails: Vec<&Found> = all
         .iter()
-        .filter(|f| f.module.is_some() && tail(&f.desc.uri) == t)
+        .filter(|f| f.file.is_some() && tail(&f.desc.uri) == t)
         .collect();
     files::the_one(&KIND, target, &named)
         .or_else(|| files::the_one(&KIND, target, &tails))

@@ -190,13 +190,14 @@ impl ClapPlugin {
     pub fn new(found: &Found, params: &[(clap_id, f64)], ctx: &PluginContext) -> Result<Self> {
         let uri = &found.desc.uri;
         let name = &found.desc.name;
-        let module = match (&found.desc.unhostable, found.module) {
+        let module = match (&found.desc.unhostable, &found.file) {
             (Some(why), _) if !found.init_failed => {
                 return Err(Error::usage(format!(
                     "clap:{uri} ({name}) cannot be hosted: {why}"
                 )))
             }
-            (_, Some(m)) => m,
+            (_, Some(file)) => super::catalog::load(file)
+                .map_err(|why| Error::cannot_measure(format!("clap:{uri} ({name}): {why}")))?,
             (_, None) => return Err(Error::usage(format!("clap:{uri} is not a plugin"))),
         };
         let frames = ctx.max_frames.max(1);

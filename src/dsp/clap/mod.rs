@@ -67,8 +67,16 @@ impl PluginFormat for Clap {
         format!("CLAP_PATH, ~/.clap, /usr/lib/clap ({})", dirs.join(":"))
     }
 
+    fn path_var(&self) -> Option<&'static str> {
+        Some("CLAP_PATH")
+    }
+
     fn list(&self, filter: Option<&str>) -> Vec<PluginDesc> {
         crate::dsp::files::list(catalog::all(), filter)
+    }
+
+    fn plugin_files(&self) -> bool {
+        true
     }
 
     fn in_dir(&self, dir: &std::path::Path) -> Option<Vec<PluginDesc>> {

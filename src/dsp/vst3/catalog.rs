@@ -3,12 +3,16 @@
 //! VST3 SDK's Linux locations), the binary of each for this machine
 //! (`Contents/<arch>-linux/*.so`), each "Audio Module Class" its factory offers, and whether
 //! xrunlab can host it. A class is described by creating and initialising it once, asking its
-//! component for its buses and its controller for its parameters, then terminating it.
+//! component for its buses and its controller for its parameters, then terminating it. That
+//! probe runs in a contained child process per bundle (`dsp::files::contained`): a bundle
+//! whose entry or class crashes or hangs while loading or initialising is listed as
+//! unhostable with why, and xrunlab goes on.
 
 use super::host::wide_text;
 use super::parts::{self, audio_buses, Module, Parts};
 use super::KIND;
 use crate::dsp::clap as clap_format;
+use crate::dsp::contain::stage;
 use crate::dsp::files;
 use crate::dsp::format::{PluginDesc, PortDesc, PortKind};
 use crate::error::{Error, Result};
@@ -38,9 +42,11 @@ const AUDIO_MODULE_CLASS: &str = "Audio Module Class";
 pub type Param = crate::dsp::files::Param<ParamID>;
 
 /// One plugin class found on the search path.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Found {
-    pub module: Option<&'static Module>,
+    /// Its bundle, when that loaded (a probe child found it; this process loads the bundle
+    /// only to instantiate the class).
+    pub file: Option<PathBuf>,
     pub cid: TUID,
     pub desc: PluginDesc,
     pub params: Vec<Param>,
@@ -130,6 +136,7 @@ fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
     let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| "a NUL in its path")?;
     // SAFETY: dlopen runs the library's constructors, which is what loading a plugin means;
     // the path is NUL-terminated. The handle is never closed (see `Module`).
+    stage("dlopen (the library's constructors)");
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
         return Err(format!("it does not load: {}", dl_error()));
@@ -153,6 +160,7 @@ fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
         // initialisation, called once before its factory; the symbol has that type by the
         // VST3 ABI.
         let entry: Entry = unsafe { std::mem::transmute::<*mut c_void, Entry>(entry) };
+        stage("ModuleEntry");
         // SAFETY: as above; the handle is the one the library was opened with.
         if !unsafe { entry(handle) } {
             return Err("its ModuleEntry failed".into());
@@ -160,6 +168,7 @@ fn load_uncached(path: &Path) -> std::result::Result<Module, String> {
     }
     // SAFETY: `GetPluginFactory` has this type by the VST3 ABI and returns a factory with a
     // reference the caller owns (or null).
+    stage("GetPluginFactory");
     let factory = unsafe {
         let f: GetFactory = std::mem::transmute::<*mut c_void, GetFactory>(get_factory);
         ComPtr::from_raw(f())
@@ -269,7 +278,8 @@ unsafe fn ports_and_params(parts: &Parts) -> (Vec<PortDesc>, Vec<Param>) {
 }
 
 /// Create, initialise, describe and terminate the class `info` of `module`.
-fn probe(module: &'static Module, index: i32, info: &PClassInfo) -> Found {
+fn probe(bundle: &Path, module: &'static Module, index: i32, info: &PClassInfo) -> Found {
+    stage(&format!("IPluginFactory2::getClassInfo2({index})"));
     // SAFETY: factory queries are thread-safe (see `Module`); `info2` is a valid out-struct.
     let class = unsafe {
         module
@@ -295,8 +305,16 @@ fn probe(module: &'static Module, index: i32, info: &PClassInfo) -> Found {
     let _in_plugin = crash::enter(label, Phase::Instantiating);
     let mut params = Vec::new();
     let mut init_failed = false;
+    stage(&format!(
+        "creating and initialising class {} (IComponent/IEditController::initialize)",
+        desc.uri
+    ));
     match Parts::new(module, &info.cid) {
         Ok(parts) => {
+            stage(&format!(
+                "describing class {} (buses, parameters)",
+                desc.uri
+            ));
             // SAFETY: the parts are initialised, and this thread created them.
             (desc.ports, params) = unsafe { ports_and_params(&parts) };
         }
@@ -306,8 +324,9 @@ fn probe(module: &'static Module, index: i32, info: &PClassInfo) -> Found {
         }
         Err(parts::PartsError::Refused(why)) => desc.unhostable = Some(why),
     }
+    stage("terminating the class");
     Found {
-        module: Some(module),
+        file: Some(bundle.to_path_buf()),
         cid: info.cid,
         desc,
         params,
@@ -317,12 +336,25 @@ fn probe(module: &'static Module, index: i32, info: &PClassInfo) -> Found {
 
 /// Every audio class of the bundle at `path`, or the bundle as one unhostable entry saying
 /// why.
+/// Probed in a contained child, once per process.
 pub fn plugins_of(path: &Path) -> Vec<Found> {
+    files::contained(&KIND, path, probe_bundle, broken)
+}
+
+/// The probe child's side (`plugins probe-child --format vst3`): probe the bundle `file`
+/// here and write what it holds into `dir`.
+pub fn probe_child(dir: &Path, file: &Path) -> Result<()> {
+    files::probe_child(dir, file, probe_bundle)
+}
+
+/// Every audio class of the bundle at `path` probed in this process (the probe child's work).
+fn probe_bundle(path: &Path) -> Vec<Found> {
     let module = match load(path) {
         Ok(m) => m,
         Err(why) => return vec![broken(path, why)],
     };
     let f = &module.factory;
+    stage("IPluginFactory::getClassInfo");
     // SAFETY: factory queries are thread-safe (see `Module`); `info` is a valid out-struct.
     let classes: Vec<(i32, PClassInfo)> = unsafe {
         (0..f.countClasses())
@@ -342,13 +374,13 @@ pub fn plugins_of(path: &Path) -> Vec<Found> {
     }
     classes
         .iter()
-        .map(|(i, info)| probe(module, *i, info))
+        .map(|(i, info)| probe(path, module, *i, info))
         .collect()
 }
 
 fn broken(path: &Path, why: String) -> Found {
     Found {
-        module: None,
+        file: None,
         cid: [0; 16],
         desc: files::broken(path, why),
         params: Vec::new(),
@@ -364,7 +396,7 @@ impl files::Probed for Found {
         self.desc
     }
     fn loaded(&self) -> bool {
-        self.module.is_some()
+        self.file.is_some()
     }
 }
 

@@ -149,13 +149,14 @@ impl Vst3Plugin {
     pub fn new(found: &Found, params: &[(usize, f64)], ctx: &PluginContext) -> Result<Self> {
         let uri = &found.desc.uri;
         let name = &found.desc.name;
-        let module = match (&found.desc.unhostable, found.module) {
+        let module = match (&found.desc.unhostable, &found.file) {
             (Some(why), _) if !found.init_failed => {
                 return Err(Error::usage(format!(
                     "vst3:{uri} ({name}) cannot be hosted: {why}"
                 )))
             }
-            (_, Some(m)) => m,
+            (_, Some(bundle)) => super::catalog::load(bundle)
+                .map_err(|why| Error::cannot_measure(format!("vst3:{uri} ({name}): {why}")))?,
             (_, None) => return Err(Error::usage(format!("vst3:{uri} is not a plugin"))),
         };
         let frames = ctx.max_frames.max(1);

@@ -81,6 +81,10 @@ impl PluginFormat for Vst3 {
         crate::dsp::files::list(catalog::all(), filter)
     }
 
+    fn plugin_files(&self) -> bool {
+        true
+    }
+
     fn in_dir(&self, dir: &std::path::Path) -> Option<Vec<PluginDesc>> {
         let found = catalog::in_dir(dir);
         (!found.is_empty()).then_some(found)

@@ -6,21 +6,21 @@
 //! plugin either way.
 
 use super::{audit_plugin, AuditConfig, Outcome, PluginAudit, Stage, Subject};
+use crate::dsp::contain::{self, End, Scratch};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The hidden subcommand the child runs (src/cli/audit.rs parses it).
 pub const CHILD_ARGS: [&str; 2] = ["plugins", "audit-child"];
 
 const RESULT: &str = "result.json";
-const STAGE: &str = "stage";
-const OUTPUT: &str = "output";
 
-/// Writes the stage to the scratch directory, where the parent reads it after a crash.
+/// Writes the stage to the scratch directory, where the parent reads it after a crash or a
+/// hang. The audit's own stages only: those of loading a module (`dsp::contain::stage`)
+/// would hide which check was running.
 struct FileStage(PathBuf);
 
 impl Stage for FileStage {
@@ -30,10 +30,18 @@ impl Stage for FileStage {
     }
 }
 
+/// Write `text` as the child's result, whole or not at all (renamed into place).
+fn write_result(dir: &Path, text: &str) -> Result<()> {
+    let part = dir.join("result.part");
+    std::fs::write(&part, text)
+        .and_then(|_| std::fs::rename(&part, dir.join(RESULT)))
+        .map_err(|e| Error::io(format!("writing {}", dir.join(RESULT).display()), e))
+}
+
 /// The child's side: audit `plugin` and write the result into `dir`. Errors resolving the
 /// plugin are a result too (skipped, with the reason), so the parent always finds one.
 pub fn child_main(dir: &Path, cfg: &AuditConfig, plugin: &str) -> Result<()> {
-    let mut stage = FileStage(dir.join(STAGE));
+    let mut stage = FileStage(dir.join(contain::STAGE_FILE));
     stage.set("resolving the plugin");
     let audit = match Subject::resolve(plugin) {
         Ok(s) => audit_plugin(&s, cfg, &mut stage),
@@ -41,8 +49,7 @@ pub fn child_main(dir: &Path, cfg: &AuditConfig, plugin: &str) -> Result<()> {
     };
     let text = serde_json::to_string(&audit)
         .map_err(|e| Error::cannot_measure(format!("serialising the audit: {e}")))?;
-    std::fs::write(dir.join(RESULT), text)
-        .map_err(|e| Error::io(format!("writing {}", dir.join(RESULT).display()), e))
+    write_result(dir, &text)
 }
 
 /// One plugin to audit: its chain element, name, why it cannot be hosted (then it is
@@ -73,42 +80,55 @@ pub fn child_list(dir: &Path, key: &str) -> Result<()> {
         .collect();
     let text = serde_json::to_string(&found)
         .map_err(|e| Error::cannot_measure(format!("serialising the listing: {e}")))?;
-    std::fs::write(dir.join(RESULT), text)
-        .map_err(|e| Error::io(format!("writing {}", dir.join(RESULT).display()), e))
+    write_result(dir, &text)
 }
 
-/// The plugins of every format with a search-path variable that `folder` holds, each
-/// listed by a child whose search path is that folder (a format's catalogue is loaded once
-/// per process, from its own search path).
+/// The plugins `folder` holds, of every format that looks there: formats whose plugins are
+/// files (CLAP, VST3) probe each file in a contained child (`dsp::files`); the others (LV2)
+/// are listed by a contained child whose search path is that folder (a format's catalogue is
+/// loaded once per process, from its own search path). Each target's child gets the folder
+/// as its format's search path, where identifiers resolve.
 pub fn list_folder(folder: &Path) -> Result<Vec<Target>> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding xrunlab's own binary", e))?;
     let mut out = Vec::new();
-    for (n, f) in crate::dsp::registry::formats().enumerate() {
+    for f in crate::dsp::registry::formats() {
         let Some(var) = f.path_var() else {
             continue;
         };
-        let dir = Scratch::new(10_000 + n)?;
-        let o = Command::new(&exe)
-            .args(CHILD_ARGS)
+        let env = Some((var.to_string(), folder.to_path_buf()));
+        if f.plugin_files() {
+            let found = f.in_dir(folder).unwrap_or_default();
+            out.extend(found.into_iter().map(|d| Target {
+                element: format!("{}{}", f.prefix(), d.uri),
+                name: d.name,
+                unhostable: d.unhostable,
+                env: env.clone(),
+            }));
+            continue;
+        }
+        let dir = Scratch::new("list")?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(CHILD_ARGS)
             .arg("--dir")
-            .arg(&dir.0)
+            .arg(dir.path())
             .args(["--list", f.key()])
-            .env(var, folder)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::io(format!("starting {}", exe.display()), e))?;
-        let text = std::fs::read_to_string(dir.0.join(RESULT)).map_err(|_| {
+            .env(var, folder);
+        let ended = contain::run(cmd, dir.path(), Duration::from_secs(120))?;
+        if matches!(ended.end, End::Interrupted) {
+            return Err(Error::cannot_measure("interrupted while listing plugins"));
+        }
+        let text = std::fs::read_to_string(dir.path().join(RESULT)).map_err(|_| {
             Error::cannot_measure(format!(
                 "listing the {} plugins of {} failed: {}",
                 f.title(),
                 folder.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
+                ended.tail_lines(3)
             ))
         })?;
         let found: Vec<Target> = serde_json::from_str(&text)
             .map_err(|e| Error::cannot_measure(format!("reading a listing: {e}")))?;
         out.extend(found.into_iter().map(|t| Target {
-            env: Some((var.to_string(), folder.to_path_buf())),
+            env: env.clone(),
             ..t
         }));
     }
@@ -126,126 +146,70 @@ pub fn skipped(plugin: &str, name: &str, reason: String) -> PluginAudit {
     }
 }
 
-/// A scratch directory of our own, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(n: usize) -> Result<Scratch> {
-        let p = std::env::temp_dir().join(format!("xrunlab-audit-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
-        Ok(Scratch(p))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The last lines of what the child printed, for messages.
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let v: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    v[v.len().saturating_sub(lines)..].join(" / ")
-}
-
-fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
-
-/// Audit `plugin` in a child process of `exe`. `None` when a Ctrl-C stopped it.
+/// Audit `plugin` in a contained child of `exe` (`dsp::contain`). `None` when a Ctrl-C
+/// stopped it.
 pub fn audit_in_child(
     exe: &Path,
     plugin: &str,
     env: Option<&(String, PathBuf)>,
     cfg: &AuditConfig,
-    n: usize,
 ) -> Result<Option<PluginAudit>> {
-    let dir = Scratch::new(n)?;
+    let dir = Scratch::new("audit")?;
     let config = serde_json::to_string(cfg)
         .map_err(|e| Error::cannot_measure(format!("serialising the config: {e}")))?;
-    let output = std::fs::File::create(dir.0.join(OUTPUT))
-        .map_err(|e| Error::io(format!("creating {}", dir.0.join(OUTPUT).display()), e))?;
-    let err = output
-        .try_clone()
-        .map_err(|e| Error::io("duplicating a file handle", e))?;
-    let t0 = Instant::now();
     let mut cmd = Command::new(exe);
     if let Some((var, folder)) = env {
         cmd.env(var, folder);
     }
-    let mut child = cmd
-        .args(CHILD_ARGS)
+    cmd.args(CHILD_ARGS)
         .arg("--dir")
-        .arg(&dir.0)
+        .arg(dir.path())
         .arg("--config")
         .arg(&config)
         .arg("--")
-        .arg(plugin)
-        .stdin(Stdio::null())
-        .stdout(output)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| Error::io(format!("starting {}", exe.display()), e))?;
+        .arg(plugin);
     let limit = Duration::from_secs_f64(cfg.timeout_s.max(1.0));
-    let status = loop {
-        if let Some(s) = child
-            .try_wait()
-            .map_err(|e| Error::io("waiting for the audit child", e))?
-        {
-            break Some(s);
-        }
-        if crate::rt::interrupt::requested() || t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            if crate::rt::interrupt::requested() {
-                return Ok(None);
-            }
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let ended = contain::run(cmd, dir.path(), limit)?;
+    let stage = &ended.stage;
+    let failed = |outcome: Outcome, reason: String| {
+        let mut a = skipped(plugin, "", reason);
+        a.outcome = outcome;
+        a
     };
-    let seconds = t0.elapsed().as_secs_f64();
-    let stage = std::fs::read_to_string(dir.0.join(STAGE)).unwrap_or_else(|_| "starting".into());
-    let mut audit = match status {
-        None => {
-            let mut a = skipped(
-                plugin,
-                "",
-                format!(
-                    "hung: no result after {:.0} s, killed while {stage}",
-                    limit.as_secs_f64()
-                ),
-            );
-            a.outcome = Outcome::Hung;
-            a
-        }
-        Some(s) if s.signal().is_some() => {
-            let sig = signal_name(s.signal().unwrap_or(0));
-            let mut a = skipped(plugin, "", format!("crashed: {sig} while {stage}"));
-            a.outcome = Outcome::Crashed;
-            a
-        }
-        Some(s) => match std::fs::read_to_string(dir.0.join(RESULT)) {
-            Ok(text) => serde_json::from_str::<PluginAudit>(&text).map_err(|e| {
-                Error::cannot_measure(format!("reading the audit child's result: {e}"))
-            })?,
-            Err(_) => skipped(
-                plugin,
-                "",
-                format!(
-                    "the audit child exited with {} and no result: {}",
-                    s.code().unwrap_or(-1),
-                    tail(&dir.0.join(OUTPUT), 3)
-                ),
+    // A result written is the audit, whatever the plugin's exit handlers did after it.
+    let result = std::fs::read_to_string(dir.path().join(RESULT)).ok();
+    let mut audit = match (&ended.end, result) {
+        (End::Interrupted, _) => return Ok(None),
+        (_, Some(text)) => serde_json::from_str::<PluginAudit>(&text)
+            .map_err(|e| Error::cannot_measure(format!("reading the audit child's result: {e}")))?,
+        (End::Hung, None) => failed(
+            Outcome::Hung,
+            format!(
+                "hung: no result after {:.0} s, killed while {stage}",
+                limit.as_secs_f64()
             ),
-        },
+        ),
+        (End::Signalled(sig), None) => {
+            failed(Outcome::Crashed, format!("crashed: {sig} while {stage}"))
+        }
+        // An exit without a result (a plugin calling exit() in process) is a crash too: the
+        // audit did not finish.
+        (End::Exited(code), None) => {
+            let tail = ended.tail_lines(3);
+            failed(
+                Outcome::Crashed,
+                format!(
+                    "crashed: exited (code {code}) without a result while {stage}{}",
+                    if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {tail}")
+                    }
+                ),
+            )
+        }
     };
-    audit.seconds = seconds;
+    audit.seconds = ended.seconds;
     Ok(Some(audit))
 }
 
@@ -271,7 +235,7 @@ pub fn audit_all(
             ));
             continue;
         }
-        match audit_in_child(&exe, &t.element, t.env.as_ref(), cfg, i)? {
+        match audit_in_child(&exe, &t.element, t.env.as_ref(), cfg)? {
             Some(mut a) => {
                 if a.name.is_empty() {
                     a.name = t.name.clone();

@@ -1,0 +1,236 @@
+//! A child process that foreign code cannot turn against its parent: the plugin probes
+//! (`dsp::files`) and the plugin audit (`measure::audit::child`) re-execute this binary with
+//! a hidden subcommand and run it through [`run`].
+//!
+//! - The child leads a process group of its own, and the whole group is killed when the
+//!   child ends, hangs or is interrupted: a plugin that forks (in `init`, in `process`)
+//!   leaves no orphans behind.
+//! - Its address space is limited (`RLIMIT_AS`, [`memory_limit`]): a plugin that allocates
+//!   without end fails its allocation in the child instead of pressing the machine.
+//! - What it prints is read as it comes and only the last [`TAIL`] bytes of each stream are
+//!   kept: a plugin writing a gigabyte fills neither a disk nor the parent's memory.
+//! - The child names what it is doing in a stage file ([`stage`]), so that a crash or a hang
+//!   says where (`clap_entry.init`, `clap_plugin.init`…).
+
+use crate::error::{Error, Result};
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Bytes kept of each of the child's stdout and stderr (the last ones).
+pub const TAIL: usize = 64 * 1024;
+
+/// The address-space limit of a child unless `XRUNLAB_CHILD_MEMORY_MIB` says otherwise:
+/// generous for any effect or instrument, far below what would press a workstation.
+const DEFAULT_MEMORY_MIB: u64 = 4096;
+
+/// The child's address-space limit in bytes (`XRUNLAB_CHILD_MEMORY_MIB`, default 4 GiB).
+pub fn memory_limit() -> u64 {
+    std::env::var("XRUNLAB_CHILD_MEMORY_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|m| *m >= 64)
+        .unwrap_or(DEFAULT_MEMORY_MIB)
+        * 1024
+        * 1024
+}
+
+/// How a contained child ended.
+#[derive(Debug)]
+pub enum End {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it (its name, e.g. `SIGSEGV`).
+    Signalled(String),
+    /// It outlived the time limit and was killed.
+    Hung,
+    /// A Ctrl-C stopped the parent; the child was killed.
+    Interrupted,
+}
+
+/// What a contained child left: how it ended, the last words of its output, its stage.
+#[derive(Debug)]
+pub struct Ended {
+    pub end: End,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// The last stage it named (`"starting"` when it named none).
+    pub stage: String,
+    pub seconds: f64,
+}
+
+impl Ended {
+    /// The last non-empty lines of what it printed, stderr first (crash lines go there).
+    pub fn tail_lines(&self, n: usize) -> String {
+        let pick = |b: &[u8]| -> Vec<String> {
+            let text = String::from_utf8_lossy(b);
+            let v: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            v[v.len().saturating_sub(n)..].to_vec()
+        };
+        let mut lines = pick(&self.stderr);
+        if lines.is_empty() {
+            lines = pick(&self.stdout);
+        }
+        lines.join(" / ")
+    }
+}
+
+/// The file in a child's scratch directory that names its stage.
+pub const STAGE_FILE: &str = "stage";
+
+static STAGE_PATH: OnceLock<PathBuf> = OnceLock::new();
+
+/// In a contained child: write stages into `dir` from now on.
+pub fn set_stage_dir(dir: &Path) {
+    let _ = STAGE_PATH.set(dir.join(STAGE_FILE));
+}
+
+/// Name what the child is about to do, for the parent's message should it crash or hang.
+/// A no-op outside a contained child.
+pub fn stage(what: &str) {
+    if let Some(p) = STAGE_PATH.get() {
+        // Best effort: a lost stage only makes a crash message vaguer.
+        let _ = std::fs::write(p, what);
+    }
+}
+
+/// Keep reading `r` to its end, keeping the last `TAIL` bytes; the result goes to `tx`.
+fn drain(mut r: impl Read + Send + 'static, tx: mpsc::Sender<(bool, Vec<u8>)>, err: bool) {
+    std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::with_capacity(TAIL);
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    kept.extend_from_slice(&buf[..n]);
+                    if kept.len() > 2 * TAIL {
+                        kept.drain(..kept.len() - TAIL);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        if kept.len() > TAIL {
+            kept.drain(..kept.len() - TAIL);
+        }
+        let _ = tx.send((err, kept));
+    });
+}
+
+/// Run `cmd` contained (see the module's note), its stage in `scratch`, killing it after
+/// `limit`. Errors only when it cannot be started.
+pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
+    // Never above the hard limit this process has (raising it is refused without privilege).
+    let mem = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS) {
+        Ok((_, hard)) => memory_limit().min(hard),
+        Err(_) => memory_limit(),
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: between fork and exec only setrlimit runs, an async-signal-safe system call
+    // that neither allocates nor takes a lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{setrlimit, Resource};
+            setrlimit(Resource::RLIMIT_AS, mem, mem).map_err(std::io::Error::from)
+        });
+    }
+    let t0 = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("starting a contained child of xrunlab", e))?;
+    let group = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = mpsc::channel();
+    if let Some(o) = child.stdout.take() {
+        drain(o, tx.clone(), false);
+    }
+    if let Some(e) = child.stderr.take() {
+        drain(e, tx.clone(), true);
+    }
+    drop(tx);
+    // Wait without reaping, so that the group's id cannot be reused before it is killed.
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    let end = loop {
+        match waitid(Id::Pid(group), flags) {
+            Ok(WaitStatus::Exited(_, code)) => break End::Exited(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => break End::Signalled(sig.as_str().into()),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                let _ = killpg(group, Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(Error::cannot_measure(format!(
+                    "waiting for a contained child: {e}"
+                )));
+            }
+        }
+        if crate::rt::interrupt::requested() {
+            break End::Interrupted;
+        }
+        if t0.elapsed() > limit {
+            break End::Hung;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The whole group: what the plugin forked dies with the child.
+    let _ = killpg(group, Signal::SIGKILL);
+    let _ = child.wait();
+    let seconds = t0.elapsed().as_secs_f64();
+    // A process that left the group (setsid) may keep the pipes open: wait a little only.
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(1);
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((true, b)) => stderr = b,
+            Ok((false, b)) => stdout = b,
+            Err(_) => break,
+        }
+    }
+    let stage = std::fs::read_to_string(scratch.join(STAGE_FILE))
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "starting".into());
+    Ok(Ended {
+        end,
+        stdout,
+        stderr,
+        stage,
+        seconds,
+    })
+}
+
+/// A scratch directory of our own for one child (a fresh, unpredictable name: the parent
+/// usually runs as root), removed when dropped.
+pub struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// `what` names the directory's purpose in its name.
+    pub fn new(what: &str) -> Result<Scratch> {
+        tempfile::Builder::new()
+            .prefix(&format!("xrunlab-{what}-"))
+            .tempdir()
+            .map(Scratch)
+            .map_err(|e| Error::io("creating a scratch directory", e))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
