@@ -5,6 +5,7 @@ use super::style::{new_table, num};
 use crate::common::Status;
 use crate::measure::watch::clients::LateClient;
 use crate::measure::watch::cycles::{Headroom, BINS};
+use crate::measure::watch::sizes::{OtherSizes, SizeEstimate};
 use crate::measure::watch::{LiveSnapshot, ServerInfo, WatchConfig, WatchResults, WatchXrun};
 use crate::report::format::span;
 use crate::units::format_ns;
@@ -126,6 +127,61 @@ pub fn headroom_section(h: &Headroom) -> String {
         let bar = ((n as f64).ln_1p() / top.max(1e-9) * 40.0).round() as usize;
         s.push_str(&format!("  {name:<14} {n:>10}  {}\n", "#".repeat(bar)));
     }
+    s
+}
+
+/// One size's expected xruns as the sentence says them.
+fn size_count(e: &SizeEstimate) -> String {
+    if e.xruns == 0.0 {
+        format!("at {} none seen (at most {:.1})", e.frames, e.high)
+    } else if e.lower_bound {
+        format!("at {} at least {:.0}", e.frames, e.xruns.max(1.0))
+    } else {
+        format!(
+            "at {} it would have had about {:.0} ({:.0}-{:.0})",
+            e.frames,
+            e.xruns.max(1.0),
+            e.low.floor(),
+            e.high.ceil()
+        )
+    }
+}
+
+/// What the watched cycles say of the other buffer sizes (`measure::watch::sizes`): the
+/// size watched as measured, beside the model's reading of it, then each other size, and
+/// the model's assumptions.
+pub fn other_sizes_section(o: &OtherSizes, r: &WatchResults) -> String {
+    let from = if o.sampled {
+        format!(
+            "the {} cycles the flight recorder kept ({}, around each xrun)",
+            o.cycles,
+            span(o.span_ns)
+        )
+    } else {
+        format!("{} cycles ({})", o.cycles, span(o.span_ns))
+    };
+    let mut parts = Vec::new();
+    if let Some(w) = o.sizes.iter().find(|e| e.watched) {
+        parts.push(format!(
+            "at {} frames: {} xruns in {} (the model reads {:.0} from the same cycles)",
+            o.frames,
+            r.total_xruns(),
+            span(r.watched_ns),
+            w.xruns
+        ));
+    }
+    let mut others: Vec<&SizeEstimate> = o.sizes.iter().filter(|e| !e.watched).collect();
+    others.sort_by_key(|e| (e.lower_bound, e.frames));
+    parts.extend(others.into_iter().map(size_count));
+    let line = format!("other buffer sizes, from {from}: {}", parts.join("; "));
+    let mut s = super::style::wrap(&line, 2);
+    s.push('\n');
+    let why = "(assumed: each cycle's work scales with the period, its stalls - wake-up \
+               delays, a host that held the CPU - do not, and a stall longer than the new \
+               period still glitches; a smaller size's own fixed costs per cycle are not in \
+               the data, so its figure is a floor)";
+    s.push_str(&super::style::wrap(why, 2));
+    s.push('\n');
     s
 }
 
@@ -457,6 +513,9 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     }
     if let Some(h) = &r.headroom {
         s.push_str(&headroom_section(h));
+    }
+    if let Some(o) = &r.other_sizes {
+        s.push_str(&other_sizes_section(o, r));
     }
     if let Some(f) = &r.forensics {
         s.push_str(&super::forensics::section(f));
