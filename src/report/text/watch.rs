@@ -176,6 +176,26 @@ pub fn other_sizes_section(o: &OtherSizes, r: &WatchResults) -> String {
     let line = format!("other buffer sizes, from {from}: {}", parts.join("; "));
     let mut s = super::style::wrap(&line, 2);
     s.push('\n');
+    // The model's check on itself: the size watched, read from the same cycles.
+    let measured = r.total_xruns() as f64;
+    if let Some(w) = o
+        .sizes
+        .iter()
+        .find(|e| e.watched && (measured < e.low || measured > e.high))
+    {
+        let warn = format!(
+            "warning: the model does not give back what was measured at {} frames ({} \
+             xruns; it reads {:.0}, 95 % {:.0}-{:.0}): its figures for the other sizes are \
+             rough here",
+            o.frames,
+            r.total_xruns(),
+            w.xruns,
+            w.low.floor(),
+            w.high.ceil()
+        );
+        s.push_str(&super::style::wrap(&warn, 2));
+        s.push('\n');
+    }
     let why = "(assumed: each cycle's work scales with the period, its stalls - wake-up \
                delays, a host that held the CPU - do not, and a stall longer than the new \
                period still glitches; a smaller size's own fixed costs per cycle are not in \
@@ -562,6 +582,36 @@ fn during_set_up(r: &WatchResults) -> Option<String> {
 mod tests {
     use super::*;
     use crate::measure::watch::{LoadSamples, WatchGap};
+
+    #[test]
+    fn other_sizes_say_when_the_model_does_not_give_back_the_size_watched() {
+        let est = |frames, xruns: f64, watched| SizeEstimate {
+            frames,
+            xruns,
+            low: crate::measure::predict::poisson_low(xruns, 0.05),
+            high: crate::measure::predict::poisson_high(xruns, 0.05),
+            watched,
+            lower_bound: false,
+        };
+        let mut o = OtherSizes {
+            frames: 256,
+            rate: 48000,
+            period_ns: 5_333_333,
+            cycles: 112_500,
+            span_ns: 600_000_000_000,
+            sampled: false,
+            sizes: vec![est(256, 0.0, true), est(512, 0.0, false)],
+        };
+        let r = results(Vec::new());
+        let s = other_sizes_section(&o, &r);
+        let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("at 512 none seen (at most 3.7)"), "{s}");
+        assert!(!s.contains("does not give back"), "{s}");
+        o.sizes[0] = est(256, 91.0, true);
+        let s = other_sizes_section(&o, &r);
+        assert!(s.contains("does not give back"), "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    }
 
     fn results(xruns: Vec<WatchXrun>) -> WatchResults {
         WatchResults {
