@@ -87,6 +87,44 @@ fn every_result_kind_renders_golden_in_80_columns() {
     }
 }
 
+/// A watch with what its cycles say of the other buffer sizes (`other_sizes`, added to the
+/// PipeWire fixture, which stays as an older watch wrote it).
+#[test]
+fn a_watch_with_other_sizes_renders_golden_in_80_columns() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_current_dir(root()).unwrap();
+    let text = std::fs::read_to_string("tests/fixtures/results/watch-pipewire.json").unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let row = |frames: u32, xruns: f64, low: f64, high: f64, watched: bool, floor: bool| {
+        serde_json::json!({"frames": frames, "xruns": xruns, "low": low, "high": high,
+                           "watched": watched, "lower_bound": floor})
+    };
+    doc["results"]["other_sizes"] = serde_json::json!({
+        "frames": 256, "rate": 48000, "period_ns": 5_333_333u64, "cycles": 733,
+        "span_ns": 3_909_333_089u64, "sampled": false,
+        "sizes": [
+            row(128, 9.0, 4.12, 17.08, false, true),
+            row(256, 4.0, 1.09, 10.24, true, false),
+            row(512, 1.5, 0.11, 4.84, false, false),
+            row(1024, 0.0, 0.0, 3.69, false, false),
+        ]
+    });
+    // Relative to the root where it can be, so the heading reads the same on every machine.
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.strip_prefix(root()).unwrap_or(tmp);
+    let path = dir.join("watch-other-sizes.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let rel = path.to_str().unwrap();
+    let summary = xrunlab::report::text::input(&input(rel));
+    assert!(
+        summary.contains("at 512 it would have had about 2 (0-5)"),
+        "{summary}"
+    );
+    golden("report_watch-other-sizes", || {
+        xrunlab::report::text::input(&input(rel))
+    });
+}
+
 #[test]
 fn comparisons_render_golden_in_80_columns() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

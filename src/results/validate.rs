@@ -48,6 +48,19 @@ pub fn validate_body(body: &Body) -> Result<(), Problem> {
                     ));
                 }
             }
+            for (i, e) in results
+                .other_sizes
+                .iter()
+                .flat_map(|o| &o.sizes)
+                .enumerate()
+            {
+                if !(e.xruns >= 0.0 && e.low >= 0.0 && e.low <= e.xruns && e.xruns <= e.high) {
+                    return Err(format!(
+                        "results.other_sizes.sizes[{i}]: xruns, low and high must be counts \
+                         with low <= xruns <= high"
+                    ));
+                }
+            }
         }
         Body::Predict { config, results } => {
             rate("config.rate", config.rate)?;

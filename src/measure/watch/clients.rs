@@ -499,6 +499,8 @@ pub struct Explained {
     pub busy: Vec<super::cycles::BusyHistogram>,
     /// The cycle of the xrun whose late client was furthest past its usual figures.
     pub worst_cycle: Option<super::cycles::CycleTimeline>,
+    /// The cycles the trace kept, for the other buffer sizes.
+    pub sizes: super::sizes::SizesAcc,
 }
 
 /// What `--forensics` adds to a watch: each client's timing, the late client of each xrun
@@ -543,7 +545,15 @@ pub fn explain(
             runs_every_cycle(rs, period_ns, &recording.coverage)
         })
         .collect();
-    let (headroom, busy) = cycles_of(threads, &all, &per_cycle, &recording.coverage, period_ns);
+    let mut sizes = super::sizes::SizesAcc::default();
+    let (headroom, busy) = cycles_of(
+        threads,
+        &all,
+        &per_cycle,
+        &recording.coverage,
+        period_ns,
+        &mut sizes,
+    );
     let runs_of = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
     let mut windows = Vec::new();
     let mut prev = 0;
@@ -623,6 +633,7 @@ pub fn explain(
         headroom,
         busy,
         worst_cycle,
+        sizes,
     }
 }
 
@@ -681,6 +692,7 @@ fn cycles_of(
     per_cycle: &[bool],
     coverage: &[(u64, u64)],
     period_ns: u64,
+    sizes: &mut super::sizes::SizesAcc,
 ) -> (
     Option<super::cycles::Headroom>,
     Vec<super::cycles::BusyHistogram>,
@@ -703,7 +715,7 @@ fn cycles_of(
             .filter(|t| t.tid != s.tid)
             .map(|t| runs_of(t))
             .collect();
-        super::cycles::jack_headroom(runs_of(s), &clients, coverage, period_ns)
+        super::cycles::jack_headroom(runs_of(s), &clients, coverage, period_ns, sizes)
     });
     (headroom.filter(|h| h.cycles > 0), busy)
 }

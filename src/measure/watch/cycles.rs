@@ -154,12 +154,14 @@ impl HeadroomAcc {
 /// cycle counts: the graph is not done while it runs, so that cycle missed too. Only cycles
 /// with their whole period inside one kept range of the trace (`coverage`, empty = all of
 /// it) and no run cut by the trace's end are counted: a sample, whose size the result says
-/// (`of_cycles` is set by the caller).
+/// (`of_cycles` is set by the caller). Each counted cycle goes to `sizes` too, its busy time
+/// that of the runs woken in it; a cycle not counted breaks its record there.
 pub fn jack_headroom(
     server: &[Run],
     clients: &[&[Run]],
     coverage: &[(u64, u64)],
     period_ns: u64,
+    sizes: &mut super::sizes::SizesAcc,
 ) -> Headroom {
     let mut acc = HeadroomAcc::default();
     if period_ns == 0 {
@@ -170,9 +172,13 @@ pub fn jack_headroom(
     for s in server.iter().filter(|s| !s.open) {
         let (start, deadline) = (s.waking_ns, s.waking_ns + period_ns);
         if !inside(start, deadline + period_ns) {
+            sizes.gap();
             continue;
         }
         let mut finish = s.end_ns;
+        // The cycle's own runs (not one still going from before: that work is an earlier
+        // cycle's) make its record for `sizes`.
+        let (mut busy, mut own) = (s.busy_ns, s.end_ns);
         let mut cut = false;
         for rs in clients {
             // Runs are in end order: those ending after the cycle's start are at the back.
@@ -180,13 +186,19 @@ pub fn jack_headroom(
                 if r.waking_ns < deadline {
                     finish = finish.max(r.end_ns);
                     cut |= r.open;
+                    if r.waking_ns >= start {
+                        busy = busy.saturating_add(r.busy_ns);
+                        own = own.max(r.end_ns);
+                    }
                 }
             }
         }
         if cut {
+            sizes.gap();
             continue;
         }
         acc.add(deadline.checked_sub(finish), period_ns);
+        sizes.add(start, own.saturating_sub(start), busy, period_ns);
     }
     acc.result()
 }
@@ -355,13 +367,14 @@ mod tests {
             run(p + 60_000, p + 60_000, p + 200_000),
             run(2 * p + 60_000, 2 * p + 60_000, 4 * p + 500_000),
         ];
-        let h = jack_headroom(&server, &[&client], &[(0, 4 * p + 900_000)], p);
+        let mut sizes = super::super::sizes::SizesAcc::default();
+        let h = jack_headroom(&server, &[&client], &[(0, 4 * p + 900_000)], p, &mut sizes);
         assert_eq!((h.cycles, h.missed), (3, 1), "{h:?}");
         assert!(h.min_ns.abs_diff(700_000) < 10_000, "{h:?}");
         assert_eq!(h.bins[15] + h.bins[16], 1);
         assert_eq!(h.bins[13] + h.bins[14], 1);
         // Read whole: the fourth cycle is there, and the client still ran into it.
-        let h = jack_headroom(&server, &[&client], &[], p);
+        let h = jack_headroom(&server, &[&client], &[], p, &mut sizes);
         assert_eq!((h.cycles, h.missed), (4, 2), "{h:?}");
         let b = busy_histogram("c", &client, p);
         assert_eq!((b.bins[4], b.bins[2], b.bins[19]), (1, 1, 1));

@@ -17,6 +17,7 @@ pub mod cycles;
 pub mod jack;
 pub mod names;
 pub mod pipewire;
+pub mod sizes;
 
 use crate::common::Status;
 use crate::error::{Error, Result};
@@ -197,6 +198,10 @@ pub struct WatchResults {
     /// about a second; an xrun before this came while it did, and no trace covers it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traced_from_ns: Option<u64>,
+    /// The xruns the same graph would have had at ½×, 2× and 4× the period, from every
+    /// cycle's stall and busy time (`sizes`; PipeWire, JACK with `--forensics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_sizes: Option<sizes::OtherSizes>,
 }
 
 impl WatchResults {
@@ -601,6 +606,12 @@ fn explain_jack(
     }
     if r.worst_cycle.is_none() {
         r.worst_cycle = e.worst_cycle;
+    }
+    let mut sizes = e.sizes;
+    sizes.gap();
+    if let Some(mut o) = sizes.result(r.server.frames, r.server.rate) {
+        o.sampled = true;
+        r.other_sizes = Some(o);
     }
     (e.forensics, e.warnings)
 }

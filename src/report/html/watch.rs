@@ -1,8 +1,9 @@
 //! `watch`: what was watched, the answer, and every xrun.
 
 use crate::measure::watch::cycles::{CycleTimeline, Headroom, BINS};
+use crate::measure::watch::sizes::OtherSizes;
 use crate::measure::watch::{WatchConfig, WatchResults};
-use crate::report::text::watch::answer;
+use crate::report::text::watch::{answer, other_sizes_section};
 use crate::units::format_ns;
 use maud::{html, Markup};
 
@@ -49,11 +50,30 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                 }
             }
         }
+        @if let Some(o) = &r.other_sizes { (other_sizes(o, r)) }
         @if let Some(h) = &r.headroom { (headroom(h)) }
         @if !r.busy_histograms.is_empty() { (busy(r)) }
         @if let Some(t) = &r.worst_cycle { (timeline(t)) }
         @if let Some(f) = &r.forensics { (super::forensics::section(f)) }
         @if let Some(n) = &r.forensics_note { p.note { (n) } }
+    }
+}
+
+/// What the watched cycles say of the other buffer sizes: a row per size, the one watched
+/// with what was measured; the terminal's sentence above it.
+fn other_sizes(o: &OtherSizes, r: &WatchResults) -> Markup {
+    html! {
+        h4 { "Other buffer sizes, from the watched cycles" }
+        p { (other_sizes_section(o, r)) }
+        table.sizes {
+            tr { th { "frames" } th { "xruns (model)" } th { "95 % interval" } th { "measured" } }
+            @for e in &o.sizes {
+                tr { (super::n(e.frames.to_string()))
+                     (super::n(format!("{}{:.1}", if e.lower_bound { "≥ " } else { "" }, e.xruns)))
+                     (super::n(format!("{:.1}–{:.1}", e.low, e.high)))
+                     (super::n(if e.watched { r.total_xruns().to_string() } else { "-".into() })) }
+            }
+        }
     }
 }
 

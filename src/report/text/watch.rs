@@ -5,6 +5,7 @@ use super::style::{new_table, num};
 use crate::common::Status;
 use crate::measure::watch::clients::LateClient;
 use crate::measure::watch::cycles::{Headroom, BINS};
+use crate::measure::watch::sizes::{OtherSizes, SizeEstimate};
 use crate::measure::watch::{LiveSnapshot, ServerInfo, WatchConfig, WatchResults, WatchXrun};
 use crate::report::format::span;
 use crate::units::format_ns;
@@ -126,6 +127,81 @@ pub fn headroom_section(h: &Headroom) -> String {
         let bar = ((n as f64).ln_1p() / top.max(1e-9) * 40.0).round() as usize;
         s.push_str(&format!("  {name:<14} {n:>10}  {}\n", "#".repeat(bar)));
     }
+    s
+}
+
+/// One size's expected xruns as the sentence says them.
+fn size_count(e: &SizeEstimate) -> String {
+    if e.xruns == 0.0 {
+        format!("at {} none seen (at most {:.1})", e.frames, e.high)
+    } else if e.lower_bound {
+        format!("at {} at least {:.0}", e.frames, e.xruns.max(1.0))
+    } else {
+        format!(
+            "at {} it would have had about {:.0} ({:.0}-{:.0})",
+            e.frames,
+            e.xruns.max(1.0),
+            e.low.floor(),
+            e.high.ceil()
+        )
+    }
+}
+
+/// What the watched cycles say of the other buffer sizes (`measure::watch::sizes`): the
+/// size watched as measured, beside the model's reading of it, then each other size, and
+/// the model's assumptions.
+pub fn other_sizes_section(o: &OtherSizes, r: &WatchResults) -> String {
+    let from = if o.sampled {
+        format!(
+            "the {} cycles the flight recorder kept ({}, around each xrun)",
+            o.cycles,
+            span(o.span_ns)
+        )
+    } else {
+        format!("{} cycles ({})", o.cycles, span(o.span_ns))
+    };
+    let mut parts = Vec::new();
+    if let Some(w) = o.sizes.iter().find(|e| e.watched) {
+        parts.push(format!(
+            "at {} frames: {} xruns in {} (the model reads {:.0} from the same cycles)",
+            o.frames,
+            r.total_xruns(),
+            span(r.watched_ns),
+            w.xruns
+        ));
+    }
+    let mut others: Vec<&SizeEstimate> = o.sizes.iter().filter(|e| !e.watched).collect();
+    others.sort_by_key(|e| (e.lower_bound, e.frames));
+    parts.extend(others.into_iter().map(size_count));
+    let line = format!("other buffer sizes, from {from}: {}", parts.join("; "));
+    let mut s = super::style::wrap(&line, 2);
+    s.push('\n');
+    // The model's check on itself: the size watched, read from the same cycles.
+    let measured = r.total_xruns() as f64;
+    if let Some(w) = o
+        .sizes
+        .iter()
+        .find(|e| e.watched && (measured < e.low || measured > e.high))
+    {
+        let warn = format!(
+            "warning: the model does not give back what was measured at {} frames ({} \
+             xruns; it reads {:.0}, 95 % {:.0}-{:.0}): its figures for the other sizes are \
+             rough here",
+            o.frames,
+            r.total_xruns(),
+            w.xruns,
+            w.low.floor(),
+            w.high.ceil()
+        );
+        s.push_str(&super::style::wrap(&warn, 2));
+        s.push('\n');
+    }
+    let why = "(assumed: each cycle's work scales with the period, its stalls - wake-up \
+               delays, a host that held the CPU - do not, and a stall longer than the new \
+               period still glitches; a smaller size's own fixed costs per cycle are not in \
+               the data, so its figure is a floor)";
+    s.push_str(&super::style::wrap(why, 2));
+    s.push('\n');
     s
 }
 
@@ -471,6 +547,9 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     if let Some(h) = &r.headroom {
         s.push_str(&headroom_section(h));
     }
+    if let Some(o) = &r.other_sizes {
+        s.push_str(&other_sizes_section(o, r));
+    }
     if let Some(f) = &r.forensics {
         s.push_str(&super::forensics::section(f));
     }
@@ -516,6 +595,36 @@ fn during_set_up(r: &WatchResults) -> Option<String> {
 mod tests {
     use super::*;
     use crate::measure::watch::{LoadSamples, WatchGap};
+
+    #[test]
+    fn other_sizes_say_when_the_model_does_not_give_back_the_size_watched() {
+        let est = |frames, xruns: f64, watched| SizeEstimate {
+            frames,
+            xruns,
+            low: crate::measure::predict::poisson_low(xruns, 0.05),
+            high: crate::measure::predict::poisson_high(xruns, 0.05),
+            watched,
+            lower_bound: false,
+        };
+        let mut o = OtherSizes {
+            frames: 256,
+            rate: 48000,
+            period_ns: 5_333_333,
+            cycles: 112_500,
+            span_ns: 600_000_000_000,
+            sampled: false,
+            sizes: vec![est(256, 0.0, true), est(512, 0.0, false)],
+        };
+        let r = results(Vec::new());
+        let s = other_sizes_section(&o, &r);
+        let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("at 512 none seen (at most 3.7)"), "{s}");
+        assert!(!s.contains("does not give back"), "{s}");
+        o.sizes[0] = est(256, 91.0, true);
+        let s = other_sizes_section(&o, &r);
+        assert!(s.contains("does not give back"), "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    }
 
     fn results(xruns: Vec<WatchXrun>) -> WatchResults {
         WatchResults {

@@ -427,8 +427,10 @@ impl Adapter for PipeWireAdapter {
     fn finish(&mut self, t0: u64, r: &mut WatchResults) {
         self.refresh();
         r.server = self.info.clone();
-        let t = locked(&self.conn.shared.tracker);
+        let mut t = locked(&self.conn.shared.tracker);
         r.clients.extend(t.timings());
+        // After a `--follow` reconnect: the last connection's cycles, at the size it ran.
+        r.other_sizes = t.other_sizes().or(r.other_sizes.take());
         r.busy_histograms.extend(t.busy_histograms());
         let h = t.headroom();
         r.headroom = Some(match r.headroom.take() {

@@ -14,6 +14,7 @@
 use super::pod::{Block, Sample, AWAKE, FINISHED, TRIGGERED};
 use crate::measure::watch::clients::{ClientTiming, LateClient, Timing};
 use crate::measure::watch::cycles::{BusyHistogram, CycleTimeline, HeadroomAcc, Lane, BINS};
+use crate::measure::watch::sizes::{OtherSizes, SizesAcc};
 use crate::measure::watch::NodeRun;
 use hdrhistogram::Histogram;
 
@@ -86,6 +87,7 @@ pub struct Tracker {
     nodes: Vec<Node>,
     xrun_counts: Vec<(u32, u64)>,
     headroom: HeadroomAcc,
+    sizes: SizesAcc,
     pub period_ns: u64,
     pub rate: u32,
     pub frames: u32,
@@ -106,6 +108,7 @@ impl Default for Tracker {
             nodes: Vec::new(),
             xrun_counts: Vec::new(),
             headroom: HeadroomAcc::default(),
+            sizes: SizesAcc::default(),
             period_ns: 0,
             rate: 0,
             frames: 0,
@@ -148,13 +151,15 @@ impl Tracker {
         &mut self.nodes[i]
     }
 
-    fn record(&mut self, b: &Block, period: u64) {
+    /// Its busy time in the cycle.
+    fn record(&mut self, b: &Block, period: u64) -> u64 {
         let (wake, busy) = (b.awake - b.signal, b.finish - b.awake);
         let n = self.node(b);
         let _ = n.wake.record(wake.max(1));
         let _ = n.busy.record(busy.max(1));
         let bin = (busy as u128 * BINS as u128 / period.max(1) as u128) as usize;
         n.bins[bin.min(BINS - 1)] += 1;
+        busy
     }
 
     /// One sampled cycle.
@@ -188,20 +193,23 @@ impl Tracker {
             start = start.saturating_sub(period);
         }
         let deadline = start + period;
+        let mut busy = 0u64;
         for b in s.followers.iter().filter(|b| !b.is_async) {
             if b.status == FINISHED
                 && fresh(b, start, period)
                 && b.awake >= b.signal
                 && b.finish >= b.awake
             {
-                self.record(b, period);
+                busy = busy.saturating_add(self.record(b, period));
                 end = end.max(b.finish);
             }
         }
         let rose = self.counter(s.driver.id, s.xrun_count);
+        let elapsed = end.max(start) - start;
         if unfinished.is_empty() && !rose {
             let spare = (end <= deadline).then(|| deadline - end.max(start));
             self.headroom.add(spare, period);
+            self.sizes.add(start, elapsed, busy, period);
             return;
         }
         self.headroom.add(None, period);
@@ -217,8 +225,17 @@ impl Tracker {
             }
         }
         if absorbed {
+            // The graph is still on the late node's work: none of its own this cycle.
+            self.sizes.add(start, 0, 0, period);
             return;
         }
+        // Unfinished: past the period at least; the late node's finish patches it.
+        let elapsed = if unfinished.is_empty() {
+            elapsed
+        } else {
+            elapsed.max(period + 1)
+        };
+        self.sizes.add(start, elapsed, busy, period);
         self.found(s, start, period, end, &unfinished);
     }
 
@@ -407,8 +424,9 @@ impl Tracker {
                     finish: fin,
                     ..b0.clone()
                 };
-                self.record(&b, f.period_ns);
-                let (wake, busy) = (b.awake - b.signal, b.finish - b.awake);
+                let busy = self.record(&b, f.period_ns);
+                self.sizes.patch(f.start_ns, b.finish, busy);
+                let wake = b.awake - b.signal;
                 let n = self.node(&b);
                 n.xruns_late += 1;
                 if let Some(l) = f.late.as_mut() {
@@ -486,6 +504,12 @@ impl Tracker {
 
     pub fn headroom(&self) -> crate::measure::watch::cycles::Headroom {
         self.headroom.result()
+    }
+
+    /// The other buffer sizes, every cycle so far judged.
+    pub fn other_sizes(&mut self) -> Option<OtherSizes> {
+        self.sizes.gap();
+        self.sizes.result(self.frames, self.rate)
     }
 
     /// The worst xrun's cycle: its deadline (to find its index) and its lanes.
