@@ -446,7 +446,7 @@ pub fn run(
     let (t0, flight, recorder) = start_clock_and_trace(cfg, session, &mut r);
     let traced = recorder.is_some() && !profiled;
     let mut threads = if traced {
-        clients::session_threads(&adapter.client_names(), semaphore_server(&r.server))
+        names::session_threads(&adapter.client_names(), semaphore_server(&r.server))
     } else {
         Vec::new()
     };
@@ -662,7 +662,7 @@ fn more_threads(
     adapter: &dyn Adapter,
     server: &ServerInfo,
 ) {
-    for t in clients::session_threads(&adapter.client_names(), semaphore_server(server)) {
+    for t in names::session_threads(&adapter.client_names(), semaphore_server(server)) {
         match threads.iter_mut().find(|o| o.tid == t.tid) {
             Some(o) if o.named_by == names::NamedBy::Process && o.pid == t.pid => *o = t,
             Some(_) => {}

@@ -13,6 +13,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// How a thread's client name was established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -158,6 +159,142 @@ pub fn jack_clients(server: &str, pid: i32, tids: &[i32]) -> Option<Vec<(i32, St
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     Some(out)
+}
+
+/// A real-time thread of a JACK client (or of the server) of the watched session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClientThread {
+    /// Its JACK client's name (`named_by` says how it was found); when none was found, the
+    /// process's comm with `/THREAD` when the thread's own name differs (libjack's process
+    /// thread inherits the name of the thread that activated the client); the server's are
+    /// `server:COMM`.
+    pub name: String,
+    /// The process's comm.
+    #[serde(default)]
+    pub process: String,
+    #[serde(default)]
+    pub named_by: NamedBy,
+    pub pid: i32,
+    pub tid: i32,
+}
+
+impl ClientThread {
+    /// As the user knows it: `client (process[pid])`.
+    pub fn who(&self) -> String {
+        display(&self.name, &self.process, self.pid)
+    }
+}
+
+/// The real-time threads (FIFO or RR) of every process that is a JACK client or server of
+/// the session we are a client of (on jackd2: that maps one of its semaphores, so another
+/// server's are left out), ours left out. Each client thread is named by its JACK
+/// client: on jackd2 (`jack_server`: the server's name) by the semaphore it waits on
+/// (`names::jack_clients`), else by `names` (pid → JACK client names, from the client
+/// library), else by its process.
+pub fn session_threads(
+    names: &HashMap<i32, Vec<String>>,
+    jack_server: Option<&str>,
+) -> Vec<ClientThread> {
+    let root = crate::system::Root::default();
+    let own = std::process::id() as i32;
+    let mut rt: Vec<i32> = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            // SAFETY: sched_getscheduler reads another thread's policy; no memory passed.
+            let policy = unsafe { libc::sched_getscheduler(tid) };
+            if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+                rt.push(tid);
+            }
+        }
+    }
+    let audio = crate::trace::clients::identify(&root, &rt, own);
+    let (by_sem, members) = semaphore_names(&audio, jack_server);
+    let mut out: Vec<ClientThread> = audio
+        .into_iter()
+        .filter(|(_, c)| {
+            matches!(
+                c.role,
+                crate::trace::AudioRole::JackClient | crate::trace::AudioRole::JackServer
+            ) && members.as_ref().is_none_or(|m| m.contains(&c.pid))
+        })
+        .map(|(tid, c)| {
+            let thread = root
+                .read(&format!("/proc/{}/task/{tid}/comm", c.pid))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            let (process, named_by) = match (by_sem.get(&tid), names.get(&c.pid)) {
+                (Some(n), _) => (n.clone(), NamedBy::Semaphore),
+                (None, Some(n)) if !n.is_empty() => (n.join("+"), NamedBy::Pid),
+                _ => (c.process.clone(), NamedBy::Process),
+            };
+            let name = match c.role {
+                crate::trace::AudioRole::JackServer => format!("server:{}", c.process),
+                _ if named_by == NamedBy::Semaphore => process,
+                _ if !thread.is_empty() && thread != c.process => format!("{process}/{thread}"),
+                _ => process,
+            };
+            ClientThread {
+                name,
+                process: c.process,
+                named_by: match c.role {
+                    crate::trace::AudioRole::JackServer => NamedBy::Process,
+                    _ => named_by,
+                },
+                pid: c.pid,
+                tid,
+            }
+        })
+        .collect();
+    out.sort_by_key(|t| (t.pid, t.tid));
+    out
+}
+
+/// The JACK client of each client thread in `audio`, by the semaphore it waits on (jackd2),
+/// and the processes that map a semaphore of the server: its session's. None when no process
+/// does (the semaphores cannot be read here): then every JACK process is taken as before.
+fn semaphore_names(
+    audio: &HashMap<i32, crate::trace::AudioClient>,
+    jack_server: Option<&str>,
+) -> (HashMap<i32, String>, Option<std::collections::HashSet<i32>>) {
+    let Some(server) = jack_server else {
+        return (HashMap::new(), None);
+    };
+    let mut by_pid: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (&tid, c) in audio {
+        match c.role {
+            crate::trace::AudioRole::JackClient => by_pid.entry(c.pid).or_default().push(tid),
+            // The server's threads wait on no client's semaphore: only its membership.
+            crate::trace::AudioRole::JackServer => {
+                by_pid.entry(c.pid).or_default();
+            }
+            _ => {}
+        }
+    }
+    let mut names = HashMap::new();
+    let mut members = std::collections::HashSet::new();
+    for (pid, tids) in by_pid {
+        if let Some(found) = jack_clients(server, pid, &tids) {
+            members.insert(pid);
+            names.extend(found);
+        }
+    }
+    let members = (!members.is_empty()).then_some(members);
+    (names, members)
 }
 
 #[cfg(test)]
