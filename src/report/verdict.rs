@@ -101,6 +101,12 @@ pub fn settle(inputs: &[Input], cost: &CostInput, o: Options) -> Result<VerdictC
     })
 }
 
+/// The sizes the verdict judged, in its config: those asked plus the ones [`build`] added past
+/// the range while nothing met the target (a result lists one row per configured size).
+pub fn list_rows(cfg: &mut VerdictConfig, v: &VerdictResults) {
+    cfg.buffers = v.rows.iter().map(|r| r.buffer_frames).collect();
+}
+
 /// The compute time a verdict assumes without `--cost` or `--load-pct`.
 pub fn default_cost() -> CostInput {
     let mut c = CostInput::load_pct(DEFAULT_LOAD_PCT);
