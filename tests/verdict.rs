@@ -35,7 +35,9 @@ fn verdict_of_the_committed_results_is_golden() {
     assert_eq!(r["judged_on"], "stressed");
     assert_eq!(r["recommended_frames"], serde_json::Value::Null);
     let rows = r["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 7);
+    // Nothing meets up to 1024 frames: the rows go on to 4096.
+    assert_eq!(rows.len(), 9);
+    assert_eq!(rows[8]["buffer_frames"], 4096);
     let r128 = rows.iter().find(|x| x["buffer_frames"] == 128).unwrap();
     assert_eq!(r128["measured"][0]["file"], "run-128-stress.json");
     assert_eq!(r128["measured"][0]["stress"][0], "paper");
@@ -83,7 +85,7 @@ fn verdict_of_the_committed_results_is_golden() {
     let shown = shown.split("\n\n").next().unwrap().replace(" \\\n", " ");
     assert_eq!(shown.split_whitespace().collect::<Vec<_>>().join(" "), next);
     assert!(!text.contains('\x1b'), "{text}");
-    fits_80_columns(&text, 7);
+    fits_80_columns(&text, 9);
     insta::assert_snapshot!("verdict_fixtures_text", text);
 }
 
@@ -171,7 +173,7 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
     assert!(r["headline"]
         .as_str()
         .unwrap()
-        .contains("at most 1 glitch in 87 min idle"));
+        .contains("at most 1 glitch in 87 min (predicted) idle"));
     assert!(r["headline"]
         .as_str()
         .unwrap()
@@ -213,7 +215,7 @@ fn the_recommendation_follows_the_data_and_gates_ci() {
     // no next command. On latency alone (16 frames only), tuning is the next step.
     assert_eq!(
         heavy["results"]["headline"],
-        "This machine cannot run even 1024 frames at 48 kHz within 1 glitch an hour idle \
+        "This machine cannot run even 4096 frames at 48 kHz within 1 glitch an hour idle \
          (not measured under load): it cannot keep up (the DSP fills the period)."
     );
     assert_eq!(heavy["results"].get("next"), None);
@@ -280,7 +282,12 @@ fn a_measured_run_overrides_an_optimistic_prediction() {
     };
     assert_eq!(row(512)["meets_target"], false);
     assert_eq!(row(512)["measured"][0]["xruns"], 50);
-    assert_eq!(r["recommended_frames"], 1024);
+    assert_eq!(row(512)["basis"], "measured");
+    // The run's ratio to the prediction is carried to 1024 frames, whose optimistic
+    // prediction alone met the target: it no longer passes on it.
+    assert_eq!(row(1024)["calibration"]["from_frames"], 512);
+    assert_ne!(row(1024)["meets_target"], true);
+    assert_ne!(r["recommended_frames"], 1024);
     assert_eq!(r["causes"][0]["cause"], "late-wakeup");
 }
 

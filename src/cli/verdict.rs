@@ -149,7 +149,7 @@ fn settings(a: &VerdictArgs) -> Result<(f64, Vec<u32>)> {
 pub fn judge(a: &VerdictArgs, inputs: &[Input]) -> Result<(VerdictConfig, ResultDocParts)> {
     let (target, buffers) = settings(a)?;
     let cost = cost(a)?;
-    let cfg = verdict::settle(
+    let mut cfg = verdict::settle(
         inputs,
         &cost,
         verdict::Options {
@@ -164,6 +164,7 @@ pub fn judge(a: &VerdictArgs, inputs: &[Input]) -> Result<(VerdictConfig, Result
         },
     )?;
     let results = verdict::build(&cfg, inputs, &cost)?;
+    verdict::list_rows(&mut cfg, &results);
     let env = inputs
         .iter()
         .find_map(|i| i.environment().cloned())

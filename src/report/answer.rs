@@ -2,10 +2,11 @@
 //! command to run next when a size is undecided or nothing passes. Built from the verdict's
 //! rows only, so the terminal, the HTML report and JUnit say the same words.
 
+use super::decide::{counts, judged};
 use super::format::per_hour;
 use crate::measure::latency::{LatencyConfig, DEFAULT_INTERVAL_NS};
 use crate::measure::predict::{Outlook, Rate};
-use crate::results::verdict::{Condition, Predicted, VerdictConfig, VerdictRow};
+use crate::results::verdict::{Basis, Checked, Condition, VerdictConfig, VerdictRow};
 use std::path::Path;
 
 /// The label of a verdict whose latency was measured under SCHED_OTHER (a suite without
@@ -77,13 +78,6 @@ fn one_in(r: &Rate) -> String {
     format!("{bound}1 glitch in {span}")
 }
 
-fn judged(r: &VerdictRow, on: Condition) -> Option<&Predicted> {
-    match on {
-        Condition::Stressed => r.stressed.as_ref(),
-        Condition::Idle => r.idle.as_ref(),
-    }
-}
-
 fn khz(rate: u32) -> String {
     let k = rate as f64 / 1e3;
     if k.fract() == 0.0 {
@@ -109,19 +103,32 @@ fn target(per_hour: f64) -> String {
     }
 }
 
-/// What a failing size does: "glitches about 3 times a minute". When a run under the
-/// judged condition failed a size its prediction did not, the run's rate is the one said
-/// (a bounded prediction's 0 read "glitches never" of a size a run saw glitch).
+/// How long the engine ran a size: "4 min".
+fn ran(c: &Checked) -> String {
+    super::format::span((c.hours * 3.6e12) as u64)
+}
+
+/// What a failing size does: "glitches about 3 times a minute". A size the engine's runs
+/// failed is said with their rate and length; one a run failed that its prediction did not
+/// (an older verdict without `checked`) with the run's rate (a bounded prediction's 0 read
+/// "glitches never" of a size a run saw glitch).
 fn glitches(r: &VerdictRow, on: Condition, periods: u32) -> String {
     let p = judged(r, on);
     if p.is_some_and(|p| p.overload) {
         return "cannot keep up (the DSP fills the period)".into();
     }
-    let want_stress = on == Condition::Stressed;
+    if let (Some(Basis::Measured), Some(c)) = (r.basis, &r.checked) {
+        return format!(
+            "glitches {} (measured: {} in {})",
+            often(c.per_hour.per_hour),
+            c.xruns,
+            ran(c)
+        );
+    }
     let run = r
         .measured
         .iter()
-        .filter(|m| m.stress.is_empty() != want_stress && m.periods == periods)
+        .filter(|m| counts(m, on, periods))
         .max_by(|a, b| a.per_hour.low.total_cmp(&b.per_hour.low));
     match (p, run) {
         (Some(p), _) if p.outlook == Outlook::Fails => {
@@ -134,6 +141,40 @@ fn glitches(r: &VerdictRow, on: Condition, periods: u32) -> String {
         ),
         (Some(p), None) => format!("glitches {}", often(p.episodes_per_hour.per_hour)),
         (None, None) => "fails".into(),
+    }
+}
+
+/// The rate a size that meets the target is said with, and what it rests on:
+/// "about 1 glitch in 4 h (predicted; no glitch in 3 min measured)".
+fn meets_rate(r: &VerdictRow, on: Condition) -> String {
+    let calibrated = r.calibration.as_ref().and_then(|c| {
+        c.calibrated
+            .map(|k| (k, format!(", calibrated on {} frames' run", c.from_frames)))
+    });
+    let predicted = || {
+        calibrated
+            .as_ref()
+            .map(|(k, _)| one_in(k))
+            .or_else(|| judged(r, on).map(|p| one_in(&p.episodes_per_hour)))
+            .unwrap_or_default()
+    };
+    let how = calibrated.as_ref().map_or("", |(_, w)| w.as_str());
+    match (r.basis, &r.checked) {
+        (Some(Basis::Measured), Some(c)) => {
+            format!("{} (measured in {})", one_in(&c.per_hour), ran(c))
+        }
+        (Some(Basis::Both), Some(c)) if c.xruns == 0 => format!(
+            "{} (predicted{how}; no glitch in {} measured)",
+            predicted(),
+            ran(c)
+        ),
+        (Some(Basis::Both), Some(c)) => format!(
+            "{} (predicted{how}; {} in {} measured)",
+            predicted(),
+            c.xruns,
+            ran(c)
+        ),
+        _ => format!("{} (predicted{how})", predicted()),
     }
 }
 
@@ -182,9 +223,7 @@ pub fn sentence(
         .max_by_key(|r| r.buffer_frames);
     let rec = recommended.and_then(|f| rows.iter().find(|r| r.buffer_frames == f));
     if let Some(r) = rec {
-        let rate = judged(r, on)
-            .map(|p| one_in(&p.episodes_per_hour))
-            .unwrap_or_default();
+        let rate = meets_rate(r, on);
         let below = rows
             .iter()
             .filter(|x| x.buffer_frames < r.buffer_frames)
@@ -234,6 +273,27 @@ pub fn sentence(
             target(cfg.target_per_hour),
             so_far(u, on)
         ),
+        (
+            Some(
+                f @ VerdictRow {
+                    basis: Some(Basis::Measured),
+                    checked: Some(c),
+                    ..
+                },
+            ),
+            None,
+        ) => {
+            format!(
+                "This machine cannot run even {} frames at {} within {} {cond}: {} glitches/h \
+                 measured ({} in {}).",
+                f.buffer_frames,
+                khz(cfg.rate),
+                target(cfg.target_per_hour),
+                per_hour(c.per_hour.per_hour),
+                c.xruns,
+                ran(c)
+            )
+        }
         (Some(f), None) => format!(
             "This machine cannot run even {} frames at {} within {} {cond}: it {}.",
             f.buffer_frames,
@@ -388,6 +448,78 @@ mod tests {
         assert_eq!(one_in(&r(0.0, 0.01, true)), "at most 1 glitch in 4 days");
         assert_eq!(target(1.0), "1 glitch an hour");
         assert_eq!(target(0.1), "1 glitch in 10 h");
+    }
+
+    /// The headline says what it rests on: a clean short run beside a prediction within the
+    /// target, a size the runs failed up to 4096 frames.
+    #[test]
+    fn the_sentence_says_measured_or_predicted() {
+        use crate::report::decide::{decide, Judge};
+        use crate::results::verdict::{test_row, MeasuredRun};
+        let run = |hours: f64, xruns: u64| MeasuredRun {
+            file: "run.json".into(),
+            stress: vec!["paper".into()],
+            periods: 2,
+            hours,
+            xruns,
+            per_hour: crate::report::verdict::measured_rate(xruns, hours),
+            dsp_load_mean_pct: 50.0,
+        };
+        let cfg = VerdictConfig {
+            inputs: vec![],
+            rate: 48000,
+            periods: 2,
+            buffers: vec![],
+            target_per_hour: 1.0,
+            load_pct: None,
+            cost_file: None,
+            fail_if_above: None,
+            holds: crate::measure::predict::Holds::default(),
+        };
+        let j = Judge {
+            on: Some(Condition::Stressed),
+            periods: 2,
+            target_per_hour: 1.0,
+        };
+        // 512 predicted as its run measured it (240/h): no calibration to carry.
+        let mut rows = [test_row(512, 100.0, 400.0), test_row(1024, 0.05, 0.5)];
+        rows[0].measured = vec![run(0.05, 12)];
+        rows[1].measured = vec![run(0.05, 0)];
+        decide(&mut rows, j);
+        let s = sentence(&cfg, &rows, Some(1024), Some(Condition::Stressed));
+        assert!(
+            s.contains("1024 frames") && s.contains("(predicted; no glitch in 3 min measured)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("512 frames glitches") && s.contains("(measured: 12 in 3 min)"),
+            "{s}"
+        );
+        // Nothing holds up to 4096: the largest size tried and its measured rate.
+        let mut rows = [test_row(2048, 0.0, 0.5), test_row(4096, 0.0, 0.5)];
+        rows[0].measured = vec![run(0.1, 4)];
+        rows[1].measured = vec![run(0.1, 3)];
+        decide(&mut rows, j);
+        let s = sentence(&cfg, &rows, None, Some(Condition::Stressed));
+        assert!(
+            s.starts_with("This machine cannot run even 4096 frames")
+                && s.contains("30.0 glitches/h measured (3 in 6 min)"),
+            "{s}"
+        );
+        // A verdict over results without runs stays predicted and says so.
+        let mut rows = [test_row(1024, 0.05, 0.5)];
+        decide(&mut rows, j);
+        let s = sentence(&cfg, &rows, Some(1024), Some(Condition::Stressed));
+        assert!(s.contains("(predicted)"), "{s}");
+        assert_eq!(
+            crate::report::verdict::row_cells(&rows[0]).last().unwrap(),
+            "meets, predicted"
+        );
+        rows[0].basis = None;
+        assert_eq!(
+            crate::report::verdict::row_cells(&rows[0]).last().unwrap(),
+            "meets, predicted"
+        );
     }
 
     /// A size that fails on a run its bounded prediction passed is said with the run's rate.

@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod compare;
 mod compare_kinds;
+pub mod decide;
 pub mod export;
 pub mod format;
 pub mod grid;

@@ -13,8 +13,8 @@ use crate::measure::predict::{
 };
 use crate::measure::run::XrunCounts;
 use crate::results::verdict::{
-    Advice, CauseLine, Condition, CulpritLine, MeasuredRun, PluginHeadroom, Predicted,
-    VerdictConfig, VerdictResults, VerdictRow,
+    Advice, Basis, Calibration, CauseLine, Condition, CulpritLine, MeasuredRun, PluginHeadroom,
+    Predicted, VerdictConfig, VerdictResults, VerdictRow,
 };
 use crate::results::Body;
 use crate::system::check::Verdict as CheckVerdict;
@@ -25,6 +25,11 @@ pub const NOTHING_JUDGED: &str = "no verdict written";
 /// The compute time the predictions assume when no `--cost` or `--load-pct` is given: a
 /// period half full of DSP, a common ceiling for a JACK session.
 pub const DEFAULT_LOAD_PCT: f64 = 50.0;
+
+/// The largest size of the default range, and the largest the verdict adds past it while
+/// nothing meets the target (docs/methods.md "Verdict").
+pub const DEFAULT_LARGEST: u32 = 1024;
+pub const MAX_LISTED: u32 = 4096;
 
 /// What the user asks of a verdict; [`settle`] fills in the rest from the results.
 pub struct Options {
@@ -44,7 +49,7 @@ impl Options {
         Options {
             rate: None,
             periods: 2,
-            buffers: (4..=10).map(|e| 1u32 << e).collect(),
+            buffers: (4..=DEFAULT_LARGEST.ilog2()).map(|e| 1u32 << e).collect(),
             target_per_hour: 1.0,
             load_pct: None,
             cost_file: None,
@@ -94,6 +99,12 @@ pub fn settle(inputs: &[Input], cost: &CostInput, o: Options) -> Result<VerdictC
         fail_if_above: o.fail_if_above,
         holds: o.holds,
     })
+}
+
+/// The sizes the verdict judged, in its config: those asked plus the ones [`build`] added past
+/// the range while nothing met the target (a result lists one row per configured size).
+pub fn list_rows(cfg: &mut VerdictConfig, v: &VerdictResults) {
+    cfg.buffers = v.rows.iter().map(|r| r.buffer_frames).collect();
 }
 
 /// The compute time a verdict assumes without `--cost` or `--load-pct`.
@@ -241,8 +252,7 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
     // Each size keeps only the worst prediction per condition: a table per latency input
     // (every size for every input) held hundreds of megabytes for a verdict over a suite of
     // a thousand results.
-    let mut rows = Vec::new();
-    for &frames in &cfg.buffers {
+    let row_at = |frames: u32| -> Result<VerdictRow> {
         crate::rt::interrupt::check(NOTHING_JUDGED)?;
         let period_ns = frames as f64 * 1e9 / cfg.rate as f64;
         let points = cost.compute.at(frames, period_ns);
@@ -258,41 +268,46 @@ pub fn build(cfg: &VerdictConfig, inputs: &[Input], cost: &CostInput) -> Result<
                 *slot = Some((l.info.label.as_str(), r));
             }
         }
-        let measured = measured_runs(inputs, frames, cfg.rate);
         let mean: f64 = points.iter().map(|p| p.probability * p.ns).sum();
         let (rtl_model_ms, rtl_measured_ms) = rtl_at(inputs, frames, cfg.periods, cfg.rate);
-        let judged = match judged_on {
-            Some(Condition::Stressed) => stressed.as_ref(),
-            Some(Condition::Idle) => idle.as_ref(),
-            None => None,
-        };
-        let mut meets = judged.and_then(|(_, r)| match r.outlook {
-            Outlook::Ok => Some(true),
-            Outlook::Fails => Some(false),
-            Outlook::Marginal => None,
-        });
-        // A run under the judged condition that saw more than the target, surely, overrides
-        // an optimistic prediction.
-        let want_stress = judged_on == Some(Condition::Stressed);
-        if measured.iter().any(|m| {
-            m.stress.is_empty() != want_stress
-                && m.periods == cfg.periods
-                && m.per_hour.low > cfg.target_per_hour
-        }) {
-            meets = Some(false);
-        }
-        rows.push(VerdictRow {
+        Ok(VerdictRow {
             buffer_frames: frames,
             period_ms: period_ns / 1e6,
             idle: idle.map(|(l, r)| predicted(l, &r)),
             stressed: stressed.map(|(l, r)| predicted(l, &r)),
-            measured,
+            measured: measured_runs(inputs, frames, cfg.rate),
             free_pct: (100.0 * (1.0 - mean / period_ns)).max(0.0),
             plugins: headroom(inputs, frames),
             rtl_model_ms,
             rtl_measured_ms,
-            meets_target: meets,
-        });
+            // decide::decide fills these in over all the rows.
+            meets_target: None,
+            checked: None,
+            basis: None,
+            calibration: None,
+        })
+    };
+    let judge = super::decide::Judge {
+        on: judged_on,
+        periods: cfg.periods,
+        target_per_hour: cfg.target_per_hour,
+    };
+    let mut rows = cfg
+        .buffers
+        .iter()
+        .map(|&f| row_at(f))
+        .collect::<Result<Vec<_>>>()?;
+    super::decide::decide(&mut rows, judge);
+    // Past the default range while nothing meets, so that the answer names the smallest size
+    // that holds or says that none up to MAX_LISTED does.
+    while judged_on.is_some() && !rows.iter().any(|r| r.meets_target == Some(true)) {
+        match rows.last().map(|r| r.buffer_frames) {
+            Some(l) if (DEFAULT_LARGEST..MAX_LISTED).contains(&l) => {
+                rows.push(row_at((l + 1).next_power_of_two())?);
+                super::decide::decide(&mut rows, judge);
+            }
+            _ => break,
+        }
     }
     let recommended_frames = rows
         .iter()
@@ -860,8 +875,13 @@ pub fn row_cells(r: &VerdictRow) -> Vec<String> {
     vec![
         r.buffer_frames.to_string(),
         format!("{:.2}", r.period_ms),
-        predicted_cell(&r.idle),
-        predicted_cell(&r.stressed),
+        // The calibration is of the judged prediction: the stressed one where there is one.
+        if r.stressed.is_some() {
+            predicted_cell(&r.idle)
+        } else {
+            calibrated_cell(&r.idle, r)
+        },
+        calibrated_cell(&r.stressed, r),
         measured,
         format!("{:.0}", r.free_pct),
         plugins,
@@ -871,10 +891,52 @@ pub fn row_cells(r: &VerdictRow) -> Vec<String> {
             r.rtl_measured_ms
                 .map_or("—".to_string(), |m| format!("{m:.1}"))
         ),
-        match r.meets_target {
-            Some(true) => "meets".into(),
-            Some(false) => "fails".into(),
-            None => "undecided".into(),
-        },
+        target_cell(r),
     ]
+}
+
+/// The outcome and what it rests on: "fails, measured", "meets, predicted and measured".
+/// A verdict written before the engine checked its sizes records no basis: predicted.
+fn target_cell(r: &VerdictRow) -> String {
+    let outcome = match r.meets_target {
+        Some(true) => "meets",
+        Some(false) => "fails",
+        None => "undecided",
+    };
+    let basis = r.basis.unwrap_or(Basis::Predicted);
+    match (r.meets_target, &r.checked) {
+        (None, _) => outcome.into(),
+        (Some(_), Some(c)) if basis == Basis::Both => format!(
+            "{outcome}, predicted ({} in {} measured)",
+            if c.xruns == 0 {
+                "no glitch".to_string()
+            } else {
+                c.xruns.to_string()
+            },
+            super::format::span((c.hours * 3.6e12) as u64)
+        ),
+        _ => format!("{outcome}, {}", basis.word()),
+    }
+}
+
+/// The judged prediction's cell with the calibration beside it: "0.71 [0.2, 1.8]; ×43 →
+/// 31 [9.1, 78] (512 frames' run)".
+fn calibrated_cell(p: &Option<Predicted>, r: &VerdictRow) -> String {
+    use super::format::{per_hour, rate_cell};
+    let base = predicted_cell(p);
+    match &r.calibration {
+        Some(c) if c.from_frames == r.buffer_frames => {
+            format!("{base}; measured/predicted ×{}", per_hour(c.ratio.per_hour))
+        }
+        Some(Calibration {
+            from_frames,
+            ratio,
+            calibrated: Some(k),
+        }) => format!(
+            "{base}; ×{} → {} ({from_frames} frames' run)",
+            per_hour(ratio.per_hour),
+            rate_cell(k)
+        ),
+        _ => base,
+    }
 }

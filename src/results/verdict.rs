@@ -74,6 +74,50 @@ pub struct MeasuredRun {
     pub dsp_load_mean_pct: f64,
 }
 
+/// What a size's outcome rests on (docs/methods.md "Verdict"): the engine's runs under the
+/// judged condition, the prediction, or the prediction where the runs are too short to tell
+/// and do not contradict it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    Measured,
+    Predicted,
+    Both,
+}
+
+impl Basis {
+    pub fn word(self) -> &'static str {
+        match self {
+            Basis::Measured => "measured",
+            Basis::Predicted => "predicted",
+            Basis::Both => "predicted and measured",
+        }
+    }
+}
+
+/// The engine's runs at one size under the judged condition and period count, pooled: one
+/// longer run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Checked {
+    pub xruns: u64,
+    pub hours: f64,
+    /// Glitches per hour with Garwood's exact 95 % interval.
+    pub per_hour: Rate,
+}
+
+/// The ratio of the measured glitch rate to the predicted one at a size with both, and the
+/// prediction it makes of a size without a run of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Calibration {
+    /// The size whose run and prediction gave the ratio (this row's own when equal).
+    pub from_frames: u32,
+    /// measured / predicted, with the measured rate's 95 % interval over the prediction.
+    pub ratio: Rate,
+    /// This size's prediction times the ratio (only on a size without a run of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<Rate>,
+}
+
 /// The most instances of one measured plugin a load grid ran without a disqualifying xrun.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PluginHeadroom {
@@ -104,6 +148,16 @@ pub struct VerdictRow {
     /// Predicted (and, where a run exists, measured) within the target under the judged
     /// condition; None: the data cannot tell.
     pub meets_target: Option<bool>,
+    /// The judged condition's runs at this size, pooled (absent: no run, or a verdict
+    /// written before the engine checked it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<Checked>,
+    /// What the outcome rests on (absent in older verdicts: predicted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
+    /// Measured over predicted, here or carried from the nearest size with both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
 }
 
 /// One cause of the xruns the results saw.
@@ -217,5 +271,8 @@ pub fn test_row(frames: u32, low: f64, high: f64) -> VerdictRow {
         rtl_model_ms: 0.0,
         rtl_measured_ms: None,
         meets_target: meets,
+        checked: None,
+        basis: Some(Basis::Predicted),
+        calibration: None,
     }
 }

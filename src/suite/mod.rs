@@ -609,8 +609,9 @@ impl Runner<'_> {
         })
     }
 
-    /// The adaptive stretches (adapt.rs): the stressed latency again, as long as the knee
-    /// needs and the budget leaves (a few seconds kept for the verdict and the report).
+    /// The adaptive slices (adapt.rs): the engine at the sizes to check and the stressed
+    /// latency again, in turn, as long as they have something to decide and the budget
+    /// leaves (a few seconds kept for the verdict and the report).
     fn extend(
         &mut self,
         manifest: &mut Manifest,
@@ -618,38 +619,70 @@ impl Runner<'_> {
         budget: Duration,
     ) -> Result<()> {
         const KEEP: Duration = Duration::from_secs(8);
-        let stage = adapt::stage();
-        let base = self.argv(stage);
-        let mut k = 0;
+        let latency = adapt::stage();
+        let base = self.argv(latency);
+        let run_base = self.argv(&adapt::RUN_STAGE);
+        let jack = self.cfg.driver == "jack";
+        let (mut k, mut r, mut last_was_run) = (0, 0, false);
         while !crate::rt::interrupt::requested() {
-            let Some(knee) = adapt::knee(manifest, &self.cfg.dir) else {
+            let Some(next) = adapt::next(manifest, &self.cfg.dir, jack, last_was_run) else {
                 break;
             };
             let left = budget.saturating_sub(started.elapsed() + KEEP);
-            let Some(secs) = adapt::stretch(&knee, left) else {
-                say(self.cfg, format!(
-                    "adaptive: {} frames is still undecided; it needs about {} s more of latency under stress, beyond --budget",
-                    knee.frames,
-                    adapt::wanted(&knee).as_secs()
-                ));
-                break;
+            let (name, stage, argv) = match &next {
+                adapt::Next::Run { frames, ran } => {
+                    let secs = adapt::SLICE.min(left);
+                    let at = frames.map_or("the server's size".into(), |f| format!("{f} frames"));
+                    if secs < adapt::MIN_STRETCH {
+                        say(self.cfg, format!(
+                            "adaptive: the engine at {at} is not checked further ({} s run so far): --budget is spent",
+                            ran.as_secs()
+                        ));
+                        break;
+                    }
+                    r += 1;
+                    say(
+                        self.cfg,
+                        format!(
+                        "adaptive: the engine at {at} under stress ({} s run so far): {} s more",
+                        ran.as_secs(),
+                        secs.as_secs()
+                    ),
+                    );
+                    let argv = adapt::run_argv(&run_base, *frames, secs.as_secs());
+                    (format!("{}{r}", adapt::RUN), &adapt::RUN_STAGE, argv)
+                }
+                adapt::Next::Latency(knee) => {
+                    let Some(secs) = adapt::stretch(knee, left.min(adapt::SLICE.max(left / 2)))
+                    else {
+                        say(self.cfg, format!(
+                            "adaptive: {} frames is still undecided; it needs about {} s more of latency under stress, beyond --budget",
+                            knee.frames,
+                            adapt::wanted(knee).as_secs()
+                        ));
+                        break;
+                    };
+                    k += 1;
+                    say(self.cfg, format!(
+                        "adaptive: {} frames is undecided after {} s of latency under stress: {} s more",
+                        knee.frames,
+                        knee.measured.as_secs(),
+                        secs.as_secs()
+                    ));
+                    (
+                        format!("{}{k}", adapt::MORE),
+                        latency,
+                        adapt::argv(&base, secs.as_secs()),
+                    )
+                }
             };
-            k += 1;
+            last_was_run = matches!(next, adapt::Next::Run { .. });
             self.total += 1;
-            say(
-                self.cfg,
-                format!(
-                "adaptive: {} frames is undecided after {} s of latency under stress: {} s more",
-                knee.frames,
-                knee.measured.as_secs(),
-                secs.as_secs()
-            ),
-            );
             let step = Step {
-                n: STAGES.len() + k,
-                name: format!("{}{k}", adapt::MORE),
+                n: STAGES.len() + k + r,
+                name,
                 stage,
-                argv: adapt::argv(&base, secs.as_secs()),
+                argv,
             };
             let cfg = self.cfg;
             run_stage(cfg, step, self.total, &mut self.probe, manifest, &|s| {
