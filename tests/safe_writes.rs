@@ -138,20 +138,22 @@ fn dev_null_and_dev_stdout_keep_working() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("xrunlab_"));
-    // Standard output redirected to a file: that file is written, /dev/stdout stays a link.
-    // Quiet: the writer reopens the file at offset 0, so a line printed on stdout after it
-    // would land over its start (not fixed yet).
+    // Standard output redirected to a file: that file is written through the descriptor,
+    // the line saying so after it, and /dev/stdout stays a link.
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("out.json");
     let st = std::process::Command::new(assert_cmd::cargo::cargo_bin("xrunlab"))
-        .args(["schema", "-q", "-o", "/dev/stdout"])
+        .args(["schema", "-o", "/dev/stdout"])
         .stdout(std::fs::File::create(&f).unwrap())
         .status()
         .unwrap();
     assert!(st.success());
-    assert!(std::fs::read_to_string(&f)
-        .unwrap()
-        .starts_with("{\n  \"$schema\""));
+    let text = std::fs::read_to_string(&f).unwrap();
+    assert!(text.starts_with("{\n  \"$schema\""), "{}", &text[..80]);
+    assert!(
+        text.ends_with("}\nschema written to /dev/stdout\n"),
+        "{text}"
+    );
     assert!(std::fs::symlink_metadata("/dev/stdout")
         .unwrap()
         .file_type()

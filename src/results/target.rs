@@ -29,6 +29,10 @@ pub enum Target {
     /// A device or a pipe the user means: opened (non-blocking) and written in place, since a
     /// rename as root would replace `/dev/null` with a regular file.
     InPlace,
+    /// A descriptor this process holds, named through /proc (`-o /dev/stdout`): written
+    /// through that descriptor, so a redirected file is not reopened at offset 0 under
+    /// what the command prints after it.
+    Descriptor(i32),
 }
 
 /// Classify `path` for writing, or refuse it (exit 2) with the reason.
@@ -43,15 +47,17 @@ pub fn classify(path: &Path, naming: Naming) -> Result<Target> {
         return Ok(Target::Replace);
     };
     let Ok(resolved) = std::fs::metadata(path) else {
+        if own_descriptor(path).is_some() {
+            return refuse("it names a descriptor that is not open".into());
+        }
         // A dangling symlink: the rename replaces the link itself.
         return Ok(Target::Replace);
     };
     let kind = special_kind(&resolved);
-    if kind.is_none() && named.file_type().is_symlink() && through_proc(path) {
-        // `-o /dev/stdout > out.json`: the descriptor's file is written, and /dev/stdout is
-        // never replaced by a rename.
+    if let Some(fd) = own_descriptor(path) {
+        // `-o /dev/stdout > out.json`: never a rename over /dev/stdout.
         if naming == Naming::User && untrusted_step(path, &named, &resolved).is_none() {
-            return Ok(Target::InPlace);
+            return Ok(Target::Descriptor(fd));
         }
         return refuse("it is a link to an open descriptor (/proc/…/fd)".into());
     }
@@ -160,24 +166,30 @@ fn untrusted_step(path: &Path, named: &Metadata, resolved: &Metadata) -> Option<
     Some("goes through too many symbolic links".into())
 }
 
-/// Whether a link on the way from `path` leads into /proc (`/dev/stdout` → `/proc/self/fd/1`).
-fn through_proc(path: &Path) -> bool {
+/// The descriptor of ours a link on the way from `path` names (`/dev/stdout` →
+/// `/proc/self/fd/1`), if any.
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let pid = std::process::id().to_string();
     let mut cur = path.to_path_buf();
     for _ in 0..40 {
-        let Ok(link) = std::fs::read_link(&cur) else {
-            return false;
-        };
+        let link = std::fs::read_link(&cur).ok()?;
         let next = if link.is_absolute() {
             link
         } else {
             parent(&cur).join(link)
         };
-        if next.starts_with("/proc") {
-            return true;
+        let mut parts = next.components().map(|c| c.as_os_str().to_string_lossy());
+        let head: Vec<_> = parts.by_ref().take(4).collect();
+        if head.len() == 4
+            && head[1] == "proc"
+            && (head[2] == "self" || head[2] == pid.as_str())
+            && head[3] == "fd"
+        {
+            return parts.next()?.parse().ok();
         }
         cur = next;
     }
-    false
+    None
 }
 
 fn ours(uid: u32) -> bool {

@@ -44,6 +44,7 @@ fn write_named(path: &Path, bytes: &[u8], naming: Naming) -> Result<()> {
     }
     match target::classify(path, naming)? {
         Target::InPlace => write_in_place(path, bytes),
+        Target::Descriptor(fd) => write_descriptor(fd, path, bytes),
         Target::Replace => replace(dir, path, bytes),
     }
 }
@@ -70,6 +71,17 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     .map_err(|e| Error::io(format!("writing {}", path.display()), e.into()))?;
     (&f).write_all(bytes)
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Through a descriptor this process holds, sharing its offset with whatever else is
+/// printed on it.
+fn write_descriptor(fd: i32, path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::fd::BorrowedFd;
+    let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+    // SAFETY: `fd` was just found open in /proc/self/fd and is only borrowed for the dup.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let f = std::fs::File::from(fd.try_clone_to_owned().map_err(io)?);
+    (&f).write_all(bytes).map_err(io)
 }
 
 /// A new file under an unpredictable name, created exclusively and never through a link,
