@@ -35,7 +35,10 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
     };
     let ns = value * scale;
     if !ns.is_finite() || ns > MAX_DURATION_NS as f64 {
-        return Err(bad());
+        return Err(Error::usage(format!(
+            "duration '{s}' is longer than the maximum, {}h (about 292 years)",
+            MAX_DURATION_NS / 3_600_000_000_000
+        )));
     }
     Ok(ns.round() as u64)
 }
@@ -249,6 +252,15 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("gain", "gain"), 0);
+    }
+
+    /// Past the maximum, the message says what the maximum is.
+    #[test]
+    fn a_duration_too_long_names_the_maximum() {
+        let e = parse_duration_ns("99999999999h").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("the maximum, 2562047h"), "{e}");
+        assert!(parse_duration_ns("2562047h").is_ok());
     }
 
     #[test]

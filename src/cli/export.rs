@@ -70,6 +70,7 @@ pub fn run(a: ExportArgs, g: &Global) -> Result<u8> {
             )));
         }
         let file = d.join(openmetrics::TEXTFILE);
+        crate::results::check_target_derived(&file)?;
         output::preflight(&[("--textfile", file.as_path())], &[])?;
     }
     let mut inputs: Vec<Input> = Vec::new();

@@ -84,6 +84,19 @@ impl ExportArgs {
         output::preflight(&outputs, inputs)
     }
 
+    /// For a command that ends with one result, not a suite: a format that needs a suite's
+    /// manifest (JUnit) is refused now rather than after hours of watching.
+    pub fn check_single_result(&self) -> Result<()> {
+        match self.targets.iter().find(|t| t.format == "junit") {
+            Some(t) => Err(Error::usage(format!(
+                "--export junit={}: JUnit is written for a suite, from its manifest, and this \
+                 command ends with a single result (`xrunlab suite --junit FILE` writes it)",
+                t.path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// The finisher's hook that writes these exports of the final document (`Measured::also`).
     pub fn writer(self) -> output::AlsoWrite {
         Box::new(move |doc, path| {
@@ -128,6 +141,21 @@ mod tests {
         assert!(e.contains("openmetrics") && e.contains("junit"), "{e}");
         assert!(parse_target("json").is_err());
         assert!(parse_target("json=").is_err());
+    }
+
+    /// A watch cannot end in JUnit: said before it starts, not after it.
+    #[test]
+    fn junit_is_refused_for_a_single_result() {
+        let a = ExportArgs {
+            targets: vec![parse_target("lava=a.txt").unwrap()],
+        };
+        assert!(a.check_single_result().is_ok());
+        let a = ExportArgs {
+            targets: vec![parse_target("junit=j.xml").unwrap()],
+        };
+        let e = a.check_single_result().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("suite --junit"), "{e}");
     }
 
     #[test]

@@ -47,6 +47,12 @@ impl JackArgs {
             }
             return Ok(None);
         }
+        use crate::driver::jack::names;
+        match &self.server {
+            Some(s) => names::check_server(s, "--server")?,
+            None => names::check_environment()?,
+        }
+        names::check_client(&self.client_name, "--client-name")?;
         if self.set_buffer && buffer.is_none() {
             return Err(Error::usage(
                 "--set-buffer needs a size to set (--buffer N; for load, --buffers LIST)",

@@ -369,8 +369,10 @@ pub fn preflight(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<
         };
         let refuse = |why: String| Err(Error::usage(format!("{opt} {shown}: {why}")));
         // A device or a pipe (`-o /dev/null`) is written in place, not renamed over, and
-        // several outputs may share it.
+        // several outputs may share it; one another user may have planted is refused now,
+        // before anything is measured, as the writer would refuse it at the end.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            crate::results::check_target(path)?;
             if !writable(path) {
                 return refuse("is not writable".into());
             }

@@ -145,6 +145,8 @@ pub fn run(a: SuiteArgs, g: &Global) -> Result<u8> {
         None
     };
     let budget = match &a.budget {
+        // The help's "0 measures no more": a zero needs no unit.
+        Some(b) if b.trim().parse::<f64>() == Ok(0.0) => Some(std::time::Duration::ZERO),
         Some(b) => Some(std::time::Duration::from_nanos(
             crate::units::parse_duration_ns(b)?,
         )),

@@ -100,7 +100,8 @@ fn parse_server(s: &str) -> Result<(ServerKind, Option<String>)> {
                 "--server {s}: expected auto, jack, jack:NAME or pipewire"
             ))),
         },
-        Some(("jack", name)) if !name.is_empty() && !name.contains(['/', '\0']) => {
+        Some(("jack", name)) if !name.is_empty() => {
+            crate::driver::jack::names::check_server(name, &format!("--server jack:{name}"))?;
             Ok((ServerKind::Jack, Some(name.to_string())))
         }
         _ => Err(Error::usage(format!(
@@ -111,6 +112,9 @@ fn parse_server(s: &str) -> Result<(ServerKind, Option<String>)> {
 
 pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     let (server, server_name) = parse_server(&a.server)?;
+    if server_name.is_none() && server != ServerKind::Pipewire {
+        crate::driver::jack::names::check_environment()?;
+    }
     let duration_ns = a
         .duration
         .as_deref()
@@ -130,8 +134,10 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
                 dir.display()
             ));
         }
+        crate::results::check_target_derived(&dir.join(om::TEXTFILE))?;
         output::preflight(&[("--textfile", &dir.join(om::TEXTFILE))], &[])?;
     }
+    a.export.check_single_result()?;
     a.export.preflight(&[])?;
     // Bound before attaching: a port in use is exit 2 before anything is watched.
     let endpoint = a.metrics.as_deref().map(Endpoint::bind).transpose()?;

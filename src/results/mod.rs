@@ -6,6 +6,7 @@ pub mod cyclictest;
 pub mod import;
 pub mod migrate;
 pub mod suite;
+pub mod target;
 pub mod validate;
 pub mod verdict;
 pub mod write;
@@ -15,7 +16,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::common::Status;
-pub use write::{parse_result, read_result, read_result_text, write_atomic, write_json_atomic};
+pub use write::{
+    check_target, check_target_derived, parse_result, read_result, read_result_text, write_atomic,
+    write_atomic_derived, write_json_atomic,
+};
 
 /// Check a typed result (docs/ARCHITECTURE.md §6): every reader and `import` call this, so
 /// nothing downstream meets an empty list, a zero rate or counts that disagree. The error

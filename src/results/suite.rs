@@ -143,7 +143,7 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let mut s = serde_json::to_string_pretty(self).expect("manifest serialises");
         s.push('\n');
-        super::write_atomic(&dir.join(MANIFEST), s.as_bytes())
+        super::write_atomic_derived(&dir.join(MANIFEST), s.as_bytes())
     }
 
     /// Exit code of the whole suite: 3 interrupted or failed, 1 a stage failed, 0 otherwise.

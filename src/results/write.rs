@@ -1,13 +1,36 @@
-//! Atomic writing (temp file in the target directory + fsync + rename), so a reader never
+//! Atomic writing (a temp file in the target directory + fsync + rename), so a reader never
 //! sees a partial file and an interrupted write leaves no debris but the temp file's removal.
+//! Every output goes through here; `target` decides what may stand at the name.
 
+use super::target::{self, Naming, Target};
 use super::ResultDoc;
 use crate::error::{Error, Result};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// Write `bytes` to `path` atomically.
+/// Write `bytes` to `path`, a name the user gave (`-o FILE`), atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_named(path, bytes, Naming::User)
+}
+
+/// Write `bytes` to `path`, a name xrunlab made up in a directory the user gave
+/// (`--textfile DIR`): only a regular file (or nothing) may stand there.
+pub fn write_atomic_derived(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_named(path, bytes, Naming::Derived)
+}
+
+/// Refuse, before anything is measured, a target the writer would refuse at the end.
+pub fn check_target(path: &Path) -> Result<()> {
+    target::classify(path, Naming::User).map(|_| ())
+}
+
+/// Likewise for a name xrunlab makes up (`DIR/xrunlab.prom`): only a regular file may be there.
+pub fn check_target_derived(path: &Path) -> Result<()> {
+    target::classify(path, Naming::Derived).map(|_| ())
+}
+
+fn write_named(path: &Path, bytes: &[u8], naming: Naming) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -19,36 +42,73 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             dir.display()
         )));
     }
-    // A rename would replace a device or a pipe (`-o /dev/null`, `-o /dev/stdout`) with a
-    // regular file: as root that destroys /dev/null for the whole machine. Such targets have
-    // no partial-file problem to avoid, so they are written in place.
-    if let Ok(meta) = std::fs::metadata(path) {
-        if !meta.is_file() && !meta.is_dir() {
-            return std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(bytes))
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e));
-        }
+    match target::classify(path, naming)? {
+        Target::InPlace => write_in_place(path, bytes),
+        Target::Descriptor(fd) => write_descriptor(fd, path, bytes),
+        Target::Replace => replace(dir, path, bytes),
     }
+}
+
+/// A device or pipe the user means. Opened non-blocking so a FIFO nobody reads is an error
+/// now, not a hang that ignores Ctrl-C.
+fn write_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => Error::usage(format!(
+                "cannot write {}: it is a FIFO no process reads, so nothing would receive the output",
+                path.display()
+            )),
+            _ => Error::io(format!("writing {}", path.display()), e),
+        })?;
+    // Blocking again for the write itself: a reader slower than us is not an error.
+    nix::fcntl::fcntl(
+        &f,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+    )
+    .map_err(|e| Error::io(format!("writing {}", path.display()), e.into()))?;
+    (&f).write_all(bytes)
+        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Through a descriptor this process holds, sharing its offset with whatever else is
+/// printed on it.
+fn write_descriptor(fd: i32, path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::fd::BorrowedFd;
+    let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+    // SAFETY: `fd` was just found open in /proc/self/fd and is only borrowed for the dup.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let f = std::fs::File::from(fd.try_clone_to_owned().map_err(io)?);
+    (&f).write_all(bytes).map_err(io)
+}
+
+/// A new file under an unpredictable name, created exclusively and never through a link,
+/// renamed over `path` (which replaces a symlink there rather than following it).
+fn replace(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::usage(format!("{} is not a file path", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(format!("writing {}", path.display()), e)
-    })
+    let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .make_in(dir, |p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o666)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(p)
+        })
+        .map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    // On failure the temp file is removed when dropped.
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// Serialise a result and write it atomically.
@@ -126,6 +186,7 @@ pub fn parse_result(path: &Path, text: &str) -> Result<ResultDoc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
@@ -146,14 +207,56 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
         nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let reader = {
-            let p = p.clone();
-            std::thread::spawn(move || std::fs::read(p).unwrap())
-        };
+        // The reader is open before the write, as a shell's `| cat` would be.
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&p)
+            .unwrap();
         write_atomic(&p, b"through the pipe").unwrap();
-        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut reader, &mut got).unwrap();
+        assert_eq!(got, b"through the pipe");
         assert!(std::fs::metadata(&p).unwrap().file_type().is_fifo());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Nobody reading: an error at once, not a hang.
+        drop(reader);
+        let e = write_atomic(&p, b"x").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(e.to_string().contains("no process reads"), "{e}");
+        // A name xrunlab made up is never a pipe it writes into.
+        let e = write_atomic_derived(&p, b"x").unwrap_err();
+        assert!(
+            e.to_string().contains("is a FIFO, not a regular file"),
+            "{e}"
+        );
+        // /dev/null stays a device.
+        write_atomic(Path::new("/dev/null"), b"gone").unwrap();
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
+
+    /// A symlink at the name is replaced by the new file; what it pointed to is untouched.
+    #[test]
+    fn a_symlink_at_the_name_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let p = dir.path().join("out.json");
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        write_atomic(&p, b"result").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&p).unwrap().is_file());
+        assert_eq!(std::fs::read(&p).unwrap(), b"result");
+        // A temp name is not derived from the PID: links planted there change nothing.
+        let planted = dir
+            .path()
+            .join(format!(".next.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_atomic(&dir.path().join("next.json"), b"result").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     }
 
     #[test]

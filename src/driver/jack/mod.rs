@@ -36,6 +36,7 @@
 
 mod buffer;
 mod latency;
+pub mod names;
 mod process;
 mod report;
 mod run;
@@ -235,6 +236,13 @@ pub(crate) fn connect(cfg: &JackConfig, name: &str) -> Result<jack::Client> {
         // metadata's clock.force-quantum). jackd2 ignores the variable. Written before any
         // client of ours exists, while the process is still single-threaded.
         std::env::set_var("PIPEWIRE_PROPS", "{ jack.global-buffer-size = true }");
+    }
+    // Before libjack sees any of them (`names`): also what the CLI checked, since every
+    // client of ours opens here.
+    names::check_opened_client(name)?;
+    match &cfg.server {
+        Some(s) => names::check_server(s, "--server")?,
+        None => names::check_environment()?,
     }
     if let Some(s) = &cfg.server {
         // The crate has no way to pass JackServerName; libjack reads this variable at

@@ -94,7 +94,7 @@ pub fn write_textfile(dir: &Path, text: &str) -> Result<PathBuf> {
     if !bytes.ends_with(b"\n") {
         bytes.push(b'\n');
     }
-    crate::results::write_atomic(&path, &bytes)?;
+    crate::results::write_atomic_derived(&path, &bytes)?;
     Ok(path)
 }
 
