@@ -462,7 +462,7 @@ mod tests {
             periods: 2,
             hours,
             xruns,
-            per_hour: crate::report::verdict::measured_rate(xruns, hours),
+            per_hour: crate::report::decide::measured_rate(xruns, hours),
             dsp_load_mean_pct: 50.0,
         };
         let cfg = VerdictConfig {
@@ -511,15 +511,9 @@ mod tests {
         decide(&mut rows, j);
         let s = sentence(&cfg, &rows, Some(1024), Some(Condition::Stressed));
         assert!(s.contains("(predicted)"), "{s}");
-        assert_eq!(
-            crate::report::verdict::row_cells(&rows[0]).last().unwrap(),
-            "meets, predicted"
-        );
         rows[0].basis = None;
-        assert_eq!(
-            crate::report::verdict::row_cells(&rows[0]).last().unwrap(),
-            "meets, predicted"
-        );
+        let s = sentence(&cfg, &rows, Some(1024), Some(Condition::Stressed));
+        assert!(s.contains("(predicted)"), "{s}");
     }
 
     /// A size that fails on a run its bounded prediction passed is said with the run's rate.

@@ -47,7 +47,7 @@ fn pooled(r: &VerdictRow, on: Condition, periods: u32) -> Option<Checked> {
     Some(Checked {
         xruns,
         hours,
-        per_hour: super::verdict::measured_rate(xruns, hours),
+        per_hour: measured_rate(xruns, hours),
     })
 }
 
@@ -169,6 +169,19 @@ pub fn decide(rows: &mut [VerdictRow], j: Judge) {
     }
 }
 
+/// A count seen over `hours` as a rate with its exact 95 % interval.
+pub fn measured_rate(k: u64, hours: f64) -> Rate {
+    let alpha = 1.0 - crate::measure::predict::CONFIDENCE;
+    let k = k as f64;
+    let h = hours.max(f64::MIN_POSITIVE);
+    Rate {
+        per_hour: k / h,
+        low: crate::measure::predict::poisson_low(k, alpha) / h,
+        high: crate::measure::predict::poisson_high(k, alpha) / h,
+        upper_bound: k < 3.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,7 +194,7 @@ mod tests {
             periods: 2,
             hours: frames_hours,
             xruns,
-            per_hour: super::super::verdict::measured_rate(xruns, frames_hours),
+            per_hour: super::measured_rate(xruns, frames_hours),
             dsp_load_mean_pct: 50.0,
         }
     }

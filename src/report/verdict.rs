@@ -4,13 +4,11 @@
 //! of the xruns every result saw, and `check`'s findings ranked by what the measurements say
 //! they would help.
 
+pub use super::decide::measured_rate;
 use super::{xruns_and_skipped, Input, Loaded};
 use crate::driver::DriverKind;
 use crate::error::Result;
-use crate::measure::predict::{
-    self, poisson_high, poisson_low, CostInput, LatencyInput, Outlook, PredictConfig, PredictRow,
-    Rate,
-};
+use crate::measure::predict::{self, CostInput, LatencyInput, Outlook, PredictConfig, PredictRow};
 use crate::measure::run::XrunCounts;
 use crate::results::verdict::{
     Advice, Basis, Calibration, CauseLine, Condition, CulpritLine, MeasuredRun, PluginHeadroom,
@@ -135,19 +133,6 @@ fn docs(inputs: &[Input]) -> impl Iterator<Item = &Body> {
 
 fn name(i: &Input) -> String {
     i.name()
-}
-
-/// A count seen over `hours` as a rate with its exact 95 % interval.
-pub fn measured_rate(k: u64, hours: f64) -> Rate {
-    let alpha = 1.0 - predict::CONFIDENCE;
-    let k = k as f64;
-    let h = hours.max(f64::MIN_POSITIVE);
-    Rate {
-        per_hour: k / h,
-        low: poisson_low(k, alpha) / h,
-        high: poisson_high(k, alpha) / h,
-        upper_bound: k < 3.0,
-    }
 }
 
 /// Worse first: fails, then marginal, then ok; within one, the higher episode rate.
@@ -938,5 +923,32 @@ fn calibrated_cell(p: &Option<Predicted>, r: &VerdictRow) -> String {
             rate_cell(k)
         ),
         _ => base,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::results::verdict::{test_row, Condition};
+
+    /// The table's outcome cell says what the outcome rests on, and a row from before runs
+    /// were recorded (no basis) reads as predicted.
+    #[test]
+    fn the_outcome_cell_says_predicted_without_runs() {
+        let mut rows = [test_row(1024, 0.05, 0.5)];
+        let judge = super::super::decide::Judge {
+            on: Some(Condition::Stressed),
+            periods: 2,
+            target_per_hour: 1.0,
+        };
+        super::super::decide::decide(&mut rows, judge);
+        assert_eq!(
+            super::row_cells(&rows[0]).last().unwrap(),
+            "meets, predicted"
+        );
+        rows[0].basis = None;
+        assert_eq!(
+            super::row_cells(&rows[0]).last().unwrap(),
+            "meets, predicted"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! (DIR/manifest.json, rewritten after every stage) and ends with `xrunlab report`.
 
 pub mod adapt;
+mod reserve;
 pub mod rights;
 pub mod stages;
 
@@ -412,57 +413,22 @@ pub fn run(cfg: &SuiteConfig) -> Result<Manifest> {
         tuning: None,
     };
     manifest.write(&cfg.dir)?;
-    let reserve = Reserve::make(&cfg.dir);
+    let reserve = reserve::Reserve::make(&cfg.dir);
     match run_steps(cfg, plan, &root, &journal, &mut manifest) {
         Ok(()) => Ok(manifest),
         Err(e) => Err(end_failed(cfg, &mut manifest, reserve, e)),
     }
 }
 
-/// Space set aside in the suite's directory for the manifest's last rewrite: a disk the
-/// stages filled would otherwise leave it saying `running`. 64 KiB holds a manifest of every
-/// stage with a tuning record several times over; a disk without that much to spare at the
-/// start gets no reserve (the suite runs as before).
-struct Reserve(Option<std::path::PathBuf>);
-
-const RESERVE: &str = ".manifest.reserve";
-const RESERVE_BYTES: libc::off_t = 64 << 10;
-
-impl Reserve {
-    fn make(dir: &Path) -> Reserve {
-        use std::os::fd::AsRawFd;
-        let path = dir.join(RESERVE);
-        let Ok(f) = std::fs::File::create(&path) else {
-            return Reserve(None);
-        };
-        // Allocated blocks, not a sparse length: they are what a full disk lacks.
-        // SAFETY: `f` is an open file for the duration of the call.
-        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, RESERVE_BYTES) };
-        if rc != 0 {
-            let _ = std::fs::remove_file(&path);
-            return Reserve(None);
-        }
-        Reserve(Some(path))
-    }
-
-    /// Give the space back (before the last rewrite, and when the suite ends).
-    fn release(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-impl Drop for Reserve {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
 /// The suite stopped on `e`: the manifest gets its final status (interrupted when a signal
 /// asked to stop, failed otherwise) and the reason, written into the reserved space. The
 /// error returned says whether the manifest could be rewritten.
-fn end_failed(cfg: &SuiteConfig, manifest: &mut Manifest, mut reserve: Reserve, e: Error) -> Error {
+fn end_failed(
+    cfg: &SuiteConfig,
+    manifest: &mut Manifest,
+    mut reserve: reserve::Reserve,
+    e: Error,
+) -> Error {
     manifest.status = if crate::rt::interrupt::requested() {
         SuiteStatus::Interrupted
     } else {
