@@ -49,12 +49,18 @@ pub fn often(per_hour: f64) -> String {
         format!("about {:.0} times a minute", r / 60.0)
     } else if r >= 60.0 {
         "about once a minute".into()
-    } else if r >= 2.0 {
-        format!("about once every {:.0} minutes", 60.0 / r)
     } else if r >= 1.0 {
-        "about once an hour".into()
+        // Rounded first: 59/h is "once a minute", never "once every 1 minutes".
+        match (60.0 / r).round() {
+            n if n <= 1.0 => "about once a minute".into(),
+            n if n >= 60.0 => "about once an hour".into(),
+            n => format!("about once every {n:.0} minutes"),
+        }
     } else if r > 0.0 {
-        format!("about once every {:.0} hours", 1.0 / r)
+        match (1.0 / r).round() {
+            n if n <= 1.0 => "about once an hour".into(),
+            n => format!("about once every {n:.0} hours"),
+        }
     } else {
         "never".into()
     }
@@ -437,6 +443,11 @@ mod tests {
         assert_eq!(often(70.0), "about once a minute");
         assert_eq!(often(6.0), "about once every 10 minutes");
         assert_eq!(often(0.25), "about once every 4 hours");
+        // Rounding never leaves a plural of one.
+        assert_eq!(often(59.0), "about once a minute");
+        assert_eq!(often(2.01), "about once every 30 minutes");
+        assert_eq!(often(0.8), "about once an hour");
+        assert_eq!(often(1.5), "about once every 40 minutes");
         let r = |per_hour, high, upper_bound| Rate {
             per_hour,
             low: 0.0,

@@ -178,7 +178,9 @@ pub fn measured_rate(k: u64, hours: f64) -> Rate {
         per_hour: k / h,
         low: crate::measure::predict::poisson_low(k, alpha) / h,
         high: crate::measure::predict::poisson_high(k, alpha) / h,
-        upper_bound: k < 3.0,
+        // A count is exact however small: 2 xruns in a minute is a rate (with a wide
+        // interval), not a bound; only a run that saw none bounds it.
+        upper_bound: k == 0.0,
     }
 }
 

@@ -48,17 +48,59 @@ fn measured(r: &VerdictRow) -> String {
         .join("; ")
 }
 
-/// The table: glitch episodes per hour under load and idle (95 % interval), a measured run's
-/// rate where one ran at that size, the round trip and the outcome.
+/// The engine's pooled runs at a row's size, short: `120 (15–434)`, `< 221` when it saw
+/// none, `—` where nothing ran.
+fn run_rate(r: &VerdictRow) -> String {
+    match &r.checked {
+        None => "—".into(),
+        Some(c) if c.per_hour.upper_bound => format!("< {}", per_hour(c.per_hour.high)),
+        Some(c) => format!(
+            "{} ({}–{})",
+            per_hour(c.per_hour.per_hour),
+            per_hour(c.per_hour.low),
+            per_hour(c.per_hour.high)
+        ),
+    }
+}
+
+/// The outcome with what it rests on, short enough for the table: `fails m` (the run
+/// decided), `meets p` (the prediction), `meets p+m` (the prediction, with a run that did
+/// not contradict it). The legend under the table spells the letters out.
+fn outcome(r: &VerdictRow) -> String {
+    use crate::results::verdict::Basis;
+    let word = match r.meets_target {
+        Some(true) => "meets",
+        Some(false) => "fails",
+        None => return "undecided".into(),
+    };
+    match r.basis.unwrap_or(Basis::Predicted) {
+        Basis::Measured => format!("{word} m"),
+        Basis::Predicted => format!("{word} p"),
+        Basis::Both => format!("{word} p+m"),
+    }
+}
+
+/// The table: glitch episodes per hour predicted under load and idle (95 % interval), the
+/// engine's measured rate where it ran that size, the round trip and the outcome with its
+/// basis, so a "fails" beside a small prediction shows the run that failed it.
 fn table(r: &crate::results::verdict::VerdictResults) -> String {
-    let mut t = new_table(&["frames", "glitches/h loaded", "idle", "RTL ms", "outcome"]);
+    let mut t = new_table(&[
+        "frames",
+        "predicted/h",
+        "idle",
+        "run/h",
+        "RTL ms",
+        "outcome",
+    ]);
     t.set_width(super::style::WIDTH as u16);
     let mut runs = Vec::new();
     for row in &r.rows {
         let mut cells = vec![
-            Cell::new(format!("{} {:.1}ms", row.buffer_frames, row.period_ms)),
+            // The period is in the round trip beside it; the width goes to the rates.
+            num(row.buffer_frames.to_string()),
             num(short_rate(&row.stressed, false)),
             num(short_rate(&row.idle, true)),
+            num(run_rate(row)),
         ];
         if !row.measured.is_empty() {
             runs.push(format!("{} frames {}", row.buffer_frames, measured(row)));
@@ -72,11 +114,7 @@ fn table(r: &crate::results::verdict::VerdictResults) -> String {
                 "*"
             }
         )));
-        cells.push(Cell::new(match row.meets_target {
-            Some(true) => "meets",
-            Some(false) => "fails",
-            None => "undecided",
-        }));
+        cells.push(Cell::new(outcome(row)));
         if r.recommended_frames == Some(row.buffer_frames) {
             cells = cells
                 .into_iter()
@@ -111,10 +149,12 @@ pub fn summary(
     s.push_str(&table(r));
     s.push_str(&wrap(
         &format!(
-            "Glitches/h: episodes of late cycles per hour predicted from the latency measured \
+            "Predicted/h: episodes of late cycles per hour predicted from the latency measured \
              under load (95 % interval in brackets) and idle, `<` an upper bound (too few late \
-             wake-ups to tell more); * the round trip is modelled. {} Hz, {} periods, target {}/h; {}; \
-             compute: {}.",
+             wake-ups to tell more); run/h: glitches per hour the engine measured at that size \
+             under the same load; outcome: m measured (the run decided), p predicted, p+m \
+             predicted and not contradicted by the run; * the round trip is modelled. {} Hz, \
+             {} periods, target {}/h; {}; compute: {}.",
             cfg.rate,
             cfg.periods,
             per_hour(cfg.target_per_hour),
