@@ -9,6 +9,7 @@ pub mod interrupts;
 pub mod kconfig;
 pub mod probe;
 pub mod steal;
+pub mod throttle;
 pub mod tune;
 
 pub use env::{Cpus, Environment, Isolation, Limits, Preempt};

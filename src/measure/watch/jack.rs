@@ -197,6 +197,7 @@ impl Adapter for JackAdapter {
                 late: None,
                 late_by_ns: None,
                 node_run: None,
+                soc_throttled: Vec::new(),
             });
         }
         (!s.gone.load(Ordering::Acquire), lost)

@@ -110,6 +110,10 @@ pub struct WatchXrun {
     /// and window (not kept in the result: the late client and forensics sections say it).
     #[serde(skip)]
     pub node_run: Option<NodeRun>,
+    /// Raspberry Pi: what the firmware's throttled flags showed around this xrun
+    /// ("under-voltage", "throttled", …); empty where they showed nothing or there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soc_throttled: Vec<String>,
 }
 
 /// The late node's times in its xrun's cycle as the profiler gave them (absolute
@@ -202,6 +206,10 @@ pub struct WatchResults {
     /// cycle's stall and busy time (`sizes`; PipeWire, JACK with `--forensics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_sizes: Option<sizes::OtherSizes>,
+    /// Raspberry Pi: the firmware's throttled word over the watch (read every second),
+    /// where the board has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc_throttle: Option<crate::system::throttle::ThrottleRecord>,
 }
 
 impl WatchResults {
@@ -453,6 +461,8 @@ pub fn run(
     live.server(&r.server, true);
     on(Event::Attached(&r.server));
     let end = cfg.duration_ns.map(|d| t0.saturating_add(d));
+    let sysfs = crate::system::Root::default();
+    r.soc_throttle = crate::system::throttle::ThrottleRecord::start(&sysfs);
     let mut fresh = Vec::new();
     let mut next_tick = t0;
     let mut next_scan = t0 + SCAN_NS;
@@ -526,6 +536,9 @@ pub fn run(
             }
         }
         if now >= next_tick {
+            if let Some(t) = r.soc_throttle.as_mut() {
+                t.read_now(&sysfs, now - t0);
+            }
             on(Event::Tick(live.snapshot()));
             next_tick = now + 1_000_000_000;
         }
@@ -547,6 +560,12 @@ pub fn run(
     };
     r.watched_ns = crate::rt::clock::monotonic_ns() - t0;
     live.watched_ns.store(r.watched_ns, Ordering::Relaxed);
+    if let Some(t) = r.soc_throttle.as_mut() {
+        t.read_now(&sysfs, r.watched_ns);
+        for x in &mut r.xruns {
+            x.soc_throttled = t.during(x.at_ns).into_iter().map(String::from).collect();
+        }
+    }
     end_adapter(adapter.as_mut(), t0, &mut r, live, on);
     let mut warnings = Vec::new();
     if let Some(rec) = recorder {

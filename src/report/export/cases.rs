@@ -375,6 +375,7 @@ mod tests {
             late: None,
             late_by_ns: None,
             node_run: None,
+            soc_throttled: Vec::new(),
         }
     }
 

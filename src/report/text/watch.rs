@@ -247,10 +247,13 @@ pub fn answer(r: &WatchResults) -> String {
         );
     }
     let per_min = n as f64 / (r.watched_ns.max(1) as f64 / 60e9);
-    let rate = match set_up_xruns(r) {
+    let mut rate = match set_up_xruns(r) {
         0 => format!("{per_min:.1}/min"),
         k => format!("{per_min:.1}/min, {k} while xrunlab set up its trace"),
     };
+    if let Some(c) = soc_clause(r) {
+        rate.push_str(&format!(", {c}"));
+    }
     if let Some(late) = late_clause(r) {
         return format!(
             "{n} xrun{} in {} on {server} ({rate}){gaps}; {late}; {load}.",
@@ -478,6 +481,10 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     if let Some(line) = during_set_up(r) {
         s.push_str(&line);
     }
+    if let Some(line) = soc_line(r) {
+        s.push_str(&super::style::wrap(&line, 2));
+        s.push('\n');
+    }
     if r.xruns_lost > 0 {
         s.push_str(&format!(
             "{} xrun notification(s) came faster than they were read: counted, not detailed\n",
@@ -566,6 +573,67 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     }
     s.push_str(&format!("answer: {}\n", answer(r)));
     s
+}
+
+/// The xruns the Raspberry Pi's firmware flags name, "3 while the SoC throttled
+/// (under-voltage)"; None where none do.
+fn soc_clause(r: &WatchResults) -> Option<String> {
+    let named: Vec<&WatchXrun> = r
+        .xruns
+        .iter()
+        .filter(|x| !x.soc_throttled.is_empty())
+        .collect();
+    if named.is_empty() {
+        return None;
+    }
+    let mut flags: Vec<&str> = Vec::new();
+    for f in named.iter().flat_map(|x| &x.soc_throttled) {
+        if !flags.contains(&f.as_str()) {
+            flags.push(f);
+        }
+    }
+    Some(format!(
+        "{} while the SoC throttled ({})",
+        named.len(),
+        flags.join(", ")
+    ))
+}
+
+/// The firmware's throttled flags over the watch: which xruns fell while the SoC slowed
+/// itself, and how the word went. None off a Pi, and on a Pi whose flags stayed clear.
+fn soc_line(r: &WatchResults) -> Option<String> {
+    let t = r.soc_throttle.as_ref()?;
+    let clause = soc_clause(r);
+    if clause.is_none() && t.changes.is_empty() && t.first == 0 {
+        return None;
+    }
+    let word = if t.changes.is_empty() {
+        format!("get_throttled 0x{:x} all along", t.first)
+    } else {
+        format!(
+            "get_throttled 0x{:x} at the start, 0x{:x} at the end ({} change{})",
+            t.first,
+            t.last,
+            t.changes.len(),
+            if t.changes.len() == 1 { "" } else { "s" }
+        )
+    };
+    let which: Vec<String> = r
+        .xruns
+        .iter()
+        .filter(|x| !x.soc_throttled.is_empty())
+        .take(10)
+        .map(|x| x.index.to_string())
+        .collect();
+    Some(match clause {
+        Some(c) => format!(
+            "SoC: of {} xruns, {c}: #{}{}; {word}",
+            r.xruns.len(),
+            which.join(", #"),
+            if which.len() == 10 { ", …" } else { "" }
+        ),
+        None => format!("SoC: no xrun fell while the firmware flags showed throttling; {word}"),
+    })
 }
 
 /// How many xruns came before the trace began.
@@ -658,7 +726,53 @@ mod tests {
             late: None,
             late_by_ns: None,
             node_run: None,
+            soc_throttled: Vec::new(),
         }
+    }
+
+    #[test]
+    fn xruns_while_the_pi_throttled_are_named_in_the_summary_and_the_answer() {
+        // Under-voltage came between the readings at 1.5 s and 2.5 s and stayed: xruns 2
+        // and 3 fall in or after it, xrun 1 before.
+        let mut r = results(vec![x(1, 0.0), x(2, 0.0), x(3, 0.0)]);
+        r.soc_throttle = Some(
+            serde_json::from_str(
+                r#"{"first":0,"last":65537,"changes":[{"since_ns":1500000000,"at_ns":2500000000,"word":65537}]}"#,
+            )
+            .unwrap(),
+        );
+        let t = r.soc_throttle.clone().unwrap();
+        for x in &mut r.xruns {
+            x.soc_throttled = t.during(x.at_ns).into_iter().map(String::from).collect();
+        }
+        assert!(r.xruns[0].soc_throttled.is_empty());
+        let cfg = WatchConfig {
+            server: Default::default(),
+            server_name: None,
+            duration_ns: None,
+            follow: false,
+            forensics: false,
+        };
+        let s = summary(&cfg, &r, Status::Complete);
+        assert!(
+            s.contains("SoC: of 3 xruns, 2 while the SoC throttled (under-voltage): #2, #3;"),
+            "{s}"
+        );
+        assert!(
+            s.contains("0x0 at the start, 0x10001 at the end (1 change)"),
+            "{s}"
+        );
+        assert!(
+            answer(&r).contains("2 while the SoC throttled (under-voltage)"),
+            "{}",
+            answer(&r)
+        );
+        // Off a Pi, or with the flags clear all along, nothing is said.
+        r.soc_throttle = None;
+        for x in &mut r.xruns {
+            x.soc_throttled.clear();
+        }
+        assert!(!summary(&cfg, &r, Status::Complete).contains("SoC"));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use super::{item, CheckItem, Ctx, Verdict};
 
-const THROTTLED: &str = "/sys/devices/platform/soc/soc:firmware/get_throttled";
+use crate::system::throttle::{self, PATH as THROTTLED};
 
 /// The board's model string when it is a Raspberry Pi: the device tree's, else the
 /// `Model` line Raspberry Pi kernels add to /proc/cpuinfo.
@@ -69,7 +69,7 @@ fn board(c: &Ctx, model: &str) -> CheckItem {
 
 /// The firmware's throttled word: the sysfs file, or on the live system `vcgencmd`.
 fn throttled_word(c: &Ctx) -> Option<(u32, &'static str)> {
-    if let Some(w) = c.root.read(THROTTLED).and_then(|t| parse_throttled(&t)) {
+    if let Some(w) = c.root.read(THROTTLED).and_then(|t| throttle::parse(&t)) {
         return Some((w, "get_throttled"));
     }
     if !c.root.is_live() {
@@ -79,24 +79,8 @@ fn throttled_word(c: &Ctx) -> Option<(u32, &'static str)> {
         .arg("get_throttled")
         .output()
         .ok()?;
-    parse_throttled(&String::from_utf8_lossy(&out.stdout)).map(|w| (w, "vcgencmd get_throttled"))
+    throttle::parse(&String::from_utf8_lossy(&out.stdout)).map(|w| (w, "vcgencmd get_throttled"))
 }
-
-/// `50005` (sysfs) or `throttled=0x50005` (vcgencmd).
-fn parse_throttled(t: &str) -> Option<u32> {
-    let t = t.trim();
-    let t = t.strip_prefix("throttled=").unwrap_or(t);
-    let t = t.strip_prefix("0x").unwrap_or(t);
-    u32::from_str_radix(t, 16).ok()
-}
-
-/// Bit meanings of the throttled word (the "since boot" ones are these shifted by 16).
-const BITS: [&str; 4] = [
-    "under-voltage",
-    "ARM frequency capped",
-    "throttled",
-    "soft temperature limit",
-];
 
 fn throttled(c: &Ctx) -> CheckItem {
     const T: (&str, &str) = ("pi-throttled", "SoC throttling and under-voltage");
@@ -109,13 +93,7 @@ fn throttled(c: &Ctx) -> CheckItem {
             "run `vcgencmd get_throttled` (0x0 means no under-voltage or throttling since boot)",
         );
     };
-    let names = |shift: u32| -> Vec<&str> {
-        (0..4)
-            .filter(|b| w & (1 << (b + shift)) != 0)
-            .map(|b| BITS[b as usize])
-            .collect()
-    };
-    let (now, since) = (names(0), names(16));
+    let (now, since) = (throttle::names(w, 0), throttle::names(w, 16));
     let mut observed = format!("{source} = 0x{w:x}");
     if !now.is_empty() {
         observed.push_str(&format!("; now: {}", now.join(", ")));
@@ -432,14 +410,6 @@ fn rt_kernel(c: &Ctx, model: Option<&str>) -> Option<CheckItem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn throttled_words_from_sysfs_and_vcgencmd() {
-        assert_eq!(parse_throttled("50005\n"), Some(0x50005));
-        assert_eq!(parse_throttled("throttled=0x80008"), Some(0x80008));
-        assert_eq!(parse_throttled("0"), Some(0));
-        assert_eq!(parse_throttled("junk"), None);
-    }
 
     #[test]
     fn rt_names() {

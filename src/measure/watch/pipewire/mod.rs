@@ -391,6 +391,7 @@ impl PipeWireAdapter {
             late: f.late,
             late_by_ns: f.late_by_ns,
             node_run: f.node_run,
+            soc_throttled: Vec::new(),
         }
     }
 }

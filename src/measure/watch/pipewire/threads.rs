@@ -328,6 +328,7 @@ mod tests {
             late: Some(late(name)),
             late_by_ns: None,
             node_run: Some(n),
+            soc_throttled: Vec::new(),
         };
         let xs = vec![
             x(1, "slow", node(2_000, Some(9_000_000))),
