@@ -188,6 +188,20 @@ fn meets_rate(r: &VerdictRow, on: Condition) -> String {
 /// interval, or the bound when too few glitches were seen for a rate. A user near the
 /// target learns more from "about 1.4 an hour, 0.38–3.6" than from "undecided".
 fn so_far(r: &VerdictRow, on: Condition) -> String {
+    if let (Some(p), Some(c)) = (super::decide::refuted(r, on), &r.checked) {
+        return format!(
+            " ({} frames so far: {} in {} measured, which rules out the predicted {}–{} an hour)",
+            r.buffer_frames,
+            if c.xruns == 0 {
+                "no glitch".to_string()
+            } else {
+                format!("{} glitches", c.xruns)
+            },
+            ran(c),
+            per_hour(p.low),
+            per_hour(p.high)
+        );
+    }
     match judged(r, on).map(|p| &p.episodes_per_hour) {
         Some(e) if e.upper_bound => format!(
             " ({} frames so far: at most {} glitches an hour)",
@@ -515,6 +529,18 @@ mod tests {
         assert!(
             s.starts_with("This machine cannot run even 4096 frames")
                 && s.contains("30.0 glitches/h measured (3 in 6 min)"),
+            "{s}"
+        );
+        // A size whose clean run rules its prediction out is undecided, said with the run.
+        let mut rows = [test_row(1024, 100.0, 400.0), test_row(2048, 93.0, 891.0)];
+        rows[0].measured = vec![run(0.05, 12)];
+        rows[1].measured = vec![run(0.05, 0)];
+        decide(&mut rows, j);
+        assert_eq!(rows[1].meets_target, None);
+        let s = sentence(&cfg, &rows, None, Some(Condition::Stressed));
+        assert!(
+            s.starts_with("Not decided yet: 1024 frames")
+                && s.contains("2048 frames so far: no glitch in 3 min measured, which rules out the predicted 93.0–891 an hour"),
             "{s}"
         );
         // A verdict over results without runs stays predicted and says so.

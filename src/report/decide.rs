@@ -94,6 +94,22 @@ fn against(r: &Rate, target: f64) -> Option<bool> {
     }
 }
 
+/// A run too short to decide can still rule the prediction out: their 95 % intervals do
+/// not meet (a prediction of 93–891 glitches/h against a clean 3-minute run, < 74/h). The
+/// size is then undecided, never decided on a figure the engine contradicted.
+pub fn refuted(r: &VerdictRow, on: Condition) -> Option<Rate> {
+    let (c, p) = (r.checked.as_ref()?, judged(r, on)?);
+    if p.overload {
+        return None;
+    }
+    let k = r
+        .calibration
+        .as_ref()
+        .and_then(|c| c.calibrated)
+        .unwrap_or(p.episodes_per_hour);
+    (c.per_hour.high < k.low || c.per_hour.low > k.high).then_some(k)
+}
+
 /// Fill in each row's pooled check, calibration, outcome and what it rests on.
 pub fn decide(rows: &mut [VerdictRow], j: Judge) {
     let Some(on) = j.on else {
@@ -158,6 +174,7 @@ pub fn decide(rows: &mut [VerdictRow], j: Judge) {
             .and_then(|c| c.calibrated.as_ref())
             .map(|c| against(c, j.target_per_hour));
         r.meets_target = match (predicted, calibrated) {
+            _ if refuted(r, on).is_some() => None,
             (Some(false), _) | (_, Some(Some(false))) => Some(false),
             (Some(true), None | Some(Some(true))) => Some(true),
             _ => None,
@@ -298,6 +315,33 @@ mod tests {
         assert!(rows[0].calibration.as_ref().unwrap().ratio.per_hour < 1.0);
         assert!(rows[1].calibration.is_none());
         assert_eq!(rows[1].meets_target, None);
+    }
+
+    #[test]
+    fn a_prediction_the_run_rules_out_decides_nothing() {
+        // Predicted 300/h [93, 891] (fails); the engine ran 3 min clean: < 74/h.
+        let mut rows = [test_row(4096, 93.0, 891.0)];
+        rows[0]
+            .stressed
+            .as_mut()
+            .unwrap()
+            .episodes_per_hour
+            .per_hour = 300.0;
+        rows[0].measured = vec![run(0.05, 0)];
+        decide(&mut rows, J);
+        assert_eq!(rows[0].meets_target, None);
+        assert_eq!(rows[0].basis, Some(Basis::Both));
+        // Predicted to meet at 0.1–0.5/h; the engine saw 3 in an hour (0.6–8.8/h): not
+        // enough to fail the size, too many for the prediction.
+        let mut rows = [test_row(1024, 0.1, 0.5)];
+        rows[0].measured = vec![run(1.0, 3)];
+        decide(&mut rows, J);
+        assert_eq!(rows[0].meets_target, None);
+        // Where the intervals meet, the prediction still decides.
+        let mut rows = [test_row(1024, 0.0, 0.5)];
+        rows[0].measured = vec![run(0.05, 0)];
+        decide(&mut rows, J);
+        assert_eq!(rows[0].meets_target, Some(true));
     }
 
     #[test]
