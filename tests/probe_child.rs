@@ -271,3 +271,67 @@ fn a_clap_folder_is_audited_and_an_empty_one_says_what_was_looked_for() {
         assert!(err.contains(format), "{err}");
     }
 }
+
+/// A plugin that leaves the probe's process group and session (`setsid`, then a double
+/// fork) is still killed: the supervisor finds it by the mark its environment inherited, as
+/// an orphan reparented to it (a child subreaper), not to init.
+#[test]
+fn a_plugin_that_setsids_and_double_forks_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = build("clap", 8, dir.path(), "escapes.clap");
+    let all = listed(&run(
+        "CLAP_PATH",
+        dir.path(),
+        &["plugins", "list", "--clap"],
+    ));
+    assert_eq!(entry(&all, "hostile.h8")["unhostable"], Value::Null);
+    no_orphans_after("plugins list");
+    let element = format!("clap:{}", file.display());
+    let o = run(
+        "CLAP_PATH",
+        dir.path(),
+        &["-q", "plugins", "audit", &element],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    no_orphans_after("plugins audit");
+}
+
+/// A plugin allocating 64 GiB meets the child's memory limit (`XRUNLAB_CHILD_MEMORY_MIB`,
+/// here 512 MiB; 4 GiB by default): that file is reported crashed, promptly, and the
+/// listing goes on. A limit that is not a number of MiB is refused, not ignored.
+#[test]
+fn a_plugin_allocating_past_the_memory_limit_is_that_files_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    build("clap", 0, dir.path(), "good.clap");
+    build("clap", 9, dir.path(), "greedy.clap");
+    let t = std::time::Instant::now();
+    let o = xrunlab()
+        .env("CLAP_PATH", dir.path())
+        .env("HOME", dir.path().join("no-home"))
+        .env("XRUNLAB_PROBE_TIMEOUT_S", "20")
+        .env("XRUNLAB_CHILD_MEMORY_MIB", "512")
+        .args(["--json", "plugins", "list", "--clap"])
+        .output()
+        .unwrap();
+    let all = listed(&o);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(entry(&all, "hostile.h0")["unhostable"], Value::Null);
+    let why = unhostable(&all, "greedy.clap");
+    assert!(
+        why.contains("crashed (SIGABRT) in clap_plugin.init"),
+        "{why}"
+    );
+    let o = xrunlab()
+        .env("CLAP_PATH", dir.path())
+        .env("HOME", dir.path().join("no-home"))
+        .env("XRUNLAB_CHILD_MEMORY_MIB", "lots")
+        .args(["--json", "plugins", "list", "--clap"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("XRUNLAB_CHILD_MEMORY_MIB"));
+}

@@ -292,3 +292,192 @@ fn an_overlong_jack_server_name_is_refused_from_flag_and_environment() {
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("JACK_CLIENT_NAME_SIZE"), "{err}");
 }
+
+/// The streamed outputs go through the same writer as whole ones (issue 45's follow-up):
+/// `run --trace`, `sched --trace` and `__generate`'s pages. For each, a link another user
+/// planted at the name is replaced, its target unchanged; a FIFO there is exit 2 at once.
+#[test]
+fn streamed_outputs_replace_a_planted_link_and_refuse_a_fifo() {
+    if !require(is_root(), "root, to plant links as another uid") {
+        return;
+    }
+    let private = tempfile::tempdir().unwrap();
+    let result = private.path().join("r.json");
+    let result = result.to_str().unwrap();
+    let d = attacker_dir();
+    let completions = d.path().join("completions");
+    std::fs::create_dir(&completions).unwrap();
+    std::os::unix::fs::chown(&completions, Some(NOBODY), Some(NOBODY)).unwrap();
+    let trace = d.path().join("cycles.csv");
+    let t = trace.to_str().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let run_args = [
+        "run",
+        "--driver",
+        "sim",
+        "--chain",
+        "burn(10%)",
+        "--buffer",
+        "64",
+        "--duration",
+        "1s",
+        "-q",
+        "--trace",
+        t,
+        "-o",
+        result,
+    ];
+    let sched_args = [
+        "sched",
+        "--policies",
+        "other",
+        "--duration",
+        "500ms",
+        "-q",
+        "--trace",
+        t,
+        "-o",
+        result,
+    ];
+    let generate_args = ["__generate", dir];
+    let cases: [(&[&str], PathBuf, &str); 3] = [
+        (&run_args, trace.clone(), "cycle,"),
+        (&sched_args, trace.clone(), "row,cycle,"),
+        (
+            &generate_args,
+            completions.join("xrunlab.bash"),
+            "_xrunlab()",
+        ),
+    ];
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+    for (args, name, starts) in cases {
+        let (_vd, v) = victim();
+        plant(&name, &v);
+        let (rc, err) = run(args);
+        assert_eq!(rc, 0, "{args:?}: {err}");
+        assert_eq!(std::fs::read(&v).unwrap(), b"root only", "{args:?}");
+        assert!(
+            std::fs::symlink_metadata(&name).unwrap().is_file(),
+            "{args:?}"
+        );
+        let text = std::fs::read_to_string(&name).unwrap();
+        assert!(
+            text.starts_with(starts),
+            "{args:?}: {}",
+            &text[..40.min(text.len())]
+        );
+        std::fs::remove_file(&name).unwrap();
+
+        nix::unistd::mkfifo(&name, mode).unwrap();
+        std::os::unix::fs::chown(&name, Some(NOBODY), Some(NOBODY)).unwrap();
+        let t0 = std::time::Instant::now();
+        let (rc, err) = run(args);
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(err.contains("FIFO"), "{args:?}: {err}");
+        assert!(t0.elapsed() < Duration::from_secs(15), "{args:?}");
+        std::fs::remove_file(&name).unwrap();
+        // Nothing half-written is left beside it.
+        let debris: Vec<_> = std::fs::read_dir(name.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(debris.is_empty(), "{args:?}: {debris:?}");
+    }
+    // A link at the pages' folder itself would send them where another user chose.
+    let (_vd, v) = victim();
+    let man = d.path().join("man");
+    std::fs::remove_dir_all(&man).unwrap();
+    plant(&man, v.parent().unwrap());
+    let (rc, err) = run(&generate_args);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(std::fs::read_dir(v.parent().unwrap()).unwrap().count(), 1);
+}
+
+/// `-o -` is standard output, as `-o /dev/stdout` is, with the summary on stderr; no file
+/// named "-" appears. `--json` beside it, or `suite -o -`, is exit 2.
+#[test]
+fn dash_is_standard_output() {
+    let d = tempfile::tempdir().unwrap();
+    let r = fixture();
+    let out = |args: &[&str]| {
+        xrunlab()
+            .current_dir(d.path())
+            .args(args)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    let o = out(&["schema", "-o", "-"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let schema: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(schema.get("$schema").is_some());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("written to"),
+        "the line after it goes to stderr"
+    );
+    let o = out(&[
+        "export",
+        "--format",
+        "openmetrics",
+        "-o",
+        "-",
+        r.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# HELP xrunlab_"));
+    let o = out(&[
+        "run",
+        "--driver",
+        "sim",
+        "--chain",
+        "burn(10%)",
+        "--buffer",
+        "64",
+        "--duration",
+        "1s",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["kind"], "run");
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).is_empty(),
+        "the summary is on stderr"
+    );
+    for args in [
+        &["schema", "-o", "-", "--json"][..],
+        &["suite", "--smoke", "-o", "-"],
+        &[
+            "run",
+            "--driver",
+            "sim",
+            "--duration",
+            "1s",
+            "-o",
+            "-",
+            "--trace",
+            "-",
+        ],
+    ] {
+        let o = out(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "no file named -"
+    );
+}

@@ -47,7 +47,7 @@ impl ForensicsArgs {
             return Some(p.clone());
         }
         let o = g.output.as_deref()?;
-        if o.starts_with("/dev") || o.starts_with("/proc") {
+        if o.starts_with("/dev") || o.starts_with("/proc") || super::output::is_stdout(o) {
             return None;
         }
         let stem = o.file_stem()?.to_string_lossy().into_owned();

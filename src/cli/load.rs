@@ -465,6 +465,8 @@ pub fn run(a: LoadArgs, g: &Global) -> Result<u8> {
     };
     let mut on_cell = |r: &LoadResults| -> Result<()> {
         match &out_path {
+            // Standard output gets the grid once, at the end, not a document per cell.
+            Some(p) if output::is_stdout(p) => Ok(()),
             // Until the grid ends the file says interrupted: that is what it is if we die.
             Some(p) => write_json_atomic(
                 p,

@@ -40,8 +40,8 @@ use std::process::ExitCode;
 /// Options every subcommand accepts.
 #[derive(Debug, Clone, Args)]
 pub struct Global {
-    /// Write the JSON result to FILE (atomically). Some commands write a directory or a page
-    /// instead: their --help says which.
+    /// Write the JSON result to FILE (atomically; `-` for standard output, the summary then on
+    /// stderr). Some commands write a directory or a page instead: their --help says which.
     #[arg(short = 'o', long = "output", global = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Print the JSON result to standard output (the human summary goes to stderr).
@@ -238,6 +238,32 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
+    if nix::unistd::geteuid().is_root() {
+        if let Some(said) = crate::trace::tracefs::clean_stale_default() {
+            output::warn([&said]);
+        }
+    }
+    // A limit the plugin children would not get is said once, now, not per plugin.
+    if let Err(e) = crate::dsp::contain::memory_limit() {
+        output::stderr(&format!("xrunlab: error: {e}\n"));
+        return ExitCode::from(e.exit_code());
+    }
+    if cli.global.output.as_deref().is_some_and(output::is_stdout) {
+        let refused = match cli.command {
+            Command::Suite(_) => {
+                Some("suite -o names the directory it fills; standard output (-) cannot be one")
+            }
+            _ if cli.global.json => {
+                Some("-o - and --json both print the result on standard output: give one")
+            }
+            _ => None,
+        };
+        if let Some(why) = refused {
+            output::stderr(&format!("xrunlab: error: {why}\n"));
+            return ExitCode::from(crate::error::EXIT_USAGE);
+        }
+        output::result_to_stdout();
+    }
     // Before anything is measured (or read): a wrong output path is a usage error now, not
     // after an hour of measuring.
     let (outputs, inputs) = cli.command.files(&cli.global);

@@ -14,8 +14,26 @@ use std::path::Path;
 /// Write to stdout, treating a closed pipe (`xrunlab ... --json | head`) as the reader's
 /// choice rather than an error: the result file, if any, is already written.
 pub fn stdout(text: &str) {
+    if HUMAN_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        return stderr(text);
+    }
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// Set by `-o -`: standard output carries the result alone, so what would be printed
+/// beside it goes to stderr, as with `--json`.
+static HUMAN_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `-o -` (docs/ARCHITECTURE.md §1): the result on standard output, through the writer's own
+/// descriptor as `-o /dev/stdout`; everything else printed goes to stderr.
+pub fn result_to_stdout() {
+    HUMAN_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether an output path is `-`, standard output.
+pub fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
 }
 
 /// Human text to stdout, each line kept to 80 columns (`report::text::style::fit`).
@@ -315,7 +333,11 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
             stdout(&human);
         }
         if let Ok(Some(path)) = &written {
-            let line = format!("result written to {}\n", path.display());
+            let line = if is_stdout(path) {
+                "result written to standard output\n".to_string()
+            } else {
+                format!("result written to {}\n", path.display())
+            };
             if g.json {
                 stderr(&line);
             } else {
@@ -345,6 +367,15 @@ pub fn preflight(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<
     for &(opt, path) in outputs {
         let shown = path.display();
         let text = path.as_os_str().to_string_lossy();
+        if is_stdout(path) {
+            if let Some((other, ..)) = seen.iter().find(|(_, p, _)| is_stdout(p)) {
+                return Err(Error::usage(format!(
+                    "{opt} - and {other} - both write to standard output: give one of them a file"
+                )));
+            }
+            seen.push((opt, path, FileId::of(path)));
+            continue;
+        }
         if text.is_empty() {
             return Err(Error::usage(format!("{opt}: empty file name")));
         }

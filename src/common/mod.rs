@@ -9,8 +9,10 @@
 pub mod cycle;
 pub mod device;
 pub mod input;
+pub mod output;
 pub mod stats;
 pub mod status;
+pub mod target;
 
 pub use cycle::{account, account_after, Cause, CycleRecord};
 pub use device::{frames_of_ns, ns_of_frames, DeviceParams};

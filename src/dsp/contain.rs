@@ -4,7 +4,10 @@
 //!
 //! - The child leads a process group of its own, and the whole group is killed when the
 //!   child ends, hangs or is interrupted: a plugin that forks (in `init`, in `process`)
-//!   leaves no orphans behind.
+//!   leaves no orphans behind. One that leaves the group (`setsid`, a double fork) is found
+//!   by the mark every process of the child inherits in its environment ([`MARK_ENV`]) and
+//!   killed too; while a child runs this process is a child subreaper, so such orphans are
+//!   reparented to us rather than to init and their zombies are ours to reap.
 //! - Its address space is limited (`RLIMIT_AS`, [`memory_limit`]): a plugin that allocates
 //!   without end fails its allocation in the child instead of pressing the machine.
 //! - What it prints is read as it comes and only the last [`TAIL`] bytes of each stream are
@@ -31,16 +34,32 @@ pub const TAIL: usize = 64 * 1024;
 /// generous for any effect or instrument, far below what would press a workstation.
 const DEFAULT_MEMORY_MIB: u64 = 4096;
 
-/// The child's address-space limit in bytes (`XRUNLAB_CHILD_MEMORY_MIB`, default 4 GiB).
-pub fn memory_limit() -> u64 {
-    std::env::var("XRUNLAB_CHILD_MEMORY_MIB")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|m| *m >= 64)
-        .unwrap_or(DEFAULT_MEMORY_MIB)
-        * 1024
-        * 1024
+/// The variable that sets the limit, in MiB.
+pub const MEMORY_ENV: &str = "XRUNLAB_CHILD_MEMORY_MIB";
+
+/// Below this a child cannot even load the binary and a plugin.
+const MIN_MEMORY_MIB: u64 = 64;
+
+/// The child's address-space limit in bytes (`XRUNLAB_CHILD_MEMORY_MIB`, default 4 GiB). A
+/// value that is not a whole number of MiB of at least 64 is a usage error (exit 2), not a
+/// silent return to the default.
+pub fn memory_limit() -> Result<u64> {
+    let mib = match std::env::var(MEMORY_ENV) {
+        Err(_) => DEFAULT_MEMORY_MIB,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(m) if (MIN_MEMORY_MIB..=1 << 40).contains(&m) => m,
+            _ => {
+                return Err(Error::usage(format!(
+                    "{MEMORY_ENV}={v:?}: expected the plugin child's memory limit as a whole number of MiB from {MIN_MEMORY_MIB} (default {DEFAULT_MEMORY_MIB})"
+                )))
+            }
+        },
+    };
+    Ok(mib * 1024 * 1024)
 }
+
+/// The environment variable whose value marks the processes of one contained child.
+pub const MARK_ENV: &str = "XRUNLAB_CONTAINED";
 
 /// How a contained child ended.
 #[derive(Debug)]
@@ -135,11 +154,20 @@ fn drain(mut r: impl Read + Send + 'static, tx: mpsc::Sender<(bool, Vec<u8>)>, e
 /// `limit`. Errors only when it cannot be started.
 pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
     // Never above the hard limit this process has (raising it is refused without privilege).
+    let limit_bytes = memory_limit()?;
     let mem = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS) {
-        Ok((_, hard)) => memory_limit().min(hard),
-        Err(_) => memory_limit(),
+        Ok((_, hard)) => limit_bytes.min(hard),
+        Err(_) => limit_bytes,
     };
-    cmd.stdin(Stdio::null())
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mark = format!(
+        "{}.{}",
+        std::process::id(),
+        SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let _reaper = Subreaper::enter();
+    cmd.env(MARK_ENV, &mark)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -188,9 +216,10 @@ pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // The whole group: what the plugin forked dies with the child.
+    // The whole group: what the plugin forked dies with the child; then whatever left it.
     let _ = killpg(group, Signal::SIGKILL);
     let _ = child.wait();
+    sweep(&mark);
     let seconds = t0.elapsed().as_secs_f64();
     // A process that left the group (setsid) may keep the pipes open: wait a little only.
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -214,6 +243,98 @@ pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
         stage,
         seconds,
     })
+}
+
+/// This process as a child subreaper (`PR_SET_CHILD_SUBREAPER`) while any contained child
+/// runs: an orphan of the child is reparented to us, not to init, so it stays in our tree
+/// and its zombie is reaped by [`sweep`]. Counted, since probes run four at a time, and
+/// switched off with the last so that the orphans of unrelated children (a stressor's) are
+/// not ours to reap for the rest of a long command.
+struct Subreaper;
+
+static SUBREAPERS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+impl Subreaper {
+    fn enter() -> Subreaper {
+        let mut n = SUBREAPERS.lock().unwrap_or_else(|e| e.into_inner());
+        if *n == 0 {
+            // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes integers only and changes one
+            // attribute of this process; a failure (an old kernel) leaves the marks alone.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            }
+        }
+        *n += 1;
+        Subreaper
+    }
+}
+
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        let mut n = SUBREAPERS.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            // SAFETY: as in `enter`.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+            }
+        }
+    }
+}
+
+/// Kill every process that still carries `mark` in its environment (one that left the
+/// child's group: `setsid`, a double fork), round after round until none is left (one
+/// may fork between a scan and its kill), and reap those reparented to us. A process that
+/// left the group *and* replaced its environment escapes this; only a cgroup would hold it.
+fn sweep(mark: &str) {
+    let needle = format!("{MARK_ENV}={mark}\0").into_bytes();
+    let mut killed: Vec<Pid> = Vec::new();
+    let reap = |killed: &mut Vec<Pid>| {
+        killed.retain(|&p| {
+            matches!(
+                nix::sys::wait::waitpid(p, Some(WaitPidFlag::WNOHANG)),
+                Ok(WaitStatus::StillAlive)
+            )
+        })
+    };
+    for _ in 0..100 {
+        let found = marked(&needle);
+        if found.is_empty() {
+            break;
+        }
+        for p in found {
+            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+            if !killed.contains(&p) {
+                killed.push(p);
+            }
+        }
+        reap(&mut killed);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SIGKILL is delivered at once, but a loaded machine may take a moment to run the exits.
+    let t = Instant::now();
+    while !killed.is_empty() && t.elapsed() < Duration::from_secs(1) {
+        reap(&mut killed);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The live processes whose environment holds `needle` (`NAME=VALUE\0`). A zombie's
+/// environment reads empty, so the dead are not found again.
+fn marked(needle: &[u8]) -> Vec<Pid> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle))
+        })
+        .map(Pid::from_raw)
+        .collect()
 }
 
 /// A scratch directory of our own for one child (a fresh, unpredictable name: the parent

@@ -310,13 +310,9 @@ pub fn run(cfg: &SchedConfig, session: &mut Session) -> Result<SchedResult> {
         );
         let (mut row, t) = match row {
             Ok(x) => x,
-            Err(e) => {
-                // A failed run leaves no half-written trace behind.
-                if let Some(p) = &cfg.trace {
-                    let _ = std::fs::remove_file(p);
-                }
-                return Err(in_row(e, &label));
-            }
+            // A failed run leaves no half-written trace behind: the trace's new file went
+            // with the row, and the name keeps what it had.
+            Err(e) => return Err(in_row(e, &label)),
         };
         trace = t;
         if let Some(rec) = rec {
@@ -454,17 +450,24 @@ fn run_row(
 
 /// The per-cycle CSV of `--trace`: one line per cycle of every row.
 struct TraceCsv {
+    /// Over a duplicate of `out`'s descriptor; `out` is renamed over the name at the end
+    /// (docs/ARCHITECTURE.md §2 "Writing").
     w: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    out: crate::common::output::Output,
     path: String,
     clients: usize,
 }
 
 impl TraceCsv {
     fn create(path: &str, clients: usize) -> Result<Self> {
-        let f = std::fs::File::create(path)
-            .map_err(|e| Error::usage(format!("cannot create trace file {path}: {e}")))?;
+        let out = crate::common::output::Output::create(std::path::Path::new(path))?;
+        let f = out
+            .file()
+            .try_clone()
+            .map_err(|e| Error::io(format!("trace file {path}"), e))?;
         let mut t = TraceCsv {
             w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, f)),
+            out,
             path: path.into(),
             clients,
         };
@@ -518,7 +521,10 @@ impl TraceCsv {
     }
 
     fn finish(mut self) -> Result<()> {
-        self.w.flush().map_err(|e| self.err(e))
+        self.w.flush().map_err(|e| self.err(e))?;
+        let TraceCsv { w, out, .. } = self;
+        drop(w);
+        out.commit()
     }
 }
 

@@ -6,7 +6,6 @@ pub mod cyclictest;
 pub mod import;
 pub mod migrate;
 pub mod suite;
-pub mod target;
 pub mod validate;
 pub mod verdict;
 pub mod write;

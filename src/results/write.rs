@@ -1,23 +1,24 @@
 //! Atomic writing (a temp file in the target directory + fsync + rename), so a reader never
 //! sees a partial file and an interrupted write leaves no debris but the temp file's removal.
-//! Every output goes through here; `target` decides what may stand at the name.
+//! Every whole output goes through here, on `common::output`, which streamed ones use too;
+//! `common::target` decides what may stand at the name.
 
-use super::target::{self, Naming, Target};
 use super::ResultDoc;
+use crate::common::output::Output;
+use crate::common::target::{self, Naming};
 use crate::error::{Error, Result};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Write `bytes` to `path`, a name the user gave (`-o FILE`), atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_named(path, bytes, Naming::User)
+    write_all(Output::create(path)?, bytes)
 }
 
 /// Write `bytes` to `path`, a name xrunlab made up in a directory the user gave
 /// (`--textfile DIR`): only a regular file (or nothing) may stand there.
 pub fn write_atomic_derived(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_named(path, bytes, Naming::Derived)
+    write_all(Output::create_derived(path)?, bytes)
 }
 
 /// Refuse, before anything is measured, a target the writer would refuse at the end.
@@ -30,85 +31,11 @@ pub fn check_target_derived(path: &Path) -> Result<()> {
     target::classify(path, Naming::Derived).map(|_| ())
 }
 
-fn write_named(path: &Path, bytes: &[u8], naming: Naming) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(Error::usage(format!(
-            "cannot write {}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        )));
-    }
-    match target::classify(path, naming)? {
-        Target::InPlace => write_in_place(path, bytes),
-        Target::Descriptor(fd) => write_descriptor(fd, path, bytes),
-        Target::Replace => replace(dir, path, bytes),
-    }
-}
-
-/// A device or pipe the user means. Opened non-blocking so a FIFO nobody reads is an error
-/// now, not a hang that ignores Ctrl-C.
-fn write_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => Error::usage(format!(
-                "cannot write {}: it is a FIFO no process reads, so nothing would receive the output",
-                path.display()
-            )),
-            _ => Error::io(format!("writing {}", path.display()), e),
-        })?;
-    // Blocking again for the write itself: a reader slower than us is not an error.
-    nix::fcntl::fcntl(
-        &f,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
-    )
-    .map_err(|e| Error::io(format!("writing {}", path.display()), e.into()))?;
-    (&f).write_all(bytes)
-        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
-}
-
-/// Through a descriptor this process holds, sharing its offset with whatever else is
-/// printed on it.
-fn write_descriptor(fd: i32, path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::fd::BorrowedFd;
-    let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-    // SAFETY: `fd` was just found open in /proc/self/fd and is only borrowed for the dup.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let f = std::fs::File::from(fd.try_clone_to_owned().map_err(io)?);
-    (&f).write_all(bytes).map_err(io)
-}
-
-/// A new file under an unpredictable name, created exclusively and never through a link,
-/// renamed over `path` (which replaces a symlink there rather than following it).
-fn replace(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::usage(format!("{} is not a file path", path.display())))?;
-    let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-    let prefix = format!(".{}.", name.to_string_lossy());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .make_in(dir, |p| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o666)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(p)
-        })
-        .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    // On failure the temp file is removed when dropped.
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+fn write_all(mut out: Output, bytes: &[u8]) -> Result<()> {
+    out.write_all(bytes)
+        .map_err(|e| Error::io(format!("writing {}", out.path().display()), e))?;
+    // On failure the new file is removed when `out` is dropped.
+    out.commit()
 }
 
 /// Serialise a result and write it atomically.

@@ -187,11 +187,19 @@ struct Ran {
 /// the child: a SIGTERM after the child's grace (docs/ARCHITECTURE.md §5).
 fn run_child(exe: &Path, argv: &[String], log: &Path) -> Result<Ran> {
     use std::os::unix::process::CommandExt;
-    let out = std::fs::File::create(log)
-        .map_err(|e| Error::cannot_measure(format!("cannot create {}: {e}", log.display())))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| Error::cannot_measure(format!("{}: {e}", log.display())))?;
+    // A new file renamed over the name before the child writes (docs/ARCHITECTURE.md §2
+    // "Writing"): never a write through what another user planted in a shared results
+    // folder, and at its name at once, so it can be followed while the stage runs and a
+    // killed suite leaves it where its stage says.
+    let log_file = crate::common::output::Output::create_derived(log)?;
+    let dup = || {
+        log_file
+            .file()
+            .try_clone()
+            .map_err(|e| Error::cannot_measure(format!("{}: {e}", log.display())))
+    };
+    let (out, err) = (dup()?, dup()?);
+    log_file.commit()?;
     let t = Instant::now();
     let mut child = Command::new(exe)
         .args(argv)

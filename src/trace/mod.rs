@@ -426,9 +426,12 @@ fn dump_windows(trace: &Trace, windows: &[Window], dir: &std::path::Path) -> std
         );
         let from = by_time.partition_point(|e| e.ts_ns < a);
         let to = by_time.partition_point(|e| e.ts_ns <= b);
-        let mut f = std::io::BufWriter::new(std::fs::File::create(
-            dir.join(format!("window-{}.txt", w.id)),
-        )?);
+        let other = |e: crate::error::Error| std::io::Error::other(e.to_string());
+        let out = crate::common::output::Output::create_derived(
+            &dir.join(format!("window-{}.txt", w.id)),
+        )
+        .map_err(other)?;
+        let mut f = std::io::BufWriter::new(out);
         writeln!(f, "# tracer: nop")?;
         writeln!(
             f,
@@ -444,7 +447,10 @@ fn dump_windows(trace: &Trace, windows: &[Window], dir: &std::path::Path) -> std
         for e in &by_time[from..to] {
             writeln!(f, "{}", trace.text_line(e))?;
         }
-        f.flush()?;
+        f.into_inner()
+            .map_err(|e| e.into_error())?
+            .commit()
+            .map_err(other)?;
     }
     Ok(())
 }

@@ -103,6 +103,8 @@ pub fn discover() -> Result<Tracefs, Unusable> {
             "tracefs is not mounted and mounting it needs root".into(),
         ));
     }
+    // A mount a killed xrunlab left is unmounted first, so the one we make is ours to remove.
+    clean_stale_mount(Path::new(MOUNT_RECORD), Path::new(DEFAULT_MOUNT));
     let (src, target, fs) = (c("nodev"), c(DEFAULT_MOUNT), c("tracefs"));
     // SAFETY: all three are valid NUL-terminated strings; data may be null.
     let rc = unsafe {
@@ -120,10 +122,110 @@ pub fn discover() -> Result<Tracefs, Unusable> {
             std::io::Error::last_os_error()
         )));
     }
+    record_mount(
+        Path::new(MOUNT_RECORD),
+        Path::new(DEFAULT_MOUNT),
+        std::process::id(),
+    );
     Ok(Tracefs {
         root: PathBuf::from(DEFAULT_MOUNT),
         mounted_by_us: true,
     })
+}
+
+/// Where a tracefs mount xrunlab made is recorded as `PID MOUNT_ID`: `kill -9` runs no hook,
+/// and the next start must tell the mount that run left from one the system or a live run
+/// uses (docs/ARCHITECTURE.md §5).
+pub const MOUNT_RECORD: &str = "/run/xrunlab/tracefs-mount";
+
+/// The mount id (mountinfo's first field) of the tracefs mounted at exactly `point`, the
+/// topmost when several are stacked.
+fn mount_id_at(point: &Path) -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split_whitespace().collect();
+            (right.split_whitespace().next()? == "tracefs" && Path::new(f.get(4)?) == point)
+                .then(|| f[0].parse().ok())
+                .flatten()
+        })
+        .last()
+}
+
+/// Note that `pid` mounted the tracefs at `point`. Best effort: without the record a mount
+/// a killed run leaves stays, as it did before there was one.
+fn record_mount(record: &Path, point: &Path, pid: u32) {
+    let Some(id) = mount_id_at(point) else {
+        return;
+    };
+    if let Some(dir) = record.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut out) = crate::common::output::Output::create_derived(record) {
+        use std::io::Write;
+        if writeln!(out, "{pid} {id}").is_ok() {
+            let _ = out.commit();
+        }
+    }
+}
+
+/// [`clean_stale_mount`] of the mount [`discover`] makes: at every start as root, so a
+/// killed run's mount does not wait for the next traced measurement.
+pub fn clean_stale_default() -> Option<String> {
+    clean_stale_mount(Path::new(MOUNT_RECORD), Path::new(DEFAULT_MOUNT))
+}
+
+/// The record's (pid, mount id), if it is ours (written by this uid) and well formed.
+fn read_record(record: &Path) -> Option<(i32, u64)> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let f = std::fs::File::open(record).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if f.metadata().ok()?.uid() != unsafe { libc::geteuid() } {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(64).read_to_string(&mut text).ok()?;
+    let mut w = text.split_whitespace();
+    Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+}
+
+/// Unmount the tracefs at `point` when `record` says an xrunlab that is gone mounted it and
+/// it is still that mount (same mount id), and no live xrunlab has an instance in it; drop
+/// a record whose mount is gone. Returns what it unmounted.
+pub fn clean_stale_mount(record: &Path, point: &Path) -> Option<String> {
+    let (pid, id) = read_record(record)?;
+    if pid_alive(pid) {
+        return None;
+    }
+    if mount_id_at(point) != Some(id) {
+        let _ = std::fs::remove_file(record);
+        return None;
+    }
+    let fs = Tracefs {
+        root: point.to_path_buf(),
+        mounted_by_us: false,
+    };
+    sweep_stale(&fs);
+    let in_use = std::fs::read_dir(point.join("instances")).map_or(true, |d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(PREFIX))
+    });
+    if in_use {
+        return None;
+    }
+    let t = CString::new(point.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: t is a valid NUL-terminated path.
+    if unsafe { libc::umount2(t.as_ptr(), 0) } != 0 {
+        // EBUSY: another tracer holds a file in it; left for a later start.
+        return None;
+    }
+    let _ = std::fs::remove_file(record);
+    Some(format!(
+        "unmounted the tracefs at {} that xrunlab {pid} mounted before it was killed",
+        point.display()
+    ))
 }
 
 fn c(s: &str) -> CString {
@@ -448,7 +550,12 @@ impl Instance {
                 .unwrap_or(true);
             if let (Some(t), false) = (t, others) {
                 // SAFETY: t is a valid NUL-terminated path.
-                unsafe { libc::umount2(t.as_ptr(), 0) };
+                if unsafe { libc::umount2(t.as_ptr(), 0) } == 0
+                    && read_record(Path::new(MOUNT_RECORD))
+                        .is_some_and(|(pid, _)| pid == std::process::id() as i32)
+                {
+                    let _ = std::fs::remove_file(MOUNT_RECORD);
+                }
             }
         }
         last
@@ -476,6 +583,60 @@ pub fn parse_stats_lost(s: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `kill -9` left a mount: the next start unmounts it only when its recorder is gone and
+    /// it is still the recorded mount (on a private mount point, so the machine's tracefs
+    /// is not touched).
+    #[test]
+    fn a_mount_a_killed_xrunlab_left_is_unmounted_and_no_other() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().join("tracing");
+        std::fs::create_dir(&point).unwrap();
+        let record = dir.path().join("run/tracefs-mount");
+        let (src, target, fs) = (c("nodev"), c(point.to_str().unwrap()), c("tracefs"));
+        // SAFETY: valid NUL-terminated strings; data may be null.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fs.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return; // no tracefs in this kernel or container
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let dead = child.id();
+        let id = mount_id_at(&point).unwrap();
+        // Its recorder alive: kept.
+        record_mount(&record, &point, std::process::id());
+        assert_eq!(read_record(&record), Some((std::process::id() as i32, id)));
+        assert_eq!(clean_stale_mount(&record, &point), None);
+        assert_eq!(mount_id_at(&point), Some(id));
+        // Another mount than the recorded one: kept, the record dropped.
+        std::fs::write(&record, format!("{dead} {}\n", id + 100_000)).unwrap();
+        assert_eq!(clean_stale_mount(&record, &point), None);
+        assert_eq!(mount_id_at(&point), Some(id));
+        assert!(!record.exists());
+        // The recorder gone, the mount its own: unmounted.
+        record_mount(&record, &point, dead);
+        let said = clean_stale_mount(&record, &point);
+        let left = mount_id_at(&point);
+        if left.is_some() {
+            // SAFETY: as above.
+            unsafe { libc::umount2(target.as_ptr(), 0) };
+        }
+        assert!(said.is_some_and(|s| s.contains(&dead.to_string())));
+        assert_eq!(left, None);
+        assert!(!record.exists());
+    }
 
     #[test]
     fn the_buffer_is_resized_to_the_size_asked_from_either_form_of_the_file() {

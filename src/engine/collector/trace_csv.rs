@@ -1,5 +1,6 @@
 //! The per-cycle CSV trace (`--trace`).
 
+use crate::common::output::Output;
 use crate::common::{Cause, CycleRecord};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -10,24 +11,26 @@ use std::path::{Path, PathBuf};
 /// problem into a shorter, "interrupted" measurement. The trace is cut at its last complete
 /// line instead ([`TraceWriter::abandon`]) and the result says where.
 pub struct TraceWriter {
+    /// Over a duplicate of `out`'s descriptor, so that `out` stays ours to cut and commit
+    /// even when the writer's last flush fails.
     w: csv::Writer<std::io::BufWriter<std::fs::File>>,
-    /// The same open file, to tell a regular file (which is cut) from a device.
-    file: std::fs::File,
+    /// A new file renamed over the name at the end (never a write through a link planted
+    /// there), or a device or descriptor the user named (docs/ARCHITECTURE.md §2 "Writing").
+    out: Output,
     path: PathBuf,
     header_done: bool,
 }
 
 impl TraceWriter {
     pub fn create(path: &Path) -> Result<Self> {
-        let f = std::fs::File::create(path).map_err(|e| {
-            Error::usage(format!("cannot create trace file {}: {e}", path.display()))
-        })?;
-        let file = f
+        let out = Output::create(path)?;
+        let f = out
+            .file()
             .try_clone()
             .map_err(|e| Error::io(format!("trace file {}", path.display()), e))?;
         Ok(TraceWriter {
             w: csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, f)),
-            file,
+            out,
             path: path.to_path_buf(),
             header_done: false,
         })
@@ -41,39 +44,35 @@ impl TraceWriter {
     }
 
     /// Give the trace up after `e`, a failed write: drop the writer (what it still holds may
-    /// or may not reach the disk), then cut a regular file at its last complete line, or
-    /// remove it when not even the header is whole. Returns what became of it, for the
-    /// result's `trace_error` and warnings.
+    /// or may not reach the disk), then cut a new file at its last complete line and put it
+    /// at the name, or drop it when not even the header is whole. Returns what became of it,
+    /// for the result's `trace_error` and warnings.
     pub fn abandon(self, e: &Error) -> String {
-        let TraceWriter { w, file, path, .. } = self;
+        let TraceWriter { w, out, .. } = self;
         drop(w);
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
+        if !out.is_new_file() {
             return format!("{e}; the cycles after that are not in the trace (the run went on)");
         }
-        let cut = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .and_then(|f| cut_at_last_line(&f));
-        match cut {
-            Ok(Some(last)) => match last.split(',').next().and_then(|c| c.parse::<u64>().ok()) {
-                Some(cycle) => format!(
-                    "{e}; the trace was cut at its last complete line, cycle {cycle} (the run went on without it)"
-                ),
-                None => format!(
-                    "{e}; the trace was cut after its header: it holds no cycle (the run went on without it)"
-                ),
-            },
-            Ok(None) => match std::fs::remove_file(&path) {
-                Ok(()) => format!(
-                    "{e} before the trace's first line was whole; it was removed (the run went on without it)"
-                ),
-                Err(r) => format!(
-                    "{e} before the trace's first line was whole, and removing it failed: {r}"
-                ),
-            },
+        match cut_at_last_line(out.file()) {
+            Ok(Some(last)) => {
+                if let Err(c) = out.commit() {
+                    return format!("{e}; saving the trace cut at its last complete line failed too: {c}");
+                }
+                match last.split(',').next().and_then(|c| c.parse::<u64>().ok()) {
+                    Some(cycle) => format!(
+                        "{e}; the trace was cut at its last complete line, cycle {cycle} (the run went on without it)"
+                    ),
+                    None => format!(
+                        "{e}; the trace was cut after its header: it holds no cycle (the run went on without it)"
+                    ),
+                }
+            }
+            // Dropping `out` removes the new file; the name keeps what it had.
+            Ok(None) => format!(
+                "{e} before the trace's first line was whole; it was not saved (the run went on without it)"
+            ),
             Err(c) => format!(
-                "{e}; cutting the trace at its last complete line failed ({c}): its last line may be incomplete"
+                "{e}; cutting the trace at its last complete line failed ({c}): it was not saved"
             ),
         }
     }
@@ -145,7 +144,12 @@ impl TraceWriter {
     /// failed ([`TraceWriter::abandon`]).
     pub fn finish(mut self) -> Result<(), String> {
         match self.w.flush() {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                let e = |c: Error| format!("{c}; the trace was not saved");
+                let TraceWriter { w, out, .. } = self;
+                drop(w);
+                out.commit().map_err(e)
+            }
             Err(e) => {
                 let e = self.io(e);
                 Err(self.abandon(&e))

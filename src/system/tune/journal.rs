@@ -176,24 +176,13 @@ impl Journal {
     fn save(&self) -> Result<()> {
         let path = &self.path;
         let ctx = |e| Error::io(format!("writing tune journal {}", path.display()), e);
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let tmp = path.with_file_name(format!(
-            ".{}.{}.tmp",
-            name.unwrap_or_default(),
-            std::process::id()
-        ));
         let mut text = serde_json::to_string_pretty(self).expect("journal serialises");
         text.push('\n');
-        let r = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(ctx(e));
-        }
+        // The one writer's new file (unpredictable name, O_EXCL|O_NOFOLLOW, renamed over the
+        // journal): `$XRUNLAB_TUNE_JOURNAL` may name a folder other users can write.
+        let mut out = crate::common::output::Output::create_derived(path)?;
+        out.write_all(text.as_bytes()).map_err(ctx)?;
+        out.commit()?;
         sync_dir(path)
     }
 }

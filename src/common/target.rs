@@ -43,6 +43,10 @@ pub fn classify(path: &Path, naming: Naming) -> Result<Target> {
             path.display()
         )))
     };
+    // `-o -`: standard output, as `-o /dev/stdout` is; a file named "-" is `./-`.
+    if naming == Naming::User && path.as_os_str() == "-" {
+        return Ok(Target::Descriptor(1));
+    }
     let Ok(named) = std::fs::symlink_metadata(path) else {
         return Ok(Target::Replace);
     };
