@@ -419,6 +419,16 @@ pub fn explain(
         period_ns,
         &mut sizes,
     );
+    if let Some(dir) = std::env::var_os(crate::trace::DUMP_ENV) {
+        // A debugging aid, as the trace's own dump: the runs the cycles were rebuilt from.
+        let _ = dump_runs(
+            std::path::Path::new(&dir),
+            threads,
+            &all,
+            &recording.coverage,
+            period_ns,
+        );
+    }
     let runs_of = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
     let mut windows = Vec::new();
     let mut prev = 0;
@@ -500,6 +510,40 @@ pub fn explain(
         worst_cycle,
         sizes,
     }
+}
+
+/// Each thread's runs as text (`runs.txt` in `dir`): `period NS`, `cover A B` per kept
+/// range, then `run TID NAME WAKING START END BUSY OPEN` in end order per thread.
+fn dump_runs(
+    dir: &std::path::Path,
+    threads: &[ClientThread],
+    all: &HashMap<i32, Vec<Run>>,
+    coverage: &[(u64, u64)],
+    period_ns: u64,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("runs.txt"))?);
+    writeln!(f, "period {period_ns}")?;
+    for (a, b) in coverage {
+        writeln!(f, "cover {a} {b}")?;
+    }
+    for t in threads {
+        for r in all.get(&t.tid).map(Vec::as_slice).unwrap_or_default() {
+            writeln!(
+                f,
+                "run {} {} {} {} {} {} {}",
+                t.tid,
+                t.name.replace(' ', "_"),
+                r.waking_ns,
+                r.start_ns,
+                r.end_ns,
+                r.busy_ns,
+                u8::from(r.open)
+            )?;
+        }
+    }
+    f.flush()
 }
 
 /// The server's cycle thread: of its threads the graph wakes every cycle, the one with the
