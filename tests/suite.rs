@@ -454,6 +454,80 @@ fn suite_smoke_on_a_jack_server_uses_its_buffer_size() {
     assert_eq!(read_json(&out)["results"]["jack"]["buffer_frames"], 512);
 }
 
+/// Issue 44: a quick suite on a JACK server decides with the engine itself — its engine
+/// checks (`run-checkN`) run as the server's clients, and the verdict has a row whose
+/// outcome rests on such a run (basis "measured" or "both"). The budget counts from the
+/// suite's start and its own stages take some 2 minutes here (1m left no slice for the
+/// engine): 3m leaves one or two slices. Nothing here asserts timing (the VM stalls 10–20 ms).
+#[test]
+fn quick_suite_on_a_jack_server_decides_with_a_measured_row() {
+    let _g = serial();
+    let Some(server) = require_jackd(48000, 256) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let o = server
+        .command(&bin())
+        .args([
+            "suite", "--quick", "--budget", "3m", "--driver", "jack", "-o",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let m = manifest(&dir);
+    let stage = |s: &xrunlab::suite::StageRecord| s.stage.clone();
+    let checks: Vec<_> = m
+        .stages
+        .iter()
+        .filter(|s| s.stage.starts_with("run-check"))
+        .collect();
+    assert!(
+        !checks.is_empty(),
+        "no engine check among {:?}\n{}",
+        m.stages.iter().map(stage).collect::<Vec<_>>(),
+        show(&o)
+    );
+    let mut jack_runs = Vec::new();
+    for c in &checks {
+        assert!(
+            c.argv
+                .windows(2)
+                .any(|w| w[0] == "--driver" && w[1] == "jack"),
+            "{:?}",
+            c.argv
+        );
+        if let Some(f) = &c.file {
+            let run = read_json(&dir.join(f));
+            assert_eq!(run["config"]["driver"], "jack", "{}", run["config"]);
+            jack_runs.push(f.clone());
+        }
+    }
+    let verdict = m
+        .stages
+        .iter()
+        .find(|s| s.stage == "verdict")
+        .and_then(|s| s.file.as_ref())
+        .map(|f| read_json(&dir.join(f)))
+        .unwrap_or_else(|| panic!("no verdict\n{}", show(&o)));
+    let rows = verdict["results"]["rows"].as_array().expect("verdict rows");
+    let measured = rows.iter().find(|r| {
+        matches!(r["basis"].as_str(), Some("measured" | "both"))
+            && r["measured"].as_array().is_some_and(|ms| {
+                ms.iter().any(|m| {
+                    let f = m["file"].as_str().unwrap_or_default();
+                    jack_runs.iter().any(|j| f.ends_with(j.as_str()))
+                })
+            })
+    });
+    assert!(
+        measured.is_some(),
+        "no row decided by a jack run ({jack_runs:?}): {}\n{}",
+        serde_json::to_string_pretty(rows).unwrap(),
+        show(&o)
+    );
+}
+
 /// The JUnit file parses as XML and says what the manifest and the verdict say: a test case
 /// per stage with its status, a case per buffer size of the verdict and one for the
 /// recommendation, and counts that add up.

@@ -146,16 +146,26 @@ impl HeadroomAcc {
     }
 }
 
-/// JACK's cycles from the trace of its threads' runs (`watch --forensics`): each cycle starts
-/// when the server's cycle thread (`server`) is woken — the driver's period wake-up — and its
-/// deadline is one period later; the graph finished when the last run that overlaps the
-/// cycle and was woken before its deadline ended, the server's own run and each client's
-/// (`clients`: the threads the graph wakes every cycle). A run still going from an earlier
-/// cycle counts: the graph is not done while it runs, so that cycle missed too. Only cycles
-/// with their whole period inside one kept range of the trace (`coverage`, empty = all of
-/// it) and no run cut by the trace's end are counted: a sample, whose size the result says
-/// (`of_cycles` is set by the caller). Each counted cycle goes to `sizes` too, its busy time
-/// that of the runs woken in it; a cycle not counted breaks its record there.
+/// JACK's cycles from the trace of its threads' runs (`watch --forensics`). A cycle starts
+/// when the server's cycle thread (`server`) is woken — the driver's period wake-up — and
+/// ends where the next one starts: the runs woken in between are its own. Bounding it by the
+/// next wake-up rather than by a period after its own matters because the driver keeps its
+/// wake-ups on the sample clock's grid, not a period after the last one: after a late
+/// wake-up the next comes early, and the clients it wakes would otherwise be taken for the
+/// late cycle's. Its deadline is when the server checks the graph again, the next cycle's
+/// first time on CPU (jackd2 decides "not finished" there, so a server held off the CPU
+/// gives the graph that time too); without a next cycle, one period after its wake-up.
+/// The graph finished when the last run that overlaps the cycle and was woken in it or
+/// before ended, the server's own run and each client's (`clients`: the threads the graph
+/// wakes every cycle). A run still going from an earlier cycle counts: the graph is not done
+/// while it runs, so that cycle missed too. A server run woken less than half a period after
+/// its cycle's start (its thread slept inside the cycle, on a lock or a request) is part of
+/// that cycle, not a new one. Only cycles with their whole period inside one kept range of
+/// the trace (`coverage`, empty = all of it) and no run cut by the trace's end are counted:
+/// a sample, whose size the result says (`of_cycles` is set by the caller). Each counted
+/// cycle goes to `sizes` too, its busy time that of the runs woken in it, its start moved
+/// to a period before its deadline so that the model's reading of the size watched gives
+/// back the misses counted here; a cycle not counted breaks its record there.
 pub fn jack_headroom(
     server: &[Run],
     clients: &[&[Run]],
@@ -169,21 +179,39 @@ pub fn jack_headroom(
     }
     let inside =
         |a: u64, b: u64| coverage.is_empty() || coverage.iter().any(|&(x, y)| a >= x && b <= y);
-    for s in server.iter().filter(|s| !s.open) {
-        let (start, deadline) = (s.waking_ns, s.waking_ns + period_ns);
-        if !inside(start, deadline + period_ns) {
+    let ticks = server_cycles(server, period_ns);
+    for (k, &(first, last)) in ticks.iter().enumerate() {
+        let s = &server[first];
+        let start = s.waking_ns;
+        // The next cycle, when it follows within two periods (else the trace or the server
+        // broke off: the period stands in).
+        let next = ticks
+            .get(k + 1)
+            .map(|&(n, _)| server[n])
+            .filter(|n| n.waking_ns < start + 2 * period_ns);
+        let (end, deadline) = match next {
+            Some(n) => (n.waking_ns, n.start_ns.max(n.waking_ns)),
+            None => (start + period_ns, start + period_ns),
+        };
+        if !inside(start, start + 2 * period_ns) {
             sizes.gap();
             continue;
         }
-        let mut finish = s.end_ns;
+        let own_server = &server[first..=last];
+        let mut finish = own_server
+            .iter()
+            .map(|r| r.end_ns)
+            .max()
+            .unwrap_or(s.end_ns);
         // The cycle's own runs (not one still going from before: that work is an earlier
         // cycle's) make its record for `sizes`.
-        let (mut busy, mut own) = (s.busy_ns, s.end_ns);
+        let mut busy = own_server.iter().map(|r| r.busy_ns).sum::<u64>();
+        let mut own = finish;
         let mut cut = false;
         for rs in clients {
             // Runs are in end order: those ending after the cycle's start are at the back.
             for r in rs.iter().rev().take_while(|r| r.end_ns > start) {
-                if r.waking_ns < deadline {
+                if r.waking_ns < end {
                     finish = finish.max(r.end_ns);
                     cut |= r.open;
                     if r.waking_ns >= start {
@@ -198,9 +226,26 @@ pub fn jack_headroom(
             continue;
         }
         acc.add(deadline.checked_sub(finish), period_ns);
-        sizes.add(start, own.saturating_sub(start), busy, period_ns);
+        let from = deadline.saturating_sub(period_ns);
+        sizes.add(from, own.saturating_sub(from), busy, period_ns);
     }
     acc.result()
+}
+
+/// The server thread's runs grouped into cycles, as index ranges into `server` (closed runs
+/// only): a run woken at least half a period after its cycle's first starts a new one.
+fn server_cycles(server: &[Run], period_ns: u64) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (i, r) in server.iter().enumerate() {
+        if r.open {
+            break;
+        }
+        match out.last_mut() {
+            Some((f, l)) if r.waking_ns < server[*f].waking_ns + period_ns / 2 => *l = i,
+            _ => out.push((i, i)),
+        }
+    }
+    out
 }
 
 /// The worst xrun's cycle on JACK, from the threads' runs: it starts at the server cycle
@@ -378,6 +423,57 @@ mod tests {
         assert_eq!((h.cycles, h.missed), (4, 2), "{h:?}");
         let b = busy_histogram("c", &client, p);
         assert_eq!((b.bins[4], b.bins[2], b.bins[19]), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_jack_cycle_ends_at_the_next_server_wake_up_not_a_period_after_its_own() {
+        // Recorded on this machine (jackd2 1.9.21 -d dummy, 256/48000, the client
+        // `xrunlab run --chain 'burn(70%)'`), ns from the first run: the client ran 9.8 ms in
+        // the third cycle and jackd logged one "client = xrunlab was not finished" for it.
+        // The server woke 97 µs late for the fifth cycle, so the driver, keeping to its
+        // grid, woke 5.25 ms later for the sixth: that cycle's client run (woken 5.28 ms
+        // after the fifth's start, within a period of it) is the sixth's, and ends in time.
+        let p = 5_333_333;
+        let r = |w, s, e, b| Run {
+            waking_ns: w,
+            start_ns: s,
+            end_ns: e,
+            busy_ns: b,
+            open: false,
+        };
+        let server = [
+            r(339_835, 352_685, 387_477, 34_792),
+            r(5_673_488, 5_685_336, 5_719_307, 33_971),
+            r(11_000_000, 11_011_087, 11_044_998, 33_911),
+            r(16_342_126, 16_355_195, 16_419_412, 64_217),
+            r(21_764_672, 21_801_958, 21_840_786, 38_828),
+            r(27_012_185, 27_026_046, 27_059_586, 33_540),
+            r(32_342_934, 32_356_845, 32_388_362, 31_517),
+            r(37_663_988, 37_675_765, 37_711_479, 35_714),
+        ];
+        let client = [
+            r(370_812, 395_824, 4_241_461, 3_845_637),
+            r(5_703_273, 5_728_555, 9_685_810, 3_957_255),
+            r(11_029_094, 11_052_804, 20_820_247, 9_767_443),
+            r(21_823_270, 21_848_943, 25_749_212, 3_900_269),
+            r(27_041_599, 27_068_394, 30_987_502, 3_919_108),
+            r(32_372_268, 32_397_390, 36_233_663, 3_836_273),
+            r(37_694_934, 37_719_926, 41_576_009, 3_856_083),
+        ];
+        let mut sizes = super::super::sizes::SizesAcc::default();
+        let h = jack_headroom(&server, &[&client], &[], p, &mut sizes);
+        // The long run misses its cycle's deadline (the next server run, at 16.36 ms) and
+        // finishes before the one after (21.80 ms): one cycle missed, as jackd said.
+        assert_eq!((h.cycles, h.missed), (8, 1), "{h:?}");
+        sizes.gap();
+        let o = sizes.result(256, 48000).unwrap();
+        let at = |f: u32| o.sizes.iter().find(|s| s.frames == f).unwrap().xruns;
+        assert_eq!(at(256), 1.0, "{o:?}");
+        // A server run woken inside its cycle (its thread slept on a lock) is no new cycle.
+        let mut split = server.to_vec();
+        split.insert(3, r(12_000_000, 12_000_100, 12_000_200, 100));
+        let h = jack_headroom(&split, &[&client], &[], p, &mut sizes);
+        assert_eq!((h.cycles, h.missed), (8, 1), "{h:?}");
     }
 
     #[test]
