@@ -142,15 +142,13 @@ pub const MOUNT_RECORD: &str = "/run/xrunlab/tracefs-mount";
 /// topmost when several are stacked.
 fn mount_id_at(point: &Path) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let f: Vec<&str> = left.split_whitespace().collect();
-            (right.split_whitespace().next()? == "tracefs" && Path::new(f.get(4)?) == point)
-                .then(|| f[0].parse().ok())
-                .flatten()
-        })
-        .last()
+    info.lines().rev().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let f: Vec<&str> = left.split_whitespace().collect();
+        (right.split_whitespace().next()? == "tracefs" && Path::new(f.get(4)?) == point)
+            .then(|| f[0].parse().ok())
+            .flatten()
+    })
 }
 
 /// Note that `pid` mounted the tracefs at `point`. Best effort: without the record a mount

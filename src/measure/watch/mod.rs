@@ -560,12 +560,7 @@ pub fn run(
     };
     r.watched_ns = crate::rt::clock::monotonic_ns() - t0;
     live.watched_ns.store(r.watched_ns, Ordering::Relaxed);
-    if let Some(t) = r.soc_throttle.as_mut() {
-        t.read_now(&sysfs, r.watched_ns);
-        for x in &mut r.xruns {
-            x.soc_throttled = t.during(x.at_ns).into_iter().map(String::from).collect();
-        }
-    }
+    soc_throttled(&mut r, &sysfs);
     end_adapter(adapter.as_mut(), t0, &mut r, live, on);
     let mut warnings = Vec::new();
     if let Some(rec) = recorder {
@@ -589,6 +584,17 @@ pub fn run(
         results: r,
         warnings,
     })
+}
+
+/// Reads the Pi's throttled word a last time and names, for each xrun, what it showed
+/// around it.
+fn soc_throttled(r: &mut WatchResults, sysfs: &crate::system::Root) {
+    if let Some(t) = r.soc_throttle.as_mut() {
+        t.read_now(sysfs, r.watched_ns);
+        for x in &mut r.xruns {
+            x.soc_throttled = t.during(x.at_ns).into_iter().map(String::from).collect();
+        }
+    }
 }
 
 /// What `--forensics` adds on PipeWire, or why it is off, said in the result's one line.

@@ -420,6 +420,49 @@ fn late_cell(x: &WatchXrun) -> String {
 }
 
 /// The end summary: what was watched, the xruns, the gaps, the answer.
+/// The xruns, the first 20 in a table: time, cycle, the driver's delay or the late node,
+/// and with a trace the late client and what ran on its CPU.
+fn xrun_table(r: &WatchResults) -> String {
+    let mut s = String::new();
+    let traced = r.forensics.is_some() || r.xruns.iter().any(|x| x.late.is_some());
+    let nodes = r.xruns.iter().any(|x| x.late_by_ns.is_some());
+    let mut head = vec!["#", "time", "cycle"];
+    if !nodes {
+        head.push("driver delay");
+    }
+    head.push("DSP load");
+    if nodes {
+        head.push("late node");
+    } else if traced {
+        head.push("late client ← what ran on its CPU");
+    }
+    let mut t = new_table(&head);
+    const SHOWN: usize = 20;
+    for x in r.xruns.iter().take(SHOWN) {
+        let mut row = vec![num(x.index), clock(&x.wall).into(), num(x.cycle)];
+        if !nodes {
+            row.push(num(if x.delayed_us > 0.0 {
+                format!("{:.2} ms", x.delayed_us / 1000.0)
+            } else {
+                "-".into()
+            }));
+        }
+        row.push(num(format!("{:.0} %", x.dsp_load_pct)));
+        if traced {
+            row.push(late_cell(x).into());
+        }
+        t.add_row(row);
+    }
+    s.push_str(&format!("{t}\n"));
+    if r.xruns.len() > SHOWN {
+        s.push_str(&format!(
+            "… and {} more (all are in the JSON result)\n",
+            r.xruns.len() - SHOWN
+        ));
+    }
+    s
+}
+
 pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     let mut s = super::style::wrap(
         &format!(
@@ -441,42 +484,7 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
         _ => {}
     }
     if !r.xruns.is_empty() {
-        let traced = r.forensics.is_some() || r.xruns.iter().any(|x| x.late.is_some());
-        let nodes = r.xruns.iter().any(|x| x.late_by_ns.is_some());
-        let mut head = vec!["#", "time", "cycle"];
-        if !nodes {
-            head.push("driver delay");
-        }
-        head.push("DSP load");
-        if nodes {
-            head.push("late node");
-        } else if traced {
-            head.push("late client ← what ran on its CPU");
-        }
-        let mut t = new_table(&head);
-        const SHOWN: usize = 20;
-        for x in r.xruns.iter().take(SHOWN) {
-            let mut row = vec![num(x.index), clock(&x.wall).into(), num(x.cycle)];
-            if !nodes {
-                row.push(num(if x.delayed_us > 0.0 {
-                    format!("{:.2} ms", x.delayed_us / 1000.0)
-                } else {
-                    "-".into()
-                }));
-            }
-            row.push(num(format!("{:.0} %", x.dsp_load_pct)));
-            if traced {
-                row.push(late_cell(x).into());
-            }
-            t.add_row(row);
-        }
-        s.push_str(&format!("{t}\n"));
-        if r.xruns.len() > SHOWN {
-            s.push_str(&format!(
-                "… and {} more (all are in the JSON result)\n",
-                r.xruns.len() - SHOWN
-            ));
-        }
+        s.push_str(&xrun_table(r));
     }
     if let Some(line) = during_set_up(r) {
         s.push_str(&line);
