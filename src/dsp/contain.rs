@@ -134,10 +134,15 @@ fn drain(mut r: impl Read + Send + 'static, tx: mpsc::Sender<(bool, Vec<u8>)>, e
 /// Run `cmd` contained (see the module's note), its stage in `scratch`, killing it after
 /// `limit`. Errors only when it cannot be started.
 pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
+    // rlim_t is u64 on 64-bit targets but u32 on armhf, where a limit past 4 GiB saturates to
+    // u32::MAX, RLIM_INFINITY there: a 32-bit process cannot map that much anyway. On 64-bit
+    // targets the conversion is the identity clippy would call useless.
+    #[allow(clippy::useless_conversion)]
+    let want = libc::rlim_t::try_from(memory_limit()).unwrap_or(libc::rlim_t::MAX);
     // Never above the hard limit this process has (raising it is refused without privilege).
     let mem = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS) {
-        Ok((_, hard)) => memory_limit().min(hard),
-        Err(_) => memory_limit(),
+        Ok((_, hard)) => want.min(hard),
+        Err(_) => want,
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
