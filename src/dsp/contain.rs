@@ -155,9 +155,14 @@ fn drain(mut r: impl Read + Send + 'static, tx: mpsc::Sender<(bool, Vec<u8>)>, e
 pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
     // Never above the hard limit this process has (raising it is refused without privilege).
     let limit_bytes = memory_limit()?;
+    // rlim_t is u64 on 64-bit targets but u32 on armhf, where a limit past 4 GiB saturates to
+    // u32::MAX, RLIM_INFINITY there: a 32-bit process cannot map that much anyway. On 64-bit
+    // targets the conversion is the identity clippy would call useless.
+    #[allow(clippy::useless_conversion)]
+    let want = libc::rlim_t::try_from(limit_bytes).unwrap_or(libc::rlim_t::MAX);
     let mem = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS) {
-        Ok((_, hard)) => limit_bytes.min(hard),
-        Err(_) => limit_bytes,
+        Ok((_, hard)) => want.min(hard),
+        Err(_) => want,
     };
     static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mark = format!(

@@ -29,9 +29,12 @@ pub(crate) trait Madd {
     fn madd(a: f32, b: f32, c: f32) -> f32;
 }
 
+/// Used by the x86_64 AVX2/AVX-512 kernels only (reverb.rs), so compiled only there.
+#[cfg(target_arch = "x86_64")]
 pub(crate) struct Fused;
 pub(crate) struct Plain;
 
+#[cfg(target_arch = "x86_64")]
 impl Madd for Fused {
     #[inline(always)]
     fn madd(a: f32, b: f32, c: f32) -> f32 {

@@ -22,7 +22,11 @@
 //! - the output level defaults to roughly unity energy gain for white noise (the demo uses
 //!   −40 dB), so long chains of instances neither die out nor blow up.
 
-use super::fdn::{Fdn, FdnDesign, Fused, Plain};
+use super::fdn::{Fdn, FdnDesign, Plain};
+// The fused multiply-add kernel is compiled only with the x86_64 AVX2/AVX-512 paths that use it
+// (an aarch64 or armv7 build would warn about an unused import).
+#[cfg(target_arch = "x86_64")]
+use super::fdn::Fused;
 use super::filterbank::Crossover;
 use super::{Plugin, PluginContext};
 use crate::error::{Error, Result};

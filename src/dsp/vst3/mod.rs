@@ -125,8 +125,10 @@ mod tests {
 
     #[test]
     fn class_ids_print_as_32_hex_digits() {
+        // TUID is [c_char; 16]: c_char is signed on x86_64 and unsigned on ARM.
+        let ff = std::ffi::c_char::from_ne_bytes([0xFF]);
         let cid: vst3::Steinberg::TUID =
-            [0x5A, 0x61, 0x6D, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1];
+            [0x5A, 0x61, 0x6D, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ff];
         assert_eq!(
             super::catalog::cid_text(&cid),
             "5A616D430000000000000000000000FF"

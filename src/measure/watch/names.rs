@@ -106,7 +106,8 @@ fn sem_client<'a>(file: &'a str, server: &str) -> Option<&'a str> {
 /// None when it is running or in another call.
 pub fn futex_word(syscall: &str) -> Option<u64> {
     let mut f = syscall.split_whitespace();
-    let nr: i64 = f.next()?.parse().ok()?;
+    // A C long, as the kernel prints it and libc names it (32 bits on armhf).
+    let nr: libc::c_long = f.next()?.parse().ok()?;
     if nr != libc::SYS_futex {
         return None;
     }
@@ -318,14 +319,16 @@ mod tests {
         let sems = semaphores(MAPS, "cnx");
         let names: Vec<&str> = sems.iter().map(|s| s.client.as_str()).collect();
         assert_eq!(names, ["beta", "alpha one", "freewheel", "system"]);
-        let a = "202 0x7f345ff69000 0x0 0x0 0x0 0x0 0x0 0x7f345f677de8 0x7f3460460829";
-        let b = "202 0x7f345ff63000 0x0 0x0 0x0 0x0 0x0 0x7f345f575de8 0x7f3460460829";
+        // Recorded on x86_64, where futex is system call 202: the number is this target's.
+        let nr = libc::SYS_futex;
+        let a = format!("{nr} 0x7f345ff69000 0x0 0x0 0x0 0x0 0x0 0x7f345f677de8 0x7f3460460829");
+        let b = format!("{nr} 0x7f345ff63000 0x0 0x0 0x0 0x0 0x0 0x7f345f575de8 0x7f3460460829");
         assert_eq!(
-            futex_word(a).and_then(|w| client_at(&sems, w)),
+            futex_word(&a).and_then(|w| client_at(&sems, w)),
             Some("alpha one")
         );
         assert_eq!(
-            futex_word(b).and_then(|w| client_at(&sems, w)),
+            futex_word(&b).and_then(|w| client_at(&sems, w)),
             Some("beta")
         );
     }
@@ -339,8 +342,11 @@ mod tests {
             futex_word("230 0x1 0x1 0x7fff88b437a0 0x0 0x0 0x0 0x0 0x0"),
             None
         );
-        let other = "202 0x40468fd8 0x189 0x0 0x0 0x0 0xffffffff 0x0 0x0";
-        assert_eq!(futex_word(other).and_then(|w| client_at(&sems, w)), None);
+        let other = format!(
+            "{} 0x40468fd8 0x189 0x0 0x0 0x0 0xffffffff 0x0 0x0",
+            libc::SYS_futex
+        );
+        assert_eq!(futex_word(&other).and_then(|w| client_at(&sems, w)), None);
         // Another server's semaphores are not this server's clients.
         assert!(semaphores(MAPS, "cn").is_empty());
     }
