@@ -105,18 +105,7 @@ pub fn discover() -> Result<Tracefs, Unusable> {
     }
     // A mount a killed xrunlab left is unmounted first, so the one we make is ours to remove.
     clean_stale_mount(Path::new(MOUNT_RECORD), Path::new(DEFAULT_MOUNT));
-    let (src, target, fs) = (c("nodev"), c(DEFAULT_MOUNT), c("tracefs"));
-    // SAFETY: all three are valid NUL-terminated strings; data may be null.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            fs.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
+    if mount_tracefs(&c(DEFAULT_MOUNT)) != 0 {
         return Err(Unusable(format!(
             "tracefs is not mounted and mounting it at {DEFAULT_MOUNT} failed: {}",
             std::io::Error::last_os_error()
@@ -228,6 +217,21 @@ pub fn clean_stale_mount(record: &Path, point: &Path) -> Option<String> {
 
 fn c(s: &str) -> CString {
     CString::new(s).expect("no NUL in a constant")
+}
+
+/// mount(2) of a tracefs at `target`: its return code, errno set when it is not 0.
+fn mount_tracefs(target: &CString) -> i32 {
+    let (src, fs) = (c("nodev"), c("tracefs"));
+    // SAFETY: all three are valid NUL-terminated strings; data may be null.
+    unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fs.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    }
 }
 
 fn access_w(p: &Path) -> std::io::Result<()> {
@@ -595,18 +599,8 @@ mod tests {
         let point = dir.path().join("tracing");
         std::fs::create_dir(&point).unwrap();
         let record = dir.path().join("run/tracefs-mount");
-        let (src, target, fs) = (c("nodev"), c(point.to_str().unwrap()), c("tracefs"));
-        // SAFETY: valid NUL-terminated strings; data may be null.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                target.as_ptr(),
-                fs.as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
+        let target = c(point.to_str().unwrap());
+        if mount_tracefs(&target) != 0 {
             return; // no tracefs in this kernel or container
         }
         let mut child = std::process::Command::new("true").spawn().unwrap();
