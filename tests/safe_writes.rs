@@ -418,8 +418,8 @@ fn dash_is_standard_output() {
     let schema: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(schema.get("$schema").is_some());
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("written to"),
-        "the line after it goes to stderr"
+        String::from_utf8_lossy(&o.stderr).contains("schema written to standard output"),
+        "the line after it goes to stderr and names standard output, not a file \"-\""
     );
     let o = out(&[
         "export",
@@ -431,6 +431,11 @@ fn dash_is_standard_output() {
     ]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("# HELP xrunlab_"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).ends_with("written to standard output\n"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = out(&[
         "run",
         "--driver",

@@ -124,7 +124,7 @@ pub fn run(a: CompareArgs, g: &Global) -> Result<u8> {
     if !g.quiet {
         output::human(&compare::to_text(&tables));
         if let Some(path) = &g.output {
-            output::stdout(&format!("comparison written to {}\n", path.display()));
+            output::stdout(&format!("comparison written to {}\n", output::shown(path)));
         }
     }
     Ok(0)

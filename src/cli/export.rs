@@ -118,7 +118,7 @@ pub fn run(a: ExportArgs, g: &Global) -> Result<u8> {
                     "{} of {} result(s) written to {}\n",
                     format.name(),
                     inputs.len(),
-                    o.display()
+                    output::shown(o)
                 ));
             }
         }

@@ -36,6 +36,16 @@ pub fn is_stdout(p: &Path) -> bool {
     p.as_os_str() == "-"
 }
 
+/// Where a "… written to X" line says the output went: `-` is standard output, which is
+/// what the user should read, not a file named "-".
+pub fn shown(p: &Path) -> String {
+    if is_stdout(p) {
+        "standard output".to_string()
+    } else {
+        p.display().to_string()
+    }
+}
+
 /// Human text to stdout, each line kept to 80 columns (`report::text::style::fit`).
 pub fn human(text: &str) {
     stdout(&crate::report::text::style::fit(text));
@@ -333,11 +343,7 @@ pub fn emit(doc: &ResultDoc, g: &Global, human: &str) -> Result<()> {
             stdout(&human);
         }
         if let Ok(Some(path)) = &written {
-            let line = if is_stdout(path) {
-                "result written to standard output\n".to_string()
-            } else {
-                format!("result written to {}\n", path.display())
-            };
+            let line = format!("result written to {}\n", shown(path));
             if g.json {
                 stderr(&line);
             } else {

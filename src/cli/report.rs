@@ -67,7 +67,7 @@ pub fn run(a: ReportArgs, g: &Global) -> Result<u8> {
                 output::stdout(&format!(
                     "report of {} result(s) written to {}\n",
                     inputs.len(),
-                    path.display()
+                    output::shown(path)
                 ));
             }
         }

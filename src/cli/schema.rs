@@ -17,7 +17,7 @@ pub fn run(_a: SchemaArgs, g: &Global) -> Result<u8> {
     if let Some(path) = &g.output {
         crate::results::write_atomic(path, schema.as_bytes())?;
         if !g.quiet {
-            let line = format!("schema written to {}\n", path.display());
+            let line = format!("schema written to {}\n", output::shown(path));
             if g.json {
                 output::stderr(&line);
             } else {

@@ -10,6 +10,7 @@ pub mod cycle;
 pub mod device;
 pub mod input;
 pub mod output;
+pub mod procs;
 pub mod stats;
 pub mod status;
 pub mod target;

@@ -15,6 +15,7 @@
 //! - The child names what it is doing in a stage file ([`stage`]), so that a crash or a hang
 //!   says where (`clap_entry.init`, `clap_plugin.init`…).
 
+use crate::common::procs;
 use crate::error::{Error, Result};
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
@@ -224,7 +225,7 @@ pub fn run(mut cmd: Command, scratch: &Path, limit: Duration) -> Result<Ended> {
     // The whole group: what the plugin forked dies with the child; then whatever left it.
     let _ = killpg(group, Signal::SIGKILL);
     let _ = child.wait();
-    sweep(&mark);
+    sweep(&mark, group);
     let seconds = t0.elapsed().as_secs_f64();
     // A process that left the group (setsid) may keep the pipes open: wait a little only.
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -291,9 +292,20 @@ impl Drop for Subreaper {
 /// child's group: `setsid`, a double fork), round after round until none is left (one
 /// may fork between a scan and its kill), and reap those reparented to us. A process that
 /// left the group *and* replaced its environment escapes this; only a cgroup would hold it.
-fn sweep(mark: &str) {
-    let needle = format!("{MARK_ENV}={mark}\0").into_bytes();
+///
+/// A double fork's middle process has exited before we look: its zombie was reparented to
+/// us when the child died, and a zombie's environment reads empty. It is reaped by its
+/// place in the tree instead: a zombie child of ours that led, or belonged to, the
+/// child's `group` or a process group or session of a marked process.
+fn sweep(mark: &str, group: Pid) {
+    let entry = format!("{MARK_ENV}={mark}").into_bytes();
+    let me = std::process::id() as i32;
     let mut killed: Vec<Pid> = Vec::new();
+    let mut theirs: Vec<i32> = vec![group.as_raw()];
+    let ours = [
+        nix::unistd::getpgrp().as_raw(),
+        nix::unistd::getsid(None).map_or(0, |s| s.as_raw()),
+    ];
     let reap = |killed: &mut Vec<Pid>| {
         killed.retain(|&p| {
             matches!(
@@ -303,43 +315,46 @@ fn sweep(mark: &str) {
         })
     };
     for _ in 0..100 {
-        let found = marked(&needle);
+        let found: Vec<procs::Proc> = procs::all()
+            .into_iter()
+            .filter(|p| p.pid != me && procs::environ_has(p.pid, &entry))
+            .collect();
         if found.is_empty() {
             break;
         }
         for p in found {
-            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
-            if !killed.contains(&p) {
-                killed.push(p);
+            let _ = nix::sys::signal::kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+            if !killed.contains(&Pid::from_raw(p.pid)) {
+                killed.push(Pid::from_raw(p.pid));
             }
+            // Our own group and session hold our other children (a stressor, whose
+            // handle reaps it): only what the plugin made by itself is ours to reap here.
+            theirs.extend(
+                [p.pgrp, p.session]
+                    .into_iter()
+                    .filter(|g| !ours.contains(g)),
+            );
         }
         reap(&mut killed);
         std::thread::sleep(Duration::from_millis(5));
     }
+    killed.extend(
+        procs::all()
+            .into_iter()
+            .filter(|p| p.state == 'Z' && p.ppid == me)
+            .filter(|p| {
+                [p.pid, p.pgrp, p.session]
+                    .iter()
+                    .any(|g| theirs.contains(g))
+            })
+            .map(|p| Pid::from_raw(p.pid)),
+    );
     // SIGKILL is delivered at once, but a loaded machine may take a moment to run the exits.
     let t = Instant::now();
     while !killed.is_empty() && t.elapsed() < Duration::from_secs(1) {
         reap(&mut killed);
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// The live processes whose environment holds `needle` (`NAME=VALUE\0`). A zombie's
-/// environment reads empty, so the dead are not found again.
-fn marked(needle: &[u8]) -> Vec<Pid> {
-    let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle))
-        })
-        .map(Pid::from_raw)
-        .collect()
 }
 
 /// A scratch directory of our own for one child (a fresh, unpredictable name: the parent
@@ -358,5 +373,36 @@ impl Scratch {
 
     pub fn path(&self) -> &Path {
         self.0.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A double fork out of the child's group and session: the grandchild (found by its
+    /// mark) is killed, and the middle process, a zombie reparented to us whose
+    /// environment reads empty, is reaped rather than left until we exit.
+    #[test]
+    fn a_double_fork_leaves_neither_its_grandchild_nor_a_zombie() {
+        let d = tempfile::tempdir().unwrap();
+        let pids = d.path().join("pids");
+        let mut cmd = Command::new("sh");
+        // The middle (setsid's sh) records itself and its background grandchild, then
+        // exits unwaited: `exec sleep` replaces the outer shell, which so never reaps it.
+        cmd.arg("-c").arg(format!(
+            "setsid sh -c 'sleep 60 & echo $$ $! > {0}.t; mv {0}.t {0}' & exec sleep 1",
+            pids.display()
+        ));
+        let end = run(cmd, d.path(), Duration::from_secs(30)).unwrap();
+        assert!(matches!(end.end, End::Exited(0)), "{:?}", end.end);
+        let text = std::fs::read_to_string(&pids).expect("the middle process ran");
+        let me = std::process::id() as i32;
+        for pid in text.split_whitespace().map(|p| p.parse::<i32>().unwrap()) {
+            let left = procs::all()
+                .into_iter()
+                .find(|p| p.pid == pid && (p.ppid == me || p.state != 'Z'));
+            assert_eq!(left, None, "process {pid} of the double fork was left behind");
+        }
     }
 }

@@ -214,51 +214,21 @@ pub(super) fn describe_status(status: libc::c_int) -> String {
 
 /// Live (or zombie) processes whose process group is `pgid`, from /proc.
 pub fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in rd.flatten() {
-        let Some(pid) = e
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name (which may contain spaces and parentheses):
-        // state ppid pgrp ...
-        if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            if f.get(2).and_then(|g| g.parse::<libc::pid_t>().ok()) == Some(pgid) {
-                out.push(pid);
-            }
-        }
-    }
-    out
+    crate::common::procs::all()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Processes whose environment carries `XRUNLAB_STRESS_SESSION=marker` (needs permission
 /// to read other processes' environ: same user or root).
 pub fn session_members(marker: &str) -> Vec<libc::pid_t> {
-    let needle = format!("{SESSION_ENV}={marker}");
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(|n| n.parse::<libc::pid_t>().ok())
-        })
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
-                .unwrap_or(false)
-        })
+    let entry = format!("{SESSION_ENV}={marker}");
+    crate::common::procs::all()
+        .into_iter()
+        .filter(|p| crate::common::procs::environ_has(p.pid, entry.as_bytes()))
+        .map(|p| p.pid)
         .collect()
 }
 
