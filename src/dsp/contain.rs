@@ -402,7 +402,10 @@ mod tests {
             let left = procs::all()
                 .into_iter()
                 .find(|p| p.pid == pid && (p.ppid == me || p.state != 'Z'));
-            assert_eq!(left, None, "process {pid} of the double fork was left behind");
+            assert_eq!(
+                left, None,
+                "process {pid} of the double fork was left behind"
+            );
         }
     }
 }
