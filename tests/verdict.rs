@@ -373,6 +373,46 @@ fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
         ));
 }
 
+/// A doctored manifest that lists each result many times judges as one listing each once:
+/// a run's hours are not counted again (12,000 listings of one suite's files once turned
+/// "fails, measured" into "meets, measured in 15.4 h"), nor each file parsed again.
+#[test]
+fn a_result_listed_twice_in_a_manifest_counts_once() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("suite");
+    std::fs::create_dir(&dir).unwrap();
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(fixtures()).unwrap().flatten() {
+        let n = e.file_name().into_string().unwrap();
+        if n.ends_with(".json") {
+            std::fs::copy(e.path(), dir.join(&n)).unwrap();
+            names.push(n);
+        }
+    }
+    names.sort();
+    let verdict = |times: usize| {
+        let listed: Vec<&str> = (0..times)
+            .flat_map(|_| names.iter().map(String::as_str))
+            .collect();
+        std::fs::write(dir.join("manifest.json"), common::manifest_listing(&listed)).unwrap();
+        let o = xrunlab_wide()
+            .args(["verdict", s(&dir), "--json", "-q"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", common::show(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["results"].clone()
+    };
+    let once = verdict(1);
+    assert!(
+        once["rows"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r["measured"].as_array().is_some_and(|m| !m.is_empty()))),
+        "the fixtures hold a run the verdict counts: {once}"
+    );
+    assert_eq!(verdict(50), once);
+}
+
 #[test]
 fn bad_input_exits_2_with_the_reason() {
     let d = tempfile::tempdir().unwrap();

@@ -154,6 +154,13 @@ pub fn results_in(path: &Path) -> Result<Found> {
         })
         .map(|f| path.join(f))
         .collect();
+    // A file listed twice is one result: the suite never lists one twice, and a doctored
+    // manifest must neither count a run's hours twice nor make every reader parse it again.
+    let mut seen = std::collections::HashSet::new();
+    let listed: Vec<PathBuf> = listed
+        .into_iter()
+        .filter(|f| seen.insert(f.clone()))
+        .collect();
     // A link is there even when what it points to is not a file: the reader says what it is.
     let (here, missing): (Vec<PathBuf>, Vec<PathBuf>) = listed
         .into_iter()
