@@ -260,6 +260,47 @@ fn the_profiler_names_the_slow_node_for_each_stall_with_its_own_busy_time() {
     assert!(stdout.contains("'xrl-slowpoke' ran long"), "{stdout}");
 }
 
+/// `pw-jack xrunlab watch --server jack`: PipeWire's libjack fires no xrun callback for a
+/// client late in the graph (30 xruns in the profiler, none through libjack, once), so
+/// the JACK adapter would call this session clean. The watch reads the same graph through
+/// the profiler instead, names the slow client, and says why in a warning.
+#[test]
+fn under_pw_jack_a_jack_watch_reads_the_profiler_and_names_the_late_client() {
+    let Some(server) = require_pipewire(RATE, FRAMES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (slow, _) = slow_client(&server, dir.path());
+    let out = dir.path().join("w.json");
+    let o = server
+        .command(&bin())
+        .args(["watch", "--server", "jack", "--duration", "4s", "-o"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    drop(slow);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", show(&o), server.log());
+    let j = read_json(&out);
+    let named = j["results"]["xruns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["late"]["name"] == "xrl-slowpoke")
+        .count();
+    // One stall a second for 4 s: at least two whatever the VM's start-up takes.
+    assert!(
+        named >= 2,
+        "{named} xruns name the slow client\n{}",
+        show(&o)
+    );
+    let warned = j["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .is_some_and(|w| w.contains("PipeWire's libjack reports no xrun"))
+    });
+    assert!(warned, "{}", j["warnings"]);
+}
+
 /// `watch --server pipewire` on the private daemon, `secs` long, with `args`: its result
 /// and output.
 fn pw_watch(

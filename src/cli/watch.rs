@@ -23,7 +23,8 @@ Examples:\n  xrunlab watch\n  xrunlab watch --server pipewire --duration 10m -o 
 )]
 pub struct WatchArgs {
     /// The server: pipewire (its profiler: every node's timing, the late node of each xrun),
-    /// jack (the JACK server libjack finds: jackd, or PipeWire's JACK graph under pw-jack),
+    /// jack (the JACK server libjack finds: jackd; under pw-jack, PipeWire's graph, read
+    /// through its profiler, as libjack there reports no late client),
     /// jack:NAME, or auto (PipeWire if its daemon answers, else JACK).
     #[arg(long, value_name = "SERVER", default_value = "auto")]
     pub server: String,
