@@ -242,4 +242,17 @@ fn each_client_thread_is_named_by_its_jack_name_with_its_process_beside_it() {
         words.contains(&format!("'spin three' (python3[{}])", spinner.pid())),
         "{stdout}"
     );
+    // Named live too (on stderr, with the xrun lines), a moment after the xrun's own line,
+    // from the trace read so far: the spinner stalls twice a second, and a look is taken
+    // every second at most.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let live = stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("xrun ") && l.contains(": late client "))
+        .collect::<Vec<_>>();
+    assert!(
+        live.iter()
+            .any(|l| l.contains(&format!("'spin three' (python3[{}])", spinner.pid()))),
+        "no live line names the spinner: {live:?}\n{stderr}"
+    );
 }

@@ -183,7 +183,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
                     t.write(&live.snapshot());
                 }
                 Event::Tick(l) => t.tick(l),
-                Event::Xrun(..) | Event::Lost(_) | Event::ServerGone { .. } => {}
+                Event::Xrun(..) | Event::Late(..) | Event::Lost(_) | Event::ServerGone { .. } => {}
             }
         }
         say(e, tty, quiet);
@@ -244,6 +244,7 @@ fn say(e: Event, tty: bool, quiet: bool) {
             s.kind, s.name, s.frames, s.rate
         ),
         Event::Xrun(x, s) => text::xrun_line(x, s),
+        Event::Late(i, l) => text::late_line(i, l),
         Event::Lost(n) => format!("{n} xrun notification(s) lost (counted)"),
         Event::ServerGone { follow: true } => "the server went away: waiting for it".into(),
         Event::ServerGone { follow: false } => "the server went away: the watch ends".into(),

@@ -14,5 +14,4 @@ pub mod run;
 pub mod sched;
 pub mod sched_observe;
 pub mod session;
-pub mod stats;
 pub mod watch;

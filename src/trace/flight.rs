@@ -13,7 +13,8 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
 
 /// What the watch wants kept: the history length and the pinned ranges (CLOCK_MONOTONIC
 /// ns, the trace clock). Shared by the watch's thread (which pins) and the trace reader
@@ -23,6 +24,15 @@ pub struct Flight {
     keep_ns: u64,
     pins: Mutex<Vec<(u64, u64)>>,
     dropped_pages: AtomicU64,
+    looks: Mutex<Vec<Look>>,
+}
+
+/// A look asked of the reader: the history's pages over a time range, decoded.
+#[derive(Debug)]
+pub(super) struct Look {
+    pub(super) from_ns: u64,
+    pub(super) to_ns: u64,
+    pub(super) reply: mpsc::Sender<super::Trace>,
 }
 
 impl Flight {
@@ -31,7 +41,30 @@ impl Flight {
             keep_ns,
             pins: Mutex::new(Vec::new()),
             dropped_pages: AtomicU64::new(0),
+            looks: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The trace from `from_ns` to `to_ns` as the reader's history holds it now, decoded
+    /// while the recording goes on: the watch names an xrun's late client in its live line
+    /// from it. The reader answers between two reads (at least every 50 ms); None when it
+    /// does not within `wait`, or has stopped. What the end decodes stays the result.
+    pub fn look(&self, from_ns: u64, to_ns: u64, wait: Duration) -> Option<super::Trace> {
+        let (reply, answer) = mpsc::channel();
+        self.looks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Look {
+                from_ns,
+                to_ns,
+                reply,
+            });
+        answer.recv_timeout(wait).ok()
+    }
+
+    /// The looks asked since the last call, for the reader to answer.
+    pub(super) fn take_looks(&self) -> Vec<Look> {
+        std::mem::take(&mut *self.looks.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// History kept in full, ns: a pin must arrive within it to find its pages.
@@ -116,6 +149,17 @@ impl Ring {
         }
     }
 
+    /// The pages held that overlap `from_ns..=to_ns` (a page ends where the next starts;
+    /// the newest's end is open), oldest first.
+    pub(super) fn each_between(&self, from_ns: u64, to_ns: u64, f: &mut dyn FnMut(&[u8])) {
+        for (k, (ts, page)) in self.pages.iter().enumerate() {
+            let end = self.pages.get(k + 1).map_or(u64::MAX, |n| n.0);
+            if *ts <= to_ns && end >= from_ns {
+                f(page);
+            }
+        }
+    }
+
     /// At the end: every page, kept if it overlaps a pin.
     pub(super) fn drain(&mut self, flight: &Flight, keep: &mut dyn FnMut(&[u8])) {
         while let Some((ts, page)) = self.pages.pop_front() {
@@ -170,6 +214,31 @@ mod tests {
             r.drain(f, &mut keep);
         }
         kept
+    }
+
+    #[test]
+    fn a_look_sees_the_pages_that_overlap_its_range() {
+        let mut r = Ring::default();
+        for t in [0, 10, 20, 30] {
+            r.push(t, &page(t));
+        }
+        let seen = |a, b| {
+            let mut v = Vec::new();
+            r.each_between(a, b, &mut |p| v.push(page_ts(p)));
+            v
+        };
+        assert_eq!(seen(12, 25), vec![10, 20]);
+        // The newest page runs on: a range past its start still finds it.
+        assert_eq!(seen(100, 200), vec![30]);
+        assert_eq!(seen(0, 0), vec![0]);
+    }
+
+    #[test]
+    fn a_look_nobody_answers_gives_none_and_is_handed_over_once() {
+        let f = Flight::new(10);
+        assert!(f.look(0, 1, Duration::from_millis(1)).is_none());
+        assert_eq!(f.take_looks().len(), 1);
+        assert!(f.take_looks().is_empty());
     }
 
     #[test]

@@ -173,6 +173,23 @@ impl Recorder {
         Ok(r)
     }
 
+    /// What the flight recorder's history holds from `from_ns` to `to_ns`, as a recording
+    /// of that range, while the trace goes on ([`flight::Flight::look`]); None without a
+    /// flight recorder or without an answer within `wait`.
+    pub fn look(&self, from_ns: u64, to_ns: u64, wait: Duration) -> Option<Recording> {
+        let trace = self.flight.as_ref()?.look(from_ns, to_ns, wait)?;
+        Some(Recording {
+            coverage: vec![(from_ns, to_ns)],
+            instance: self.inst.name.clone(),
+            cpus: self.inst.cpus.clone(),
+            missing_events: Vec::new(),
+            reader_dropped: 0,
+            reader_tid: self.reader_tid.load(Ordering::SeqCst),
+            trace,
+            removal_error: None,
+        })
+    }
+
     pub fn instance_name(&self) -> &str {
         &self.inst.name
     }
@@ -636,6 +653,18 @@ fn read_raw(
             }
         }
         if let Some(f) = flight {
+            for look in f.take_looks() {
+                let mut t = Trace::default();
+                for (i, r) in rings.iter().enumerate() {
+                    let cpu = pipes[i].0;
+                    r.each_between(look.from_ns, look.to_ns, &mut |p| {
+                        raw::decode_page(p, cpu, fm, &mut t)
+                    });
+                }
+                raw::resolve_functions(&mut t);
+                // The asker may have stopped waiting: nothing to do then.
+                let _ = look.reply.send(t);
+            }
             let horizon = crate::rt::clock::monotonic_ns().saturating_sub(f.keep_ns());
             for (i, r) in rings.iter_mut().enumerate() {
                 let cpu = pipes[i].0;

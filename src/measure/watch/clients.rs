@@ -403,18 +403,7 @@ pub fn explain(
         .iter()
         .map(|t| (t.wake_delay_ns.p50, t.run_ns.p50))
         .collect();
-    let per_cycle: Vec<bool> = threads
-        .iter()
-        .map(|t| {
-            // A thread found waiting on its client's semaphore is that client's process
-            // thread, which the graph wakes every cycle it can: one so overloaded that
-            // jackd skips it most cycles (it wakes a client only once it finished) runs in
-            // fewer than half of them, and leaving it out of the graph hid every xrun it
-            // caused (bench-watch-sizes at LOAD 70: 1519 xruns measured, 0 cycles missed).
-            let rs = all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
-            t.named_by == NamedBy::Semaphore || runs_every_cycle(rs, period_ns, &recording.coverage)
-        })
-        .collect();
+    let per_cycle = in_graph(threads, &all, period_ns, &recording.coverage);
     let mut sizes = super::sizes::SizesAcc::default();
     let (headroom, busy) = cycles_of(
         threads,
@@ -449,22 +438,14 @@ pub fn explain(
             worst = Some((excess, x.index, i, run));
         }
         timings[i].xruns_late += 1;
-        x.late = Some(LateClient {
-            name: threads[i].name.clone(),
-            tid: threads[i].tid,
-            process: threads[i].process.clone(),
-            pid: threads[i].pid,
-            wake_delay_ns: run.wake_delay_ns(),
-            busy_ns: run.busy_ns,
-            run_ns: run.run_ns(),
-            usual_wake_delay_ns: usual[i].0,
-            usual_busy_ns: timings[i].busy_ns.p50,
-            usual_run_ns: usual[i].1,
-            excess_ns: excess,
+        x.late = Some(late_record(
+            &threads[i],
+            run,
+            usual[i],
+            timings[i].busy_ns.p50,
+            excess,
             woke_late,
-            culprit: None,
-            culprit_ns: 0,
-        });
+        ));
         windows.push(crate::trace::Window {
             id: x.index,
             tid: threads[i].tid,
@@ -514,6 +495,93 @@ pub fn explain(
         busy,
         worst_cycle,
         sizes,
+    }
+}
+
+/// Which threads the graph runs every cycle.
+fn in_graph(
+    threads: &[ClientThread],
+    all: &HashMap<i32, Vec<Run>>,
+    period_ns: u64,
+    coverage: &[(u64, u64)],
+) -> Vec<bool> {
+    threads
+        .iter()
+        .map(|t| {
+            // A thread found waiting on its client's semaphore is that client's process
+            // thread, which the graph wakes every cycle it can: one so overloaded that
+            // jackd skips it most cycles (it wakes a client only once it finished) runs in
+            // fewer than half of them, and leaving it out of the graph hid every xrun it
+            // caused (bench-watch-sizes at LOAD 70: 1519 xruns measured, 0 cycles missed).
+            let rs = all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+            t.named_by == NamedBy::Semaphore || runs_every_cycle(rs, period_ns, coverage)
+        })
+        .collect()
+}
+
+/// The late client of the xrun at `at_ns` (after the one at `prev_ns`) from a look at the
+/// trace while the watch goes on, for its live line: the same choice as [`explain`]'s,
+/// over the look's range only, without the culprit. The end's explanation, over all that
+/// was kept, is what the result records.
+pub fn late_now(
+    look: &crate::trace::Recording,
+    threads: &[ClientThread],
+    at_ns: u64,
+    prev_ns: u64,
+    period_ns: u64,
+) -> Option<LateClient> {
+    let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
+    let unseen = untraced_switch_ins(&look.trace.events, &tids);
+    let all = runs_with(&look.trace, &tids, &look.coverage, &unseen);
+    let runs = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+    let usual: Vec<(u64, u64)> = threads
+        .iter()
+        .map(|t| {
+            let rs = runs(t);
+            (
+                Timing::of(rs.iter().map(Run::wake_delay_ns).collect()).p50,
+                Timing::of(rs.iter().map(Run::run_ns).collect()).p50,
+            )
+        })
+        .collect();
+    let per_cycle = in_graph(threads, &all, period_ns, &look.coverage);
+    let (i, run, excess, woke_late) =
+        late_client(threads, &all, &usual, &per_cycle, at_ns, prev_ns, period_ns)?;
+    let usual_busy = Timing::of(runs(&threads[i]).iter().map(|r| r.busy_ns).collect()).p50;
+    Some(late_record(
+        &threads[i],
+        run,
+        usual[i],
+        usual_busy,
+        excess,
+        woke_late,
+    ))
+}
+
+/// The record of a late client: its run in the late cycle beside its usual figures.
+fn late_record(
+    t: &ClientThread,
+    run: Run,
+    (usual_wake, usual_run): (u64, u64),
+    usual_busy: u64,
+    excess: u64,
+    woke_late: bool,
+) -> LateClient {
+    LateClient {
+        name: t.name.clone(),
+        tid: t.tid,
+        process: t.process.clone(),
+        pid: t.pid,
+        wake_delay_ns: run.wake_delay_ns(),
+        busy_ns: run.busy_ns,
+        run_ns: run.run_ns(),
+        usual_wake_delay_ns: usual_wake,
+        usual_busy_ns: usual_busy,
+        usual_run_ns: usual_run,
+        excess_ns: excess,
+        woke_late,
+        culprit: None,
+        culprit_ns: 0,
     }
 }
 

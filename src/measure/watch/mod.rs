@@ -15,6 +15,7 @@
 pub mod clients;
 pub mod cycles;
 pub mod jack;
+pub mod late_now;
 pub mod names;
 pub mod pipewire;
 pub mod sizes;
@@ -294,6 +295,9 @@ pub enum Event<'a> {
     /// Attached; the server as found.
     Attached(&'a ServerInfo),
     Xrun(&'a WatchXrun, &'a ServerInfo),
+    /// JACK with `--forensics`: xrun N's late client, from the trace read so far (the
+    /// summary's, from everything kept, may differ).
+    Late(u64, &'a clients::LateClient),
     /// Notifications lost (counted, not detailed).
     Lost(u64),
     /// About once a second.
@@ -506,22 +510,12 @@ pub fn run(
     let mut next_tick = t0;
     let mut next_scan = t0 + SCAN_NS;
     let mut next_sample = t0;
+    let mut late_now = late_now::LateNow::default();
     let status = loop {
         let now = crate::rt::clock::monotonic_ns();
         let (up, lost) = adapter.poll(t0, &mut fresh);
-        for mut x in fresh.drain(..) {
-            x.index = r.total_xruns() + 1;
-            let at = t0 + x.at_ns;
-            // A PipeWire node that ran long is reported once it finished, past the deadline.
-            let until = x
-                .node_run
-                .and_then(|n| n.finish_ns)
-                .map_or(at, |f| f.max(at));
-            flight.pin(at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS);
-            live.xrun(&x);
-            on(Event::Xrun(&x, &r.server));
-            r.xruns.push(x);
-        }
+        let late = traced.then_some(&mut late_now);
+        take_xruns(&mut fresh, &mut r, (t0, &flight, late), live, on);
         if lost > 0 {
             r.xruns_lost += lost;
             live.lost.fetch_add(lost, Ordering::Relaxed);
@@ -590,6 +584,11 @@ pub fn run(
                     SAMPLE_LATER_NS
                 };
         }
+        if let Some(rec) = recorder.as_ref().filter(|_| traced) {
+            if let Some((i, l)) = late_now.poll(now, rec, &threads, r.server.period_ns()) {
+                on(Event::Late(i, &l));
+            }
+        }
         if traced && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
             more_threads(&mut threads, adapter.as_ref(), &r.server);
@@ -622,6 +621,37 @@ pub fn run(
         results: r,
         warnings,
     })
+}
+
+/// The xruns an adapter handed over: numbered, their time pinned in the trace (and queued
+/// for a live look at their late client on JACK), told and kept.
+fn take_xruns(
+    fresh: &mut Vec<WatchXrun>,
+    r: &mut WatchResults,
+    (t0, flight, mut late): (
+        u64,
+        &crate::trace::flight::Flight,
+        Option<&mut late_now::LateNow>,
+    ),
+    live: &Live,
+    on: &mut dyn FnMut(Event),
+) {
+    for mut x in fresh.drain(..) {
+        x.index = r.total_xruns() + 1;
+        let at = t0 + x.at_ns;
+        // A PipeWire node that ran long is reported once it finished, past the deadline.
+        let until = x
+            .node_run
+            .and_then(|n| n.finish_ns)
+            .map_or(at, |f| f.max(at));
+        flight.pin(at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS);
+        if let Some(l) = late.as_deref_mut() {
+            l.xrun(x.index, at);
+        }
+        live.xrun(&x);
+        on(Event::Xrun(&x, &r.server));
+        r.xruns.push(x);
+    }
 }
 
 /// Reads the Pi's throttled word a last time and names, for each xrun, what it showed

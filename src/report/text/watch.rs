@@ -45,9 +45,20 @@ pub fn xrun_line(x: &WatchXrun, s: &ServerInfo) -> String {
     )
 }
 
-/// A PipeWire xrun: the late node named by the profiler, within 80 columns.
-fn node_line(x: &WatchXrun, l: &LateClient, s: &ServerInfo) -> String {
-    let how = if l.busy_ns == 0 {
+/// A JACK xrun's late client, named from the trace a moment after its own line
+/// (`watch --forensics`): under the xrun's line, indented to its text.
+pub fn late_line(index: u64, l: &LateClient) -> String {
+    let line = format!(
+        "              xrun {index}: late client {} {}",
+        l.quoted(),
+        how(l)
+    );
+    super::style::wrap(&line, 16)
+}
+
+/// How a late client was late: woke late, ran long, or (PipeWire) was not seen to finish.
+fn how(l: &LateClient) -> String {
+    if l.busy_ns == 0 {
         if l.woke_late {
             "not yet running at the deadline".to_string()
         } else {
@@ -65,7 +76,12 @@ fn node_line(x: &WatchXrun, l: &LateClient, s: &ServerInfo) -> String {
             format_ns(l.busy_ns),
             format_ns(l.usual_busy_ns)
         )
-    };
+    }
+}
+
+/// A PipeWire xrun: the late node named by the profiler, within 80 columns.
+fn node_line(x: &WatchXrun, l: &LateClient, s: &ServerInfo) -> String {
+    let how = how(l);
     let by = x
         .late_by_ns
         .filter(|&b| b > 0)
