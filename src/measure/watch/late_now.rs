@@ -3,23 +3,27 @@
 //! names the late node at once; on jackd2 the name comes from the trace (`clients`), which
 //! the flight recorder decodes at the end. Here, a moment after each xrun, the watch asks
 //! the reader for the history around it (`Recorder::look`) and runs the same choice of the
-//! late client over it. Rate-bound: a look decodes about a second of trace, so at most one every
-//! [`EVERY_NS`], and xruns past a backlog of [`BACKLOG`] are left to the summary (the end's
-//! explanation, over everything kept, is the result's either way).
+//! late client over it. Rate-bound: at most one look every [`EVERY_NS`], spaced further by
+//! what the last one cost ([`SPACING`]), and xruns past a backlog of [`BACKLOG`] are left
+//! to the summary (the end's explanation, over everything kept, is the result's either way).
 
 use super::clients::{self, ClientThread, LateClient};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Trace before the xrun a look decodes: enough cycles (187 at 256/48000) for each
-/// client's usual figures.
-const BEFORE_NS: u64 = 1_000_000_000;
+/// Trace before the xrun a look decodes: enough cycles (94 at 256/48000) for each client's
+/// usual figures.
+const BEFORE_NS: u64 = 500_000_000;
 /// How long after the xrun a look waits: the late cycle and the next are in the history.
 const AFTER_NS: u64 = 200_000_000;
-/// At most one look this often: a look decodes about a second of trace (5–10 ms of CPU in
-/// a release build at 30,000 events), which keeps the watcher within 1 % of a core however
-/// many xruns come.
+/// At most one look this often.
 const EVERY_NS: u64 = 1_000_000_000;
+/// A look's cost sets the pause before the next: `SPACING` times the wall time it took
+/// (decoding in the reader thread, the choice here), so looks take at most 1/400 (0.25 %)
+/// of a core however many xruns come. Measured with `scripts/bench-watch` at an xrun every
+/// 130 ms: one look a second with 1.5 s of history added 1.6–1.8 % of a core to the
+/// watcher's 0.72 %.
+const SPACING: u64 = 400;
 /// Xruns waiting for a look at most; older ones are named in the summary only.
 const BACKLOG: usize = 8;
 /// How long the watch waits for the reader's answer (it answers within its 50 ms poll).
@@ -64,8 +68,14 @@ impl LateNow {
         period_ns: u64,
     ) -> Option<(u64, LateClient)> {
         let (index, at, prev) = self.due(now_ns)?;
-        let look = recorder.look(at.saturating_sub(BEFORE_NS), at + AFTER_NS, WAIT)?;
-        clients::late_now(&look, threads, at, prev, period_ns).map(|l| (index, l))
+        let late = recorder
+            .look(at.saturating_sub(BEFORE_NS), at + AFTER_NS, WAIT)
+            .and_then(|look| clients::late_now(&look, threads, at, prev, period_ns));
+        let spent = crate::rt::clock::monotonic_ns().saturating_sub(now_ns);
+        self.next_ns = self
+            .next_ns
+            .max(now_ns.saturating_add(spent.saturating_mul(SPACING)));
+        late.map(|l| (index, l))
     }
 }
 
