@@ -291,14 +291,10 @@ fn a_measured_run_overrides_an_optimistic_prediction() {
     assert_eq!(r["causes"][0]["cause"], "late-wakeup");
 }
 
-/// "DIR holds no result (*.json) to judge" was said of a directory holding the results,
-/// because its manifest listed none of them. The verdict says what the manifest lists and
-/// judges the results that are there; a manifest listing some files that are gone is
-/// refused naming them (a verdict over part of a suite would pass for the whole).
-#[test]
-fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("suite");
+/// A suite directory in `under` holding a copy of every result fixture (no manifest yet),
+/// and their names, sorted.
+fn suite_of_fixtures(under: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
+    let dir = under.join("suite");
     std::fs::create_dir(&dir).unwrap();
     let mut names = Vec::new();
     for e in std::fs::read_dir(fixtures()).unwrap().flatten() {
@@ -308,6 +304,18 @@ fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
             names.push(n);
         }
     }
+    names.sort();
+    (dir, names)
+}
+
+/// "DIR holds no result (*.json) to judge" was said of a directory holding the results,
+/// because its manifest listed none of them. The verdict says what the manifest lists and
+/// judges the results that are there; a manifest listing some files that are gone is
+/// refused naming them (a verdict over part of a suite would pass for the whole).
+#[test]
+fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
+    let d = tempfile::tempdir().unwrap();
+    let (dir, names) = suite_of_fixtures(d.path());
     let manifest = dir.join("manifest.json");
     let verdict = |listed: &[&str]| {
         std::fs::write(&manifest, common::manifest_listing(listed)).unwrap();
@@ -379,17 +387,7 @@ fn a_manifest_listing_no_result_there_gives_way_to_the_results_present() {
 #[test]
 fn a_result_listed_twice_in_a_manifest_counts_once() {
     let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("suite");
-    std::fs::create_dir(&dir).unwrap();
-    let mut names = Vec::new();
-    for e in std::fs::read_dir(fixtures()).unwrap().flatten() {
-        let n = e.file_name().into_string().unwrap();
-        if n.ends_with(".json") {
-            std::fs::copy(e.path(), dir.join(&n)).unwrap();
-            names.push(n);
-        }
-    }
-    names.sort();
+    let (dir, names) = suite_of_fixtures(d.path());
     let verdict = |times: usize| {
         let listed: Vec<&str> = (0..times)
             .flat_map(|_| names.iter().map(String::as_str))
