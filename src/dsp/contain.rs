@@ -314,14 +314,24 @@ fn sweep(mark: &str, group: Pid) {
             )
         })
     };
+    // Done after two scans in a row find none: a process forked while one scan listed
+    // /proc (a double fork's grandchild, as its parent exits) may be missed by that scan
+    // alone, never by the next.
+    let mut empty = 0;
     for _ in 0..100 {
-        let found: Vec<procs::Proc> = procs::all()
+        let found: Vec<procs::Proc> = procs::marked(&entry)
             .into_iter()
-            .filter(|p| p.pid != me && procs::environ_has(p.pid, &entry))
+            .filter(|p| p.pid != me)
             .collect();
         if found.is_empty() {
-            break;
+            empty += 1;
+            if empty == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
         }
+        empty = 0;
         for p in found {
             let _ = nix::sys::signal::kill(Pid::from_raw(p.pid), Signal::SIGKILL);
             if !killed.contains(&Pid::from_raw(p.pid)) {

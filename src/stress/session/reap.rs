@@ -225,9 +225,8 @@ pub fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
 /// to read other processes' environ: same user or root).
 pub fn session_members(marker: &str) -> Vec<libc::pid_t> {
     let entry = format!("{SESSION_ENV}={marker}");
-    crate::common::procs::all()
+    crate::common::procs::marked(entry.as_bytes())
         .into_iter()
-        .filter(|p| crate::common::procs::environ_has(p.pid, entry.as_bytes()))
         .map(|p| p.pid)
         .collect()
 }
