@@ -95,9 +95,9 @@ fn a_watch_with_other_sizes_renders_golden_in_80_columns() {
     std::env::set_current_dir(root()).unwrap();
     let text = std::fs::read_to_string("tests/fixtures/results/watch-pipewire.json").unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let row = |frames: u32, xruns: f64, low: f64, high: f64, watched: bool, floor: bool| {
+    let row = |frames: u32, xruns: f64, low: f64, high: f64, watched: bool, rough: bool| {
         serde_json::json!({"frames": frames, "xruns": xruns, "low": low, "high": high,
-                           "watched": watched, "lower_bound": floor})
+                           "watched": watched, "lower_bound": rough})
     };
     doc["results"]["other_sizes"] = serde_json::json!({
         "frames": 256, "rate": 48000, "period_ns": 5_333_333u64, "cycles": 733,
@@ -118,6 +118,11 @@ fn a_watch_with_other_sizes_renders_golden_in_80_columns() {
     let summary = xrunlab::report::text::input(&input(rel));
     assert!(
         summary.contains("at 512 it would have had about 2 (0-5)"),
+        "{summary}"
+    );
+    // The fixture is a version-3 watch: its `lower_bound` row is read as rough, not a floor.
+    assert!(
+        summary.contains("at 128 roughly 9") && !summary.contains("at least"),
         "{summary}"
     );
     golden("report_watch-other-sizes", || {

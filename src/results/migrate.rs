@@ -14,11 +14,13 @@ pub const OLDEST_READABLE: u32 = 1;
 /// reader of the code sees", while version-1 files stay readable.
 const V1_PUBLISHED_MS: &str = concat!("seed", "000_ms");
 
-/// Version 2 names fields after what they hold instead of the study they came from:
-/// (kind, path to an array of objects under the document, old key, new key).
-const RENAMED_IN_2: &[(&str, &[&str], &str, &str)] = &[
+/// Fields renamed in place: (the version that renamed it, kind, path to an array of
+/// objects under the document, old key, new key). Version 2 names fields after what they
+/// hold instead of the study they came from.
+const RENAMED: &[(u64, &str, &[&str], &str, &str)] = &[
     // rtl: the model's ms as Vignati et al.'s Table 1 prints it.
     (
+        2,
         "rtl",
         &["results", "model"],
         V1_PUBLISHED_MS,
@@ -26,10 +28,19 @@ const RENAMED_IN_2: &[(&str, &[&str], &str, &str)] = &[
     ),
     // event: the BUFFER of Topliss et al.'s grid pair a run came from.
     (
+        2,
         "event",
         &["results", "runs"],
         "seed_buffer_frames",
         "grid_buffer_frames",
+    ),
+    // watch: a smaller size's figure was called a floor; measured, it is rough either way.
+    (
+        4,
+        "watch",
+        &["results", "other_sizes", "sizes"],
+        "lower_bound",
+        "rough",
     ),
 ];
 
@@ -42,31 +53,29 @@ pub fn upgrade(doc: &mut Value) {
     if v < OLDEST_READABLE as u64 || v >= SCHEMA_VERSION as u64 {
         return;
     }
-    if v < 2 {
-        let kind = doc
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        for (k, path, old, new) in RENAMED_IN_2 {
-            if *k != kind {
-                continue;
-            }
-            let rows = path
-                .iter()
-                .try_fold(&mut *doc, |v, key| v.get_mut(*key))
-                .and_then(Value::as_array_mut);
-            for row in rows.into_iter().flatten() {
-                if let Some(obj) = row.as_object_mut() {
-                    if let Some(x) = obj.remove(*old) {
-                        obj.insert((*new).to_string(), x);
-                    }
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    for (step, k, path, old, new) in RENAMED {
+        if v >= *step || *k != kind {
+            continue;
+        }
+        let rows = path
+            .iter()
+            .try_fold(&mut *doc, |v, key| v.get_mut(*key))
+            .and_then(Value::as_array_mut);
+        for row in rows.into_iter().flatten() {
+            if let Some(obj) = row.as_object_mut() {
+                if let Some(x) = obj.remove(*old) {
+                    obj.insert((*new).to_string(), x);
                 }
             }
         }
     }
     if v < 3 {
-        rename_plugin_records(doc);
+        rename_plugin_records(doc, &kind);
     }
     doc["schema_version"] = SCHEMA_VERSION.into();
 }
@@ -74,14 +83,9 @@ pub fn upgrade(doc: &mut Value) {
 /// Version 3 hosts more than LV2: a run's `lv2` records became `plugins`, each with the
 /// `format` it came from, which before version 3 could only be LV2. A run keeps them at
 /// `results`, a sched row at `results.rows[].engine`.
-fn rename_plugin_records(doc: &mut Value) {
-    let kind = doc
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+fn rename_plugin_records(doc: &mut Value, kind: &str) {
     let mut holders: Vec<&mut Value> = Vec::new();
-    match kind.as_str() {
+    match kind {
         "run" => holders.extend(doc.get_mut("results")),
         "sched" => {
             let rows = doc
@@ -163,6 +167,27 @@ mod tests {
         let mut other = json!({"schema_version": 2, "kind": "load", "results": {"lv2": 1}});
         upgrade(&mut other);
         assert_eq!(other["results"]["lv2"], 1);
+    }
+
+    #[test]
+    fn version_3_watch_floors_become_rough() {
+        let mut watch = json!({"schema_version": 3, "kind": "watch",
+            "results": {"other_sizes": {"sizes": [
+                {"frames": 128, "lower_bound": true}, {"frames": 256, "lower_bound": false}]}}});
+        upgrade(&mut watch);
+        let sizes = &watch["results"]["other_sizes"]["sizes"];
+        assert_eq!(sizes[0]["rough"], true);
+        assert_eq!(sizes[1]["rough"], false);
+        assert!(sizes[0].get("lower_bound").is_none(), "{watch}");
+        // A version-4 file keeps its keys, and a watch with no other sizes is left alone.
+        let mut v4 = json!({"schema_version": 4, "kind": "watch",
+            "results": {"other_sizes": {"sizes": [{"lower_bound": 1}]}}});
+        let before = v4.clone();
+        upgrade(&mut v4);
+        assert_eq!(v4, before);
+        let mut none = json!({"schema_version": 3, "kind": "watch", "results": {}});
+        upgrade(&mut none);
+        assert_eq!(none["results"], json!({}));
     }
 
     #[test]

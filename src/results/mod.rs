@@ -30,8 +30,9 @@ pub fn validate(doc: &ResultDoc) -> std::result::Result<(), validate::Problem> {
 /// Bumped whenever a change to the types would break readers of older files; readers bring
 /// older files up to it with [`migrate::upgrade`]. 2: fields named after a study got names
 /// saying what they hold (`published_ms`, `grid_buffer_frames`). 3: a run's `lv2` plugin
-/// records became `plugins`, each with its `format` (CLAP and VST3 beside LV2).
-pub const SCHEMA_VERSION: u32 = 3;
+/// records became `plugins`, each with its `format` (CLAP and VST3 beside LV2). 4: a watch's
+/// smaller buffer size is `rough`, no longer a `lower_bound` (measured, it was not one).
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {

@@ -227,7 +227,7 @@ impl SizesAcc {
                     low: poisson_low(xruns, 0.05),
                     high: poisson_high(xruns, 0.05),
                     watched: num == den,
-                    lower_bound: den > 1,
+                    rough: den > 1,
                 }
             })
             .collect();
@@ -262,7 +262,7 @@ pub struct OtherSizes {
     pub span_ns: u64,
     /// The cycles are a sample (JACK `--forensics`: those the flight recorder kept, around
     /// every xrun and a second now and then): the counts at larger sizes, whose glitches
-    /// come where the size watched had xruns, are whole; the smaller size's is a floor.
+    /// come where the size watched had xruns, are whole; the smaller size's is a sample's.
     #[serde(default)]
     pub sampled: bool,
     /// One row per size, smallest first; the size watched is one of them (the model's own
@@ -281,9 +281,11 @@ pub struct SizeEstimate {
     pub high: f64,
     /// The size watched.
     pub watched: bool,
-    /// A floor: a smaller size's fixed costs per cycle and its extra wake-ups are not in
-    /// the data.
-    pub lower_bound: bool,
+    /// Rough either way: a smaller size's own costs per cycle and its own wake-ups are not in
+    /// the data. It is not a floor: a period's wake-up delays can shrink with it (a thread
+    /// idle for less is less often woken from a halted vCPU); measured, the figure read
+    /// 0.17–24× of what the smaller size then had (`docs/methods.md`).
+    pub rough: bool,
 }
 
 #[cfg(test)]
@@ -319,7 +321,7 @@ mod tests {
         }
         let sizes: Vec<u32> = o.sizes.iter().map(|s| s.frames).collect();
         assert_eq!(sizes, [128, 256, 512, 1024]);
-        assert!(o.sizes[1].watched && o.sizes[0].lower_bound && !o.sizes[2].lower_bound);
+        assert!(o.sizes[1].watched && o.sizes[0].rough && !o.sizes[2].rough);
     }
 
     #[test]

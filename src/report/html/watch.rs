@@ -69,8 +69,8 @@ fn other_sizes(o: &OtherSizes, r: &WatchResults) -> Markup {
             tr { th { "frames" } th { "xruns (model)" } th { "95 % interval" } th { "measured" } }
             @for e in &o.sizes {
                 tr { (super::n(e.frames.to_string()))
-                     (super::n(format!("{}{:.1}", if e.lower_bound { "≥ " } else { "" }, e.xruns)))
-                     (super::n(format!("{:.1}–{:.1}", e.low, e.high)))
+                     (super::n(format!("{}{:.1}", if e.rough { "~ " } else { "" }, e.xruns)))
+                     (super::n(if e.rough { "rough either way".into() } else { format!("{:.1}–{:.1}", e.low, e.high) }))
                      (super::n(if e.watched { r.total_xruns().to_string() } else { "-".into() })) }
             }
         }

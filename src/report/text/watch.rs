@@ -150,8 +150,8 @@ pub fn headroom_section(h: &Headroom) -> String {
 fn size_count(e: &SizeEstimate) -> String {
     if e.xruns == 0.0 {
         format!("at {} none seen (at most {:.1})", e.frames, e.high)
-    } else if e.lower_bound {
-        format!("at {} at least {:.0}", e.frames, e.xruns.max(1.0))
+    } else if e.rough {
+        format!("at {} roughly {:.0}", e.frames, e.xruns.max(1.0))
     } else {
         format!(
             "at {} it would have had about {:.0} ({:.0}-{:.0})",
@@ -187,7 +187,7 @@ pub fn other_sizes_section(o: &OtherSizes, r: &WatchResults) -> String {
         ));
     }
     let mut others: Vec<&SizeEstimate> = o.sizes.iter().filter(|e| !e.watched).collect();
-    others.sort_by_key(|e| (e.lower_bound, e.frames));
+    others.sort_by_key(|e| (e.rough, e.frames));
     parts.extend(others.into_iter().map(size_count));
     let line = format!("other buffer sizes, from {from}: {}", parts.join("; "));
     let mut s = super::style::wrap(&line, 2);
@@ -214,8 +214,8 @@ pub fn other_sizes_section(o: &OtherSizes, r: &WatchResults) -> String {
     }
     let why = "(assumed: each cycle's work scales with the period, its stalls - wake-up \
                delays, a host that held the CPU - do not, and a stall longer than the new \
-               period still glitches; a smaller size's own fixed costs per cycle are not in \
-               the data, so its figure is a floor)";
+               period still glitches; a smaller size's own costs per cycle and wake-ups are \
+               not in the data, so its figure is rough either way)";
     s.push_str(&super::style::wrap(why, 2));
     s.push('\n');
     s
@@ -696,7 +696,7 @@ mod tests {
             low: crate::measure::predict::poisson_low(xruns, 0.05),
             high: crate::measure::predict::poisson_high(xruns, 0.05),
             watched,
-            lower_bound: false,
+            rough: false,
         };
         let mut o = OtherSizes {
             frames: 256,
