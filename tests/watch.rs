@@ -503,3 +503,25 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
         show(&o)
     );
 }
+
+/// The shipped unit with the drop-in its comment shows (`User=`, `XDG_RUNTIME_DIR=`, the
+/// textfile directory made for that user) reaches a user session's jackd, whose socket and
+/// shared memory carry that user's id; the unit alone, as root, does not.
+#[test]
+fn the_services_drop_in_reaches_a_user_sessions_jackd() {
+    if !require(common::is_root(), "root (the watch runs as another user)") {
+        return;
+    }
+    let _g = serial();
+    let user = common::service::nobody();
+    let s = JackdServer::start_as((user.1, user.2), RATE, FRAMES);
+    if !require(
+        s.is_ok(),
+        &format!("jackd as {}: {:?}", user.0, s.as_ref().err()),
+    ) {
+        return;
+    }
+    let server = s.unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    common::service::drop_in_reaches(&user, runtime.path(), &format!("jack:{}", server.name));
+}

@@ -384,3 +384,22 @@ fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("xrl-burst"), "{stdout}");
 }
+
+/// The shipped unit with the drop-in its comment shows reaches a user session's PipeWire
+/// through that user's runtime directory; the unit alone, as root, does not.
+#[test]
+fn the_services_drop_in_reaches_a_user_sessions_pipewire() {
+    if !common::require(common::is_root(), "root (the watch runs as another user)") {
+        return;
+    }
+    let user = common::service::nobody();
+    let s = PipeWireServer::start_as((user.1, user.2), RATE, FRAMES);
+    if !common::require(
+        s.is_ok(),
+        &format!("pipewire as {}: {:?}", user.0, s.as_ref().err()),
+    ) {
+        return;
+    }
+    let server = s.unwrap();
+    common::service::drop_in_reaches(&user, &server.runtime_dir, "pipewire");
+}

@@ -54,6 +54,7 @@ pub mod alsa;
 pub mod counting;
 pub mod hostile_lv2;
 pub mod servers;
+pub mod service;
 pub mod signals;
 pub mod spy;
 pub mod tmpfs;

@@ -47,6 +47,15 @@ fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// Run `c` as `user` (uid, gid): std drops the supplementary groups with it.
+fn as_user(c: &mut Command, user: Option<(u32, u32)>) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    if let Some((uid, gid)) = user {
+        c.uid(uid).gid(gid);
+    }
+    c
+}
+
 /// A JACK environment a child process (xrunlab, jack_lsp…) needs to reach the server.
 pub trait AudioServer {
     /// Environment variables for clients of this server.
@@ -61,7 +70,11 @@ pub trait AudioServer {
             std::env::set_var(k, v);
         }
     }
-    /// A command running `prog` as a client of this server.
+    /// The user the server runs as (uid, gid), when not this process's.
+    fn user(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// A command running `prog` as a client of this server (as its user).
     fn command(&self, prog: &Path) -> Command {
         let mut c = match self.wrapper() {
             Some(w) => {
@@ -74,6 +87,7 @@ pub trait AudioServer {
         for (k, v) in self.client_env() {
             c.env(k, v);
         }
+        as_user(&mut c, self.user());
         c
     }
     /// Kill the server abruptly (as a crash would).
@@ -85,6 +99,7 @@ pub struct JackdServer {
     pub name: String,
     pub rate: u32,
     pub frames: u32,
+    user: Option<(u32, u32)>,
     killed: bool,
     child: Child,
     log: PathBuf,
@@ -101,13 +116,28 @@ impl JackdServer {
     /// As [`JackdServer::start`], under a given name: a server restarted under the name of
     /// one that stopped (what a client that follows its server sees).
     pub fn start_named(name: &str, rate: u32, frames: u32) -> Result<Self, String> {
+        Self::start_with(name, None, rate, frames)
+    }
+
+    /// As [`JackdServer::start`], as another user (uid, gid): a user session's server,
+    /// whose socket and shared memory are named by that user's id.
+    pub fn start_as(user: (u32, u32), rate: u32, frames: u32) -> Result<Self, String> {
+        Self::start_with(&unique("xrl"), Some(user), rate, frames)
+    }
+
+    fn start_with(
+        name: &str,
+        user: Option<(u32, u32)>,
+        rate: u32,
+        frames: u32,
+    ) -> Result<Self, String> {
         let jackd = super::which("jackd").ok_or("jackd not installed (apt install jackd2)")?;
         let jack_wait = super::which("jack_wait").ok_or("jack_wait not installed")?;
         let name = name.to_string();
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let log = dir.path().join("jackd.log");
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        let child = Command::new(jackd)
+        let child = as_user(&mut Command::new(jackd), user)
             // Without D-Bus there is no device reservation service to ask; the dummy driver
             // needs no device anyway.
             .env("JACK_NO_AUDIO_RESERVATION", "1")
@@ -122,6 +152,7 @@ impl JackdServer {
             name,
             rate,
             frames,
+            user,
             killed: false,
             child,
             log,
@@ -132,7 +163,7 @@ impl JackdServer {
             if let Ok(Some(st)) = s.child.try_wait() {
                 return Err(format!("jackd exited ({st}):\n{}", read_log(&s.log)));
             }
-            let ok = Command::new(&jack_wait)
+            let ok = as_user(&mut Command::new(&jack_wait), user)
                 .args(["-c", "-s", &s.name])
                 .env("JACK_NO_START_SERVER", "1")
                 .stdout(Stdio::piped())
@@ -170,6 +201,9 @@ impl AudioServer for JackdServer {
     fn wrapper(&self) -> Option<&'static str> {
         None
     }
+    fn user(&self) -> Option<(u32, u32)> {
+        self.user
+    }
     fn kill_now(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -190,7 +224,7 @@ impl JackdServer {
         let Some(jackd) = super::which("jackd") else {
             return;
         };
-        let Ok(mut c) = Command::new(jackd)
+        let Ok(mut c) = as_user(&mut Command::new(jackd), self.user)
             .env("JACK_NO_AUDIO_RESERVATION", "1")
             .args([
                 "-n",
@@ -210,7 +244,7 @@ impl JackdServer {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(5) {
             let up = super::which("jack_wait").is_some_and(|w| {
-                Command::new(w)
+                as_user(&mut Command::new(w), self.user)
                     .args(["-c", "-s", &self.name])
                     .output()
                     .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "running")
@@ -253,6 +287,7 @@ pub struct PipeWireServer {
     pub runtime_dir: PathBuf,
     pub rate: u32,
     pub frames: u32,
+    user: Option<(u32, u32)>,
     child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -262,6 +297,16 @@ impl PipeWireServer {
     /// Start `pipewire`, force quantum and rate through the `settings` metadata, and wait
     /// until a JACK client under `pw-jack` sees the forced buffer size (at most 15 s).
     pub fn start(rate: u32, frames: u32) -> Result<Self, String> {
+        Self::start_with(None, rate, frames)
+    }
+
+    /// As [`PipeWireServer::start`], as another user (uid, gid), its runtime directory
+    /// owned by that user as a login's `/run/user/UID` is.
+    pub fn start_as(user: (u32, u32), rate: u32, frames: u32) -> Result<Self, String> {
+        Self::start_with(Some(user), rate, frames)
+    }
+
+    fn start_with(user: Option<(u32, u32)>, rate: u32, frames: u32) -> Result<Self, String> {
         let pw = super::which("pipewire").ok_or("pipewire not installed (apt install pipewire)")?;
         super::which("pw-jack").ok_or("pw-jack not installed (apt install pipewire-jack)")?;
         super::which("pw-metadata").ok_or("pw-metadata not installed (pipewire-bin)")?;
@@ -275,9 +320,16 @@ impl PipeWireServer {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| e.to_string())?;
+        if let Some((uid, gid)) = user {
+            // The user passes through the test's directory to its own runtime directory.
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| e.to_string())?;
+            std::os::unix::fs::chown(&runtime_dir, Some(uid), Some(gid))
+                .map_err(|e| e.to_string())?;
+        }
         let log = dir.path().join("pipewire.log");
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        let child = Command::new(pw)
+        let child = as_user(&mut Command::new(pw), user)
             .env("XDG_RUNTIME_DIR", &runtime_dir)
             .env_remove("PIPEWIRE_REMOTE")
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
@@ -290,6 +342,7 @@ impl PipeWireServer {
             runtime_dir,
             rate,
             frames,
+            user,
             child,
             log,
             _dir: dir,
@@ -327,7 +380,7 @@ impl PipeWireServer {
     }
 
     fn metadata(&self, key: &str, value: u32) -> bool {
-        Command::new("pw-metadata")
+        as_user(&mut Command::new("pw-metadata"), self.user)
             .env("XDG_RUNTIME_DIR", &self.runtime_dir)
             .args(["-n", "settings", "0", key, &value.to_string()])
             .stdout(Stdio::null())
@@ -347,6 +400,9 @@ impl AudioServer for PipeWireServer {
     }
     fn wrapper(&self) -> Option<&'static str> {
         Some("pw-jack")
+    }
+    fn user(&self) -> Option<(u32, u32)> {
+        self.user
     }
     fn kill_now(&mut self) {
         let _ = self.child.kill();
