@@ -6,7 +6,7 @@ mod common;
 
 use common::servers::{require_jackd, AudioServer};
 use common::{bin, is_root, read_json, show, xrunlab};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab::suite::{Manifest, Mode, StageStatus, SuiteStatus, STAGES};
 
@@ -56,6 +56,22 @@ fn suite_smoke_end_to_end_then_resume() {
     let lava = tmp.path().join("result.txt");
     let prom = tmp.path().join("textfile");
     std::fs::create_dir(&prom).unwrap();
+    // A shared results folder where someone planted links at every name the suite will
+    // write (stage logs and the manifest): none may be written through.
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "victim\n").unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    let planted: Vec<PathBuf> = STAGES
+        .iter()
+        .map(|s| s.name)
+        .chain(["verdict", "report"])
+        .enumerate()
+        .map(|(i, s)| dir.join(format!("{:02}-{s}.log", i + 1)))
+        .chain([dir.join("manifest.json")])
+        .collect();
+    for p in &planted {
+        std::os::unix::fs::symlink(&victim, p).unwrap();
+    }
     let t = Instant::now();
     let out = xrunlab()
         .args(["suite", "--smoke", "--junit"])
@@ -86,6 +102,17 @@ fn suite_smoke_end_to_end_then_resume() {
         .collect();
     assert!(failed.is_empty(), "failed stages: {failed:#?}\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim\n");
+    // Each name the suite wrote is its own file now (a skipped stage writes no log).
+    let written = m.stages.iter().filter_map(|s| s.log.as_ref());
+    for p in written
+        .map(|l| dir.join(l))
+        .chain([dir.join("manifest.json")])
+    {
+        assert!(planted.contains(&p), "{} was not planted", p.display());
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert!(meta.is_file(), "{} is still a link", p.display());
+    }
     // The machine's conditions once for the whole suite, not once per stage. (A machine
     // without any — bare metal, performance governor, PREEMPT_RT — has nothing to count.)
     let machine = xrunlab::system::Environment::capture().warnings();
