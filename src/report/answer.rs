@@ -489,6 +489,7 @@ mod tests {
             xruns,
             per_hour: crate::report::decide::measured_rate(xruns, hours),
             dsp_load_mean_pct: 50.0,
+            windows: None,
         };
         let cfg = VerdictConfig {
             inputs: vec![],
@@ -570,6 +571,7 @@ mod tests {
                 upper_bound: false,
             },
             dsp_load_mean_pct: 50.0,
+            windows: None,
         };
         let mut r = test_row(1024, 0.0, 0.49);
         r.stressed.as_mut().unwrap().episodes_per_hour.upper_bound = true;

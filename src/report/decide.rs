@@ -6,7 +6,7 @@
 
 use crate::measure::predict::{Outlook, Rate};
 use crate::results::verdict::{
-    Basis, Calibration, Checked, Condition, MeasuredRun, Predicted, VerdictRow,
+    Basis, Calibration, Checked, Condition, MeasuredRun, Predicted, VerdictRow, Windows,
 };
 
 /// What a verdict judges against: the condition, the period count and the target.
@@ -44,11 +44,81 @@ fn pooled(r: &VerdictRow, on: Condition, periods: u32) -> Option<Checked> {
     }
     let xruns = runs.iter().map(|m| m.xruns).fold(0, u64::saturating_add);
     let hours: f64 = runs.iter().map(|m| m.hours).sum();
+    let phi = dispersion(runs.iter().map(|m| m.windows));
     Some(Checked {
         xruns,
         hours,
-        per_hour: measured_rate(xruns, hours),
+        per_hour: dispersed_rate(xruns, hours, phi.unwrap_or(1.0)),
+        dispersion: phi,
     })
+}
+
+/// The length of the windows a run's xruns are counted in for their dispersion: long
+/// enough to hold a burst (a host stall's late cycles come within a second), short enough
+/// that a one-minute slice gives six.
+pub const WINDOW_S: f64 = 10.0;
+
+/// A run's xruns (their times since its start, ns) counted in whole [`WINDOW_S`] windows of
+/// its `span_ns`; none when no window fits or the times kept are not all of its xruns
+/// (`kept` false: the engine keeps the first 1000). The suite's slices are short: their
+/// windows are pooled, and [`dispersion`] wants 4 in all.
+pub fn windows_of(at_ns: impl Iterator<Item = u64>, span_ns: u64, kept: bool) -> Option<Windows> {
+    let w = (WINDOW_S * 1e9) as u64;
+    let count = span_ns / w;
+    if count == 0 || !kept {
+        return None;
+    }
+    let mut per = vec![0u64; count as usize];
+    for t in at_ns {
+        if let Some(c) = per.get_mut((t / w) as usize) {
+            *c += 1;
+        }
+    }
+    Some(Windows {
+        seconds: WINDOW_S,
+        count,
+        sum: per.iter().sum(),
+        sum_sq: per.iter().map(|c| c * c).sum(),
+    })
+}
+
+/// The dispersion of xrun counts pooled over runs' windows: Pearson's statistic over its
+/// degrees of freedom, Σ(c − m)² / m / (n − 1) with m the mean count of all n windows, and
+/// at least 1 (a count cannot be surer than Poisson's). 1 is what independent glitches
+/// give; a host that stalls in bursts gives more, and a rate measured from it deserves a
+/// wider interval than Garwood's (docs/methods.md "Verdict"). None without windows that
+/// saw a glitch, or with fewer than 4 windows in all.
+pub fn dispersion(runs: impl Iterator<Item = Option<Windows>>) -> Option<f64> {
+    let (mut n, mut sum, mut sum_sq) = (0u64, 0u64, 0u64);
+    for w in runs.flatten() {
+        n += w.count;
+        sum += w.sum;
+        sum_sq += w.sum_sq;
+    }
+    if n < 4 || sum == 0 {
+        return None;
+    }
+    let m = sum as f64 / n as f64;
+    let ss = sum_sq as f64 - 2.0 * m * sum as f64 + m * m * n as f64;
+    Some((ss / m / (n - 1) as f64).max(1.0))
+}
+
+/// [`measured_rate`] for a count `phi` times as dispersed as Poisson's: the interval of a
+/// quasi-Poisson count, Garwood's on k/φ events scaled back by φ (equal to Garwood's at
+/// φ = 1). The point estimate stays k/hours.
+pub fn dispersed_rate(k: u64, hours: f64, phi: f64) -> Rate {
+    let plain = measured_rate(k, hours);
+    if phi <= 1.0 || k == 0 {
+        return plain;
+    }
+    let alpha = 1.0 - crate::measure::predict::CONFIDENCE;
+    let h = hours.max(f64::MIN_POSITIVE);
+    let eff = k as f64 / phi;
+    Rate {
+        low: crate::measure::predict::poisson_low(eff, alpha) * phi / h,
+        high: crate::measure::predict::poisson_high(eff, alpha) * phi / h,
+        ..plain
+    }
 }
 
 /// The predicted rate a ratio divides by: the point estimate, or the bound where the
@@ -215,6 +285,7 @@ mod tests {
             xruns,
             per_hour: super::measured_rate(xruns, frames_hours),
             dsp_load_mean_pct: 50.0,
+            windows: None,
         }
     }
 
@@ -350,5 +421,94 @@ mod tests {
         rows[0].measured = vec![run(1.0, 50)];
         decide(&mut rows, Judge { on: None, ..J });
         assert_eq!((rows[0].meets_target, rows[0].basis), (None, None));
+    }
+
+    #[test]
+    fn xruns_in_windows_and_their_dispersion() {
+        let s = 1_000_000_000u64;
+        // 60 s, 6 windows: six xruns one per window are as even as can be (φ floors at 1);
+        // the same six in one burst spread 6 times a Poisson count's variance.
+        let even = windows_of((0..6).map(|i| i * 10 * s + s), 60 * s, true).unwrap();
+        assert_eq!((even.count, even.sum, even.sum_sq), (6, 6, 6));
+        assert_eq!(dispersion([Some(even)].into_iter()), Some(1.0));
+        let burst = windows_of((0..6).map(|i| 31 * s + i * 1000), 60 * s, true).unwrap();
+        assert_eq!((burst.sum, burst.sum_sq), (6, 36));
+        // m = 1, Σ(c − m)² = 25 + 5 = 30, over 5 degrees of freedom.
+        assert_eq!(dispersion([Some(burst)].into_iter()), Some(6.0));
+        // Pooled with the even run: one mean over 12 windows.
+        let pooled = dispersion([Some(even), Some(burst), None].into_iter()).unwrap();
+        assert!((pooled - 30.0 / 11.0).abs() < 1e-9, "{pooled}");
+        // Too short, past the kept events, or clean: nothing to say.
+        assert_eq!(windows_of(std::iter::empty(), 9 * s, true), None);
+        let three = windows_of(std::iter::empty(), 39 * s, true);
+        assert_eq!(dispersion([three].into_iter()), None);
+        assert_eq!(windows_of([s].into_iter(), 60 * s, false), None);
+        let clean = windows_of(std::iter::empty(), 60 * s, true);
+        assert_eq!(dispersion([clean].into_iter()), None);
+        // An xrun past the last whole window is not counted in one.
+        let tail = windows_of([55 * s].into_iter(), 55 * s + 1, true).unwrap();
+        assert_eq!((tail.count, tail.sum), (5, 0));
+    }
+
+    #[test]
+    fn a_dispersed_count_gets_a_wider_interval_around_the_same_rate() {
+        let plain = measured_rate(12, 0.5);
+        assert_eq!(dispersed_rate(12, 0.5, 1.0), plain);
+        assert_eq!(dispersed_rate(0, 0.5, 4.0), measured_rate(0, 0.5));
+        let wide = dispersed_rate(12, 0.5, 4.0);
+        assert_eq!(wide.per_hour, plain.per_hour);
+        assert!(
+            wide.low < plain.low && wide.high > plain.high,
+            "{wide:?} {plain:?}"
+        );
+        // φ = 4: Garwood's interval on 3 events, times 4.
+        let three = measured_rate(3, 0.5);
+        assert!((wide.high - 4.0 * three.high).abs() < 1e-9);
+    }
+
+    /// Bursty runs widen the size's measured interval around the same rate, and with it the
+    /// prediction their ratio calibrates at a neighbour.
+    #[test]
+    fn bursty_runs_widen_what_they_decide_and_carry() {
+        let s = 1_000_000_000u64;
+        let at = |burst: bool| -> Vec<u64> {
+            (0..10)
+                .map(|i| if burst { 5 * s + i * 1000 } else { i * 36 * s })
+                .collect()
+        };
+        let mut got = Vec::new();
+        for burst in [false, true] {
+            let mut rows = [test_row(512, 0.3, 1.6), test_row(1024, 0.1, 0.8)];
+            rows[0]
+                .stressed
+                .as_mut()
+                .unwrap()
+                .episodes_per_hour
+                .per_hour = 0.7;
+            rows[1]
+                .stressed
+                .as_mut()
+                .unwrap()
+                .episodes_per_hour
+                .per_hour = 0.03;
+            let mut m = run(0.1, 10);
+            m.windows = windows_of(at(burst).into_iter(), 360 * s, true);
+            rows[0].measured = vec![m];
+            decide(&mut rows, J);
+            let c = rows[0].checked.clone().unwrap();
+            got.push((c, rows[1].clone()));
+        }
+        let ((even, _), (bursty, next)) = (&got[0], &got[1]);
+        assert_eq!(even.dispersion, Some(1.0));
+        assert!(bursty.dispersion.unwrap() > 5.0, "{bursty:?}");
+        assert_eq!(bursty.per_hour.per_hour, even.per_hour.per_hour);
+        assert!(bursty.per_hour.low < even.per_hour.low);
+        assert!(bursty.per_hour.high > even.per_hour.high);
+        let wide = next.calibration.as_ref().unwrap().calibrated.unwrap();
+        let narrow = got[0].1.calibration.as_ref().unwrap().calibrated.unwrap();
+        assert!(
+            wide.high > narrow.high && wide.low < narrow.low,
+            "{wide:?} {narrow:?}"
+        );
     }
 }

@@ -382,6 +382,13 @@ fn measured_runs(inputs: &[Input], frames: u32, rate: u32) -> Vec<MeasuredRun> {
             continue;
         }
         let xruns = xruns_and_skipped(results);
+        let span_ns = results.periods_elapsed.saturating_mul(results.period_ns);
+        let events = &results.xrun_events;
+        let windows = crate::report::decide::windows_of(
+            events.iter().map(|e| e.at_ns),
+            span_ns,
+            events.len() as u64 == results.xruns.total,
+        );
         out.push(MeasuredRun {
             file: name(i),
             stress: stress_of(results, &config.stress),
@@ -390,6 +397,7 @@ fn measured_runs(inputs: &[Input], frames: u32, rate: u32) -> Vec<MeasuredRun> {
             xruns,
             per_hour: measured_rate(xruns, hours),
             dsp_load_mean_pct: results.dsp_load_pct.mean,
+            windows,
         });
     }
     out

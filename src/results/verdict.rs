@@ -72,6 +72,20 @@ pub struct MeasuredRun {
     pub xruns: u64,
     pub per_hour: Rate,
     pub dsp_load_mean_pct: f64,
+    /// The run's xruns counted in windows of equal length, whose spread says how bursty
+    /// they came (`report::decide::dispersion`); none in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
+}
+
+/// xruns counted in `count` consecutive windows of `seconds` each: their sum and the sum of
+/// their squares, which is all a dispersion pooled over several runs needs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Windows {
+    pub seconds: f64,
+    pub count: u64,
+    pub sum: u64,
+    pub sum_sq: u64,
 }
 
 /// What a size's outcome rests on (docs/methods.md "Verdict"): the engine's runs under the
@@ -101,8 +115,12 @@ impl Basis {
 pub struct Checked {
     pub xruns: u64,
     pub hours: f64,
-    /// Glitches per hour with Garwood's exact 95 % interval.
+    /// Glitches per hour with Garwood's exact 95 % interval, widened by `dispersion`.
     pub per_hour: Rate,
+    /// How much more the runs' xruns spread than a Poisson count's (variance over mean of
+    /// their counts in windows, at least 1): their interval is widened by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispersion: Option<f64>,
 }
 
 /// The ratio of the measured glitch rate to the predicted one at a size with both, and the

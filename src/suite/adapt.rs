@@ -308,6 +308,7 @@ mod tests {
             xruns,
             per_hour: verdict::measured_rate(xruns, hours),
             dsp_load_mean_pct: 50.0,
+            windows: None,
         }];
         let mut rows = [r];
         crate::report::decide::decide(

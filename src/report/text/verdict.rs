@@ -103,7 +103,18 @@ fn table(r: &crate::results::verdict::VerdictResults) -> String {
             num(run_rate(row)),
         ];
         if !row.measured.is_empty() {
-            runs.push(format!("{} frames {}", row.buffer_frames, measured(row)));
+            // Runs whose xruns came in bursts: the run/h interval is wider than Garwood's.
+            let bursty = match row.checked.as_ref().and_then(|c| c.dispersion) {
+                Some(phi) if phi >= 1.05 => {
+                    format!(", bursty: {phi:.1}× a Poisson count's spread, interval widened")
+                }
+                _ => String::new(),
+            };
+            runs.push(format!(
+                "{} frames {}{bursty}",
+                row.buffer_frames,
+                measured(row)
+            ));
         }
         cells.push(num(format!(
             "{:.1}{}",
