@@ -35,6 +35,18 @@ pub fn which(prog: &str) -> Option<std::path::PathBuf> {
     })
 }
 
+/// Run `c` as `user` (uid, gid) when given: std drops the supplementary groups with it.
+pub fn as_user(
+    c: &mut std::process::Command,
+    user: Option<(u32, u32)>,
+) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    if let Some((uid, gid)) = user {
+        c.uid(uid).gid(gid);
+    }
+    c
+}
+
 pub fn xrunlab() -> assert_cmd::Command {
     let mut c = assert_cmd::Command::cargo_bin("xrunlab").unwrap();
     c.env_remove("XRUNLAB_LOG");

@@ -8,6 +8,7 @@
 //! failure under CI.
 #![allow(dead_code)]
 
+use super::as_user;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,15 +46,6 @@ fn stop_child(child: &mut Child, grace: Duration) -> bool {
 
 fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-/// Run `c` as `user` (uid, gid): std drops the supplementary groups with it.
-fn as_user(c: &mut Command, user: Option<(u32, u32)>) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    if let Some((uid, gid)) = user {
-        c.uid(uid).gid(gid);
-    }
-    c
 }
 
 /// A JACK environment a child process (xrunlab, jack_lsp…) needs to reach the server.

@@ -140,7 +140,7 @@ pub fn run_watch(
         let mut c = Command::new(words[0]);
         c.args(&words[1..]);
         if !privileged {
-            user_of(&mut c, run_as);
+            super::as_user(&mut c, run_as);
         }
         let st = c.status().unwrap();
         assert!(st.success(), "ExecStartPre={pre} failed: {st}");
@@ -165,17 +165,10 @@ pub fn run_watch(
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null());
-    user_of(&mut c, run_as);
+    super::as_user(&mut c, run_as);
     Started {
         output: c.output().unwrap(),
         textfile: textdir.join("xrunlab.prom"),
-    }
-}
-
-fn user_of(c: &mut Command, user: Option<(u32, u32)>) {
-    use std::os::unix::process::CommandExt;
-    if let Some((uid, gid)) = user {
-        c.uid(uid).gid(gid);
     }
 }
 
