@@ -1,5 +1,5 @@
-//! What the no-allocation tests of plugin formats share (tests/lv2_noalloc.rs,
-//! tests/clap_noalloc.rs): the two counters together, positive controls that prove the
+//! What the no-allocation test of plugins (tests/plugins_noalloc.rs) builds on, kept apart
+//! from it as the interposer is: the two counters together, positive controls that prove the
 //! interposer sees C and C++ code in shared libraries, noise without allocation, and one
 //! engine cycle as a driver runs it. The including test declares `mod interpose` (at
 //! common/interpose.rs) and the counting global allocator.

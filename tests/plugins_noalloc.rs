@@ -1,6 +1,9 @@
-//! docs/ARCHITECTURE.md §5 with third-party code in the cycle: real LV2 plugins from Debian
-//! packages neither allocate nor lock while cycles run. Two counters watch at once: the
-//! counting global allocator (Rust's heap, as in engine_noalloc.rs) and an interposer of
+//! docs/ARCHITECTURE.md §5 with third-party code in the cycle: real plugins of every format
+//! from Debian packages neither allocate nor lock while cycles run, and neither does the
+//! host side (LV2: the features and the worker; CLAP: the process struct, the event lists,
+//! the callbacks the plugins make from their audio thread; VST3: the process data, the
+//! parameter changes and event lists, the component handler). Two counters watch at once:
+//! the counting global allocator (Rust's heap, as in engine_noalloc.rs) and an interposer of
 //! `malloc`/`free`/…/`pthread_mutex_lock` (tests/common/interpose.rs), which sees what the
 //! plugins' C and C++ code does. The interposer must first count known C-side operations
 //! (positive controls), so a broken one fails the test instead of reporting zero.
@@ -9,7 +12,6 @@
 mod common;
 #[path = "common/interpose.rs"]
 mod interpose;
-
 #[path = "common/plugin_noalloc.rs"]
 mod plugin_noalloc;
 
@@ -22,12 +24,23 @@ use xrunlab::engine::{Engine, EngineSpec};
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// (URI, parameters, what it stands for): one plain C plugin with no required feature, one
-/// DPF (C++) plugin needing options + urid:map, one needing the worker as well.
-const PLUGINS: [(&str, &str, &str); 3] = [
-    ("http://plugin.org.uk/swh-plugins/amp", "gain=-6", "swh-lv2"),
-    ("urn:zamaudio:ZamComp", "", "zam-plugins"),
-    ("urn:dragonfly:room", "", "dragonfly-reverb-lv2"),
+/// (chain element, parameters, Debian package), one row per plugin and format: a plain C
+/// LV2 plugin with no required feature, DPF (C++) plugins needing options + urid:map, one
+/// needing the LV2 worker as well; in CLAP and VST3 a 1→1 EQ with parameters sent in the
+/// priming block (CLAP events, VST3 parameter changes) and a compressor whose sidechain
+/// input needs buffers of its own.
+const PLUGINS: [(&str, &str, &str); 7] = [
+    (
+        "lv2:http://plugin.org.uk/swh-plugins/amp",
+        "gain=-6",
+        "swh-lv2",
+    ),
+    ("lv2:urn:zamaudio:ZamComp", "", "zam-plugins"),
+    ("lv2:urn:dragonfly:room", "", "dragonfly-reverb-lv2"),
+    ("clap:com.zamaudio.ZamEQ2", "boost_cut_1=6", "zam-plugins"),
+    ("clap:com.zamaudio.ZamComp", "threshold=-30", "zam-plugins"),
+    ("vst3:ZamEQ2", "boost_cut_1=6", "zam-plugins"),
+    ("vst3:ZamComp", "threshold=-30", "zam-plugins"),
 ];
 
 const RATE: u32 = 48000;
@@ -36,10 +49,8 @@ const FRAMES: usize = 64;
 const WARM: u64 = 300;
 const COUNTED: u64 = 500;
 
-/// As [`both`], for the cycles that must count nothing (`XRUNLAB_INTERPOSE_TRAP=1` under gdb
-/// stops at the first operation found there).
-/// URID map/unmap calls take the URID table's lock (a futex: neither counter sees it), so
-/// they are counted by the host itself and must not happen here either.
+/// As [`plugin_noalloc::both_cycles`], and no LV2 URID map/unmap call either: those take
+/// the URID table's lock (a futex: neither counter sees it), so the host counts them itself.
 fn both_cycles<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
     let maps = xrunlab::dsp::lv2::features::map_calls();
     let r = plugin_noalloc::both_cycles(f);
@@ -52,23 +63,22 @@ fn both_cycles<R>(f: impl FnOnce() -> R) -> (R, usize, Counts) {
 }
 
 #[test]
-fn lv2_plugins_neither_allocate_nor_lock_in_the_cycle() {
+fn plugins_of_every_format_neither_allocate_nor_lock_in_the_cycle() {
     let missing: Vec<String> = PLUGINS
         .iter()
-        .filter(|(uri, ..)| xrunlab::dsp::lv2::describe(uri).is_err())
-        .map(|(uri, _, pkg)| format!("{uri} (Debian package {pkg})"))
+        .filter(|(id, ..)| xrunlab::dsp::registry::describe(id).is_err())
+        .map(|(id, _, pkg)| format!("{id} (Debian package {pkg})"))
         .collect();
     if !common::require(
         missing.is_empty(),
         &format!(
-            "LV2 plugins not installed: {} — scripts/install-deps installs them",
+            "plugins not installed: {} — scripts/install-deps installs them",
             missing.join(", ")
         ),
     ) {
         return;
     }
     positive_controls();
-
     let ctx = PluginContext {
         rate: RATE,
         max_frames: FRAMES,
@@ -78,41 +88,41 @@ fn lv2_plugins_neither_allocate_nor_lock_in_the_cycle() {
     let mut failures = Vec::new();
 
     // Each plugin alone, so a finding names its plugin.
-    for (uri, params, _) in PLUGINS {
-        let (p, rust, made) = both(|| xrunlab::dsp::lv2::create(uri, params, &ctx));
-        let mut p = p.unwrap_or_else(|e| panic!("{uri}: {e}"));
+    for (id, params, _) in PLUGINS {
+        let (p, rust, made) = both(|| xrunlab::dsp::registry::create(id, params, &ctx));
+        let mut p = p.unwrap_or_else(|e| panic!("{id}: {e}"));
         // Instantiation may allocate; that it is seen is one more proof of the interposer.
         assert!(
             made.rt.heap() > rust,
-            "{uri}: instantiation showed no C-side allocation ({} Rust, {made:?})",
-            rust
+            "{id}: instantiation showed no C-side allocation ({rust} Rust, {made:?})"
         );
-        let ((), _, warm) = both(|| run_blocks(&mut p, &mut noise, &mut l, &mut r, WARM));
-        let ((), rust, c) = both_cycles(|| run_blocks(&mut p, &mut noise, &mut l, &mut r, COUNTED));
+        let ((), _, warm) = both(|| run_blocks(p.as_mut(), &mut noise, &mut l, &mut r, WARM));
+        let ((), rust, c) =
+            both_cycles(|| run_blocks(p.as_mut(), &mut noise, &mut l, &mut r, COUNTED));
         eprintln!(
-            "{uri}: instantiation {made:?}; first {WARM} blocks {warm:?}; next {COUNTED} blocks: {rust} Rust heap ops, {c:?}"
+            "{id}: instantiation {made:?}; first {WARM} blocks {warm:?}; next {COUNTED} blocks: {rust} Rust heap ops, {c:?}"
         );
         assert!(
             l.iter().chain(&r).all(|s| s.is_finite()),
-            "{uri}: output is not finite"
+            "{id}: output is not finite"
         );
         if rust != 0 || c.rt.total() != 0 {
             failures.push(format!(
-                "{uri} alone, {COUNTED} blocks: {rust} Rust heap operations, C side {:?}",
+                "{id} alone, {COUNTED} blocks: {rust} Rust heap operations, C side {:?}",
                 c.rt
             ));
         }
     }
 
-    // The three in series in an engine: 2 tracks on 2 threads, cycles through process_cycle
-    // as a driver runs them.
+    // All in series in an engine: 2 tracks on 2 threads, cycles through process_cycle as a
+    // driver runs them.
     let chain: Vec<String> = PLUGINS
         .iter()
-        .map(|(uri, params, _)| {
+        .map(|(id, params, _)| {
             if params.is_empty() {
-                format!("lv2:{uri}")
+                id.to_string()
             } else {
-                format!("lv2:{uri}({params})")
+                format!("{id}({params})")
             }
         })
         .collect();
@@ -125,7 +135,7 @@ fn lv2_plugins_neither_allocate_nor_lock_in_the_cycle() {
             xrunlab::dsp::parse_chain(&chain.join(",")).unwrap(),
         )
     };
-    let (mut engine, _consumer) = Engine::new(&spec).unwrap();
+    let (mut engine, _consumer): (Engine, _) = Engine::new(&spec).unwrap();
     let mut bufs = [
         vec![0f32; FRAMES],
         vec![0f32; FRAMES],
