@@ -17,8 +17,10 @@
 pub mod attribute;
 pub mod clients;
 pub mod flight;
+pub mod objects;
 pub mod parse;
 pub mod raw;
+pub mod sample;
 pub mod tracefs;
 
 pub use attribute::{

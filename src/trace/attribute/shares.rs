@@ -61,13 +61,17 @@ pub(super) fn culprit(trace: &Trace, o: Owner, tid: i32, ours: &[i32]) -> Culpri
             CulpritKind::Softirq,
             SOFTIRQ_NAMES.get(v as usize).copied().unwrap_or("?"),
         ),
-        Owner::Timer(f) => Culprit::simple(
-            CulpritKind::Irq,
-            &format!(
-                "timer:{}",
-                trace.functions.get(f as usize).map_or("?", String::as_str)
-            ),
-        ),
+        Owner::Timer(f) => {
+            let f = trace.functions.get(f as usize).map_or("?", String::as_str);
+            // The software clock of a sampling profiler: `watch --forensics`'s own
+            // sampling (`--sample-every`), or a perf the user runs.
+            let by = if f == "perf_swevent_hrtimer" {
+                " (perf sampling)"
+            } else {
+                ""
+            };
+            Culprit::simple(CulpritKind::Irq, &format!("timer:{f}{by}"))
+        }
         Owner::Unknown => Culprit::simple(CulpritKind::Unaccounted, "unaccounted"),
     }
 }
