@@ -19,7 +19,7 @@ use std::io::Write;
 #[command(
     after_help = "Ends on Ctrl-C, after --duration, or when the server goes away (exit 3, the result written; \
 --follow waits for it instead and records the gap). No server at all: exit 3, saying what was looked for.\n\n\
-Examples:\n  xrunlab watch\n  xrunlab watch --server pipewire --duration 10m -o watch.json\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, and what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --follow --metrics 9543   # Prometheus scrapes http://127.0.0.1:9543/metrics\n  xrunlab watch --metrics 0.0.0.0:9543   # reachable from other machines\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
+Examples:\n  xrunlab watch\n  xrunlab watch --server pipewire --duration 10m -o watch.json\n  xrunlab watch --server jack:studio --duration 2h -o watch.json\n  xrunlab watch --follow --json > watch.json\n  sudo xrunlab watch --forensics --duration 10m   # the late client of each xrun, the plugin inside it, what took its CPU\n  pw-jack xrunlab watch --server jack --duration 10m\n  xrunlab watch --follow --textfile /var/lib/prometheus/node-exporter   # for a node exporter\n  xrunlab watch --follow --metrics 9543   # Prometheus scrapes http://127.0.0.1:9543/metrics\n  xrunlab watch --metrics 0.0.0.0:9543   # reachable from other machines\n  xrunlab watch --duration 1h --export lava=watch.txt --export openmetrics=watch.prom"
 )]
 pub struct WatchArgs {
     /// The server: pipewire (its profiler: every node's timing, the late node of each xrun),
@@ -38,6 +38,17 @@ pub struct WatchArgs {
     /// busy time per cycle, the late client of every xrun and what ran on its CPU instead.
     #[arg(long)]
     pub forensics: bool,
+    /// With --forensics, sample each client thread every this much of its own CPU time, to
+    /// name the plugin (or host code, library, kernel) that held the late client's thread;
+    /// 0 turns sampling off. Each sample interrupts the thread (about 15 µs in a KVM
+    /// guest, far less on bare metal): 1 ms costs about 1.5 % of its time.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1ms",
+        requires = "forensics"
+    )]
+    pub sample_every: String,
     /// Keep DIR/xrunlab.prom current with the live counters (Prometheus text, renamed into
     /// place), for a node exporter's textfile collector (/var/lib/prometheus/node-exporter).
     #[arg(long, value_name = "DIR")]
@@ -124,6 +135,16 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
     if duration_ns == Some(0) {
         return super::usage("--duration must be positive");
     }
+    let sample_ns = match a.sample_every.trim() {
+        "0" => 0,
+        s => crate::units::parse_duration_ns(s)?,
+    };
+    if sample_ns != 0 && !(10_000..=100_000_000).contains(&sample_ns) {
+        return super::usage(format!(
+            "--sample-every {}: between 10us and 100ms, or 0 for no sampling",
+            a.sample_every
+        ));
+    }
     let every_ns = crate::units::parse_duration_ns(&a.interval)?;
     if every_ns == 0 {
         return super::usage("--interval must be positive");
@@ -155,6 +176,7 @@ pub fn run(a: WatchArgs, g: &Global) -> Result<u8> {
         duration_ns,
         follow: a.follow,
         forensics: a.forensics,
+        sample_ns: if a.forensics { sample_ns } else { 0 },
     };
     let mut session = output::session(g.quiet, 0, Vec::new()).with_forensics(
         a.forensics

@@ -65,7 +65,7 @@ pub struct ClientTiming {
 }
 
 /// The client named late in one xrun.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LateClient {
     /// As in [`ClientTiming`]: the client's name when it was established.
     pub name: String,
@@ -93,6 +93,15 @@ pub struct LateClient {
     pub culprit: Option<String>,
     #[serde(default)]
     pub culprit_ns: u64,
+    /// Its run's first time on CPU and end (absolute CLOCK_MONOTONIC ns), for the samples
+    /// of what ran inside it (`inside`); not kept in the result.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub span_ns: Option<(u64, u64)>,
+    /// `--forensics`: the code (plugin, host, library, kernel) that held its thread most in
+    /// that run, from sampling it (`watch/inside.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<super::inside::Held>,
 }
 
 impl ClientTiming {
@@ -582,6 +591,8 @@ fn late_record(
         woke_late,
         culprit: None,
         culprit_ns: 0,
+        span_ns: Some((run.start_ns, run.end_ns)),
+        inside: None,
     }
 }
 

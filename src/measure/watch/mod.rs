@@ -14,6 +14,7 @@
 
 pub mod clients;
 pub mod cycles;
+pub mod inside;
 pub mod jack;
 pub mod late_now;
 pub mod names;
@@ -56,6 +57,10 @@ pub struct WatchConfig {
     /// `--forensics` was asked.
     #[serde(default)]
     pub forensics: bool,
+    /// `--sample-every`: with `--forensics`, each client thread sampled every this much of
+    /// its CPU time (`inside`); 0 = not sampled.
+    #[serde(default)]
+    pub sample_ns: u64,
 }
 
 /// The server as the watch found it (the last one, after a `follow` reconnect).
@@ -211,6 +216,10 @@ pub struct WatchResults {
     /// where the board has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soc_throttle: Option<crate::system::throttle::ThrottleRecord>,
+    /// `--forensics` with sampling: the code inside each client thread per cycle (plugin,
+    /// host, library, kernel), and what held each late run (`inside`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<inside::InsideSummary>,
 }
 
 impl WatchResults {
@@ -496,11 +505,13 @@ pub fn run(
     }
     let (t0, flight, recorder) = start_clock_and_trace(cfg, session, &mut r);
     let traced = recorder.is_some() && !profiled;
-    let mut threads = if traced {
-        names::session_threads(&adapter.client_names(), semaphore_server(&r.server))
-    } else {
-        Vec::new()
-    };
+    let (mut threads, mut inside, mut sampled) = session_threads(
+        cfg,
+        adapter.as_ref(),
+        &r.server,
+        recorder.is_some(),
+        profiled,
+    );
     live.server(&r.server, true);
     on(Event::Attached(&r.server));
     let end = cfg.duration_ns.map(|d| t0.saturating_add(d));
@@ -515,17 +526,14 @@ pub fn run(
         let now = crate::rt::clock::monotonic_ns();
         let (up, lost) = adapter.poll(t0, &mut fresh);
         let late = traced.then_some(&mut late_now);
+        let seen = r.xruns.len();
         take_xruns(&mut fresh, &mut r, (t0, &flight, late), live, on);
-        if lost > 0 {
-            r.xruns_lost += lost;
-            live.lost.fetch_add(lost, Ordering::Relaxed);
-            on(Event::Lost(lost));
+        if let Some(s) = inside.as_mut() {
+            s.poll_after(now, r.xruns[seen..].iter().map(|x| pin_of(x, t0)));
         }
+        count_lost(lost, &mut r, live, on);
         if up {
-            let l = adapter.dsp_load();
-            r.dsp_load.add(l);
-            live.load(l);
-            r.max_delayed_us = r.max_delayed_us.max(adapter.max_delayed_us());
+            read_load(adapter.as_ref(), &mut r, live);
         }
         live.watched_ns.store(now - t0, Ordering::Relaxed);
         if crate::rt::interrupt::requested() {
@@ -577,21 +585,22 @@ pub fn run(
         }
         if traced && now >= next_sample {
             flight.pin(now, now + SAMPLE_NS);
-            next_sample = now
-                + if now - t0 < SAMPLE_EARLY_NS {
-                    SAMPLE_EVERY_NS
-                } else {
-                    SAMPLE_LATER_NS
-                };
+            next_sample = now + sample_gap(now - t0);
         }
-        if let Some(rec) = recorder.as_ref().filter(|_| traced) {
-            if let Some((i, l)) = late_now.poll(now, rec, &threads, r.server.period_ns()) {
-                on(Event::Late(i, &l));
-            }
+        if let Some((i, mut l)) = recorder
+            .as_ref()
+            .filter(|_| traced)
+            .and_then(|rec| late_now.poll(now, rec, &threads, r.server.period_ns()))
+        {
+            l.inside = inside.as_mut().and_then(|s| s.held_now(l.tid, l.span_ns));
+            on(Event::Late(i, &l));
         }
-        if traced && now >= next_scan {
+        if (traced || inside.is_some()) && now >= next_scan {
             // Clients that come and go during the watch are caught while they run.
-            more_threads(&mut threads, adapter.as_ref(), &r.server);
+            if traced {
+                more_threads(&mut threads, adapter.as_ref(), &r.server);
+            }
+            sample_more(inside.as_mut(), &mut sampled, &threads, profiled);
             next_scan = now + SCAN_NS;
         }
         std::thread::sleep(POLL);
@@ -614,6 +623,10 @@ pub fn run(
         warnings.extend(w);
         r.forensics = Some(f);
         r.forensics_note = None;
+    }
+    if let Some(s) = inside {
+        named_by_trace(&mut sampled, &r.clients);
+        r.inside = Some(s.finish(crate::rt::clock::monotonic_ns(), &mut r.xruns, &sampled));
     }
     Ok(Outcome {
         status,
@@ -638,13 +651,9 @@ fn take_xruns(
 ) {
     for mut x in fresh.drain(..) {
         x.index = r.total_xruns() + 1;
+        let (from, to) = pin_of(&x, t0);
+        flight.pin(from, to);
         let at = t0 + x.at_ns;
-        // A PipeWire node that ran long is reported once it finished, past the deadline.
-        let until = x
-            .node_run
-            .and_then(|n| n.finish_ns)
-            .map_or(at, |f| f.max(at));
-        flight.pin(at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS);
         if let Some(l) = late.as_deref_mut() {
             l.xrun(x.index, at);
         }
@@ -652,6 +661,104 @@ fn take_xruns(
         on(Event::Xrun(&x, &r.server));
         r.xruns.push(x);
     }
+}
+
+/// The span a trace (and the samples) keep around an xrun: from 1.5 s before its
+/// notification to 0.3 s after it, or after a PipeWire node that ran long finished (it is
+/// reported once it finished, past the deadline).
+fn pin_of(x: &WatchXrun, t0: u64) -> (u64, u64) {
+    let at = t0 + x.at_ns;
+    let until = x
+        .node_run
+        .and_then(|n| n.finish_ns)
+        .map_or(at, |f| f.max(at));
+    (at.saturating_sub(XRUN_BEFORE_NS), until + XRUN_AFTER_NS)
+}
+
+/// The session's threads as the watch starts: those the trace follows (JACK, with a
+/// trace), the sampler (with a trace and `sample_ns`) and the threads it samples.
+#[allow(clippy::type_complexity)]
+fn session_threads(
+    cfg: &WatchConfig,
+    adapter: &dyn Adapter,
+    server: &ServerInfo,
+    traced: bool,
+    profiled: bool,
+) -> (
+    Vec<clients::ClientThread>,
+    Option<inside::Inside>,
+    Vec<clients::ClientThread>,
+) {
+    let threads = if traced && !profiled {
+        names::session_threads(&adapter.client_names(), semaphore_server(server), false)
+    } else {
+        Vec::new()
+    };
+    let mut inside = (cfg.sample_ns > 0 && traced)
+        .then(|| inside::Inside::new(cfg.sample_ns, server.period_ns()));
+    let mut sampled = Vec::new();
+    sample_more(inside.as_mut(), &mut sampled, &threads, profiled);
+    (threads, inside, sampled)
+}
+
+/// How long until the next second the flight recorder keeps for the clients' usual
+/// figures, `since` the watch began: every 20 s for 5 minutes, then every 5 minutes.
+fn sample_gap(since: u64) -> u64 {
+    if since < SAMPLE_EARLY_NS {
+        SAMPLE_EVERY_NS
+    } else {
+        SAMPLE_LATER_NS
+    }
+}
+
+/// Xrun notifications that came faster than they were read: counted and told.
+fn count_lost(lost: u64, r: &mut WatchResults, live: &Live, on: &mut dyn FnMut(Event)) {
+    if lost > 0 {
+        r.xruns_lost += lost;
+        live.lost.fetch_add(lost, Ordering::Relaxed);
+        on(Event::Lost(lost));
+    }
+}
+
+/// The server's DSP load and largest delay, read at a poll it answered.
+fn read_load(adapter: &dyn Adapter, r: &mut WatchResults, live: &Live) {
+    let l = adapter.dsp_load();
+    r.dsp_load.add(l);
+    live.load(l);
+    r.max_delayed_us = r.max_delayed_us.max(adapter.max_delayed_us());
+}
+
+/// The sampled threads known by process only take the name the trace found for them
+/// (PipeWire's nodes: the trace finds each node's thread).
+fn named_by_trace(sampled: &mut [clients::ClientThread], timings: &[clients::ClientTiming]) {
+    for t in sampled {
+        if let Some(c) = timings.iter().find(|c| c.tid == t.tid && c.tid != 0) {
+            t.name.clone_from(&c.name);
+            t.named_by = c.named_by;
+        }
+    }
+}
+
+/// Sample the session's threads not sampled yet: on JACK the client threads found for the
+/// trace, on PipeWire every real-time thread of its clients and daemon.
+fn sample_more(
+    inside: Option<&mut inside::Inside>,
+    sampled: &mut Vec<clients::ClientThread>,
+    threads: &[clients::ClientThread],
+    pipewire: bool,
+) {
+    let Some(s) = inside else { return };
+    let found = if pipewire {
+        names::session_threads(&Default::default(), None, true)
+    } else {
+        threads.to_vec()
+    };
+    for t in found {
+        if !sampled.iter().any(|o| o.tid == t.tid) {
+            sampled.push(t);
+        }
+    }
+    s.add(sampled);
 }
 
 /// Reads the Pi's throttled word a last time and names, for each xrun, what it showed
@@ -755,7 +862,7 @@ fn more_threads(
     adapter: &dyn Adapter,
     server: &ServerInfo,
 ) {
-    for t in names::session_threads(&adapter.client_names(), semaphore_server(server)) {
+    for t in names::session_threads(&adapter.client_names(), semaphore_server(server), false) {
         match threads.iter_mut().find(|o| o.tid == t.tid) {
             Some(o) if o.named_by == names::NamedBy::Process && o.pid == t.pid => *o = t,
             Some(_) => {}

@@ -191,10 +191,12 @@ impl ClientThread {
 /// server's are left out), ours left out. Each client thread is named by its JACK
 /// client: on jackd2 (`jack_server`: the server's name) by the semaphore it waits on
 /// (`names::jack_clients`), else by `names` (pid → JACK client names, from the client
-/// library), else by its process.
+/// library), else by its process. `any_role`: PipeWire's clients and daemon too (a PipeWire
+/// watch, whose profiler names the late node, samples them all).
 pub fn session_threads(
     names: &HashMap<i32, Vec<String>>,
     jack_server: Option<&str>,
+    any_role: bool,
 ) -> Vec<ClientThread> {
     let root = crate::system::Root::default();
     let own = std::process::id() as i32;
@@ -217,7 +219,8 @@ pub fn session_threads(
                 continue;
             };
             // SAFETY: sched_getscheduler reads another thread's policy; no memory passed.
-            let policy = unsafe { libc::sched_getscheduler(tid) };
+            // PipeWire's threads carry SCHED_RESET_ON_FORK beside their policy.
+            let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
             if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
                 rt.push(tid);
             }
@@ -228,10 +231,11 @@ pub fn session_threads(
     let mut out: Vec<ClientThread> = audio
         .into_iter()
         .filter(|(_, c)| {
-            matches!(
+            let jack = matches!(
                 c.role,
                 crate::trace::AudioRole::JackClient | crate::trace::AudioRole::JackServer
-            ) && members.as_ref().is_none_or(|m| m.contains(&c.pid))
+            );
+            (jack || any_role) && members.as_ref().is_none_or(|m| m.contains(&c.pid))
         })
         .map(|(tid, c)| {
             let thread = root

@@ -357,6 +357,7 @@ mod tests {
                 duration_ns: None,
                 follow: false,
                 forensics: true,
+                sample_ns: 0,
             },
             results: Box::new(r),
         };

@@ -3,6 +3,7 @@
 use crate::measure::watch::cycles::{CycleTimeline, Headroom, BINS};
 use crate::measure::watch::sizes::OtherSizes;
 use crate::measure::watch::{WatchConfig, WatchResults};
+use crate::report::text::inside::{held_cell, label};
 use crate::report::text::watch::{answer, other_sizes_section};
 use crate::units::format_ns;
 use maud::{html, Markup};
@@ -24,7 +25,8 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                          @match &x.late {
                              Some(l) => {
                                  td { (l.who()) @if l.woke_late { " woke " (format_ns(l.wake_delay_ns)) " late (usual " (format_ns(l.usual_wake_delay_ns)) ")" }
-                                      @else { " ran " (format_ns(l.run_ns)) " (usual " (format_ns(l.usual_run_ns)) "; busy " (format_ns(l.busy_ns)) ")" } }
+                                      @else { " ran " (format_ns(l.run_ns)) " (usual " (format_ns(l.usual_run_ns)) "; busy " (format_ns(l.busy_ns)) ")" }
+                                      @if let Some(h) = &l.inside { ", " (held_cell(h)) } }
                                  td { (l.culprit.clone().unwrap_or_default()) @if l.culprit_ns > 0 { " " (format_ns(l.culprit_ns)) } }
                              },
                              None => { td { "-" } td { "-" } },
@@ -50,12 +52,31 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                 }
             }
         }
+        @if let Some(i) = &r.inside { (inside(i)) }
         @if let Some(o) = &r.other_sizes { (other_sizes(o, r)) }
         @if let Some(h) = &r.headroom { (headroom(h)) }
         @if !r.busy_histograms.is_empty() { (busy(r)) }
         @if let Some(t) = &r.worst_cycle { (timeline(t)) }
         @if let Some(f) = &r.forensics { (super::forensics::section(f)) }
         @if let Some(n) = &r.forensics_note { p.note { (n) } }
+    }
+}
+
+/// The code inside each client thread, from sampling it: every code the result keeps.
+fn inside(i: &crate::measure::watch::inside::InsideSummary) -> Markup {
+    html! {
+        h4 { "Inside each client thread (sampled every " (format_ns(i.sample_period_ns)) " of its CPU time)" }
+        @if let Some(why) = &i.refused { p.warn { "some threads were not sampled: " (why) } }
+        @if !i.code.is_empty() {
+            table.inside {
+                tr { th { "client thread" } th { "code" } th { "per cycle mean" } th { "p50" } th { "p99" } th { "max" } th { "top in cycles" } th { "xruns led" } }
+                @for c in &i.code {
+                    tr { td { (c.who()) } td { (label(&c.code)) } (super::n(format_ns(c.mean_ns)))
+                         (super::n(format_ns(c.p50_ns))) (super::n(format_ns(c.p99_ns))) (super::n(format_ns(c.max_ns)))
+                         (super::n(c.top_cycles.to_string())) (super::n(c.xruns_led.to_string())) }
+                }
+            }
+        }
     }
 }
 

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod check;
 pub mod event;
 pub mod forensics;
+pub mod inside;
 pub mod latency;
 pub mod latencytest;
 pub mod load;

@@ -48,8 +48,13 @@ pub fn xrun_line(x: &WatchXrun, s: &ServerInfo) -> String {
 /// A JACK xrun's late client, named from the trace a moment after its own line
 /// (`watch --forensics`): under the xrun's line, indented to its text.
 pub fn late_line(index: u64, l: &LateClient) -> String {
+    let inside = l
+        .inside
+        .as_ref()
+        .map(|h| format!(", {}", super::inside::held_cell(h)))
+        .unwrap_or_default();
     let line = format!(
-        "              xrun {index}: late client {} {}",
+        "              xrun {index}: late client {} {}{inside}",
         l.quoted(),
         how(l)
     );
@@ -369,8 +374,9 @@ fn late_clause(r: &WatchResults) -> Option<String> {
     } else {
         format!("{k} of them")
     };
+    let inside = super::inside::answer_clause(r, &name).unwrap_or_default();
     let name = mine[0].quoted();
-    Some(format!("{all} while {name} {how}{behind}"))
+    Some(format!("{all} while {name} {how}{inside}{behind}"))
 }
 
 /// A culprit's label without its process and thread ids: "python3[812] rt:95" → "python3
@@ -429,6 +435,9 @@ fn late_cell(x: &WatchXrun) -> String {
             format_ns(l.busy_ns)
         )
     };
+    if let Some(h) = &l.inside {
+        s.push_str(&format!(", {}", super::inside::held_cell(h)));
+    }
     if let Some(c) = &l.culprit {
         s.push_str(&format!(" ← {c} {}", format_ns(l.culprit_ns)));
     }
@@ -580,6 +589,9 @@ pub fn summary(cfg: &WatchConfig, r: &WatchResults, status: Status) -> String {
     }
     if let Some(o) = &r.other_sizes {
         s.push_str(&other_sizes_section(o, r));
+    }
+    if let Some(i) = &r.inside {
+        s.push_str(&super::inside::section(i));
     }
     if let Some(f) = &r.forensics {
         s.push_str(&super::forensics::section(f));
@@ -776,6 +788,7 @@ mod tests {
             duration_ns: None,
             follow: false,
             forensics: false,
+            sample_ns: 0,
         };
         let s = summary(&cfg, &r, Status::Complete);
         assert!(
@@ -829,6 +842,7 @@ mod tests {
                 duration_ns: None,
                 follow: true,
                 forensics: false,
+                sample_ns: 0,
             },
             &r,
             Status::Complete,
@@ -853,6 +867,8 @@ mod tests {
             woke_late: true,
             culprit: Some(culprit.into()),
             culprit_ns: 6_000_000,
+            span_ns: None,
+            inside: None,
         }
     }
 

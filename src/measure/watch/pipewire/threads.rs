@@ -316,6 +316,8 @@ mod tests {
             woke_late: false,
             culprit: None,
             culprit_ns: 0,
+            span_ns: None,
+            inside: None,
         };
         let x = |i: u64, name: &str, n: NodeRun| WatchXrun {
             index: i,

@@ -323,6 +323,8 @@ impl Tracker {
                 woke_late: b.status == TRIGGERED,
                 culprit: None,
                 culprit_ns: 0,
+                span_ns: None,
+                inside: None,
             });
             for l in &mut f.lanes {
                 if l.name == b.name {
@@ -376,6 +378,8 @@ impl Tracker {
                 woke_late,
                 culprit: None,
                 culprit_ns: 0,
+                span_ns: None,
+                inside: None,
             });
             for l in &mut f.lanes {
                 l.late = l.name == b.name;

@@ -168,16 +168,21 @@ pub fn add_doc(m: &mut Metrics, d: &ResultDoc, top: usize) {
                 );
             }
         }
-        // No gauge of their own yet: their culprits (below) are what a fleet graphs; a
-        // watch's live figures are served by the watch itself (`openmetrics::live`).
+        // A watch's live figures are served by the watch itself (`openmetrics::live`); its
+        // result adds the code inside each client thread (`--forensics`).
+        Body::Watch { results, .. } => {
+            if let Some(i) = &results.inside {
+                inside_code(m, &l, i);
+            }
+        }
+        // No gauge of their own yet: their culprits (below) are what a fleet graphs.
         Body::Stress { .. }
         | Body::Bench { .. }
         | Body::Audit { .. }
         | Body::Latencytest { .. }
         | Body::Sched { .. }
         | Body::Event { .. }
-        | Body::Predict { .. }
-        | Body::Watch { .. } => {}
+        | Body::Predict { .. } => {}
     }
     if let Some(f) = d.body.forensics() {
         add_culprits(m, &l, f, top);
@@ -433,6 +438,37 @@ pub fn add_manifest(m: &mut Metrics, man: &Manifest) {
             "When the last suite started, seconds since the epoch.",
             vec![],
             t,
+        );
+    }
+}
+
+/// Per client thread and code (plugin, host, library, kernel): its mean CPU time per
+/// period and the xruns whose late run it held most. Bounded: at most 12 codes a thread.
+fn inside_code(m: &mut Metrics, l: &Labels, i: &crate::measure::watch::inside::InsideSummary) {
+    for c in &i.code {
+        let kind = serde_json::to_value(c.code.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let labels = with(
+            l,
+            &[
+                ("client", c.client.clone()),
+                ("code", c.code.name.clone()),
+                ("code_kind", kind),
+            ],
+        );
+        m.gauge(
+            "xrunlab_watch_code_seconds_per_cycle",
+            "Mean CPU time per graph period of one code (plugin, host, library, kernel) in one client thread, from sampling it.",
+            labels.clone(),
+            s(c.mean_ns as f64),
+        );
+        m.counter(
+            "xrunlab_watch_code_xruns_led_total",
+            "Xruns whose late run one code held most (its samples), per client thread.",
+            labels,
+            c.xruns_led as f64,
         );
     }
 }
