@@ -12,29 +12,7 @@ use std::path::Path;
 /// The fault bundle built into a scratch directory (use it as LV2_PATH); None when the LV2
 /// headers are missing (under CI that fails: install-deps installs lv2-dev).
 fn build() -> Option<tempfile::TempDir> {
-    let header = Path::new("/usr/include/lv2/core/lv2.h").exists();
-    if !common::require(
-        header,
-        "lv2-dev (lv2/core/lv2.h) to build the audit's test plugins",
-    ) {
-        return None;
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lv2-audit/audit.lv2");
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("audit.lv2");
-    std::fs::create_dir(&bundle).unwrap();
-    for f in ["manifest.ttl", "audit.c"] {
-        std::fs::copy(src.join(f), bundle.join(f)).unwrap();
-    }
-    let cc = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(bundle.join("audit.so"))
-        .arg(bundle.join("audit.c"))
-        .arg("-lpthread")
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc: {}", show(&cc));
-    Some(dir)
+    common::lv2_fixture::build("lv2-audit", "audit", &["-lpthread"])
 }
 
 fn audits(o: &std::process::Output) -> Vec<Value> {

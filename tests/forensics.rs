@@ -424,9 +424,15 @@ fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
     let flood = Flood::start(1, 3, 0, 1400);
     // A quiet host may give the flood few spikes to name in 10 s (4 once): measure again,
     // up to 30 s in all, until there are enough to judge a share.
+    // Spikes whose top culprit is time the guest did not see (the host held the vCPU) say
+    // nothing of the flood: with a load beside the test they are most spikes (23 of 26
+    // once, NET_RX named in 3 of them all), so they are left out of both shares and of the
+    // count that ends the rounds.
+    let seen = |w: &Value| w["top"][0]["culprit"]["kind"] != "unaccounted";
     let mut flooded = Vec::new();
     for round in 0..3 {
-        flooded.extend(latency_spikes(dir.path(), &format!("flood{round}"), "10s"));
+        let spikes = latency_spikes(dir.path(), &format!("flood{round}"), "10s");
+        flooded.extend(spikes.into_iter().filter(seen));
         if flooded.len() >= 10 {
             break;
         }
@@ -445,15 +451,17 @@ fn a_loopback_udp_flood_on_the_measured_cpu_is_named_as_net_rx() {
         }
         tops
     };
+    let quiet: Vec<Value> = quiet.into_iter().filter(seen).collect();
     let net = with_net_rx(&flooded);
     eprintln!(
-        "without the flood: spikes above 50 µs {}, NET_RX in {}, top culprits {:?}",
+        "without the flood: spikes above 50 µs the guest saw {}, NET_RX in {}, top culprits {:?}",
         quiet.len(),
         with_net_rx(&quiet),
         tops(&quiet)
     );
     eprintln!(
-        "datagrams sent {sent}, received {received}; spikes above 50 µs {}, NET_RX in {net}; \
+        "datagrams sent {sent}, received {received}; spikes above 50 µs the guest saw {}, \
+         NET_RX in {net}; \
          top culprits {:?}",
         flooded.len(),
         tops(&flooded)

@@ -6,11 +6,11 @@
 
 mod common;
 
+use common::jack_clients::{has_plugin, jalv, watch_forensics, Kid};
 use common::servers::{require_jackd, AudioServer, JackdServer};
-use common::{bin, read_json, require, show};
+use common::{require, show};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 const RATE: u32 = 48000;
 const FRAMES: u32 = 256;
@@ -45,31 +45,6 @@ for c in cs:
     c.close()
 "#;
 
-/// A client program, closed by the end of its stdin (both close their JACK clients then:
-/// a client killed outright just before its server stops can make jackd die of SIGPIPE).
-struct Kid(Child);
-
-impl Kid {
-    fn pid(&self) -> i64 {
-        self.0.id() as i64
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(3) {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn python_clients(server: &JackdServer, every: u32, names: &[&str]) -> Kid {
     let mut c = Command::new(PYTHON);
     c.args(["-c", CLIENTS_PY, &every.to_string()]).args(names);
@@ -94,53 +69,11 @@ fn python_clients(server: &JackdServer, every: u32, names: &[&str]) -> Kid {
     kid
 }
 
-/// `jalv -n NAME PLUGIN`, waited for until its client's process thread runs.
-fn jalv(server: &JackdServer, name: &str) -> Kid {
-    let mut c = Command::new("jalv");
-    c.args(["-n", name, PLUGIN]);
-    for (k, v) in server.client_env() {
-        c.env(k, v);
-    }
-    let kid = Kid(c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("jalv starts"));
-    let t = Instant::now();
-    while !has_rt_thread(kid.0.id() as i32) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "jalv '{name}' never ran"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    kid
-}
-
-fn has_rt_thread(pid: i32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.flatten().any(|t| {
-                let tid: i32 = t.file_name().to_str().unwrap().parse().unwrap();
-                // SAFETY: reads a thread's policy; no memory passed.
-                unsafe { libc::sched_getscheduler(tid) == libc::SCHED_FIFO }
-            })
-        })
-        .unwrap_or(false)
-}
-
 fn python_has_jack() -> bool {
     Command::new(PYTHON)
         .args(["-c", "import jack"])
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-fn has_plugin(uri: &str) -> bool {
-    Command::new("lv2ls")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == uri))
 }
 
 #[test]
@@ -156,7 +89,7 @@ fn each_client_thread_is_named_by_its_jack_name_with_its_process_beside_it() {
         return;
     }
     if !require(
-        has_plugin(PLUGIN),
+        has_plugin(PLUGIN, None),
         "mda-lv2's Delay for jalv (apt install mda-lv2)",
     ) {
         return;
@@ -167,20 +100,15 @@ fn each_client_thread_is_named_by_its_jack_name_with_its_process_beside_it() {
     let pair = python_clients(&server, 0, &["py one", "py two"]);
     // Twice a second, 3 periods long.
     let spinner = python_clients(&server, RATE / FRAMES / 2, &["spin three"]);
-    let jalvs = [jalv(&server, "jalv a"), jalv(&server, "jalv b")];
+    let jalvs = [
+        jalv(&server, "jalv a", PLUGIN, &[], &[]),
+        jalv(&server, "jalv b", PLUGIN, &[], &[]),
+    ];
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("w.json");
-    let o = server
-        .command(&bin())
-        .args(["watch", "--server", &format!("jack:{}", server.name)])
-        .args(["--forensics", "--duration", "4s", "-o"])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
-    let r = read_json(&out);
-    let r = &r["results"];
+    let server_arg = format!("jack:{}", server.name);
+    let (o, r) = watch_forensics(&server, &server_arg, &[], "4s", &out);
+    let r = &r;
     let clients = r["clients"].as_array().unwrap();
     let client = |name: &str| {
         clients

@@ -65,6 +65,8 @@ pub fn xrunlab_wide() -> assert_cmd::Command {
 pub mod alsa;
 pub mod counting;
 pub mod hostile_lv2;
+pub mod jack_clients;
+pub mod lv2_fixture;
 pub mod servers;
 pub mod service;
 pub mod signals;
