@@ -5,6 +5,7 @@
 
 pub mod check;
 mod env;
+mod holds;
 pub mod interrupts;
 pub mod kconfig;
 pub mod probe;
@@ -13,6 +14,7 @@ pub mod throttle;
 pub mod tune;
 
 pub use env::{Cpus, Environment, Isolation, Limits, Preempt};
+pub use holds::{cpu_quota_in, cpu_quota_of, preemptible, rt_runtime_share, rt_runtime_share_in};
 
 use std::path::{Path, PathBuf};
 

@@ -24,8 +24,8 @@ pub mod sample;
 pub mod tracefs;
 
 pub use attribute::{
-    Culprit, CulpritKind, CulpritRow, Share, Span, WakeVerdict, Window, WindowReport,
-    WindowTimeline,
+    classify, Blocked, ClassEnv, Culprit, CulpritClass, CulpritKind, CulpritRow, Share, Span,
+    WakeVerdict, Window, WindowReport, WindowTimeline,
 };
 pub use clients::{AudioClient, AudioRole};
 pub use parse::Trace;

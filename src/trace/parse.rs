@@ -13,11 +13,13 @@ use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// `prev_runnable`: the previous task was preempted (state R), not sleeping.
+    /// `prev_runnable`: the previous task was preempted (state R), not sleeping;
+    /// `prev_blocked`: it sleeps uninterruptibly (state D: waiting for I/O, a page read in).
     Switch {
         prev_pid: i32,
         prev_prio: i32,
         prev_runnable: bool,
+        prev_blocked: bool,
         next_pid: i32,
         next_prio: i32,
     },
@@ -213,6 +215,7 @@ impl Trace {
                     prev_pid,
                     prev_prio: num(fields, "prev_prio")?,
                     prev_runnable: state.starts_with('R'),
+                    prev_blocked: state.starts_with('D'),
                     next_pid,
                     next_prio: num(fields, "next_prio")?,
                 }
@@ -354,6 +357,7 @@ pub fn untraced_switch_ins(events: &[Event], of: &[i32]) -> Vec<Event> {
                             prev_pid: cur,
                             prev_prio: 120,
                             prev_runnable: false,
+                            prev_blocked: false,
                             next_pid: e.pid,
                             next_prio: woke.map_or(120, |w| w.1),
                         },
@@ -402,12 +406,17 @@ impl Trace {
                 prev_pid,
                 prev_prio,
                 prev_runnable,
+                prev_blocked,
                 next_pid,
                 next_prio,
             } => format!(
                 "sched_switch: prev_comm={} prev_pid={prev_pid} prev_prio={prev_prio} prev_state={} ==> next_comm={} next_pid={next_pid} next_prio={next_prio}",
                 name_of(prev_pid),
-                if prev_runnable { "R" } else { "S" },
+                match (prev_runnable, prev_blocked) {
+                    (true, _) => "R",
+                    (false, true) => "D",
+                    (false, false) => "S",
+                },
                 name_of(next_pid)
             ),
             Kind::Waking {
@@ -482,6 +491,7 @@ mod tests {
                     prev_pid: 77,
                     prev_prio: 120,
                     prev_runnable: true,
+                    prev_blocked: false,
                     next_pid: 88,
                     next_prio: 19
                 }

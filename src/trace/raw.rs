@@ -228,8 +228,10 @@ fn decode(f: &Format, d: &[u8], t: &mut Trace) -> Option<Kind> {
             Kind::Switch {
                 prev_pid,
                 prev_prio: i("prev_prio")? as i32,
-                // TASK_RUNNING is 0; TASK_REPORT_MAX (preempted) shows as "R+" in text.
+                // TASK_RUNNING is 0; TASK_REPORT_MAX (preempted) shows as "R+" in text;
+                // TASK_UNINTERRUPTIBLE (D) is 2.
                 prev_runnable: i("prev_state")? & 0xff == 0,
+                prev_blocked: i("prev_state")? & 0xff == 2,
                 next_pid,
                 next_prio: i("next_prio")? as i32,
             }
@@ -381,6 +383,7 @@ mod tests {
                     prev_pid: 500,
                     prev_prio: 19,
                     prev_runnable: false,
+                    prev_blocked: false,
                     next_pid: 0,
                     next_prio: 120
                 }

@@ -138,8 +138,12 @@ mod tests {
                 wakeup_delay_ns: None,
                 runnable_ns: None,
                 behind: None,
+                held_by: None,
             },
             lost_events: false,
+            own_prio: None,
+            rt_share_before: None,
+            blocked: None,
         }
     }
 

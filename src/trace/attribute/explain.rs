@@ -1,11 +1,12 @@
 //! One window split into its phases (due, runnable, running), each stretch named and judged by
 //! the module's rules.
 
+use super::blocked::{awake, blocked};
 use super::shares::{merge, move_to_unaccounted, shares};
 use super::timeline::Timeline;
 use super::{
-    kind_ns, prio_rank, top_of, Culprit, CulpritKind, Share, WakeVerdict, Wakeup, Window,
-    WindowReport,
+    kind_ns, prio_label, prio_rank, top_of, Culprit, CulpritKind, Share, WakeVerdict, Wakeup,
+    Window, WindowReport,
 };
 use crate::trace::parse::Trace;
 
@@ -16,6 +17,10 @@ const RESOLUTION_NS: u64 = 1_000;
 /// From a thread's switch-in to its own clock read after the wake-up, at most (the burst
 /// fixture shows 10 µs).
 pub(super) const SWITCH_TO_WAKE_NS: u64 = 20_000;
+
+/// How far back [`WindowReport::rt_share_before`] looks: the default
+/// `sched_rt_period_us`, over which throttling counts real-time tasks' time.
+const RT_PERIOD_NS: u64 = 1_000_000_000;
 
 /// The parts of a window the attribution's rules tell apart (module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +121,9 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
     } = Bounds::of(tl, w);
     let (mut before, mut after, mut lost) = (Vec::new(), Vec::new(), false);
     let mut runnable_top: Option<Culprit> = None;
+    let mut held_by: Option<Share> = None;
+    // Time it slept inside its run was taken by nobody: what ran meanwhile is left out.
+    let (asleep_in, asleep) = blocked(trace, tl, w, ours);
     if let Some(c) = cpu {
         let split = |a, b| {
             let (parts, l) = tl.split(c, a, b);
@@ -124,6 +132,11 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
         let (b1, l1) = split(w.t_ideal_ns, due_until);
         let b1 = reclassify(b1, Phase::Due, own_rank);
         let (b2, l2) = split(due_until, wake);
+        held_by = b2
+            .iter()
+            .filter(|s| s.culprit.kind != CulpritKind::SelfThread)
+            .max_by_key(|s| s.ns)
+            .cloned();
         let b2 = reclassify(b2, Phase::Runnable, own_rank);
         runnable_top = b2
             .iter()
@@ -141,7 +154,12 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
                 early - SWITCH_TO_WAKE_NS,
             );
         }
-        let (mut a, l3) = split(wake, end);
+        let (mut a, mut l3) = (Vec::new(), false);
+        for (x, y) in awake(wake, end, &asleep) {
+            let (part, l) = split(x, y);
+            a = merge(a, part);
+            l3 |= l;
+        }
         if let Some(own) = w.own_cpu_ns {
             let seen = kind_ns(&a, CulpritKind::SelfThread);
             // Beyond a few µs of clock reads at each end: time we were "running" without CPU.
@@ -173,6 +191,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
             wakeup_delay_ns: None,
             runnable_ns: None,
             behind: None,
+            held_by,
         },
         Some(t) => {
             let delay = t.saturating_sub(w.t_ideal_ns);
@@ -187,6 +206,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
                 wakeup_delay_ns: Some(delay),
                 runnable_ns: Some(runnable),
                 behind,
+                held_by,
             }
         }
     };
@@ -202,5 +222,9 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
         top,
         wakeup,
         lost_events: lost,
+        own_prio: own_rank.map(prio_label),
+        rt_share_before: cpu
+            .and_then(|c| tl.rt_share(c, w.t_ideal_ns.saturating_sub(RT_PERIOD_NS), w.t_ideal_ns)),
+        blocked: asleep_in,
     }
 }

@@ -17,6 +17,8 @@
 //! [`layout`] lays the worst window out interval by interval, and [`table`] sums the
 //! windows into the culprit table and names other audio clients.
 
+mod blocked;
+mod class;
 mod explain;
 mod layout;
 mod shares;
@@ -25,6 +27,8 @@ mod table;
 mod tests;
 mod timeline;
 
+pub use blocked::Blocked;
+pub use class::{classify, ClassEnv, CulpritClass};
 pub use explain::explain;
 pub use layout::{window_timeline, Span, WindowTimeline, MAX_SPANS};
 pub use shares::{kind_ns, prio_label, prio_rank, top_of};
@@ -159,6 +163,11 @@ pub struct Wakeup {
     /// The largest culprit while we were runnable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind: Option<Culprit>,
+    /// What held the CPU longest while we were runnable, as the trace saw it (idle
+    /// included), before the rules made time unaccounted: a kernel thread in a
+    /// non-preemptible section, or an idle CPU while a quota or RT throttling held us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<Share>,
 }
 
 /// One late cycle (or latency spike) to explain, in CLOCK_MONOTONIC ns.
@@ -195,6 +204,16 @@ pub struct WindowReport {
     /// Events were lost on this CPU during the window: its figures are a lower bound.
     #[serde(default)]
     pub lost_events: bool,
+    /// The thread's own priority as the trace saw it (`rt:N`, `nice:N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_prio: Option<String>,
+    /// The share of its CPU real-time tasks held in the second before `t_ideal`, of what
+    /// the trace holds of it: near the throttling limit, real-time tasks are throttled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt_share_before: Option<f64>,
+    /// Time it slept inside `[wake, end]` (see `blocked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
 }
 
 /// One line of the culprit table.

@@ -508,3 +508,52 @@ fn prio_labels() {
     assert_eq!(prio_label(100), "nice:-20");
     assert_eq!(prio_label(-1), "deadline");
 }
+
+/// A thread that sleeps inside its own window (a page read in: D; a lock: S) waited:
+/// the window says how long, how, and who woke it, and its class is the wait, not the
+/// idle CPU or the task that ran meanwhile.
+#[test]
+fn a_sleep_inside_the_window_is_a_wait_with_its_waker() {
+    for (state, waker, want) in [
+        ("D", "swapper/0-0", CulpritClass::BlockedIo),
+        ("S", "holder-501", CulpritClass::Lock),
+    ] {
+        let (wcomm, wpid) = waker.rsplit_once('-').unwrap();
+        let t = trace(&format!(
+            "swapper/0-0 [000] d..2. 70.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=worker next_pid=500 next_prio=19\n\
+             worker-500 [000] d..2. 70.001000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state={state} ==> next_comm=hog next_pid=800 next_prio=120\n\
+             swapper/1-0 [001] d..2. 70.008000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm={wcomm} next_pid={wpid} next_prio=120\n\
+             {wcomm}-{wpid} [001] d..2. 70.009000: sched_waking: comm=worker pid=500 prio=19 target_cpu=000\n\
+             hog-800 [000] d..2. 70.009010: sched_switch: prev_comm=hog prev_pid=800 prev_prio=120 prev_state=R ==> next_comm=worker next_pid=500 next_prio=19\n\
+             worker-500 [000] d..2. 70.010000: sched_switch: prev_comm=worker prev_pid=500 prev_prio=19 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120\n"
+        ));
+        assert_eq!(t.skipped_lines, 0);
+        let w = Window {
+            id: 1,
+            tid: 500,
+            cpu: Some(0),
+            t_ideal_ns: at(70, 0),
+            wake_ns: at(70, 0),
+            end_ns: at(70, 10_000),
+            own_cpu_ns: None,
+        };
+        let r = &attribute(&t, &[w], &[])[0];
+        let b = r.blocked.as_ref().expect("a sleep inside the window");
+        assert_eq!(b.ns, 8_010 * US, "{r:?}");
+        assert_eq!(b.uninterruptible, state == "D");
+        let by = b.woken_by.as_ref().expect("its waker");
+        if wpid == "0" {
+            assert_eq!(by.kind, CulpritKind::Idle);
+        } else {
+            assert_eq!((by.name.as_str(), by.pid), (wcomm, Some(501)));
+        }
+        assert_eq!(r.own_prio.as_deref(), Some("rt:80"));
+        let env = ClassEnv {
+            rt_runtime_share: Some(0.95),
+            cpu_quota: false,
+            preemptible: false,
+            usual_busy_ns: None,
+        };
+        assert_eq!(classify(r, &env), want, "{r:?}");
+    }
+}

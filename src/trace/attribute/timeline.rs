@@ -29,6 +29,12 @@ pub struct Timeline {
     /// Per thread: (time, CPU) of each switch-in and each sched_waking.
     pub(super) switch_in: HashMap<i32, Vec<(u64, u16)>>,
     pub(super) waking: HashMap<i32, Vec<u64>>,
+    /// Per thread: when it went to sleep (switched out not runnable), and whether
+    /// uninterruptibly (D).
+    pub(super) sleeps: HashMap<i32, Vec<(u64, bool)>>,
+    /// Per thread: each sched_waking's time and the task current where it was raised (the
+    /// waker, or what an interrupt that woke it interrupted).
+    pub(super) woken_by: HashMap<i32, Vec<(u64, i32)>>,
     /// Per thread: the priority it was last switched in with.
     pub(super) prio: HashMap<i32, i32>,
 }
@@ -39,6 +45,8 @@ impl Timeline {
     pub fn build(events: &[Event], tids: &[i32]) -> Timeline {
         let mut per_cpu: HashMap<u16, Vec<&Event>> = HashMap::new();
         let mut waking: HashMap<i32, Vec<u64>> = HashMap::new();
+        let mut sleeps: HashMap<i32, Vec<(u64, bool)>> = HashMap::new();
+        let mut woken_by: HashMap<i32, Vec<(u64, i32)>> = HashMap::new();
         // Every task's latest priority in time (events come CPU after CPU, and a thread
         // starts as SCHED_OTHER before it is made FIFO): a switch the kernel did not trace
         // has to take it from elsewhere, and a window compares it with its culprits'.
@@ -57,10 +65,17 @@ impl Timeline {
                 Kind::Switch {
                     prev_pid,
                     prev_prio,
+                    prev_runnable,
+                    prev_blocked,
                     next_pid,
                     next_prio,
-                    ..
                 } => {
+                    if !prev_runnable && tids.contains(&prev_pid) {
+                        sleeps
+                            .entry(prev_pid)
+                            .or_default()
+                            .push((e.ts_ns, prev_blocked));
+                    }
                     seen(prev_pid, e.ts_ns, prev_prio);
                     seen(next_pid, e.ts_ns, next_prio);
                 }
@@ -76,6 +91,7 @@ impl Timeline {
                         .push((e.ts_ns, pid, p));
                     if tids.contains(&pid) {
                         waking.entry(pid).or_default().push(e.ts_ns);
+                        woken_by.entry(pid).or_default().push((e.ts_ns, e.pid));
                     }
                 }
                 _ => {}
@@ -104,12 +120,36 @@ impl Timeline {
         for v in waking.values_mut() {
             v.sort_unstable();
         }
+        for v in sleeps.values_mut() {
+            v.sort_unstable();
+        }
+        for v in woken_by.values_mut() {
+            v.sort_unstable();
+        }
         Timeline {
             cpus,
             switch_in,
             waking,
+            sleeps,
+            woken_by,
             prio,
         }
+    }
+
+    /// The share of `cpu`'s time real-time tasks (FIFO, RR, DEADLINE) held in `[a, b)`, of
+    /// the part the trace knows; None when it knows less than a quarter of it.
+    pub(super) fn rt_share(&self, cpu: u16, a: u64, b: u64) -> Option<f64> {
+        let (mut known, mut rt) = (0u64, 0u64);
+        self.walk(cpu, a, b, |x, y, o, lost| {
+            if lost || o == Owner::Unknown {
+                return;
+            }
+            known += y - x;
+            if matches!(o, Owner::Task { pid, prio } if pid != 0 && prio < 100) {
+                rt += y - x;
+            }
+        });
+        (known > 0 && known >= (b - a) / 4).then(|| rt as f64 / known as f64)
     }
 
     /// What ran on `cpu` in [a, b), interval by interval in time order: `f(from, to, owner,
