@@ -110,6 +110,18 @@ fn check_session(server: &dyn AudioServer, server_arg: &str, lv2: &tempfile::Tem
         .filter(|x| x["late"]["inside"]["symbol"] == "xrunlab_spin_burn")
         .count();
     assert!(burn * 2 > spun.len(), "{}", r["xruns"]);
+    // The class of their cause is the client's own work for most: nothing took its CPU
+    // (a loaded machine beside the test makes some of them something else's).
+    let own = spun
+        .iter()
+        .filter(|x| x["late"]["class"] == "own-work")
+        .count();
+    assert!(
+        own * 2 > spun.len(),
+        "{own} of {} classed own-work: {}",
+        spun.len(),
+        r["xruns"]
+    );
     // Over the watch, per client: the innocent jalv's thread was sampled (its plugin, a
     // few µs a cycle, is in it where a sample fell on it), and none of its code led an
     // xrun.

@@ -10,7 +10,8 @@
 //! Pure functions over the trace; the threads are found in `/proc` by
 //! [`super::names::session_threads`].
 
-use crate::trace::parse::{untraced_switch_ins, Kind, Trace};
+use super::runs::{processes_of, runs_with};
+use crate::trace::parse::{untraced_switch_ins, Kind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -102,6 +103,11 @@ pub struct LateClient {
     /// that run, from sampling it (`watch/inside.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inside: Option<super::inside::Held>,
+    /// `--forensics`: the class of what made that run late (its own work, a real-time
+    /// task, interrupts, a kernel thread, a wait on I/O or a lock, throttling, a quota, the
+    /// host), from the attribution and the thread's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<crate::trace::CulpritClass>,
 }
 
 impl ClientTiming {
@@ -121,146 +127,6 @@ impl LateClient {
     pub fn quoted(&self) -> String {
         let b = super::names::beside(&self.name, &self.process, self.pid);
         format!("'{}'{b}", self.name)
-    }
-}
-
-/// Each thread's runs, from the trace's scheduler events; `coverage` is the times the trace
-/// holds in full (empty: all of it). Runs are followed within each covered range only: a
-/// wake-up before a gap and a switch after it are not one run.
-pub fn runs(trace: &Trace, tids: &[i32], coverage: &[(u64, u64)]) -> HashMap<i32, Vec<Run>> {
-    runs_with(
-        trace,
-        tids,
-        coverage,
-        &untraced_switch_ins(&trace.events, tids),
-    )
-}
-
-/// [`runs`] with the switches the kernel did not trace (`unseen`) already found.
-fn runs_with(
-    trace: &Trace,
-    tids: &[i32],
-    coverage: &[(u64, u64)],
-    unseen: &[crate::trace::parse::Event],
-) -> HashMap<i32, Vec<Run>> {
-    // An unseen switch goes before a seen event at the same time: it came first.
-    let mut evs: Vec<_> = trace
-        .events
-        .iter()
-        .filter(|e| match e.kind {
-            Kind::Switch {
-                prev_pid, next_pid, ..
-            } => tids.contains(&prev_pid) || tids.contains(&next_pid),
-            Kind::Waking { pid, .. } => tids.contains(&pid),
-            _ => false,
-        })
-        .map(|e| (1, e))
-        .chain(unseen.iter().map(|e| (0, e)))
-        .collect();
-    evs.sort_by_key(|&(seen, e)| (e.ts_ns, seen));
-    let evs: Vec<_> = evs.into_iter().map(|(_, e)| e).collect();
-    let mut out: HashMap<i32, Vec<Run>> = tids.iter().map(|&t| (t, Vec::new())).collect();
-    if coverage.is_empty() {
-        let first = trace.events.iter().map(|e| e.ts_ns).min().unwrap_or(0);
-        runs_in(&evs, tids, first, &mut out);
-        return out;
-    }
-    for &(a, b) in coverage {
-        let from = evs.partition_point(|e| e.ts_ns < a);
-        let to = evs.partition_point(|e| e.ts_ns <= b);
-        runs_in(&evs[from..to], tids, a, &mut out);
-    }
-    out
-}
-
-/// The runs within one stretch of complete trace starting at `first`, appended to `out`.
-fn runs_in(
-    evs: &[&crate::trace::parse::Event],
-    tids: &[i32],
-    first: u64,
-    out: &mut HashMap<i32, Vec<Run>>,
-) {
-    #[derive(Clone, Copy)]
-    struct Open {
-        waking: u64,
-        start: u64,
-        last_in: Option<u64>,
-        busy: u64,
-    }
-    let mut open: HashMap<i32, Open> = HashMap::new();
-    let mut woken: HashMap<i32, u64> = HashMap::new();
-    // Threads already with a run in this stretch: one switched out first was running when
-    // the stretch started.
-    let mut seen: std::collections::HashSet<i32> = std::collections::HashSet::new();
-    let mut last = first;
-    for e in evs.iter().copied() {
-        last = e.ts_ns;
-        match e.kind {
-            Kind::Waking { pid, .. } if !open.contains_key(&pid) => {
-                woken.entry(pid).or_insert(e.ts_ns);
-            }
-            Kind::Switch {
-                prev_pid,
-                prev_runnable,
-                next_pid,
-                ..
-            } => {
-                if tids.contains(&prev_pid)
-                    && !open.contains_key(&prev_pid)
-                    && !seen.contains(&prev_pid)
-                {
-                    // Running when the trace started: its run is known from there on.
-                    open.insert(
-                        prev_pid,
-                        Open {
-                            waking: first,
-                            start: first,
-                            last_in: Some(first),
-                            busy: 0,
-                        },
-                    );
-                }
-                if let Some(o) = open.get_mut(&prev_pid) {
-                    if let Some(t) = o.last_in.take() {
-                        o.busy += e.ts_ns.saturating_sub(t);
-                    }
-                    if !prev_runnable {
-                        let o = open.remove(&prev_pid).expect("present");
-                        out.entry(prev_pid).or_default().push(Run {
-                            waking_ns: o.waking,
-                            start_ns: o.start,
-                            end_ns: e.ts_ns,
-                            busy_ns: o.busy,
-                            open: false,
-                        });
-                    }
-                }
-                if tids.contains(&next_pid) {
-                    seen.insert(next_pid);
-                    let o = open.entry(next_pid).or_insert_with(|| {
-                        let w = woken.remove(&next_pid).unwrap_or(e.ts_ns);
-                        Open {
-                            waking: w.min(e.ts_ns),
-                            start: e.ts_ns,
-                            last_in: None,
-                            busy: 0,
-                        }
-                    });
-                    o.last_in = Some(e.ts_ns);
-                }
-            }
-            _ => {}
-        }
-    }
-    for (tid, o) in open {
-        let busy = o.busy + o.last_in.map_or(0, |t| last.saturating_sub(t));
-        out.entry(tid).or_default().push(Run {
-            waking_ns: o.waking,
-            start_ns: o.start,
-            end_ns: last,
-            busy_ns: busy,
-            open: true,
-        });
     }
 }
 
@@ -390,7 +256,14 @@ pub fn explain(
 ) -> Explained {
     let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
     let unseen = untraced_switch_ins(&recording.trace.events, &tids);
-    let all = runs_with(&recording.trace, &tids, &recording.coverage, &unseen);
+    let process = processes_of(threads);
+    let all = runs_with(
+        &recording.trace,
+        &tids,
+        &recording.coverage,
+        &unseen,
+        &process,
+    );
     let mut timings: Vec<ClientTiming> = threads
         .iter()
         .map(|t| {
@@ -541,7 +414,13 @@ pub fn late_now(
 ) -> Option<LateClient> {
     let tids: Vec<i32> = threads.iter().map(|t| t.tid).collect();
     let unseen = untraced_switch_ins(&look.trace.events, &tids);
-    let all = runs_with(&look.trace, &tids, &look.coverage, &unseen);
+    let all = runs_with(
+        &look.trace,
+        &tids,
+        &look.coverage,
+        &unseen,
+        &processes_of(threads),
+    );
     let runs = |t: &ClientThread| all.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
     let usual: Vec<(u64, u64)> = threads
         .iter()
@@ -593,6 +472,7 @@ fn late_record(
         culprit_ns: 0,
         span_ns: Some((run.start_ns, run.end_ns)),
         inside: None,
+        class: None,
     }
 }
 
@@ -653,10 +533,25 @@ pub fn name_culprits(
     xruns: &mut [super::WatchXrun],
     busy: impl Fn(&LateClient, &crate::trace::WindowReport) -> bool,
 ) {
+    let rt_runtime_share = crate::system::rt_runtime_share();
+    let preemptible = crate::system::preemptible();
+    let mut quota: HashMap<i32, bool> = HashMap::new();
     for w in &f.windows {
         let Some(x) = xruns.iter_mut().find(|x| x.index == w.id) else {
             continue;
         };
+        if let Some(l) = x.late.as_mut() {
+            let cpu_quota = *quota
+                .entry(l.pid)
+                .or_insert_with(|| crate::system::cpu_quota_of(l.pid));
+            let env = crate::trace::ClassEnv {
+                rt_runtime_share,
+                cpu_quota,
+                preemptible,
+                usual_busy_ns: Some(l.usual_busy_ns),
+            };
+            l.class = Some(crate::trace::classify(w, &env));
+        }
         if let (Some(l), Some(top)) = (x.late.as_mut(), w.top.first()) {
             if l.woke_late || !busy(l, w) {
                 l.culprit = Some(top.culprit.label());
@@ -715,8 +610,9 @@ fn cycles_of(
 
 #[cfg(test)]
 mod tests {
+    use super::super::runs::runs;
     use super::*;
-    use crate::trace::parse::Event;
+    use crate::trace::parse::{Event, Trace};
 
     fn sw(ts: u64, prev: i32, runnable: bool, next: i32) -> Event {
         Event {
@@ -727,6 +623,7 @@ mod tests {
                 prev_pid: prev,
                 prev_prio: 120,
                 prev_runnable: runnable,
+                prev_blocked: false,
                 next_pid: next,
                 next_prio: 120,
             },

@@ -19,6 +19,7 @@ pub mod jack;
 pub mod late_now;
 pub mod names;
 pub mod pipewire;
+pub mod runs;
 pub mod sizes;
 
 use crate::common::Status;

@@ -17,7 +17,7 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
         p.answer { strong { (answer(r)) } }
         @if !r.xruns.is_empty() {
             table.xruns {
-                tr { th { "#" } th { "time" } th { "cycle" } th { "driver delay" } th { "DSP load" } th { "late client" } th { "what ran on its CPU" } }
+                tr { th { "#" } th { "time" } th { "cycle" } th { "driver delay" } th { "DSP load" } th { "late client" } th { "what ran on its CPU" } th { "cause" } }
                 @for x in &r.xruns {
                     tr { (super::n(x.index.to_string())) td { (x.wall) } (super::n(x.cycle.to_string()))
                          (super::n(if x.delayed_us > 0.0 { format!("{:.2} ms", x.delayed_us / 1000.0) } else { "-".into() }))
@@ -28,8 +28,9 @@ pub fn section(_cfg: &WatchConfig, r: &WatchResults) -> Markup {
                                       @else { " ran " (format_ns(l.run_ns)) " (usual " (format_ns(l.usual_run_ns)) "; busy " (format_ns(l.busy_ns)) ")" }
                                       @if let Some(h) = &l.inside { ", " (held_cell(h)) } }
                                  td { (l.culprit.clone().unwrap_or_default()) @if l.culprit_ns > 0 { " " (format_ns(l.culprit_ns)) } }
+                                 td { (l.class.map_or("-", |c| c.phrase())) }
                              },
-                             None => { td { "-" } td { "-" } },
+                             None => { td { "-" } td { "-" } td { "-" } },
                          } }
                 }
             }

@@ -375,8 +375,28 @@ fn late_clause(r: &WatchResults) -> Option<String> {
         format!("{k} of them")
     };
     let inside = super::inside::answer_clause(r, &name).unwrap_or_default();
+    let class = class_clause(&mine);
     let name = mine[0].quoted();
-    Some(format!("{all} while {name} {how}{inside}{behind}"))
+    Some(format!("{all} while {name} {how}{inside}{behind}{class}"))
+}
+
+/// "; the cause: CLASS in K of them" for the class of most of the late runs, when one
+/// class holds more than half.
+fn class_clause(mine: &[&crate::measure::watch::clients::LateClient]) -> String {
+    let mut n: Vec<(crate::trace::CulpritClass, usize)> = Vec::new();
+    for c in mine.iter().filter_map(|l| l.class) {
+        match n.iter_mut().find(|(k, _)| *k == c) {
+            Some(e) => e.1 += 1,
+            None => n.push((c, 1)),
+        }
+    }
+    n.sort_by_key(|e| std::cmp::Reverse(e.1));
+    match n.first() {
+        Some(&(c, k)) if k * 2 > mine.len() => {
+            format!("; the cause: {} in {k} of them", c.phrase())
+        }
+        _ => String::new(),
+    }
 }
 
 /// A culprit's label without its process and thread ids: "python3[812] rt:95" → "python3
@@ -440,6 +460,9 @@ fn late_cell(x: &WatchXrun) -> String {
     }
     if let Some(c) = &l.culprit {
         s.push_str(&format!(" ← {c} {}", format_ns(l.culprit_ns)));
+    }
+    if let Some(c) = l.class {
+        s.push_str(&format!(" [{}]", c.phrase()));
     }
     s
 }
@@ -869,6 +892,7 @@ mod tests {
             culprit_ns: 6_000_000,
             span_ns: None,
             inside: None,
+            class: None,
         }
     }
 

@@ -175,7 +175,7 @@ pub fn explain(
 ) -> (crate::trace::Forensics, Vec<String>) {
     let pids = pipewire_threads(recording);
     let tids: Vec<i32> = pids.keys().copied().collect();
-    let runs = clients::runs(&recording.trace, &tids, &recording.coverage);
+    let runs = super::super::runs::runs(&recording.trace, &tids, &recording.coverage);
     let threads = node_threads(&runs, xruns);
     let mut windows = Vec::new();
     let mut unknown = 0;
@@ -318,6 +318,7 @@ mod tests {
             culprit_ns: 0,
             span_ns: None,
             inside: None,
+            class: None,
         };
         let x = |i: u64, name: &str, n: NodeRun| WatchXrun {
             index: i,

@@ -325,6 +325,7 @@ impl Tracker {
                 culprit_ns: 0,
                 span_ns: None,
                 inside: None,
+                class: None,
             });
             for l in &mut f.lanes {
                 if l.name == b.name {
@@ -380,6 +381,7 @@ impl Tracker {
                 culprit_ns: 0,
                 span_ns: None,
                 inside: None,
+                class: None,
             });
             for l in &mut f.lanes {
                 l.late = l.name == b.name;

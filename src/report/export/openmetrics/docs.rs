@@ -174,6 +174,7 @@ pub fn add_doc(m: &mut Metrics, d: &ResultDoc, top: usize) {
             if let Some(i) = &results.inside {
                 inside_code(m, &l, i);
             }
+            cause_classes(m, &l, results);
         }
         // No gauge of their own yet: their culprits (below) are what a fleet graphs.
         Body::Stress { .. }
@@ -438,6 +439,27 @@ pub fn add_manifest(m: &mut Metrics, man: &Manifest) {
             "When the last suite started, seconds since the epoch.",
             vec![],
             t,
+        );
+    }
+}
+
+/// The watch's xruns by the class of their cause (`--forensics`), every class present so
+/// that a fleet's query sees zeros.
+fn cause_classes(m: &mut Metrics, l: &Labels, r: &crate::measure::watch::WatchResults) {
+    if r.forensics.is_none() {
+        return;
+    }
+    for c in crate::trace::CulpritClass::ALL {
+        let n = r
+            .xruns
+            .iter()
+            .filter(|x| x.late.as_ref().and_then(|l| l.class) == Some(c))
+            .count();
+        m.counter(
+            "xrunlab_watch_xruns_by_cause_total",
+            "Xruns of the watch by the class of their cause (own work, rt-task, interrupt, kernel-thread, kernel-section, blocked-io, lock, rt-throttled, not-realtime, cpu-quota, hypervisor).",
+            with(l, &[("cause", c.key().to_string())]),
+            n as f64,
         );
     }
 }
