@@ -810,3 +810,94 @@ fn a_busy_pipewire_client_is_named_as_a_pipewire_client() {
     };
     a_busy_client_is_named(&server, "pipewire-client", "PipeWire client");
 }
+
+/// `scripts/bench-attribution`'s arithmetic, on recorded watch results: each xrun counted
+/// once under the class it was named (no late client: "unaccounted"; a late client past the
+/// windows the forensics explain: not scored), recall per injected class, precision over
+/// every name of the classes that count as right for it.
+#[test]
+fn the_attribution_benchmark_scores_recorded_watches() {
+    let dir = tempfile::tempdir().unwrap();
+    let late = |class: Option<&str>| match class {
+        Some(c) => serde_json::json!({"late": {"name": "x", "class": c}}),
+        None => serde_json::json!({"late": {"name": "x"}}),
+    };
+    let write = |cls: &str, xruns: Vec<Value>| {
+        let doc = serde_json::json!({"results": {"xruns": xruns}});
+        std::fs::write(dir.path().join(format!("{cls}.json")), doc.to_string()).unwrap();
+    };
+    let rt = || late(Some("rt-task"));
+    write(
+        "fifo-burst",
+        vec![
+            rt(),
+            rt(),
+            rt(),
+            late(Some("hypervisor")),
+            late(None),
+            serde_json::json!({"late": null}),
+        ],
+    );
+    let irq = || late(Some("interrupt"));
+    write("irq-flood", vec![irq(), irq(), rt(), rt()]);
+    write(
+        "writeback",
+        vec![
+            late(Some("kernel-thread")),
+            late(Some("kernel-section")),
+            irq(),
+        ],
+    );
+    let o = std::process::Command::new("/usr/bin/python3")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/attribution.py"))
+        .arg(dir.path())
+        .args([
+            "--score-only",
+            "--classes",
+            "fifo-burst,irq-flood,writeback",
+        ])
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = |cls: &str, from: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(cls) && l.contains(from))
+            .flat_map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .collect()
+    };
+    // The matrix: its columns are the names given, in the benchmark's order.
+    let head: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head[3..],
+        [
+            "rt-task",
+            "interrupt",
+            "kernel-thread",
+            "kernel-section",
+            "hypervisor",
+            "unaccounted",
+            "xruns",
+            "top-1"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        row("fifo-burst", "%")[..9],
+        ["fifo-burst", "3", "0", "0", "0", "1", "1", "5", "60.0"],
+        "{text}"
+    );
+    let scores = |cls: &str| {
+        let r = row(cls, "recall");
+        (r[2].clone(), r[5].clone(), r[7].clone(), r[10].clone())
+    };
+    let s = |a: &str, b: &str, c: &str, d: &str| (a.into(), b.into(), c.into(), d.into());
+    assert_eq!(scores("fifo-burst"), s("60.0", "5", "60.0", "5"), "{text}");
+    assert_eq!(scores("irq-flood"), s("50.0", "4", "66.7", "3"), "{text}");
+    assert_eq!(scores("writeback"), s("66.7", "3", "100.0", "2"), "{text}");
+    assert!(dir.path().join("summary.txt").exists());
+}
