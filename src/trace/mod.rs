@@ -373,6 +373,19 @@ pub struct Recording {
 impl Recording {
     /// Explain `windows` (`what`: "xrun" or "spike"); `ours` are all our thread ids.
     pub fn explain(&self, what: &str, windows: &[Window], ours: &[i32]) -> Forensics {
+        self.explain_each(what, windows, ours, &mut |_| {})
+    }
+
+    /// [`Recording::explain`], handing `each` every window's report — those past the
+    /// [`MAX_WINDOWS`] the result keeps too, so that what a caller takes from a report (a
+    /// watch's culprit and class per xrun) covers every window.
+    pub fn explain_each(
+        &self,
+        what: &str,
+        windows: &[Window],
+        ours: &[i32],
+        each: &mut dyn FnMut(&WindowReport),
+    ) -> Forensics {
         let mut ours = ours.to_vec();
         ours.push(self.reader_tid);
         let (mut reports, mut worst) = attribute::attribute_all(&self.trace, windows, &ours);
@@ -383,6 +396,7 @@ impl Recording {
             std::process::id() as i32,
         );
         attribute::mark_clients(&mut reports, worst.as_mut(), &clients);
+        reports.iter().for_each(&mut *each);
         let culprits = attribute::culprit_table(&reports);
         let mut lost_per_cpu: Vec<CpuLost> = self
             .trace

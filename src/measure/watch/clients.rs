@@ -339,8 +339,11 @@ pub fn explain(
         });
     }
     let ours = our_threads();
-    let f = recording.explain("xrun", &windows, &ours);
-    name_culprits(&f, xruns, |l, _| l.busy_ns * 10 >= l.run_ns * 9);
+    let mut namer = Namer::new();
+    let own_work = |l: &LateClient, _: &crate::trace::WindowReport| l.busy_ns * 10 >= l.run_ns * 9;
+    let f = recording.explain_each("xrun", &windows, &ours, &mut |w| {
+        namer.name(w, xruns, &own_work)
+    });
     let worst_cycle = worst.map(|(_, index, i, run)| {
         // The graph's threads, the late one among them (a thread woken every cycle by
         // definition, `late_client` names no other).
@@ -525,39 +528,61 @@ fn server_thread<'a>(
         .max_by_key(|t| all.get(&t.tid).map_or(0, Vec::len))
 }
 
-/// Name each late client's culprit: what took its CPU most in its window (`f`, windows
-/// by xrun index) — unless it did not wake late and was `busy` on its own nearly all along
-/// (its own work: nothing took its CPU).
-pub fn name_culprits(
-    f: &crate::trace::Forensics,
-    xruns: &mut [super::WatchXrun],
-    busy: impl Fn(&LateClient, &crate::trace::WindowReport) -> bool,
-) {
-    let rt_runtime_share = crate::system::rt_runtime_share();
-    let preemptible = crate::system::preemptible();
-    let mut quota: HashMap<i32, bool> = HashMap::new();
-    for w in &f.windows {
-        let Some(x) = xruns.iter_mut().find(|x| x.index == w.id) else {
-            continue;
-        };
-        if let Some(l) = x.late.as_mut() {
-            let cpu_quota = *quota
-                .entry(l.pid)
-                .or_insert_with(|| crate::system::cpu_quota_of(l.pid));
-            let env = crate::trace::ClassEnv {
-                rt_runtime_share,
-                cpu_quota,
-                preemptible,
-                usual_busy_ns: Some(l.usual_busy_ns),
-            };
-            l.class = Some(crate::trace::classify(w, &env));
+/// Names each late client's culprit — what took its CPU most in its window, unless it did
+/// not wake late and was `busy` on its own nearly all along (its own work: nothing took its
+/// CPU) — and the class of its cause, window by window (by xrun index).
+pub struct Namer {
+    rt_runtime_share: Option<f64>,
+    preemptible: bool,
+    quota: HashMap<i32, bool>,
+}
+
+impl Namer {
+    /// The machine's settings the classes need, read once.
+    pub fn new() -> Namer {
+        Namer {
+            rt_runtime_share: crate::system::rt_runtime_share(),
+            preemptible: crate::system::preemptible(),
+            quota: HashMap::new(),
         }
-        if let (Some(l), Some(top)) = (x.late.as_mut(), w.top.first()) {
+    }
+
+    pub fn name(
+        &mut self,
+        w: &crate::trace::WindowReport,
+        xruns: &mut [super::WatchXrun],
+        busy: &dyn Fn(&LateClient, &crate::trace::WindowReport) -> bool,
+    ) {
+        let Some(l) = xruns
+            .iter_mut()
+            .find(|x| x.index == w.id)
+            .and_then(|x| x.late.as_mut())
+        else {
+            return;
+        };
+        let cpu_quota = *self
+            .quota
+            .entry(l.pid)
+            .or_insert_with(|| crate::system::cpu_quota_of(l.pid));
+        let env = crate::trace::ClassEnv {
+            rt_runtime_share: self.rt_runtime_share,
+            cpu_quota,
+            preemptible: self.preemptible,
+            usual_busy_ns: Some(l.usual_busy_ns),
+        };
+        l.class = Some(crate::trace::classify(w, &env));
+        if let Some(top) = w.top.first() {
             if l.woke_late || !busy(l, w) {
                 l.culprit = Some(top.culprit.label());
                 l.culprit_ns = top.ns;
             }
         }
+    }
+}
+
+impl Default for Namer {
+    fn default() -> Self {
+        Namer::new()
     }
 }
 

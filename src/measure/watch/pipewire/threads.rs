@@ -208,9 +208,8 @@ pub fn explain(
             t.process = process_name(t.pid);
         }
     }
-    let f = recording.explain("xrun", &windows, &clients::our_threads());
     // The profiler's busy time is wall time: the node's own work is its own thread's share.
-    clients::name_culprits(&f, xruns, |_: &LateClient, w| {
+    let busy = |_: &LateClient, w: &crate::trace::WindowReport| {
         let own: u64 = w
             .after_wake
             .iter()
@@ -218,6 +217,10 @@ pub fn explain(
             .map(|s| s.ns)
             .sum();
         own * 10 >= w.end_ns.saturating_sub(w.wake_ns) * 9
+    };
+    let mut namer = clients::Namer::new();
+    let f = recording.explain_each("xrun", &windows, &clients::our_threads(), &mut |w| {
+        namer.name(w, xruns, &busy)
     });
     let mut warnings = recording.warnings(&f);
     if unknown > 0 {
