@@ -375,6 +375,7 @@ fn overrun_windows(
             wake_ns: start_ns + t1,
             end_ns: start_ns + t1 + l,
             own_cpu_ns: None,
+            shared_thread: false,
         })
         .collect()
 }

@@ -318,6 +318,7 @@ pub(super) fn run_trials<D: Device, O: RtSink>(
             wake_ns: x.wake_ns,
             end_ns: x.end_ns,
             own_cpu_ns: Some(x.crit_cpu_ns),
+            shared_thread: false,
         })
         .collect();
     Ok(DeviceRun {

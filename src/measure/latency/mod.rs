@@ -419,6 +419,7 @@ pub fn run(cfg: &LatencyConfig, session: &mut Session) -> Result<LatencyOutcome>
                 wake_ns: s.wake_ns,
                 end_ns: s.wake_ns,
                 own_cpu_ns: None,
+                shared_thread: false,
             })
             .collect();
         let mut ours: Vec<i32> = result.spikes.iter().map(|s| s.tid).collect();

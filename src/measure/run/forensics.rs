@@ -32,6 +32,7 @@ pub fn run_windows(r: &RunResults) -> (Vec<Window>, Vec<i32>) {
                 wake_ns: wake,
                 end_ns: wake + e.wall_ns,
                 own_cpu_ns: Some(e.crit_cpu_ns),
+                shared_thread: false,
             })
         })
         .collect();

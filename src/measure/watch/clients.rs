@@ -336,6 +336,7 @@ pub fn explain(
             wake_ns: run.start_ns,
             end_ns: run.end_ns,
             own_cpu_ns: Some(run.busy_ns),
+            shared_thread: false,
         });
     }
     let ours = our_threads();
@@ -570,9 +571,11 @@ impl Namer {
             preemptible: self.preemptible,
             usual_busy_ns: Some(l.usual_busy_ns),
         };
-        l.class = Some(crate::trace::classify(w, &env));
+        let class = crate::trace::classify(w, &env);
+        l.class = Some(class);
         if let Some(top) = w.top.first() {
-            if l.woke_late || !busy(l, w) {
+            // Its own work: what else ran on its CPU did not make it late.
+            if class != crate::trace::CulpritClass::OwnWork && (l.woke_late || !busy(l, w)) {
                 l.culprit = Some(top.culprit.label());
                 l.culprit_ns = top.ns;
             }

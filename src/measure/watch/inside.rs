@@ -515,11 +515,18 @@ impl Inside {
     }
 }
 
-/// The late run's span: the trace's run on JACK, the profiler's awake-to-finish on PipeWire.
+/// The late run's span: the trace's run on JACK, the profiler's awake-to-finish on PipeWire
+/// — from the signal for a node that woke late, whose thread may have been busy with other
+/// nodes meanwhile (the daemon's data thread running a filter-chain's plugins).
 fn late_span(x: &WatchXrun) -> Option<(u64, u64)> {
     let l = x.late.as_ref()?;
     l.span_ns.or_else(|| {
         let n = x.node_run?;
+        if l.woke_late {
+            // Its finish, if any, may be the previous cycle's.
+            let to = n.finish_ns.filter(|&f| f > n.signal_ns);
+            return Some((n.signal_ns, to.unwrap_or(n.deadline_ns).max(n.signal_ns)));
+        }
         Some((n.awake_ns?, n.finish_ns.unwrap_or(n.deadline_ns)))
     })
 }

@@ -263,6 +263,7 @@ mod tests {
             wake_ns: s + 10_510_000,
             end_ns: s + 11_500_000,
             own_cpu_ns: None,
+            shared_thread: false,
         };
         let (windows, worst) = attribute_all(&t, &[w], &[500]);
         let worst = worst.unwrap();

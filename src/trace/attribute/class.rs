@@ -165,7 +165,10 @@ pub fn classify(w: &WindowReport, env: &ClassEnv) -> CulpritClass {
     let share = |v: &[Share], k: CulpritKind| -> u64 {
         v.iter().filter(|s| s.culprit.kind == k).map(|s| s.ns).sum()
     };
-    let self_ns = share(&w.after_wake, CulpritKind::SelfThread);
+    // Its own time before the wake is a shared thread's other work (a PipeWire data
+    // thread running the nodes before this one); otherwise it is a few µs at most.
+    let self_ns = share(&w.after_wake, CulpritKind::SelfThread)
+        + share(&w.before_wake, CulpritKind::SelfThread);
     // An idle CPU while we were runnable (before the wake, or preempted after it): held
     // off by a throttle, a quota, or the host.
     let idle_ns = w

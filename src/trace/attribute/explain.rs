@@ -147,7 +147,7 @@ pub fn explain(trace: &Trace, tl: &Timeline, w: &Window, ours: &[i32]) -> Window
         // or a switch the trace did not show came later than it could place it (see
         // `segments`). Only the few µs from switch-in to the thread's clock read are ours.
         let early = kind_ns(&before, CulpritKind::SelfThread);
-        if early > SWITCH_TO_WAKE_NS {
+        if early > SWITCH_TO_WAKE_NS && !w.shared_thread {
             move_to_unaccounted(
                 &mut before,
                 CulpritKind::SelfThread,

@@ -183,6 +183,10 @@ pub struct Window {
     pub end_ns: u64,
     /// CPU time the thread measured itself in `[wake, end]`, when known.
     pub own_cpu_ns: Option<u64>,
+    /// The thread runs other work than the window's (PipeWire's data thread runs every
+    /// node of its process): its time on the CPU before the wake is that work, not a
+    /// switch the trace placed early.
+    pub shared_thread: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -37,6 +37,7 @@ fn burst_is_the_top_culprit_and_we_were_runnable_behind_it() {
         wake_ns: at(100, 10_510),
         end_ns: at(100, 11_500),
         own_cpu_ns: Some(800 * US),
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(
@@ -99,6 +100,7 @@ fn the_cpu_is_found_from_the_trace_when_not_pinned() {
         wake_ns: at(100, 10_510),
         end_ns: at(100, 11_500),
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(r.cpu, Some(1));
@@ -117,6 +119,7 @@ fn lost_events_leave_time_unaccounted_and_mark_the_window() {
         wake_ns: at(200, 6010),
         end_ns: at(200, 6500),
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert!(r.lost_events);
@@ -142,6 +145,7 @@ fn idle_while_due_is_a_late_wakeup_and_a_cfs_task_preempted_at_once_is_not_blame
         wake_ns: at(300, 3010),
         end_ns: at(300, 3600),
         own_cpu_ns: Some(590 * US),
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(r.wakeup.verdict, WakeVerdict::WakeupLate);
@@ -169,6 +173,7 @@ fn steal_while_running_is_unaccounted() {
         wake_ns: at(100, 10_510),
         end_ns: at(100, 11_500),
         own_cpu_ns: Some(300 * US),
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(
@@ -195,6 +200,7 @@ fn a_task_switched_in_from_idle_without_a_sched_switch_is_named() {
         wake_ns: 41_233_154_210_000,
         end_ns: 41_233_154_224_000,
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[11675])[0];
     assert_eq!(ns_of(&r.before_wake, CulpritKind::Idle, "idle"), 0);
@@ -258,6 +264,7 @@ fn our_thread_on_the_cpu_before_its_own_wake_up_is_unaccounted() {
         wake_ns: 42_154_761_772_437,
         end_ns: 42_154_762_172_001,
         own_cpu_ns: Some(395_518),
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[15982])[0];
     assert_eq!(
@@ -282,6 +289,7 @@ fn our_thread_on_the_cpu_before_its_own_wake_up_is_unaccounted() {
     // Its timeline names the same: our thread only in the last 20 µs before its wake-up.
     let w = Window {
         own_cpu_ns: None,
+        shared_thread: false,
         ..w
     };
     let (reports, tl) = attribute_all(&t, &[w], &[15982]);
@@ -319,6 +327,7 @@ fn a_thread_has_its_latest_priority_in_time() {
         wake_ns: at(60, 4005),
         end_ns: at(60, 4100),
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(ns_of(&r.before_wake, CulpritKind::Task, "hog"), 0, "{r:?}");
@@ -360,6 +369,7 @@ fn a_window_on_an_untraced_cpu_is_unaccounted() {
         wake_ns: at(100, 2000),
         end_ns: at(100, 2500),
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(r.top.len(), 1);
@@ -378,6 +388,7 @@ fn a_lower_priority_task_that_kept_the_cpu_while_we_were_runnable_is_not_blamed(
         wake_ns: at(300, 3010),
         end_ns: at(300, 3600),
         own_cpu_ns: None,
+        shared_thread: false,
     };
     let r = &attribute(&t, &[w], &[500])[0];
     assert_eq!(ns_of(&r.before_wake, CulpritKind::Task, "cfs-hog"), 0);
@@ -395,6 +406,7 @@ fn burst_window(id: u64) -> Window {
         wake_ns: at(100, 10_510),
         end_ns: at(100, 11_500),
         own_cpu_ns: None,
+        shared_thread: false,
     }
 }
 
@@ -536,6 +548,7 @@ fn a_sleep_inside_the_window_is_a_wait_with_its_waker() {
             wake_ns: at(70, 0),
             end_ns: at(70, 10_000),
             own_cpu_ns: None,
+            shared_thread: false,
         };
         let r = &attribute(&t, &[w], &[])[0];
         let b = r.blocked.as_ref().expect("a sleep inside the window");

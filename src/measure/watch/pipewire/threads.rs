@@ -132,11 +132,13 @@ pub fn window(id: u64, tid: i32, n: &NodeRun, rs: &[clients::Run]) -> Window {
         wake_ns: wake,
         end_ns: end,
         own_cpu_ns: None,
+        shared_thread: false,
     }
 }
 
-/// The PipeWire clients' and server's threads among those the trace names.
-fn pipewire_threads(recording: &Recording) -> HashMap<i32, i32> {
+/// The PipeWire clients' and server's threads among those the trace names: each one's
+/// process, and whether it is the daemon's.
+fn pipewire_threads(recording: &Recording) -> HashMap<i32, (i32, bool)> {
     use crate::trace::parse::Kind;
     let mut tids: Vec<i32> = recording
         .trace
@@ -161,7 +163,7 @@ fn pipewire_threads(recording: &Recording) -> HashMap<i32, i32> {
                 AudioRole::PipewireClient | AudioRole::PipewireServer
             )
         })
-        .map(|(tid, c)| (tid, c.pid))
+        .map(|(tid, c)| (tid, (c.pid, c.role == AudioRole::PipewireServer)))
         .collect()
 }
 
@@ -188,10 +190,13 @@ pub fn explain(
             continue;
         };
         l.tid = tid;
-        l.pid = pids.get(&tid).copied().unwrap_or(0);
+        l.pid = pids.get(&tid).map_or(0, |p| p.0);
         l.process = process_name(l.pid);
         let rs = runs.get(&tid).map(Vec::as_slice).unwrap_or_default();
-        let w = window(x.index, tid, &n, rs);
+        let mut w = window(x.index, tid, &n, rs);
+        // The daemon's data thread runs every node of the daemon (drivers, adapters, a
+        // filter-chain's plugins): busy with the others while one waits.
+        w.shared_thread = pids.get(&tid).is_some_and(|p| p.1);
         if n.awake_ns.is_none() && w.wake_ns < w.end_ns {
             // Never seen awake: the trace has when its thread first ran after the signal.
             l.wake_delay_ns = w.wake_ns - n.signal_ns;
@@ -204,7 +209,7 @@ pub fn explain(
     for t in timings.iter_mut() {
         if let Some(&tid) = threads.get(&t.name) {
             t.tid = tid;
-            t.pid = pids.get(&tid).copied().unwrap_or(0);
+            t.pid = pids.get(&tid).map_or(0, |p| p.0);
             t.process = process_name(t.pid);
         }
     }
