@@ -643,19 +643,7 @@ mod tests {
     use crate::trace::parse::{Event, Trace};
 
     fn sw(ts: u64, prev: i32, runnable: bool, next: i32) -> Event {
-        Event {
-            ts_ns: ts,
-            cpu: 0,
-            pid: prev,
-            kind: Kind::Switch {
-                prev_pid: prev,
-                prev_prio: 120,
-                prev_runnable: runnable,
-                prev_blocked: false,
-                next_pid: next,
-                next_prio: 120,
-            },
-        }
+        super::super::runs::tests::switch(ts, prev, if runnable { 'R' } else { 'S' }, next, 120)
     }
 
     fn wk(ts: u64, pid: i32) -> Event {

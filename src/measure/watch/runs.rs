@@ -204,24 +204,35 @@ fn runs_in(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::trace::parse::Event;
 
-    fn sw(ts: u64, prev: i32, state: char, next: i32) -> Event {
+    /// A switch on CPU 0 from `prev` (left in `state`: R, S or D) to `next`, both at `prio`.
+    pub(in crate::measure::watch) fn switch(
+        ts: u64,
+        prev: i32,
+        state: char,
+        next: i32,
+        prio: i32,
+    ) -> Event {
         Event {
             ts_ns: ts,
             cpu: 0,
             pid: prev,
             kind: Kind::Switch {
                 prev_pid: prev,
-                prev_prio: 19,
+                prev_prio: prio,
                 prev_runnable: state == 'R',
                 prev_blocked: state == 'D',
                 next_pid: next,
-                next_prio: 19,
+                next_prio: prio,
             },
         }
+    }
+
+    fn sw(ts: u64, prev: i32, state: char, next: i32) -> Event {
+        switch(ts, prev, state, next, 19)
     }
 
     fn wk(ts: u64, pid: i32, by: i32) -> Event {

@@ -279,14 +279,7 @@ mod tests {
     }
 
     fn of(kind: CulpritKind, name: &str) -> Culprit {
-        Culprit {
-            kind,
-            name: name.into(),
-            pid: None,
-            irq: None,
-            prio: None,
-            client: None,
-        }
+        Culprit::simple(kind, name)
     }
 
     fn window(own: &str, after: Vec<Share>, held_by: Option<Share>) -> WindowReport {
