@@ -22,8 +22,10 @@ pub struct Blocked {
     pub woken_by: Option<Culprit>,
 }
 
-/// The sleeps of `w`'s thread that began in `[wake, end)`, each until its next switch-in
-/// (or the end), in time order, and what they add up to (None when it did not sleep there).
+/// The sleeps of `w`'s thread that began in `[wake, end)`, each until it was woken (or, with
+/// no wake-up traced, its next switch-in; at most the end), in time order, and what they add
+/// up to (None when it did not sleep there). Runnable after its wake-up, it was asleep no
+/// more: what held it off then is a culprit like any other.
 pub(super) fn blocked(
     trace: &Trace,
     tl: &Timeline,
@@ -41,6 +43,7 @@ pub(super) fn blocked(
         .get(&w.tid)
         .map(Vec::as_slice)
         .unwrap_or_default();
+    let wakings = tl.waking.get(&w.tid).map(Vec::as_slice).unwrap_or_default();
     let mut total = 0u64;
     let mut longest: Option<(u64, u64, u64, bool)> = None;
     let first = sleeps.partition_point(|&(t, _)| t < wake);
@@ -50,6 +53,8 @@ pub(super) fn blocked(
         }
         let i = ins.partition_point(|&(t, _)| t <= out);
         let back = ins.get(i).map_or(end, |&(t, _)| t.min(end));
+        let k = wakings.partition_point(|&t| t <= out);
+        let back = wakings.get(k).map_or(back, |&t| t.min(back));
         let ns = back.saturating_sub(out);
         if ns > 0 {
             asleep.push((out, back));
