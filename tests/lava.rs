@@ -123,3 +123,114 @@ fn the_definitions_script_sends_each_buffer_sizes_cases() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("lava-test-case"));
 }
+
+/// What a LAVA dispatcher's log recorded, as `scripts/lava-localhost` lists it in
+/// results.yaml (and .json): (suite, case, result, measurement, unit).
+fn lava_results(dir: &Path) -> Vec<(String, String, String, Option<f64>, Option<String>)> {
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let s = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    rows.iter()
+        .map(|r| {
+            let m = r.get("measurement").and_then(|m| {
+                m.as_f64()
+                    .or_else(|| m.as_str().and_then(|t| t.parse().ok()))
+            });
+            (
+                s(r, "suite").unwrap_or_default(),
+                s(r, "name").unwrap_or_default(),
+                s(r, "result").unwrap_or_default(),
+                m,
+                s(r, "unit"),
+            )
+        })
+        .collect()
+}
+
+/// The machine state a LAVA run touches: LAVA's work directory, sshd's privilege-separation
+/// directory, and overlays LAVA unpacks at the device's root.
+fn lava_footprint() -> Vec<String> {
+    let mut seen: Vec<String> = ["/var/lib/lava", "/run/sshd"]
+        .iter()
+        .filter(|p| Path::new(p).exists())
+        .map(|p| p.to_string())
+        .collect();
+    for e in std::fs::read_dir("/").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("lava-") {
+            seen.push(format!("/{name}"));
+        }
+    }
+    seen.sort();
+    seen
+}
+
+#[test]
+fn a_lava_dispatcher_runs_the_job_on_this_machine_and_records_its_cases() {
+    if !require(common::is_root(), "root (the LAVA job logs in as root)") {
+        return;
+    }
+    let unpacked = Path::new("/var/cache/xrunlab-lava/root/usr/bin/lava-run").is_file();
+    if !require(
+        unpacked || Path::new("/usr/bin/lava-run").is_file(),
+        "Debian's lava-dispatcher (scripts/install-deps unpacks it)",
+    ) || !require(
+        Path::new("/usr/sbin/sshd").is_file(),
+        "openssh-server (scripts/install-deps)",
+    ) {
+        return;
+    }
+    let before = lava_footprint();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |dir: &Path, buffers: &str| {
+        let o = Command::new(repo().join("scripts/lava-localhost"))
+            .env("XRUNLAB", assert_cmd::cargo::cargo_bin("xrunlab"))
+            .env("BUFFERS", buffers)
+            .env("DURATION", "2s")
+            .env("DRIVER", "sim")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "lava-run failed: {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(dir.join("lava.log")).unwrap_or_default()
+        );
+        lava_results(dir)
+    };
+    let ok = run(&tmp.path().join("ok"), "64 128");
+    let find = |rows: &[(String, String, String, Option<f64>, Option<String>)], name: &str| {
+        rows.iter()
+            .find(|r| r.1 == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("LAVA recorded no case {name}: {rows:?}"))
+    };
+    // LAVA deployed, logged in and ran the definition: its own cases passed, and each of the
+    // definition's `lava-test-case` calls is a case of the definition's suite, with its
+    // measurement.
+    for case in ["scp-deploy", "0_xrunlab", "job"] {
+        assert_eq!(find(&ok, case).2, "pass", "{case}: {ok:?}");
+    }
+    for b in [64, 128] {
+        let xruns = find(&ok, &format!("run-sim-{b}-frames-idle-xruns"));
+        assert_eq!(xruns.0, "0_xrunlab");
+        assert_eq!((xruns.2.as_str(), xruns.3), ("pass", Some(0.0)));
+        assert_eq!(xruns.4.as_deref(), Some("xruns"));
+        let headroom = find(&ok, &format!("run-sim-{b}-frames-idle-min-headroom"));
+        // The sim driver's empty chain leaves the whole period: 64 or 128 frames at 48 kHz.
+        let period_us = b as f64 / 48_000.0 * 1e6;
+        let h = headroom.3.unwrap();
+        assert!((h - period_us).abs() < 1.0, "{b}: headroom {h} µs");
+    }
+    // A definition that fails (a buffer size the run refuses, exit 2) is a failed suite in
+    // LAVA, and the size it refused sends no case.
+    let bad = run(&tmp.path().join("bad"), "64 zero");
+    assert_eq!(find(&bad, "0_xrunlab").2, "fail", "{bad:?}");
+    assert!(!bad.iter().any(|r| r.1.contains("zero")), "{bad:?}");
+    assert_eq!(
+        lava_footprint(),
+        before,
+        "the LAVA runs left the machine changed"
+    );
+}
