@@ -18,6 +18,7 @@ pub mod contract;
 pub mod device;
 pub mod jack;
 pub mod kind;
+pub mod pipewire;
 pub mod signal;
 pub mod sim;
 pub mod virtual_dev;

@@ -12,7 +12,6 @@
 //! a pin, at most [`KEEP_MAX`] of them.
 
 use super::names::ClientThread;
-use super::WatchXrun;
 use crate::trace::objects::{Maps, Symbols};
 use crate::trace::sample::{Sample, ThreadSampler};
 use schemars::JsonSchema;
@@ -342,14 +341,14 @@ impl Inside {
         (obj, off)
     }
 
-    /// The watch ended: what held each xrun's late run (into its late client) and each
-    /// thread's code over the watch.
+    /// The watch ended: what held each late run (`late`: its thread and span, one entry per
+    /// xrun, None where no late run is known) and each thread's code over the watch.
     pub fn finish(
         mut self,
         now: u64,
-        xruns: &mut [WatchXrun],
+        late: &[Option<(i32, u64, u64)>],
         threads: &[ClientThread],
-    ) -> InsideSummary {
+    ) -> (InsideSummary, Vec<Option<Held>>) {
         self.poll(now);
         for k in std::mem::take(&mut self.recent) {
             self.keep_if_pinned(k);
@@ -357,25 +356,26 @@ impl Inside {
         for (tid, (_, counts)) in std::mem::take(&mut self.bins) {
             self.close(tid, &counts);
         }
-        for x in xruns.iter_mut() {
-            let span = late_span(x);
-            let Some(l) = x.late.as_mut() else { continue };
-            let Some((from, to)) = span else { continue };
-            if let Some((obj, h)) = self.held(l.tid, from, to) {
-                if let Some(st) = self.stats.get_mut(&(l.tid, obj)) {
+        let mut held = Vec::with_capacity(late.len());
+        for &run in late {
+            let h = run.and_then(|(tid, from, to)| {
+                let (obj, h) = self.held(tid, from, to)?;
+                if let Some(st) = self.stats.get_mut(&(tid, obj)) {
                     st.led += 1;
                 }
-                l.inside = Some(h);
-            }
+                Some(h)
+            });
+            held.push(h);
         }
-        InsideSummary {
+        let summary = InsideSummary {
             sample_period_ns: self.period_ns,
             threads: self.samplers.len() as u64,
             samples: self.samples,
             lost: self.lost,
             refused: self.refused.clone(),
             code: self.code_times(threads),
-        }
+        };
+        (summary, held)
     }
 
     /// What held thread `tid` in its run `span` (absolute ns), from the samples read so
@@ -513,22 +513,6 @@ impl Inside {
         });
         out
     }
-}
-
-/// The late run's span: the trace's run on JACK, the profiler's awake-to-finish on PipeWire
-/// — from the signal for a node that woke late, whose thread may have been busy with other
-/// nodes meanwhile (the daemon's data thread running a filter-chain's plugins).
-fn late_span(x: &WatchXrun) -> Option<(u64, u64)> {
-    let l = x.late.as_ref()?;
-    l.span_ns.or_else(|| {
-        let n = x.node_run?;
-        if l.woke_late {
-            // Its finish, if any, may be the previous cycle's.
-            let to = n.finish_ns.filter(|&f| f > n.signal_ns);
-            return Some((n.signal_ns, to.unwrap_or(n.deadline_ns).max(n.signal_ns)));
-        }
-        Some((n.awake_ns?, n.finish_ns.unwrap_or(n.deadline_ns)))
-    })
 }
 
 /// The `p` quantile of counts `hist` (index = samples in a cycle) with `zeros` cycles of 0.

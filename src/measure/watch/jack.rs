@@ -9,7 +9,7 @@
 //! next slot of a fixed ring, and the watcher's loop drains the ring (a slot overwritten
 //! before it was read is counted as lost, never silently dropped).
 
-use super::{Adapter, ServerInfo, WatchConfig, WatchXrun};
+use super::types::{Adapter, ServerInfo, WallClock, WatchConfig, WatchXrun};
 use crate::driver::jack::JackConfig;
 use crate::error::Result;
 use jack::jack_sys as j;
@@ -45,7 +45,7 @@ pub struct JackAdapter {
     shared: Box<Shared>,
     info: ServerInfo,
     read: u64,
-    wall_offset_ns: i128,
+    wall: WallClock,
 }
 
 // SAFETY: libjack calls this with the `arg` registered below, a `Shared` that outlives the
@@ -137,25 +137,9 @@ impl JackAdapter {
             shared,
             info,
             read: 0,
-            wall_offset_ns: wall_offset_ns(),
+            wall: WallClock::now(),
         })
     }
-
-    fn wall(&self, mono_ns: u64) -> String {
-        let ns = (mono_ns as i128 + self.wall_offset_ns).max(0) as u128;
-        let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns as u64);
-        humantime::format_rfc3339_millis(t).to_string()
-    }
-}
-
-/// Wall-clock minus CLOCK_MONOTONIC now, ns: notifications are timed on the monotonic clock
-/// (cheap, never steps) and shown in wall time.
-pub(super) fn wall_offset_ns() -> i128 {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
-    wall - crate::rt::clock::monotonic_ns() as i128
 }
 
 impl Adapter for JackAdapter {
@@ -189,7 +173,7 @@ impl Adapter for JackAdapter {
             out.push(WatchXrun {
                 index: 0,
                 at_ns: mono.saturating_sub(t0),
-                wall: self.wall(mono),
+                wall: self.wall.format(mono),
                 frame,
                 cycle: frame / frames,
                 delayed_us: if delayed.is_finite() { delayed } else { 0.0 },

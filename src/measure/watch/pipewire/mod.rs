@@ -8,14 +8,15 @@
 //! POD and feed the [`track::Tracker`] under a mutex the watcher's loop takes ten times a
 //! second; nothing here runs in the audio graph's cycle.
 
-mod ffi;
-pub mod pod;
 pub mod threads;
 pub mod track;
 
-use super::{Adapter, ServerInfo, WatchConfig, WatchResults, WatchXrun};
+use super::types::{Adapter, ServerInfo, WallClock, WatchConfig, WatchResults, WatchXrun};
+use crate::driver::pipewire::ffi::{
+    self, CoreEvents, CoreInfo, Lib, ProfilerEvents, RegistryEvents, SpaHook, SpaPod,
+};
+use crate::driver::pipewire::pod;
 use crate::error::{Error, Result};
-use ffi::{CoreEvents, CoreInfo, Lib, ProfilerEvents, RegistryEvents, SpaHook, SpaPod};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::Mutex;
@@ -209,7 +210,7 @@ impl Drop for Conn {
 pub struct PipeWireAdapter {
     conn: Conn,
     info: ServerInfo,
-    wall_offset_ns: i128,
+    wall: WallClock,
 }
 
 // SAFETY: the raw pointers are libpipewire objects used only under its loop lock (or in
@@ -359,7 +360,7 @@ impl PipeWireAdapter {
                 rate: 0,
                 frames: 0,
             },
-            wall_offset_ns: super::jack::wall_offset_ns(),
+            wall: WallClock::now(),
         };
         a.refresh();
         Ok(a)
@@ -373,17 +374,11 @@ impl PipeWireAdapter {
         }
     }
 
-    fn wall(&self, mono_ns: u64) -> String {
-        let ns = (mono_ns as i128 + self.wall_offset_ns).max(0) as u128;
-        let t = std::time::UNIX_EPOCH + Duration::from_nanos(ns as u64);
-        humantime::format_rfc3339_millis(t).to_string()
-    }
-
     fn xrun(&self, f: track::Found, t0: u64) -> WatchXrun {
         WatchXrun {
             index: 0,
             at_ns: f.deadline_ns.saturating_sub(t0),
-            wall: self.wall(f.deadline_ns),
+            wall: self.wall.format(f.deadline_ns),
             frame: f.position,
             cycle: f.position / f.frames.max(1),
             delayed_us: 0.0,

@@ -11,7 +11,7 @@
 //! xruns agree on, and it serves the xruns where none was clear (a node never seen awake).
 
 use super::super::clients::{self, LateClient};
-use super::super::{NodeRun, WatchXrun};
+use super::super::types::{NodeRun, WatchXrun};
 use crate::trace::{AudioRole, Recording, Window};
 use std::collections::HashMap;
 

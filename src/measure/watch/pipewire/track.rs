@@ -11,11 +11,11 @@
 //! xrun is held until then (or until the node was signalled again, its finish then unknown).
 //! PipeWire before 0.3.72 has no per-node xrun counter; this works on 0.3.65.
 
-use super::pod::{Block, Sample, AWAKE, FINISHED, TRIGGERED};
+use crate::driver::pipewire::pod::{Block, Sample, AWAKE, FINISHED, TRIGGERED};
 use crate::measure::watch::clients::{ClientTiming, LateClient, Timing};
 use crate::measure::watch::cycles::{BusyHistogram, CycleTimeline, HeadroomAcc, Lane, BINS};
 use crate::measure::watch::sizes::{OtherSizes, SizesAcc};
-use crate::measure::watch::NodeRun;
+use crate::measure::watch::types::NodeRun;
 use hdrhistogram::Histogram;
 
 /// How many cycles an xrun waits for its late node to finish before it is reported with
