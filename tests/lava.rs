@@ -124,25 +124,31 @@ fn the_definitions_script_sends_each_buffer_sizes_cases() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("lava-test-case"));
 }
 
-/// What a LAVA dispatcher's log recorded, as `scripts/lava-localhost` lists it in
-/// results.yaml (and .json): (suite, case, result, measurement, unit).
-fn lava_results(dir: &Path) -> Vec<(String, String, String, Option<f64>, Option<String>)> {
+/// One case a LAVA dispatcher recorded, as `scripts/lava-localhost` lists it in
+/// results.yaml (and .json).
+#[derive(Debug, Clone)]
+struct LavaCase {
+    suite: String,
+    name: String,
+    result: String,
+    measurement: Option<f64>,
+    unit: Option<String>,
+}
+
+fn lava_results(dir: &Path) -> Vec<LavaCase> {
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
     let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     let s = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
     rows.iter()
-        .map(|r| {
-            let m = r.get("measurement").and_then(|m| {
+        .map(|r| LavaCase {
+            suite: s(r, "suite").unwrap_or_default(),
+            name: s(r, "name").unwrap_or_default(),
+            result: s(r, "result").unwrap_or_default(),
+            measurement: r.get("measurement").and_then(|m| {
                 m.as_f64()
                     .or_else(|| m.as_str().and_then(|t| t.parse().ok()))
-            });
-            (
-                s(r, "suite").unwrap_or_default(),
-                s(r, "name").unwrap_or_default(),
-                s(r, "result").unwrap_or_default(),
-                m,
-                s(r, "unit"),
-            )
+            }),
+            unit: s(r, "unit"),
         })
         .collect()
 }
@@ -200,9 +206,9 @@ fn a_lava_dispatcher_runs_the_job_on_this_machine_and_records_its_cases() {
         lava_results(dir)
     };
     let ok = run(&tmp.path().join("ok"), "64 128");
-    let find = |rows: &[(String, String, String, Option<f64>, Option<String>)], name: &str| {
+    let find = |rows: &[LavaCase], name: &str| {
         rows.iter()
-            .find(|r| r.1 == name)
+            .find(|r| r.name == name)
             .cloned()
             .unwrap_or_else(|| panic!("LAVA recorded no case {name}: {rows:?}"))
     };
@@ -210,24 +216,27 @@ fn a_lava_dispatcher_runs_the_job_on_this_machine_and_records_its_cases() {
     // definition's `lava-test-case` calls is a case of the definition's suite, with its
     // measurement.
     for case in ["scp-deploy", "0_xrunlab", "job"] {
-        assert_eq!(find(&ok, case).2, "pass", "{case}: {ok:?}");
+        assert_eq!(find(&ok, case).result, "pass", "{case}: {ok:?}");
     }
     for b in [64, 128] {
         let xruns = find(&ok, &format!("run-sim-{b}-frames-idle-xruns"));
-        assert_eq!(xruns.0, "0_xrunlab");
-        assert_eq!((xruns.2.as_str(), xruns.3), ("pass", Some(0.0)));
-        assert_eq!(xruns.4.as_deref(), Some("xruns"));
+        assert_eq!(xruns.suite, "0_xrunlab");
+        assert_eq!(
+            (xruns.result.as_str(), xruns.measurement),
+            ("pass", Some(0.0))
+        );
+        assert_eq!(xruns.unit.as_deref(), Some("xruns"));
         let headroom = find(&ok, &format!("run-sim-{b}-frames-idle-min-headroom"));
         // The sim driver's empty chain leaves the whole period: 64 or 128 frames at 48 kHz.
         let period_us = b as f64 / 48_000.0 * 1e6;
-        let h = headroom.3.unwrap();
+        let h = headroom.measurement.unwrap();
         assert!((h - period_us).abs() < 1.0, "{b}: headroom {h} µs");
     }
     // A definition that fails (a buffer size the run refuses, exit 2) is a failed suite in
     // LAVA, and the size it refused sends no case.
     let bad = run(&tmp.path().join("bad"), "64 zero");
-    assert_eq!(find(&bad, "0_xrunlab").2, "fail", "{bad:?}");
-    assert!(!bad.iter().any(|r| r.1.contains("zero")), "{bad:?}");
+    assert_eq!(find(&bad, "0_xrunlab").result, "fail", "{bad:?}");
+    assert!(!bad.iter().any(|r| r.name.contains("zero")), "{bad:?}");
     assert_eq!(
         lava_footprint(),
         before,
