@@ -4,7 +4,7 @@
 use xrunlab::common::cycle::Cause;
 use xrunlab::driver::sim::{LatencyModel, SimEvent};
 use xrunlab::engine::cost::CostModel;
-use xrunlab::measure::run::{run, RunConfig, RunResult};
+use xrunlab::measure::run::{run, RunConfig, RunOutcome};
 use xrunlab::measure::run::{ComputeKind, DriverKind};
 use xrunlab::progress::Silent;
 use xrunlab::results::Status;
@@ -21,7 +21,7 @@ fn events(list: &[&str]) -> Vec<SimEvent> {
     list.iter().map(|s| s.parse().unwrap()).collect()
 }
 
-fn go(c: &RunConfig) -> RunResult {
+fn go(c: &RunConfig) -> RunOutcome {
     let r = run(c, &mut xrunlab::measure::session::Session::silent()).unwrap();
     assert_eq!(r.status, Status::Complete);
     assert_eq!(r.results.dropped_records, 0);
@@ -233,7 +233,7 @@ const STALLS: [u64; 6] = [100, 130, 160, 190, 220, 250];
 fn stalled_worker(
     pin: xrunlab::engine::Placement,
     tracks: u32,
-) -> (Vec<xrunlab::common::CycleRecord>, RunResult) {
+) -> (Vec<xrunlab::common::CycleRecord>, RunOutcome) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = sim("burn(0.5%)", 3000);

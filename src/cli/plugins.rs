@@ -3,8 +3,8 @@
 
 use super::output::{self, Measured, Started};
 use super::Global;
-use crate::dsp::bench::{BenchRequest, BenchResult, Signal};
 use crate::dsp::format::{PluginFormat, PortKind};
+use crate::dsp::plugin_cost::{BenchRequest, BenchResult, Signal};
 use crate::dsp::registry;
 use crate::error::Result;
 use crate::report::text::style::new_table;
@@ -190,7 +190,7 @@ fn expand(b: &BenchArgs) -> Result<(Vec<String>, Vec<String>, bool)> {
 
 fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     let (plugins, unhostable, expanded) = expand(&b)?;
-    let mut plan = crate::dsp::bench::plan(&BenchRequest {
+    let mut plan = crate::dsp::plugin_cost::plan(&BenchRequest {
         rate: b.rate,
         buffer: b.buffer,
         duration: &b.duration,
@@ -205,7 +205,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
     }
     let progress = crate::progress::for_terminal(g.quiet || plan.runs.len() < 2, 0);
     let started = Started::now(Vec::new());
-    let out = crate::measure::bench::bench_runs(
+    let out = crate::measure::plugin_bench::bench_runs(
         &plan.runs,
         &plan.context(),
         plan.config.duration_ns,
@@ -214,7 +214,7 @@ fn bench(b: BenchArgs, g: &Global) -> Result<u8> {
         progress.as_ref(),
     )?;
     let mut skipped = unhostable;
-    skipped.extend(crate::dsp::bench::skipped(&out.failed));
+    skipped.extend(crate::dsp::plugin_cost::skipped(&out.failed));
     let results: Vec<BenchResult> = out.results;
     let results_len = results.len();
     let mut human =

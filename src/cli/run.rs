@@ -192,7 +192,7 @@ impl RunArgs {
             if let Some(e) = c
                 .chain_elements
                 .iter()
-                .find(|e| crate::dsp::bench::NEVER_RETURNS.contains(&e.plugin.as_str()))
+                .find(|e| crate::dsp::plugin_cost::NEVER_RETURNS.contains(&e.plugin.as_str()))
             {
                 // As `load` refuses it: in a model it costs nothing, measured it never ends.
                 return Err(Error::usage(format!(
@@ -245,7 +245,7 @@ pub fn run(a: RunArgs, g: &Global) -> Result<u8> {
 }
 
 /// What stderr says when the run ended early, by why it did.
-fn partial_line(r: &crate::measure::run::RunResult, g: &Global) -> String {
+fn partial_line(r: &crate::measure::run::RunOutcome, g: &Global) -> String {
     match r.status {
         Status::Watchdog => format!(
             "xrunlab: error: watchdog: a cycle did not end within {}; engine threads demoted to SCHED_OTHER and the run stopped (partial result{})\n",

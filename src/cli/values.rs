@@ -4,7 +4,7 @@
 //! result.
 
 use crate::driver::DriverKind;
-use crate::dsp::bench::Signal;
+use crate::dsp::plugin_cost::Signal;
 use crate::engine::Placement;
 use crate::measure::predict::Holds;
 use crate::stress::BackendChoice;

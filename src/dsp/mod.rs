@@ -6,7 +6,6 @@
 //! it must not allocate, lock, block or do I/O (docs/ARCHITECTURE.md §5); everything it needs is
 //! allocated in its constructor for the largest block it will see.
 
-pub mod bench;
 pub mod builtin;
 pub mod burn;
 pub mod clap;
@@ -18,6 +17,7 @@ pub mod filterbank;
 pub mod format;
 pub mod lv2;
 pub mod osc;
+pub mod plugin_cost;
 pub mod registry;
 pub mod reverb;
 pub mod vst3;

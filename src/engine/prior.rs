@@ -4,7 +4,7 @@
 //! host time from overload from the first cycle on, instead of against the run's own typical
 //! cost, which a run full of host stalls inflates.
 
-use crate::dsp::bench::BenchResult;
+use crate::dsp::plugin_cost::BenchResult;
 use crate::dsp::ChainElement;
 use crate::error::{Error, Result};
 use schemars::JsonSchema;
@@ -148,7 +148,7 @@ mod tests {
             latency_frames: None,
             measured_frames: 0,
             mean_ns_per_frame: None,
-            per_block: Some(crate::dsp::bench::BlockStats {
+            per_block: Some(crate::dsp::plugin_cost::BlockStats {
                 blocks: 1000,
                 mean_ns: 0.0,
                 p50_ns: 0,

@@ -45,8 +45,8 @@ impl CycleMonitor for EngineMonitor {
     }
 }
 
-/// A bench (`measure::bench`) is watched per plugin call, not per block: see `BenchGauge`.
-impl CycleMonitor for crate::dsp::bench::BenchGauge {
+/// A bench (`measure::plugin_bench`) is watched per plugin call, not per block: see `BenchGauge`.
+impl CycleMonitor for crate::dsp::plugin_cost::BenchGauge {
     fn cycle_entered_ns(&self) -> Option<u64> {
         self.stalled_since_ns()
     }

@@ -2,11 +2,11 @@
 //! measurement-specific analyses built on them.
 
 pub mod audit;
-pub mod bench;
 pub mod event;
 pub mod latency;
 pub mod latencytest;
 pub mod loadtest;
+pub mod plugin_bench;
 pub mod predict;
 pub mod reservation;
 pub mod rtl;

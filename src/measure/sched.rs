@@ -151,7 +151,7 @@ pub struct SchedResults {
 }
 
 /// The outcome of `sched`.
-pub type SchedResult = Outcome<SchedConfig, SchedResults>;
+pub type SchedOutcome = Outcome<SchedConfig, SchedResults>;
 
 impl SchedConfig {
     pub fn period_ns(&self) -> u64 {
@@ -281,7 +281,7 @@ pub const JACK_REFUSAL: &str = "xrunlab sched runs on the virtual driver only. U
 /// `xrunlab sched`: every row in turn. Privilege or admission problems are errors naming the
 /// row. With forensics a recording starts before every row, the row's xruns are explained
 /// after it (`rows[].engine.forensics`) and the rows' sections are merged.
-pub fn run(cfg: &SchedConfig, session: &mut Session) -> Result<SchedResult> {
+pub fn run(cfg: &SchedConfig, session: &mut Session) -> Result<SchedOutcome> {
     cfg.validate()?;
     let mut trace = match &cfg.trace {
         Some(p) => Some(TraceCsv::create(p, cfg.clients as usize)?),
@@ -344,7 +344,7 @@ pub fn run(cfg: &SchedConfig, session: &mut Session) -> Result<SchedResult> {
         rows.iter().filter_map(|x| x.engine.forensics.as_ref()),
         &mut warnings,
     );
-    Ok(SchedResult {
+    Ok(SchedOutcome {
         status,
         config: cfg.clone(),
         results: SchedResults {

@@ -78,8 +78,8 @@ pub enum Body {
     },
     /// `plugins bench`: cost per frame of built-in plugins, the physical limit per core.
     Bench {
-        config: crate::dsp::bench::BenchConfig,
-        results: Vec<crate::dsp::bench::BenchResult>,
+        config: crate::dsp::plugin_cost::BenchConfig,
+        results: Vec<crate::dsp::plugin_cost::BenchResult>,
     },
     /// `plugins audit`: per plugin, real-time safety, output, cost, latency and state checks.
     Audit {

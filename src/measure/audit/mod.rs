@@ -307,7 +307,7 @@ pub struct Feed {
 
 impl Feed {
     pub fn new(rate: u32, frames: usize) -> Feed {
-        let (left, right) = crate::dsp::bench::Signal::Noise.tables(rate, frames);
+        let (left, right) = crate::dsp::plugin_cost::Signal::Noise.tables(rate, frames);
         Feed {
             left,
             right,

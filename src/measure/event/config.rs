@@ -470,7 +470,7 @@ pub struct EventResults {
 }
 
 /// The outcome of `run`.
-pub type EventRunResult = crate::measure::session::Outcome<EventConfig, EventResults>;
+pub type EventOutcome = crate::measure::session::Outcome<EventConfig, EventResults>;
 
 #[cfg(test)]
 mod tests {

@@ -36,7 +36,7 @@ pub mod trigger;
 mod virtual_dev;
 
 pub use config::{
-    parse_drivers, parse_pairs, Background, EventConfig, EventResults, EventRun, EventRunResult,
+    parse_drivers, parse_pairs, Background, EventConfig, EventOutcome, EventResults, EventRun,
     EventTrial, GridPair, LatencyStats, ModelBand, Scenario, DRIVERS, GRID_PAIRS,
 };
 pub use handler::{cycle_handler, DelayProbe, OnsetView, TriggerHandle};
@@ -218,7 +218,7 @@ fn available_drivers(cfg: &EventConfig) -> Result<(Vec<DriverKind>, Vec<String>)
 /// buffer size the JACK server rejects) is listed in `skipped`; an interrupt ends the run with
 /// what was measured so far. With forensics a recording starts before every setting, its
 /// xruns are explained after it (`runs[].forensics`) and the sections are merged.
-pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventRunResult> {
+pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventOutcome> {
     cfg.validate()?;
     // A missing GPIO chip is known before anything starts.
     let gpio = cfg.gpio.as_ref().map(GpioLine::open).transpose()?;
@@ -277,7 +277,7 @@ pub fn run(cfg: &EventConfig, session: &mut Session) -> Result<EventRunResult> {
         runs.iter().filter_map(|x| x.forensics.as_ref()),
         &mut warnings,
     );
-    Ok(EventRunResult {
+    Ok(EventOutcome {
         status,
         config: cfg.clone(),
         results: EventResults {

@@ -360,7 +360,7 @@ fn run_cell(
     let mut trials = Vec::new();
     // The passing run reported for the cell: the largest count in the search, or the last
     // validation pass (which may be lower).
-    let mut best: Option<(u32, RunResult)> = None;
+    let mut best: Option<(u32, RunOutcome)> = None;
     // A trial that ended abnormally: its status and what to say.
     let mut ended: Option<(Status, String)> = None;
     let mut trial = |n: u32, dur: u64, phase: TrialPhase| -> Result<Option<bool>> {
@@ -518,7 +518,7 @@ struct Searched {
     limit: PhysicalLimit,
     max: u32,
     capped: bool,
-    run: Option<RunResult>,
+    run: Option<RunOutcome>,
     trials: Vec<Trial>,
     t0: u64,
 }

@@ -3,7 +3,7 @@
 //! trial duration without a disqualifying xrun.
 //!
 //! Search per cell (see [`search`]): the first trial runs the physical limit `est` (how many
-//! instances of the plugin fit in one period per engine thread, from `dsp::bench` of as many
+//! instances of the plugin fit in one period per engine thread, from `dsp::plugin_cost` of as many
 //! instances in series as a thread will run on a real driver, see
 //! [`LoadConfig::physical_limit`], or from the cost model on `sim`). If it passes, the count grows by steps 1, 2, 4 …
 //! until a trial fails (or `max_instances` is reached); if it fails, it shrinks by the same
@@ -27,7 +27,7 @@ use crate::engine::collector::StopCriterion;
 use crate::engine::prior::{CostPrior, ElementCost};
 use crate::engine::CostModel;
 use crate::error::{Error, ErrorKind, Result};
-use crate::measure::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunResult, XrunCounts};
+use crate::measure::run::{ComputeKind, DriverKind, LoadPct, RunConfig, RunOutcome, XrunCounts};
 use crate::measure::session::{Outcome, Session};
 use crate::progress::Silent;
 use crate::rt::Policy;
@@ -200,7 +200,7 @@ impl LoadConfig {
         }
         for p in &self.plugins {
             let e = self.element(p)?;
-            if crate::dsp::bench::NEVER_RETURNS.contains(&e.plugin.as_str()) {
+            if crate::dsp::plugin_cost::NEVER_RETURNS.contains(&e.plugin.as_str()) {
                 return Err(Error::usage(format!(
                     "--plugins: '{}' never returns; it has no maximum",
                     e.plugin
@@ -315,7 +315,7 @@ impl LoadConfig {
         let mut steps: Vec<LimitStep> = Vec::new();
         let mut k = 1u32;
         loop {
-            let b = crate::dsp::bench::bench_element(
+            let b = crate::dsp::plugin_cost::bench_element(
                 &ChainElement {
                     count: k,
                     ..e.clone()

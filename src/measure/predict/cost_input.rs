@@ -2,7 +2,7 @@
 //! distribution, as cost points per buffer size.
 
 use crate::common::stats::Summary;
-use crate::dsp::bench::{BenchConfig, BenchResult};
+use crate::dsp::plugin_cost::{BenchConfig, BenchResult};
 use crate::error::{Error, Result};
 use crate::measure::loadtest::{LoadConfig, LoadResults};
 use crate::measure::run::RunConfig;

@@ -241,13 +241,13 @@ impl RtlResults {
 }
 
 /// The outcome of `rtl`.
-pub type RtlRunResult = crate::measure::session::Outcome<RtlConfig, RtlResults>;
+pub type RtlRunOutcome = crate::measure::session::Outcome<RtlConfig, RtlResults>;
 
 /// `xrunlab rtl`: model, and measure when a driver is set.
 pub fn run(
     cfg: &RtlConfig,
     session: &mut crate::measure::session::Session,
-) -> crate::Result<RtlRunResult> {
+) -> crate::Result<RtlRunOutcome> {
     use crate::common::Status;
     let progress = session.progress();
     // A JACK server decides buffer size and rate, an ALSA device negotiates rate, period
@@ -297,7 +297,7 @@ pub fn run(
         watchdog: None,
     };
     let Some(device) = device else {
-        return Ok(RtlRunResult {
+        return Ok(RtlRunOutcome {
             status: Status::Complete,
             config: cfg.clone(),
             results: res,
@@ -349,7 +349,7 @@ pub fn run(
         }
         res.measured = Some(m);
     }
-    Ok(RtlRunResult {
+    Ok(RtlRunOutcome {
         status: lr.status,
         config: cfg.clone(),
         results: res,

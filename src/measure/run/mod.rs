@@ -419,7 +419,7 @@ pub struct RunResults {
 }
 
 /// The outcome of `run`: what a result document needs besides the environment.
-pub type RunResult = Outcome<RunConfig, RunResults>;
+pub type RunOutcome = Outcome<RunConfig, RunResults>;
 
 /// Told the engine threads' tids, driver first.
 pub type OnThreads<'o> = &'o dyn Fn(&[libc::pid_t]);
@@ -441,7 +441,7 @@ pub struct Observe<'o> {
 /// its xruns explained when the session records traces. Privilege problems are
 /// `CannotMeasure` errors; an interrupted or watchdog-stopped run is still `Ok` with the
 /// matching status and the partial result.
-pub fn run(cfg: &RunConfig, session: &mut Session) -> Result<RunResult> {
+pub fn run(cfg: &RunConfig, session: &mut Session) -> Result<RunOutcome> {
     cfg.validate()?;
     if cfg.driver.simulated() {
         session.simulated();
@@ -474,7 +474,7 @@ pub fn run_observed(
     cfg: &RunConfig,
     progress: &dyn Progress,
     observe: Observe,
-) -> Result<RunResult> {
+) -> Result<RunOutcome> {
     let on_threads = observe.on_threads.unwrap_or(&|_| {});
     let tap = observe.tap;
     let (device, cfg) = negotiate(cfg)?;
@@ -794,7 +794,7 @@ fn fold_results(
     host_steal: Option<crate::system::steal::HostSteal>,
     monitor: &crate::engine::EngineMonitor,
     mut warnings: Vec<String>,
-) -> RunResult {
+) -> RunOutcome {
     let period_ns = cfg.device().period_ns();
     warnings.extend(out.warnings.iter().cloned());
     warnings.extend(folded.trace_error.clone());
@@ -918,7 +918,7 @@ fn fold_results(
         timer_slack_ns: out.timer_slack_ns.filter(|_| cfg.driver.real_time()),
         early_stop_cycle: folded.early_stop_cycle,
     };
-    RunResult {
+    RunOutcome {
         status,
         config: cfg.clone(),
         results,

@@ -1,5 +1,5 @@
 use super::{figure, n, plot_bars};
-use crate::dsp::bench::{BenchConfig, BenchResult};
+use crate::dsp::plugin_cost::{BenchConfig, BenchResult};
 use maud::{html, Markup};
 
 pub fn section(cfg: &BenchConfig, r: &[BenchResult]) -> Markup {
@@ -8,7 +8,7 @@ pub fn section(cfg: &BenchConfig, r: &[BenchResult]) -> Markup {
     let signal = r
         .first()
         .map_or(cfg.signal.describe(), |b| b.signal_description.as_str());
-    let block = |b: &BenchResult, f: fn(&crate::dsp::bench::BlockStats) -> u64| {
+    let block = |b: &BenchResult, f: fn(&crate::dsp::plugin_cost::BlockStats) -> u64| {
         b.per_block.map_or("—".into(), |s| format_ns(f(&s)))
     };
     html! {

@@ -6,9 +6,9 @@ use comfy_table::Cell;
 /// `plugins bench`: one row per plugin and instance count K, the counts of a plugin together
 /// so its cost per instance reads as a curve of K (with its ratio to the first K when a
 /// plugin was measured at several).
-pub fn summary(results: &[crate::dsp::bench::BenchResult], rate: u32, buffer: u32) -> String {
+pub fn summary(results: &[crate::dsp::plugin_cost::BenchResult], rate: u32, buffer: u32) -> String {
     use crate::units::format_ns;
-    let label = |r: &crate::dsp::bench::BenchResult| {
+    let label = |r: &crate::dsp::plugin_cost::BenchResult| {
         if r.params.is_empty() {
             r.plugin.clone()
         } else {

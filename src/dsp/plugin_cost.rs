@@ -98,7 +98,7 @@ fn describe_noise() -> String {
     Signal::Noise.describe().into()
 }
 
-/// What the watchdog reads of a bench running on a thread of its own (`measure::bench`): a
+/// What the watchdog reads of a bench running on a thread of its own (`measure::plugin_bench`): a
 /// count of plugin calls that have returned, and whether the bench is processing. A block
 /// runs up to 4096 instances in series, and one instance's `process` of 8192 frames may take
 /// long, so the watchdog does not bound a block: it bounds the time between two returning

@@ -13,7 +13,7 @@
 //!   it is abandoned and the result is `interrupted`.
 
 use crate::common::Status;
-use crate::dsp::bench::{bench_element_watched, BenchGauge, BenchResult, Signal};
+use crate::dsp::plugin_cost::{bench_element_watched, BenchGauge, BenchResult, Signal};
 use crate::dsp::{ChainElement, PluginContext};
 use crate::engine::watchdog::{default_bound_ns, Watchdog, WatchdogReport};
 use crate::error::{Error, Result};
@@ -45,7 +45,7 @@ enum Msg {
     Done(usize, Box<Result<BenchResult>>),
 }
 
-/// Benchmark each of `runs` in turn, as `dsp::bench::bench_element_on` does, on a thread
+/// Benchmark each of `runs` in turn, as `dsp::plugin_cost::bench_element_on` does, on a thread
 /// watched by the watchdog. With `stop_at_error` the first failing run ends the bench with its
 /// error; otherwise failures are collected and the bench goes on.
 pub fn bench_runs(
