@@ -1,13 +1,17 @@
 //! `watch --forensics` names the plugin inside the late client (docs/methods.md "Inside the
 //! late client"): on a private jackd2 dummy server, a `jalv` hosting the test's own LV2
 //! plugin that spins now and then (tests/fixtures/lv2-spin, built here, on an LV2_PATH the
-//! watcher does not share) and a `jalv` hosting an innocent mda-lv2 plugin; and the
-//! object-and-symbol mapping on that plugin's ELF, stripped and not. About 10 s.
+//! watcher does not share) and a `jalv` hosting an innocent mda-lv2 plugin, the same on a
+//! private PipeWire, the same two plugins in a filter-chain inside a PipeWire daemon, and
+//! in a headless Ardour session; and the object-and-symbol mapping on that plugin's ELF,
+//! stripped and not.
 
 mod common;
 
 use common::jack_clients::{has_plugin, jalv, watch_forensics};
-use common::servers::{require_jackd, require_pipewire, AudioServer};
+use common::servers::{
+    require_jackd, require_pipewire, AudioServer, PipeWireExtra, PipeWireServer,
+};
 use common::{require, show};
 use std::process::Stdio;
 use xrunlab::trace::objects::{Maps, Symbols};
@@ -58,6 +62,113 @@ fn the_spinning_plugin_inside_a_jalv_on_pipewire_is_named_for_the_xruns_it_cause
         return;
     };
     check_session(&server, "pipewire", &lv2);
+}
+
+/// The plugins inside the PipeWire daemon: a filter-chain (module-filter-chain, a drop-in
+/// of the private daemon's configuration) running the spinner and then an innocent mda-lv2
+/// Delay, between a null sink's monitor and the sink, linked by WirePlumber. The chain's
+/// capture node runs both plugins on the daemon's data thread; a 6-s watch must name the
+/// spinning plugin inside it for the xruns it is late in, and never the Delay.
+#[test]
+fn the_spinning_plugin_inside_a_pipewire_filter_chain_is_named_for_the_xruns_it_causes() {
+    let Some((_t, lv2)) = set_up() else {
+        return;
+    };
+    // 9 ms (1.7 periods) in one cycle of 40.
+    let conf = format!(
+        r#"context.objects = [
+    {{ factory = adapter
+      args = {{ factory.name = support.null-audio-sink node.name = xrl_sink
+               media.class = Audio/Sink audio.channels = 1 audio.position = [ MONO ] }} }}
+]
+context.modules = [
+    {{ name = libpipewire-module-filter-chain
+      args = {{
+          node.description = "xrunlab chain"
+          filter.graph = {{
+              nodes = [
+                  {{ type = lv2 name = spin plugin = "{SPIN}" control = {{ "every" = 40 "ms" = 9 }} }}
+                  {{ type = lv2 name = delay plugin = "{INNOCENT}" }}
+              ]
+              links = [ {{ output = "spin:out" input = "delay:left_in" }} ]
+              inputs = [ "spin:in" ]
+              outputs = [ "delay:left_out" ]
+          }}
+          audio.channels = 1
+          audio.position = [ MONO ]
+          capture.props = {{ node.name = xrl_chain_in node.always-process = true }}
+          playback.props = {{ node.name = xrl_chain_out target.object = xrl_sink }}
+      }}
+    }}
+]
+"#
+    );
+    // The daemon finds the fixture, and mda-lv2 where Debian installs it.
+    let lv2_path = format!("{}:/usr/lib/lv2", lv2.path().display());
+    let extra = PipeWireExtra {
+        conf: Some(&conf),
+        env: vec![("LV2_PATH", lv2_path)],
+        session_manager: true,
+    };
+    let server = PipeWireServer::start_extra(RATE, FRAMES, &extra);
+    if !require(
+        server.is_ok(),
+        &format!(
+            "a private PipeWire with a filter-chain and WirePlumber: {:?}",
+            server.as_ref().err()
+        ),
+    ) {
+        return;
+    }
+    let server = server.unwrap();
+    let t = std::time::Instant::now();
+    while !(server.linked_from("xrl_chain_out") && server.linked_from("xrl_sink")) {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(15),
+            "WirePlumber did not link the chain in 15 s:\n{}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let (o, r) = watch_forensics(
+        &server,
+        "pipewire",
+        &["--sample-every", "250us"],
+        "6s",
+        &out,
+    );
+    let xruns = r["xruns"].as_array().unwrap();
+    // The chain's capture node runs its plugins (it triggers the playback node after).
+    let spun: Vec<_> = xruns
+        .iter()
+        .filter(|x| x["late"]["name"] == "xrl_chain_in")
+        .collect();
+    assert!(spun.len() >= 5, "{}\n{}", r["xruns"], show(&o));
+    let named = spun
+        .iter()
+        .filter(|x| {
+            let c = &x["late"]["inside"]["code"];
+            c["name"] == "xrunlab spin" && c["kind"] == "lv2" && c["ids"][0] == SPIN
+        })
+        .count();
+    assert!(
+        named * 10 >= spun.len() * 9,
+        "{named} of {} named the spinning plugin: {}",
+        spun.len(),
+        r["xruns"]
+    );
+    for x in xruns {
+        assert_ne!(x["late"]["inside"]["code"]["name"], "MDA Delay", "{x}");
+    }
+    // The playback node, signalled by the capture node once the plugins ran, is not the
+    // late node of those xruns.
+    let blamed_out = xruns
+        .iter()
+        .filter(|x| x["late"]["name"] == "xrl_chain_out")
+        .count();
+    assert!(blamed_out * 5 < spun.len(), "{}", r["xruns"]);
 }
 
 /// Two jalv clients of `server`: the spinner (the fixture) and an innocent mda-lv2 Delay;

@@ -281,24 +281,47 @@ pub struct PipeWireServer {
     pub frames: u32,
     user: Option<(u32, u32)>,
     child: Child,
+    /// WirePlumber in a D-Bus session of its own (its own process group), when asked.
+    session: Option<Child>,
     log: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+/// What a private PipeWire runs beside its defaults: a `pipewire.conf.d` drop-in (modules
+/// such as a filter-chain, objects such as a null sink), the daemon's extra environment,
+/// and WirePlumber to link the nodes it creates (`dbus-run-session -- wireplumber`, in the
+/// daemon's runtime directory).
+#[derive(Default)]
+pub struct PipeWireExtra<'a> {
+    pub conf: Option<&'a str>,
+    pub env: Vec<(&'a str, String)>,
+    pub session_manager: bool,
 }
 
 impl PipeWireServer {
     /// Start `pipewire`, force quantum and rate through the `settings` metadata, and wait
     /// until a JACK client under `pw-jack` sees the forced buffer size (at most 15 s).
     pub fn start(rate: u32, frames: u32) -> Result<Self, String> {
-        Self::start_with(None, rate, frames)
+        Self::start_with(None, rate, frames, &PipeWireExtra::default())
+    }
+
+    /// As [`PipeWireServer::start`], with `extra` beside the defaults.
+    pub fn start_extra(rate: u32, frames: u32, extra: &PipeWireExtra) -> Result<Self, String> {
+        Self::start_with(None, rate, frames, extra)
     }
 
     /// As [`PipeWireServer::start`], as another user (uid, gid), its runtime directory
     /// owned by that user as a login's `/run/user/UID` is.
     pub fn start_as(user: (u32, u32), rate: u32, frames: u32) -> Result<Self, String> {
-        Self::start_with(Some(user), rate, frames)
+        Self::start_with(Some(user), rate, frames, &PipeWireExtra::default())
     }
 
-    fn start_with(user: Option<(u32, u32)>, rate: u32, frames: u32) -> Result<Self, String> {
+    fn start_with(
+        user: Option<(u32, u32)>,
+        rate: u32,
+        frames: u32,
+        extra: &PipeWireExtra,
+    ) -> Result<Self, String> {
         let pw = super::which("pipewire").ok_or("pipewire not installed (apt install pipewire)")?;
         super::which("pw-jack").ok_or("pw-jack not installed (apt install pipewire-jack)")?;
         super::which("pw-metadata").ok_or("pw-metadata not installed (pipewire-bin)")?;
@@ -321,8 +344,17 @@ impl PipeWireServer {
         }
         let log = dir.path().join("pipewire.log");
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        // The drop-in goes where the daemon reads its user's configuration.
+        let config_home = dir.path().join("config");
+        if let Some(conf) = extra.conf {
+            let d = config_home.join("pipewire/pipewire.conf.d");
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            std::fs::write(d.join("xrunlab-test.conf"), conf).map_err(|e| e.to_string())?;
+        }
         let child = as_user(&mut Command::new(pw), user)
             .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env("XDG_CONFIG_HOME", &config_home)
+            .envs(extra.env.iter().map(|(k, v)| (*k, v)))
             .env_remove("PIPEWIRE_REMOTE")
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .stdin(Stdio::null())
@@ -336,9 +368,13 @@ impl PipeWireServer {
             frames,
             user,
             child,
+            session: None,
             log,
             _dir: dir,
         };
+        if extra.session_manager {
+            s.start_session_manager(&config_home)?;
+        }
         let t = Instant::now();
         let mut forced = false;
         loop {
@@ -369,6 +405,60 @@ impl PipeWireServer {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// WirePlumber, once the daemon's socket is there; its log beside the daemon's.
+    fn start_session_manager(&mut self, config_home: &Path) -> Result<(), String> {
+        let run =
+            super::which("dbus-run-session").ok_or("dbus-run-session not installed (dbus)")?;
+        super::which("wireplumber").ok_or("wireplumber not installed (apt install wireplumber)")?;
+        let t = Instant::now();
+        while !self.runtime_dir.join("pipewire-0").exists() {
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err(format!(
+                    "no pipewire-0 socket in 10 s:\n{}",
+                    read_log(&self.log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = self.log.with_file_name("wireplumber.log");
+        let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        use std::os::unix::process::CommandExt;
+        let child = as_user(&mut Command::new(run), self.user)
+            .args(["--", "wireplumber"])
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .env("XDG_CONFIG_HOME", config_home)
+            .env_remove("PIPEWIRE_REMOTE")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            // Its D-Bus daemon and WirePlumber stop with it (see Drop).
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().map_err(|e| e.to_string())?)
+            .stderr(out)
+            .spawn()
+            .map_err(|e| format!("cannot spawn dbus-run-session -- wireplumber: {e}"))?;
+        self.session = Some(child);
+        Ok(())
+    }
+
+    /// Whether `pw-link -l` lists a link from an output port of node `from`.
+    pub fn linked_from(&self, from: &str) -> bool {
+        let o = as_user(&mut Command::new("pw-link"), self.user)
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .arg("-l")
+            .stderr(Stdio::null())
+            .output();
+        let Ok(o) = o else { return false };
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut lines = text.lines().peekable();
+        while let Some(l) = lines.next() {
+            if l.starts_with(&format!("{from}:")) && lines.peek().is_some_and(|n| n.contains("|->"))
+            {
+                return true;
+            }
+        }
+        false
     }
 
     fn metadata(&self, key: &str, value: u32) -> bool {
@@ -407,6 +497,13 @@ impl AudioServer for PipeWireServer {
 
 impl Drop for PipeWireServer {
     fn drop(&mut self) {
+        if let Some(mut sm) = self.session.take() {
+            // The D-Bus daemon and WirePlumber too: the group our child leads
+            // (process_group(0)), whose id stays ours until stop_child reaps the leader.
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(-(sm.id() as libc::pid_t), libc::SIGTERM) };
+            stop_child(&mut sm, Duration::from_secs(3));
+        }
         stop_child(&mut self.child, Duration::from_secs(3));
     }
 }

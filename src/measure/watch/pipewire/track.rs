@@ -255,7 +255,8 @@ impl Tracker {
         }
     }
 
-    fn found(&mut self, s: &Sample, start: u64, period: u64, end: u64, unfinished: &[&Block]) {
+    /// The cycle's record before its late node is known.
+    fn found_record(&self, s: &Sample, start: u64, period: u64) -> Found {
         let mut lanes = vec![lane(&s.driver, start)];
         lanes.extend(
             s.followers
@@ -263,12 +264,7 @@ impl Tracker {
                 .filter(|b| fresh(b, start, period))
                 .map(|b| lane(b, start)),
         );
-        let running = unfinished
-            .iter()
-            .filter(|b| b.status == AWAKE)
-            .min_by_key(|b| b.awake);
-        let woken = unfinished.iter().min_by_key(|b| b.signal);
-        let mut f = Found {
+        Found {
             deadline_ns: start + period,
             position: s.position,
             frames: s.duration,
@@ -282,7 +278,97 @@ impl Tracker {
             waiting: None,
             still_running_ns: s.nsec,
             age: 0,
-        };
+        }
+    }
+
+    /// How far a finished node was past its own usual figures, and whether its wake-up
+    /// delay (rather than its busy time) was the larger excess.
+    fn excess(&mut self, b: &Block) -> (u64, bool) {
+        let (uw, ub) = self.node(b).usual();
+        let woke = (b.awake - b.signal.min(b.awake)).saturating_sub(uw);
+        let ran = (b.finish - b.awake).saturating_sub(ub);
+        (woke.max(ran), woke > ran)
+    }
+
+    /// `b`, finished, is the cycle's late node.
+    fn blame_finished(&mut self, f: &mut Found, b: &Block, ex: u64, woke_late: bool) {
+        f.node_run = Some(NodeRun {
+            signal_ns: b.signal,
+            awake_ns: Some(b.awake),
+            finish_ns: Some(b.finish),
+            prev_finish_ns: None,
+            deadline_ns: f.deadline_ns,
+        });
+        let (uw, ub) = self.node(b).usual();
+        self.node(b).xruns_late += 1;
+        f.late = Some(LateClient {
+            name: b.name.clone(),
+            tid: 0,
+            // Its process is known once `--forensics` finds its thread.
+            process: String::new(),
+            pid: 0,
+            wake_delay_ns: b.awake - b.signal.min(b.awake),
+            busy_ns: b.finish - b.awake,
+            run_ns: b.finish - b.awake,
+            usual_wake_delay_ns: uw,
+            usual_busy_ns: ub,
+            usual_run_ns: ub,
+            excess_ns: ex,
+            woke_late,
+            culprit: None,
+            culprit_ns: 0,
+            span_ns: None,
+            inside: None,
+            class: None,
+        });
+        for l in &mut f.lanes {
+            l.late = l.name == b.name;
+        }
+    }
+
+    fn found(&mut self, s: &Sample, start: u64, period: u64, end: u64, unfinished: &[&Block]) {
+        let running = unfinished
+            .iter()
+            .filter(|b| b.status == AWAKE)
+            .min_by_key(|b| b.awake);
+        let deadline = start + period;
+        // A node signalled after the deadline did not make this cycle late: its signal is a
+        // later one (a filter-chain's capture node triggers its playback node once its
+        // plugins ran, so the playback node shows signalled after a long capture run).
+        let woken = unfinished
+            .iter()
+            .filter(|b| b.signal <= deadline)
+            .min_by_key(|b| b.signal);
+        // A node that has finished since, but was running at this cycle's start or at its
+        // deadline, ran long: the nodes still waiting were held by it when they share its
+        // thread (PipeWire's data thread runs every node inside the daemon: a filter-chain's
+        // capture node runs its plugins and then triggers its playback node, which shows
+        // signalled, not run) or wait on it downstream. Its run may have begun in the cycle
+        // before (a cycle sampled when the next one starts). It is the late node unless one is
+        // still running now.
+        let own_deadline = |b: &Block| if b.awake < start { start } else { deadline };
+        let ran_past = s
+            .followers
+            .iter()
+            .filter(|b| {
+                !b.is_async
+                    && b.status == FINISHED
+                    && b.signal > 0
+                    && b.signal <= b.awake
+                    && b.awake + period >= start
+                    && b.awake < deadline
+                    && b.finish > own_deadline(b)
+            })
+            .min_by_key(|b| b.awake);
+        if let (None, Some(b)) = (running, ran_past) {
+            let mut f = self.found_record(s, start, period);
+            let (ex, woke_late) = self.excess(b);
+            f.late_by_ns = Some(b.finish - own_deadline(b));
+            self.blame_finished(&mut f, b, ex, woke_late);
+            self.done(f);
+            return;
+        }
+        let mut f = self.found_record(s, start, period);
         if let Some(b) = running.or(woken) {
             f.waiting = Some((b.id, b.signal, b.awake));
             f.node_run = Some(NodeRun {
@@ -345,47 +431,13 @@ impl Tracker {
             .iter()
             .filter(|b| fresh(b, start, period) && b.status == FINISHED && b.finish >= b.awake)
         {
-            let (uw, ub) = self.node(b).usual();
-            let woke = (b.awake - b.signal.min(b.awake)).saturating_sub(uw);
-            let ran = (b.finish - b.awake).saturating_sub(ub);
-            let ex = woke.max(ran);
+            let (ex, woke_late) = self.excess(b);
             if ex >= period / 20 && best.is_none_or(|x| ex > x.1) {
-                best = Some((b, ex, woke > ran));
+                best = Some((b, ex, woke_late));
             }
         }
         if let Some((b, ex, woke_late)) = best {
-            f.node_run = Some(NodeRun {
-                signal_ns: b.signal,
-                awake_ns: Some(b.awake),
-                finish_ns: Some(b.finish),
-                prev_finish_ns: None,
-                deadline_ns: start + period,
-            });
-            let (uw, ub) = self.node(b).usual();
-            self.node(b).xruns_late += 1;
-            f.late = Some(LateClient {
-                name: b.name.clone(),
-                tid: 0,
-                // Its process is known once `--forensics` finds its thread.
-                process: String::new(),
-                pid: 0,
-                wake_delay_ns: b.awake - b.signal.min(b.awake),
-                busy_ns: b.finish - b.awake,
-                run_ns: b.finish - b.awake,
-                usual_wake_delay_ns: uw,
-                usual_busy_ns: ub,
-                usual_run_ns: ub,
-                excess_ns: ex,
-                woke_late,
-                culprit: None,
-                culprit_ns: 0,
-                span_ns: None,
-                inside: None,
-                class: None,
-            });
-            for l in &mut f.lanes {
-                l.late = l.name == b.name;
-            }
+            self.blame_finished(&mut f, b, ex, woke_late);
         }
         self.done(f);
     }
@@ -541,5 +593,127 @@ fn lane(b: &Block, start: u64) -> Lane {
         awake_ns: rel(b.awake),
         finish_ns: (b.status == FINISHED && b.finish >= b.awake).then(|| rel(b.finish)),
         late: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 5_333_333;
+    const US: u64 = 1_000;
+
+    fn block(id: u32, name: &str, signal: u64, awake: u64, finish: u64, status: i32) -> Block {
+        Block {
+            id,
+            name: name.into(),
+            signal,
+            awake,
+            finish,
+            status,
+            ..Block::default()
+        }
+    }
+
+    fn sample(nsec: u64, followers: Vec<Block>) -> Sample {
+        Sample {
+            nsec,
+            rate_num: 1,
+            rate_denom: 48_000,
+            duration: 256,
+            driver: block(30, "null_sink", nsec, nsec, nsec + 20 * US, FINISHED),
+            followers,
+            ..Sample::default()
+        }
+    }
+
+    /// A daemon-side chain: `cap` (a filter-chain's capture node, which runs the plugins)
+    /// and `play` (its playback node), both quick, for `n` cycles from `t0`.
+    fn quiet(t: &mut Tracker, t0: u64, n: u64) {
+        for k in 0..n {
+            let c = t0 + k * P;
+            t.feed(&sample(
+                c,
+                vec![
+                    block(34, "play", c + US, c + 2 * US, c + 3 * US, FINISHED),
+                    block(33, "cap", c + 4 * US, c + 5 * US, c + 8 * US, FINISHED),
+                ],
+            ));
+        }
+    }
+
+    #[test]
+    fn a_run_that_spilled_into_the_next_cycle_is_blamed_not_the_node_it_triggered() {
+        let mut t = Tracker::default();
+        let t0 = 1_000_000_000;
+        quiet(&mut t, t0, 50);
+        // Cycle c1: `cap` runs its plugins for 9 ms, then triggers `play`; the profiler
+        // samples the cycle when the next one (c2) starts, with `play` signalled by that
+        // trigger (after c2's start) and not yet run.
+        let c1 = t0 + 50 * P;
+        let c2 = c1 + P;
+        t.feed(&sample(
+            c2,
+            vec![
+                block(
+                    34,
+                    "play",
+                    c1 + 9_000 * US,
+                    c1 - P + 2 * US,
+                    c1 - P + 3 * US,
+                    TRIGGERED,
+                ),
+                block(
+                    33,
+                    "cap",
+                    c1 + 4 * US,
+                    c1 + 5 * US,
+                    c1 + 9_000 * US,
+                    FINISHED,
+                ),
+            ],
+        ));
+        t.flush();
+        assert_eq!(t.ready.len(), 1, "one xrun");
+        let l = t.ready[0].late.as_ref().expect("a late node");
+        assert_eq!(l.name, "cap");
+        assert!(!l.woke_late, "{l:?}");
+        assert_eq!(l.busy_ns, 9_000 * US - 5 * US);
+        let n = t.ready[0].node_run.unwrap();
+        assert_eq!(
+            (n.awake_ns, n.finish_ns),
+            (Some(c1 + 5 * US), Some(c1 + 9_000 * US))
+        );
+        // Late by its finish past the start of the cycle it delayed.
+        assert_eq!(t.ready[0].late_by_ns, Some(c1 + 9_000 * US - c2));
+    }
+
+    #[test]
+    fn a_node_signalled_in_time_but_not_run_still_woke_late() {
+        let mut t = Tracker::default();
+        let t0 = 1_000_000_000;
+        quiet(&mut t, t0, 50);
+        // Another process's node: signalled early in the cycle, still not awake when the
+        // next cycle starts; every other node finished in time.
+        let c1 = t0 + 50 * P;
+        t.feed(&sample(
+            c1 + P,
+            vec![
+                block(34, "play", c1 + US, c1 + 2 * US, c1 + 3 * US, FINISHED),
+                block(
+                    33,
+                    "cap",
+                    c1 + 4 * US,
+                    c1 - P + 5 * US,
+                    c1 - P + 8 * US,
+                    TRIGGERED,
+                ),
+            ],
+        ));
+        let open = &t.open;
+        assert_eq!(open.len(), 1, "held until its finish is seen");
+        let l = open[0].late.as_ref().unwrap();
+        assert_eq!(l.name, "cap");
+        assert!(l.woke_late);
     }
 }
