@@ -15,14 +15,6 @@ use std::time::{Duration, Instant};
 const RATE: u32 = 48000;
 const FRAMES: u32 = 256;
 
-/// One server test at a time: they set this process's JACK_DEFAULT_SERVER for the slow
-/// client, and two at once would measure each other on a 2-core VM.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Runs `spin` long in one cycle of every `every`; counts its slow cycles.
 struct Slow {
     n: u64,
@@ -105,7 +97,7 @@ fn watch(server: &dyn AudioServer, args: &[&str]) -> Command {
 
 #[test]
 fn watch_records_the_injected_xruns_and_says_what_forensics_adds() {
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let Some(server) = require_jackd(RATE, FRAMES) else {
         return;
     };
@@ -165,7 +157,7 @@ fn watch_records_the_injected_xruns_and_says_what_forensics_adds() {
 
 #[test]
 fn a_server_killed_mid_watch_ends_it_with_its_result_and_exit_3() {
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let Some(mut server) = require_jackd(RATE, FRAMES) else {
         return;
     };
@@ -199,7 +191,7 @@ fn a_server_killed_mid_watch_ends_it_with_its_result_and_exit_3() {
 
 #[test]
 fn follow_waits_across_a_jackd_restart_and_records_the_gap() {
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let Some(mut server) = require_jackd(RATE, FRAMES) else {
         return;
     };
@@ -334,7 +326,7 @@ fn forensics_names_the_slow_client_and_never_an_innocent_for_a_long_run() {
     let Some(_t) = common::trace::setup() else {
         return;
     };
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let Some(server) = require_jackd(RATE, FRAMES) else {
         return;
     };
@@ -467,7 +459,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_clients_cpu() {
     let Some(_t) = common::trace::setup() else {
         return;
     };
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let Some(server) = require_jackd(RATE, FRAMES) else {
         return;
     };
@@ -512,7 +504,7 @@ fn the_services_drop_in_reaches_a_user_sessions_jackd() {
     if !require(common::is_root(), "root (the watch runs as another user)") {
         return;
     }
-    let _g = serial();
+    let _g = common::one_at_a_time();
     let user = common::service::nobody();
     let s = JackdServer::start_as((user.1, user.2), RATE, FRAMES);
     if !require(

@@ -156,6 +156,7 @@ fn median(mut v: Vec<u64>) -> u64 {
 
 #[test]
 fn the_profiler_names_the_slow_node_for_each_stall_with_its_own_busy_time() {
+    let _one = common::one_at_a_time();
     let Some(server) = require_pipewire(RATE, FRAMES) else {
         return;
     };
@@ -266,6 +267,7 @@ fn the_profiler_names_the_slow_node_for_each_stall_with_its_own_busy_time() {
 /// the profiler instead, names the slow client, and says why in a warning.
 #[test]
 fn under_pw_jack_a_jack_watch_reads_the_profiler_and_names_the_late_client() {
+    let _one = common::one_at_a_time();
     let Some(server) = require_pipewire(RATE, FRAMES) else {
         return;
     };
@@ -334,6 +336,7 @@ fn pw_watch(
 
 #[test]
 fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
+    let _one = common::one_at_a_time();
     let Some(_t) = common::trace::setup() else {
         return;
     };
@@ -389,6 +392,7 @@ fn forensics_names_a_fifo_burst_on_the_slow_nodes_cpu() {
 /// through that user's runtime directory; the unit alone, as root, does not.
 #[test]
 fn the_services_drop_in_reaches_a_user_sessions_pipewire() {
+    let _one = common::one_at_a_time();
     if !common::require(common::is_root(), "root (the watch runs as another user)") {
         return;
     }

@@ -21,6 +21,14 @@ pub fn require(available: bool, what: &str) -> bool {
     false
 }
 
+/// One live server test at a time within a test binary: the tests start clients that spin
+/// at real-time priority and name what took a CPU, and side by side on a 2-core VM one
+/// test's spinning client is the other's culprit.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn is_root() -> bool {
     // SAFETY: no preconditions.
     unsafe { libc::geteuid() == 0 }
